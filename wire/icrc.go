@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"hash/crc32"
 )
 
@@ -29,7 +30,7 @@ const icrcSeed = 0x2144df1c
 // Shorter ip, udp or transport slices than a RoCE v2 packet has give a
 // meaningless result, never a panic.
 func ComputeICRC(ip, udp, transport []byte) uint32 {
-	// The masked headers are copied to the stack and hashed a byte at a time;
+	// The masked headers are copied to the stack and hashed eight bytes at a time;
 	// the rest, where the bytes are, by hash/crc32's fast path. Handing the
 	// stack copy to crc32.Update would make it escape to the heap.
 	var hdr [IPv6Len + UDPLen + 12]byte
@@ -65,9 +66,37 @@ func ComputeICRC(ip, udp, transport []byte) uint32 {
 		hdr[n+4] = 0xff // FECN, BECN, Resv6
 	}
 	n += t
-	crc := ^uint32(icrcSeed)
-	for _, v := range hdr[:n] {
-		crc = crc32.IEEETable[byte(crc)^v] ^ crc>>8
+	return crc32.Update(^slicing8(^uint32(icrcSeed), hdr[:n]), crc32.IEEETable, transport[t:])
+}
+
+// slicing8Table holds the tables of the slicing-by-8 CRC-32 (Intel's
+// "Slicing-by-8" algorithm): row 0 is the bytewise IEEE table, row k the
+// CRC of a byte followed by k zero bytes.
+var slicing8Table = func() *[8][256]uint32 {
+	t := new([8][256]uint32)
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		c := t[0][i]
+		for k := 1; k < 8; k++ {
+			c = t[0][byte(c)] ^ c>>8
+			t[k][i] = c
+		}
 	}
-	return crc32.Update(^crc, crc32.IEEETable, transport[t:])
+	return t
+}()
+
+// slicing8 advances an uninverted reflected CRC-32 state over b, eight
+// bytes per step.
+func slicing8(crc uint32, b []byte) uint32 {
+	t := slicing8Table
+	for len(b) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(b)
+		crc = t[0][b[7]] ^ t[1][b[6]] ^ t[2][b[5]] ^ t[3][b[4]] ^
+			t[4][crc>>24] ^ t[5][crc>>16&0xff] ^ t[6][crc>>8&0xff] ^ t[7][crc&0xff]
+		b = b[8:]
+	}
+	for _, v := range b {
+		crc = t[0][byte(crc)^v] ^ crc>>8
+	}
+	return crc
 }

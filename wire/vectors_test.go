@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"encoding/hex"
+	"os"
 	"strings"
 	"testing"
 
@@ -145,5 +146,31 @@ func TestBuildCNP(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("CNP\n got %x\nwant %x", got, want)
+	}
+}
+
+// TestIndependentICRC checks packets whose ICRC was computed outside gorxe
+// (testdata/icrc/gen.py: scapy for IPv4, zlib with rxe's masks for IPv6).
+func TestIndependentICRC(t *testing.T) {
+	data, err := os.ReadFile("../testdata/icrc/vectors.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) < 4 {
+		t.Fatalf("only %d vectors", len(lines))
+	}
+	for _, line := range lines {
+		name, hexPkt, _ := strings.Cut(line, " ")
+		pkt := unhex(t, hexPkt)
+		var p wire.Packet
+		if err := wire.ParseIP(&p, pkt); err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if err := p.CheckICRC(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		assertRebuilds(t, &p, pkt)
 	}
 }
