@@ -1,0 +1,534 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/aeth"
+	"github.com/gorxe/gorxe/wire/bth"
+	"github.com/gorxe/gorxe/wire/feth"
+	"github.com/gorxe/gorxe/wire/reth"
+)
+
+const (
+	mtu1024 = "../../testdata/rxe/perftest-mtu1024.pcap"
+	mtu4096 = "../../testdata/rxe/perftest-mtu4096-mixed.pcap"
+)
+
+// runDecodeFile runs "gorxe decode [args] path" and returns its exit status
+// and output.
+func runDecodeFile(t *testing.T, path string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(append(append([]string{"decode"}, args...), path), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func lines(s string) []string { return strings.Split(strings.TrimSuffix(s, "\n"), "\n") }
+
+func TestDecodeCaptures(t *testing.T) {
+	tests := []struct {
+		file string
+		want summary
+	}{
+		{mtu1024, summary{RoCE: 1120, Other: 150}},
+		{mtu4096, summary{RoCE: 209, Other: 340}},
+	}
+	total := 0
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.file), func(t *testing.T) {
+			f, err := os.Open(tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var out bytes.Buffer
+			sum, err := decode(&out, f, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum != tt.want {
+				t.Errorf("summary = %+v, want %+v", sum, tt.want)
+			}
+			total += sum.RoCE
+			ls := lines(out.String())
+			if len(ls) != tt.want.RoCE+1 {
+				t.Errorf("%d lines, want one per RoCE packet and the summary", len(ls))
+			}
+			if got, want := ls[len(ls)-1], tt.want.String(); got != want {
+				t.Errorf("last line %q, want %q", got, want)
+			}
+			if n := strings.Count(out.String(), " icrc=ok\n"); n != tt.want.RoCE {
+				t.Errorf("%d lines end icrc=ok, want %d", n, tt.want.RoCE)
+			}
+		})
+	}
+	if total != 1329 {
+		t.Errorf("%d RoCE packets in the two captures, want 1329", total)
+	}
+}
+
+func TestDecodeSummaryLine(t *testing.T) {
+	code, out, errOut := runDecodeFile(t, mtu1024)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	ls := lines(out)
+	if got, want := ls[len(ls)-1], "1120 RoCE packets, 150 other frames skipped, 0 bad ICRC, 0 malformed"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+}
+
+// TestDecodeLines pins the text of one packet of each kind of header.
+func TestDecodeLines(t *testing.T) {
+	tests := []struct {
+		file  string
+		index int
+		want  string
+	}{
+		{mtu1024, 1, "    1   1.181646 10.9.0.3 -> 10.9.0.2 sport=49441 RC_RDMA_WRITE_FIRST          qp=0x000011 psn=15111583 ack=0 se=0 mig=0 pad=0 reth(va=0x7fe20ab5c000 rkey=0x00000276 len=65536) payload=1024 icrc=ok"},
+		{mtu1024, 2, "    2   1.193138 10.9.0.3 -> 10.9.0.2 sport=49441 RC_RDMA_WRITE_MIDDLE         qp=0x000011 psn=15111584 ack=0 se=0 mig=0 pad=0 payload=1024 icrc=ok"},
+		{mtu1024, 284, "  284   4.413222 10.9.0.2 -> 10.9.0.3 sport=49476 RC_RDMA_READ_RESPONSE_FIRST  qp=0x000012 psn=4902746  ack=0 se=0 mig=0 pad=0 aeth(ACK credits=31 msn=1) payload=1024 icrc=ok"},
+		{mtu1024, 561, "  561   7.389298 10.9.0.3 -> 10.9.0.2 sport=49513 RC_FETCH_ADD                 qp=0x000013 psn=3960740  ack=1 se=0 mig=0 pad=0 atomic(va=0x56266d1be000 rkey=0x00000406 swap_add=0x1 compare=0x0) payload=0 icrc=ok"},
+		{mtu1024, 594, "  594   7.390456 10.9.0.2 -> 10.9.0.3 sport=49513 RC_ATOMIC_ACKNOWLEDGE        qp=0x000013 psn=3960740  ack=0 se=0 mig=0 pad=0 aeth(ACK credits=31 msn=1) atomic_ack(orig=0xa23a9a4f918f204b) payload=0 icrc=ok"},
+		{mtu1024, 1120, " 1120   9.888559 10.9.0.2 -> 10.9.0.3 sport=49552 RC_ACKNOWLEDGE               qp=0x000014 psn=12286122 ack=0 se=0 mig=0 pad=0 aeth(ACK credits=31 msn=140) payload=0 icrc=ok"},
+		{mtu4096, 121, "  121  24.994791 10.9.0.3 -> 10.9.0.2 sport=55410 UD_SEND_ONLY                 qp=0x000001 psn=0        ack=1 se=0 mig=0 pad=0 deth(qkey=0x80010000 srcqp=0x000001) payload=256 icrc=ok"},
+	}
+	outs := map[string][]string{}
+	for _, tt := range tests {
+		if outs[tt.file] == nil {
+			code, out, errOut := runDecodeFile(t, tt.file)
+			if code != exitOK {
+				t.Fatalf("%s: exit %d: %s", tt.file, code, errOut)
+			}
+			outs[tt.file] = lines(out)
+		}
+		if got := outs[tt.file][tt.index-1]; got != tt.want {
+			t.Errorf("%s packet %d:\n got %q\nwant %q", filepath.Base(tt.file), tt.index, got, tt.want)
+		}
+	}
+}
+
+func TestDecodeJSON(t *testing.T) {
+	for _, file := range []string{mtu1024, mtu4096} {
+		code, out, errOut := runDecodeFile(t, file, "--json")
+		if code != exitOK {
+			t.Fatalf("%s: exit %d: %s", file, code, errOut)
+		}
+		ls := lines(out)
+		seen := map[string]bool{}
+		for i, l := range ls[:len(ls)-1] {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("line %d: %v: %s", i+1, err, l)
+			}
+			want := map[string]string{
+				"index": "number", "time": "number", "src": "string", "dst": "string",
+				"sport": "number", "opcode": "number", "op": "string", "dqpn": "number",
+				"psn": "number", "ackreq": "bool", "se": "bool", "migreq": "bool",
+				"padcnt": "number", "payload_len": "number", "icrc": "string",
+			}
+			for k, typ := range want {
+				if got := jsonType(m[k]); got != typ {
+					t.Fatalf("line %d: %q is %s, want %s: %s", i+1, k, got, typ, l)
+				}
+			}
+			if m["index"].(float64) != float64(i+1) || m["icrc"] != "ok" {
+				t.Fatalf("line %d: index %v icrc %v", i+1, m["index"], m["icrc"])
+			}
+			for _, k := range []string{"reth", "aeth", "atomic", "atomic_ack", "imm", "ieth", "deth", "feth"} {
+				if v, ok := m[k]; ok {
+					if jsonType(v) != "object" {
+						t.Fatalf("line %d: %q is %s, want object", i+1, k, jsonType(v))
+					}
+					seen[k] = true
+				}
+			}
+			if a, ok := m["aeth"].(map[string]any); ok {
+				if a["type"] != "ACK" || jsonType(a["syndrome"]) != "number" || jsonType(a["value"]) != "number" || jsonType(a["msn"]) != "number" {
+					t.Fatalf("line %d: aeth %v", i+1, a)
+				}
+			}
+		}
+		t.Logf("%s: extended headers seen: %v", filepath.Base(file), seen)
+		var last struct{ Summary *summary }
+		if err := json.Unmarshal([]byte(ls[len(ls)-1]), &last); err != nil || last.Summary == nil {
+			t.Fatalf("last line %q: %v", ls[len(ls)-1], err)
+		}
+		if last.Summary.RoCE != len(ls)-1 || last.Summary.BadICRC != 0 || last.Summary.Malformed != 0 {
+			t.Errorf("summary %+v", *last.Summary)
+		}
+	}
+
+	// One line pinned whole, keys in order.
+	_, out, _ := runDecodeFile(t, mtu1024, "--json")
+	want := `{"index":1,"time":1.181646,"src":"10.9.0.3","dst":"10.9.0.2","sport":49441,"opcode":6,"op":"RC_RDMA_WRITE_FIRST","dqpn":17,"psn":15111583,"ackreq":false,"se":false,"migreq":false,"padcnt":0,"fecn":false,"becn":false,"reth":{"va":140608819019776,"rkey":630,"len":65536},"payload_len":1024,"icrc":"ok"}`
+	if got := lines(out)[0]; got != want {
+		t.Errorf("first JSON line\n got %s\nwant %s", got, want)
+	}
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "missing"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case map[string]any:
+		return "object"
+	}
+	return "other"
+}
+
+// capture is a capture file read into memory.
+type capture struct {
+	link   layers.LinkType
+	frames [][]byte
+	infos  []gopacket.CaptureInfo
+}
+
+func readCapture(t *testing.T, path string) capture {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := capture{link: r.LinkType()}
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return c
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.frames = append(c.frames, data)
+		c.infos = append(c.infos, ci)
+	}
+}
+
+// writePcap writes c to a new pcap file in a temporary directory.
+func writePcap(t *testing.T, c capture) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(65536, c.link); err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range c.frames {
+		ci := c.infos[i]
+		ci.CaptureLength, ci.Length = len(data), len(data)
+		if err := w.WritePacket(ci, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// roceUDPPayload returns the offset of the UDP payload in an untagged
+// Ethernet/IPv4 frame to port 4791, or -1.
+func roceUDPPayload(frame []byte) int {
+	const udp = wire.EthernetLen + wire.IPv4Len
+	if len(frame) < udp+wire.UDPLen || binary.BigEndian.Uint16(frame[12:]) != 0x0800 || frame[23] != 17 ||
+		binary.BigEndian.Uint16(frame[udp+2:]) != wire.UDPPort {
+		return -1
+	}
+	return udp + wire.UDPLen
+}
+
+// TestDecodeCorrupted flips a payload byte of the first RoCE packet, which
+// breaks its ICRC, and makes the second one's opcode reserved, which makes
+// it malformed.
+func TestDecodeCorrupted(t *testing.T) {
+	c := readCapture(t, mtu1024)
+	var roce []int
+	for i, f := range c.frames {
+		if roceUDPPayload(f) >= 0 {
+			roce = append(roce, i)
+		}
+	}
+	first := bytes.Clone(c.frames[roce[0]])
+	first[roceUDPPayload(first)+100] ^= 0x01
+	c.frames[roce[0]] = first
+	second := bytes.Clone(c.frames[roce[1]])
+	second[roceUDPPayload(second)] = 0x15 // reserved RC opcode
+	c.frames[roce[1]] = second
+	path := writePcap(t, c)
+
+	code, out, errOut := runDecodeFile(t, path)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	ls := lines(out)
+	if !strings.HasPrefix(ls[0], "    1 ") || !strings.HasSuffix(ls[0], " payload=1024 icrc=BAD") {
+		t.Errorf("corrupted packet: %q", ls[0])
+	}
+	if want := "    2   1.193138 10.9.0.3 -> 10.9.0.2 malformed: wire: unsupported opcode"; ls[1] != want {
+		t.Errorf("malformed packet:\n got %q\nwant %q", ls[1], want)
+	}
+	if got, want := ls[len(ls)-1], "1120 RoCE packets, 150 other frames skipped, 1 bad ICRC, 1 malformed"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+
+	_, out, _ = runDecodeFile(t, path, "--json")
+	ls = lines(out)
+	if !strings.Contains(ls[0], `"icrc":"bad"`) {
+		t.Errorf("JSON of corrupted packet: %s", ls[0])
+	}
+	if want := `{"index":2,"time":1.193138,"src":"10.9.0.3","dst":"10.9.0.2","error":"wire: unsupported opcode"}`; ls[1] != want {
+		t.Errorf("JSON of malformed packet:\n got %s\nwant %s", ls[1], want)
+	}
+	if want := `{"summary":{"roce_packets":1120,"other_frames":150,"bad_icrc":1,"malformed":1}}`; ls[len(ls)-1] != want {
+		t.Errorf("JSON summary %s, want %s", ls[len(ls)-1], want)
+	}
+}
+
+// TestDecodePcapng writes the captures as pcapng and expects the same output.
+func TestDecodePcapng(t *testing.T) {
+	for _, file := range []string{mtu1024, mtu4096} {
+		c := readCapture(t, file)
+		path := filepath.Join(t.TempDir(), "c.pcapng")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := pcapgo.NewNgWriter(f, c.link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, data := range c.frames {
+			if err := w.WritePacket(c.infos[i], data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		for _, args := range [][]string{nil, {"--json"}} {
+			_, want, _ := runDecodeFile(t, file, args...)
+			code, got, errOut := runDecodeFile(t, path, args...)
+			if code != exitOK || got != want {
+				t.Errorf("%s as pcapng %v: exit %d, stderr %q, output differs: %v", filepath.Base(file), args, code, errOut, firstDiff(got, want))
+			}
+		}
+	}
+}
+
+// TestDecodeLinkTypes rewrites the Ethernet frames of a capture as raw IP
+// and as Linux cooked (SLL) frames and expects the same RoCE lines.
+func TestDecodeLinkTypes(t *testing.T) {
+	c := readCapture(t, mtu4096)
+	_, want, _ := runDecodeFile(t, mtu4096)
+	rewrite := func(link layers.LinkType, hdr func(etherType []byte) []byte) capture {
+		out := capture{link: link, infos: c.infos}
+		for _, f := range c.frames {
+			out.frames = append(out.frames, append(hdr(f[12:14]), f[14:]...))
+		}
+		return out
+	}
+	cases := map[string]capture{
+		"raw": rewrite(layers.LinkTypeRaw, func([]byte) []byte { return nil }),
+		"sll": rewrite(layers.LinkTypeLinuxSLL, func(et []byte) []byte {
+			// packet type 0 (to us), ARPHRD_ETHER, 6-byte address, protocol
+			h := []byte{0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0}
+			return append(h, et...)
+		}),
+	}
+	for name, cc := range cases {
+		// Non-IP frames (ARP) of the original are "other" either way.
+		code, got, errOut := runDecodeFile(t, writePcap(t, cc))
+		if code != exitOK || got != want {
+			t.Errorf("%s: exit %d, stderr %q, output differs: %v", name, code, errOut, firstDiff(got, want))
+		}
+	}
+}
+
+// firstDiff describes the first line where got and want differ.
+func firstDiff(got, want string) string {
+	g, w := lines(got), lines(want)
+	for i := 0; i < len(g) && i < len(w); i++ {
+		if g[i] != w[i] {
+			return "line " + g[i] + " != " + w[i]
+		}
+	}
+	if len(g) != len(w) {
+		return "line counts differ"
+	}
+	return "none"
+}
+
+func TestDecodeTruncatedFile(t *testing.T) {
+	b, err := os.ReadFile(mtu1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cut.pcap")
+	if err := os.WriteFile(path, b[:len(b)-10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runDecodeFile(t, path)
+	if code != exitError {
+		t.Errorf("exit %d, want %d", code, exitError)
+	}
+	if !strings.HasPrefix(errOut, "gorxe decode: "+path+": frame 1270: ") {
+		t.Errorf("stderr %q", errOut)
+	}
+	ls := lines(out)
+	if !strings.HasSuffix(ls[len(ls)-1], "malformed") {
+		t.Errorf("no summary of the frames read: %q", ls[len(ls)-1])
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.pcap")
+	if err := os.WriteFile(garbage, []byte("this is not a capture file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.pcap")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badPcap := filepath.Join(dir, "bad.pcap")
+	if err := os.WriteFile(badPcap, []byte{0xd4, 0xc3, 0xb2, 0xa1, 0}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pcap")
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // substring
+		stderr string // substring
+	}{
+		{"missing file", []string{"decode", missing}, exitError, "", "gorxe decode: " + missing + ": no such file or directory\n"},
+		{"garbage", []string{"decode", garbage}, exitError, "", "gorxe decode: " + garbage + ": not a pcap or pcapng file"},
+		{"empty", []string{"decode", empty}, exitError, "", "gorxe decode: " + empty + ": not a pcap or pcapng file (0 bytes long)"},
+		{"short pcap header", []string{"decode", badPcap}, exitError, "", "gorxe decode: " + badPcap + ": pcap: "},
+		{"directory", []string{"decode", dir}, exitError, "", "gorxe decode: " + dir + ": "},
+		{"no args", nil, exitUsage, "", "gorxe decode [--json] FILE"},
+		{"help", []string{"help"}, exitOK, "gorxe decode [--json] FILE", ""},
+		{"help decode", []string{"help", "decode"}, exitOK, "usage: gorxe decode [--json] FILE", ""},
+		{"unknown command", []string{"frobnicate"}, exitUsage, "", `gorxe: unknown command "frobnicate"`},
+		{"decode no file", []string{"decode"}, exitUsage, "", "usage: gorxe decode"},
+		{"decode two files", []string{"decode", mtu1024, mtu4096}, exitUsage, "", "want exactly one FILE"},
+		{"decode bad flag", []string{"decode", "--yaml", mtu1024}, exitUsage, "", "flag provided but not defined: -yaml"},
+		{"decode -h", []string{"decode", "-h"}, exitOK, "", "usage: gorxe decode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tt.args, &stdout, &stderr)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d", code, tt.code)
+			}
+			if !strings.Contains(stdout.String(), tt.stdout) || tt.stdout == "" && stdout.Len() != 0 {
+				t.Errorf("stdout %q, want it to contain %q", stdout.String(), tt.stdout)
+			}
+			if !strings.Contains(stderr.String(), tt.stderr) || tt.stderr == "" && stderr.Len() != 0 {
+				t.Errorf("stderr %q, want it to contain %q", stderr.String(), tt.stderr)
+			}
+		})
+	}
+}
+
+// TestSeconds checks the relative time format.
+func TestSeconds(t *testing.T) {
+	for d, want := range map[int64]string{0: "0.000000", 341_000: "0.000341", 1_181_646_499: "1.181646", 1_181_646_500: "1.181647", -2_000: "-0.000002"} {
+		if got := seconds(time.Duration(d)); got != want {
+			t.Errorf("seconds(%d ns) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestDecodeBuiltPackets decodes packets gorxe's wire package builds, for
+// the headers the rxe captures do not show, over IPv4 and IPv6.
+func TestDecodeBuiltPackets(t *testing.T) {
+	v4 := wire.IPFields{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), HopLimit: 64, DontFrag: true}
+	v6 := wire.IPFields{Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"), HopLimit: 64}
+	rc := func(op bth.Opcode) wire.Headers {
+		return wire.Headers{BTH: bth.Fields{Opcode: op, PKey: bth.DefaultPKey, DestQP: 0xabcdef, PSN: 42, AckReq: true}}
+	}
+	imm := rc(bth.RCSendOnlyWithImm)
+	imm.Imm = 0xdeadbeef
+	inv := rc(bth.RCSendOnlyWithInvalidate)
+	inv.IETH = 0x1234
+	flush := rc(bth.RCFlush)
+	flush.FETH = feth.Fields{Selectivity: 1, PlacementType: 2}
+	flush.RETH = reth.Fields{VA: 0x1000, RKey: 0x99, DMALen: 64}
+	rnr := rc(bth.RCAcknowledge)
+	rnr.AETH = aeth.Fields{Syndrome: aeth.RNRNAK(12), MSN: 7}
+	nak := rc(bth.RCAcknowledge)
+	nak.AETH = aeth.Fields{Syndrome: aeth.NAK(aeth.NAKPSNSequenceError), MSN: 8}
+	frames := []wire.Frame{
+		{IP: v4, SrcPort: 50000, Headers: imm, Payload: []byte("hello")},
+		{IP: v4, SrcPort: 50000, Headers: inv},
+		{IP: v4, SrcPort: 50000, Headers: flush},
+		wire.CNP(v4, 0x11),
+		{IP: v6, SrcPort: 50001, Headers: rnr},
+		{IP: v6, SrcPort: 50001, Headers: nak},
+	}
+	c := capture{link: layers.LinkTypeRaw}
+	for i := range frames {
+		b, err := frames[i].Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.frames = append(c.frames, b)
+		c.infos = append(c.infos, gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000)})
+	}
+	path := writePcap(t, c)
+	code, out, errOut := runDecodeFile(t, path)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := `    1   0.000000 192.0.2.1 -> 192.0.2.2 sport=50000 RC_SEND_ONLY_WITH_IMMEDIATE  qp=0xabcdef psn=42       ack=1 se=0 mig=0 pad=3 imm=0xdeadbeef payload=5 icrc=ok
+    2   0.000001 192.0.2.1 -> 192.0.2.2 sport=50000 RC_SEND_ONLY_WITH_INVALIDATE qp=0xabcdef psn=42       ack=1 se=0 mig=0 pad=0 ieth(rkey=0x00001234) payload=0 icrc=ok
+    3   0.000002 192.0.2.1 -> 192.0.2.2 sport=50000 RC_FLUSH                     qp=0xabcdef psn=42       ack=1 se=0 mig=0 pad=0 feth(sel=1 plt=2) reth(va=0x1000 rkey=0x00000099 len=64) payload=0 icrc=ok
+    4   0.000003 192.0.2.1 -> 192.0.2.2 sport=0     CNP                          qp=0x000011 psn=0        ack=0 se=0 mig=0 pad=0 becn=1 payload=0 icrc=ok
+    5   0.000004 2001:db8::1 -> 2001:db8::2 sport=50001 RC_ACKNOWLEDGE               qp=0xabcdef psn=42       ack=1 se=0 mig=0 pad=0 aeth(RNR_NAK timer=0.64ms msn=7) payload=0 icrc=ok
+    6   0.000005 2001:db8::1 -> 2001:db8::2 sport=50001 RC_ACKNOWLEDGE               qp=0xabcdef psn=42       ack=1 se=0 mig=0 pad=0 aeth(NAK PSN_SEQ_ERROR msn=8) payload=0 icrc=ok
+6 RoCE packets, 0 other frames skipped, 0 bad ICRC, 0 malformed
+`
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+
+	_, out, _ = runDecodeFile(t, path, "--json")
+	ls := lines(out)
+	for i, key := range []string{`"imm":{"data":3735928559}`, `"ieth":{"rkey":4660}`, `"feth":{"sel":1,"plt":2},"reth":{"va":4096,"rkey":153,"len":64}`, `"becn":true`,
+		`"aeth":{"syndrome":44,"type":"RNR_NAK","value":12,"msn":7}`, `"aeth":{"syndrome":96,"type":"NAK","value":0,"msn":8}`} {
+		if !strings.Contains(ls[i], key) {
+			t.Errorf("JSON line %d lacks %s: %s", i+1, key, ls[i])
+		}
+	}
+}
