@@ -15,7 +15,7 @@ func benchPacket(b *testing.B, payload int) []byte {
 			Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
 			HopLimit: 64, DontFrag: true,
 		},
-		SrcPort: 0xc000,
+		SrcPort: 0xc000, DstPort: wire.UDPPort,
 		Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCRDMAWriteFirst, PKey: 0xffff, DestQP: 0x11, PSN: 1}},
 		Payload: make([]byte, payload),
 	}

@@ -120,7 +120,7 @@ type IPFields struct {
 type Frame struct {
 	IP          IPFields
 	SrcPort     uint16 // UDP source port: the flow's entropy
-	DstPort     uint16 // UDP destination port, UDPPort when zero
+	DstPort     uint16 // UDP destination port: UDPPort, 4791
 	UDPChecksum bool   // compute a UDP checksum; rxe and most NICs send zero
 	Headers
 	Payload []byte
@@ -176,12 +176,8 @@ func (f *Frame) Append(b []byte) ([]byte, error) {
 		b = append(b, ip[:]...)
 	}
 	ipEnd := len(b)
-	dport := f.DstPort
-	if dport == 0 {
-		dport = UDPPort
-	}
 	b = binary.BigEndian.AppendUint16(b, f.SrcPort)
-	b = binary.BigEndian.AppendUint16(b, dport)
+	b = binary.BigEndian.AppendUint16(b, f.DstPort)
 	b = binary.BigEndian.AppendUint16(b, uint16(udpLen))
 	b = append(b, 0, 0)
 	b = AppendTransport(b, &f.Headers, f.Payload)

@@ -15,5 +15,5 @@ func CNPHeaders(dqpn bth.QPN) Headers {
 // dqpn. RoCE v2 CNPs travel with DSCP 48 and ECT(0) (traffic class 0xC2)
 // on ConnectX NICs; the caller may change TrafficClass and SrcPort.
 func CNP(ip IPFields, dqpn bth.QPN) Frame {
-	return Frame{IP: ip, Headers: CNPHeaders(dqpn)}
+	return Frame{IP: ip, DstPort: UDPPort, Headers: CNPHeaders(dqpn)}
 }

@@ -42,9 +42,9 @@ func samplePackets(t testing.TB) map[string][]byte {
 	cas := wire.Headers{BTH: bth.Fields{Opcode: bth.RCCompareSwap, PKey: 0xffff, DestQP: 7, PSN: 9}}
 	cas.AtomicETH.VA, cas.AtomicETH.RKey, cas.AtomicETH.SwapAdd, cas.AtomicETH.Compare = 0x1000, 0x55, 1, 2
 	for name, f := range map[string]wire.Frame{
-		"gorxe IPv4 WRITE_ONLY_WITH_IMM": {IP: ip4, SrcPort: 0xc001, Headers: write, Payload: payload},
-		"gorxe IPv6 WRITE_ONLY_WITH_IMM": {IP: ip6, SrcPort: 0xc001, Headers: write, Payload: payload},
-		"gorxe IPv6 COMPARE_SWAP":        {IP: ip6, SrcPort: 0xc002, Headers: cas},
+		"gorxe IPv4 WRITE_ONLY_WITH_IMM": {IP: ip4, SrcPort: 0xc001, DstPort: wire.UDPPort, Headers: write, Payload: payload},
+		"gorxe IPv6 WRITE_ONLY_WITH_IMM": {IP: ip6, SrcPort: 0xc001, DstPort: wire.UDPPort, Headers: write, Payload: payload},
+		"gorxe IPv6 COMPARE_SWAP":        {IP: ip6, SrcPort: 0xc002, DstPort: wire.UDPPort, Headers: cas},
 		"gorxe IPv6 CNP":                 wire.CNP(ip6, 0x42),
 	} {
 		b, err := f.Append(nil)

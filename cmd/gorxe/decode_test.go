@@ -490,12 +490,12 @@ func TestDecodeBuiltPackets(t *testing.T) {
 	nak := rc(bth.RCAcknowledge)
 	nak.AETH = aeth.Fields{Syndrome: aeth.NAK(aeth.NAKPSNSequenceError), MSN: 8}
 	frames := []wire.Frame{
-		{IP: v4, SrcPort: 50000, Headers: imm, Payload: []byte("hello")},
-		{IP: v4, SrcPort: 50000, Headers: inv},
-		{IP: v4, SrcPort: 50000, Headers: flush},
+		{IP: v4, SrcPort: 50000, DstPort: wire.UDPPort, Headers: imm, Payload: []byte("hello")},
+		{IP: v4, SrcPort: 50000, DstPort: wire.UDPPort, Headers: inv},
+		{IP: v4, SrcPort: 50000, DstPort: wire.UDPPort, Headers: flush},
 		wire.CNP(v4, 0x11),
-		{IP: v6, SrcPort: 50001, Headers: rnr},
-		{IP: v6, SrcPort: 50001, Headers: nak},
+		{IP: v6, SrcPort: 50001, DstPort: wire.UDPPort, Headers: rnr},
+		{IP: v6, SrcPort: 50001, DstPort: wire.UDPPort, Headers: nak},
 	}
 	c := capture{link: layers.LinkTypeRaw}
 	for i := range frames {
