@@ -100,6 +100,10 @@ func FuzzParseUDPPayload(f *testing.F) {
 		if got := len(p.Transport()) + wire.ICRCLen; got != len(b) {
 			t.Fatalf("transport+ICRC is %d bytes of %d", got, len(b))
 		}
+		if len(p.Pad) != p.BTH.PadCnt() || p.Info.HdrLen+len(p.Payload)+len(p.Pad) != len(p.Transport()) {
+			t.Fatalf("header %d + payload %d + pad %d (PadCnt %d) != transport %d",
+				p.Info.HdrLen, len(p.Payload), len(p.Pad), p.BTH.PadCnt(), len(p.Transport()))
+		}
 		h := p.Headers()
 		if h.TransportLen(len(p.Payload)) != len(p.Transport()) {
 			t.Fatalf("TransportLen %d, parsed %d", h.TransportLen(len(p.Payload)), len(p.Transport()))

@@ -294,6 +294,7 @@ func ParseUDPPayload(p *Packet, b []byte) error {
 	p.AtomicAck = take(ExtAtomicAck, atomiceth.AckLen)
 	p.ImmDt = take(ExtImmDt, immdt.Len)
 	p.IETH = take(ExtIETH, immdt.Len)
+	take(ExtCNP, CNPReservedLen)
 	p.Payload = b[off : off+payloadLen : off+payloadLen]
 	p.Pad = b[off+payloadLen : end : end]
 	p.Info = info
