@@ -27,6 +27,8 @@ type MR struct {
 	mu   sync.RWMutex // shared by accesses, exclusive in Deregister
 	buf  []byte       // guarded by mu; nil once dead
 	dead bool         // guarded by mu
+
+	writes atomic.Uint64 // WriteAt calls and atomics completed
 }
 
 // LKey returns the key local work requests use to name the region.
@@ -130,6 +132,7 @@ func (m *MR) WriteAt(iova uint64, src []byte) error {
 		return ErrBounds
 	}
 	copy(m.buf[off:], src)
+	m.writes.Add(1)
 	return nil
 }
 
@@ -155,6 +158,7 @@ func (m *MR) CompareAndSwap(iova, compare, swap uint64) (orig uint64, err error)
 	for {
 		old := atomic.LoadUint64(p)
 		if old != compare || atomic.CompareAndSwapUint64(p, old, swap) {
+			m.writes.Add(1)
 			return old, nil
 		}
 	}
@@ -170,8 +174,17 @@ func (m *MR) FetchAndAdd(iova, add uint64) (orig uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	return atomic.AddUint64(p, add) - add, nil
+	v := atomic.AddUint64(p, add) - add
+	m.writes.Add(1)
+	return v, nil
 }
+
+// Writes returns how many writes (WriteAt calls and atomics) into the
+// region have completed. A program that watches memory a peer writes with
+// RDMA WRITE, as perftest's latency tests do, waits for this count to move
+// and then reads the region: the count orders the read after the write,
+// which polling the bytes directly would not, in Go's memory model.
+func (m *MR) Writes() uint64 { return m.writes.Load() }
 
 // word returns a pointer to the aligned 8-byte word at iova. m.mu must be
 // held shared.

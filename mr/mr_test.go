@@ -593,3 +593,27 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 		t.Fatalf("hot path allocates %v times per run", n)
 	}
 }
+
+func TestWritesCounts(t *testing.T) {
+	tab := NewTable()
+	pd := tab.AllocPD()
+	m := mustRegister(t, tab, pd, make([]byte, 64), 0x1000, LocalWrite|RemoteAtomic)
+	if m.Writes() != 0 {
+		t.Fatalf("fresh region has %d writes", m.Writes())
+	}
+	if err := m.WriteAt(0x1000, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.FetchAndAdd(0x1008, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CompareAndSwap(0x1008, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WriteAt(0x1040, []byte{1}); err == nil {
+		t.Fatal("write past the end succeeded")
+	}
+	if m.Writes() != 3 {
+		t.Fatalf("%d writes counted, want 3", m.Writes())
+	}
+}

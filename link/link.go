@@ -1,0 +1,72 @@
+// Package link defines how a gorxe device moves IP packets to and from the
+// network. A Link carries whole IPv4 or IPv6 packets, each a RoCE v2 packet
+// from its IP header through its ICRC. Links move packets in batches, and
+// every buffer has Headroom bytes in front of the packet so a link that
+// writes whole frames can put its Ethernet header there without a copy.
+//
+// Implementations live in the packages below: mem (an in-process fabric
+// with fault injection, for tests), and later udp, tap and xdp.
+package link
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Headroom is the number of bytes every buffer keeps in front of the packet
+// for link-layer headers: Ethernet with two VLAN tags is 22 bytes, rounded up
+// to keep the IP header 8-byte aligned for the common case.
+const Headroom = 32
+
+// MaxPacket is the largest IP packet a link carries: a 4096-byte path MTU
+// payload with every header, inside a 9000-byte jumbo frame.
+const MaxPacket = 9000
+
+// BufferSize is the size of one packet buffer: headroom plus the largest
+// packet.
+const BufferSize = Headroom + MaxPacket
+
+// BatchSize is the number of packets a device hands a link per call.
+const BatchSize = 64
+
+// ErrClosed is returned by a link's methods after Close.
+var ErrClosed = errors.New("link: closed")
+
+// Flags describe what a link can do with the packets it carries.
+type Flags uint8
+
+const (
+	// FlagNoIPv4ICRC means the link cannot show the IPv4 header the sender
+	// wrote (a kernel UDP socket), so the IPv4 Identification field, which
+	// the ICRC covers, is unknown and the ICRC of IPv4 packets cannot be
+	// checked on receive.
+	FlagNoIPv4ICRC Flags = 1 << iota
+)
+
+// Link moves batches of IP packets. Send and Receive may be called from
+// different goroutines at once; Receive is called from one goroutine at a
+// time.
+type Link interface {
+	// Send transmits packets: packet i is bufs[i][Headroom:]. The link does
+	// not keep the buffers after Send returns. A packet the network drops is
+	// not an error.
+	Send(bufs [][]byte) error
+
+	// Receive blocks until at least one packet arrives, then writes up to
+	// len(bufs) packets, packet i at bufs[i][Headroom:Headroom+sizes[i]],
+	// and returns how many it wrote. Each bufs[i] has BufferSize bytes. It
+	// returns ErrClosed once the link is closed.
+	Receive(bufs [][]byte, sizes []int) (int, error)
+
+	// Addrs returns the link's own IP addresses.
+	Addrs() []netip.Addr
+
+	// MTU returns the largest IP packet the link carries.
+	MTU() int
+
+	// Flags tells what the link can and cannot do.
+	Flags() Flags
+
+	// Close stops the link and wakes a blocked Receive.
+	Close() error
+}

@@ -1,0 +1,65 @@
+package qp
+
+// Counters are a QP's transport counters, named as Linux rxe's hardware
+// counters (drivers/infiniband/sw/rxe/rxe_hw_counters.c), so a reader of
+// /sys/class/infiniband/rxe0/ports/1/hw_counters knows them.
+type Counters struct {
+	SentPkts           uint64 // sent_pkts: packets this QP transmitted
+	RcvdPkts           uint64 // rcvd_pkts: packets delivered to this QP
+	DuplicateRequest   uint64 // duplicate_request: requests with an old PSN, answered again
+	OutOfSeqRequest    uint64 // out_of_seq_request: requests past the expected PSN, dropped
+	RcvdSeqErr         uint64 // rcvd_seq_err: PSN sequence error NAKs received
+	RcvdRNRErr         uint64 // rcvd_rnr_err: RNR NAKs received
+	SendRNRErr         uint64 // send_rnr_err: RNR NAKs sent, no receive posted
+	CompleterRetryErr  uint64 // completer_retry_err: go-back-N retransmissions started
+	RetryExceededErr   uint64 // retry_exceeded_err: retry_cnt exhausted
+	RNRNakRetryErr     uint64 // rnr_nak_retry_err: rnr_retry exhausted
+	AckDeferred        uint64 // ack_deferred: ACKs merged into a later ACK
+	RDMASends          uint64 // rdma_sends: RDMA WRITE, READ and atomic requests started
+	RDMARecvs          uint64 // rdma_recvs: RDMA WRITE, READ and atomic requests executed
+	RetransmitTimeouts uint64 // local ACK timeouts (not an rxe counter)
+}
+
+// Add adds o's counts to c.
+func (c *Counters) Add(o *Counters) {
+	c.SentPkts += o.SentPkts
+	c.RcvdPkts += o.RcvdPkts
+	c.DuplicateRequest += o.DuplicateRequest
+	c.OutOfSeqRequest += o.OutOfSeqRequest
+	c.RcvdSeqErr += o.RcvdSeqErr
+	c.RcvdRNRErr += o.RcvdRNRErr
+	c.SendRNRErr += o.SendRNRErr
+	c.CompleterRetryErr += o.CompleterRetryErr
+	c.RetryExceededErr += o.RetryExceededErr
+	c.RNRNakRetryErr += o.RNRNakRetryErr
+	c.AckDeferred += o.AckDeferred
+	c.RDMASends += o.RDMASends
+	c.RDMARecvs += o.RDMARecvs
+	c.RetransmitTimeouts += o.RetransmitTimeouts
+}
+
+// Named returns the counters as rxe names them, in rxe's order.
+func (c *Counters) Named() []NamedCounter {
+	return []NamedCounter{
+		{"sent_pkts", c.SentPkts},
+		{"rcvd_pkts", c.RcvdPkts},
+		{"duplicate_request", c.DuplicateRequest},
+		{"out_of_seq_request", c.OutOfSeqRequest},
+		{"rcvd_rnr_err", c.RcvdRNRErr},
+		{"send_rnr_err", c.SendRNRErr},
+		{"rcvd_seq_err", c.RcvdSeqErr},
+		{"ack_deferred", c.AckDeferred},
+		{"retry_exceeded_err", c.RetryExceededErr},
+		{"rnr_nak_retry_err", c.RNRNakRetryErr},
+		{"completer_retry_err", c.CompleterRetryErr},
+		{"rdma_sends", c.RDMASends},
+		{"rdma_recvs", c.RDMARecvs},
+		{"retransmit_timeouts", c.RetransmitTimeouts},
+	}
+}
+
+// NamedCounter is one counter with its rxe name.
+type NamedCounter struct {
+	Name  string
+	Value uint64
+}

@@ -1,0 +1,427 @@
+// Package qp implements Reliable Connected queue pairs (IBTA Vol 1 ch. 9,
+// ch. 10): the state machine, and the three engines of a reliable
+// transport that every RC QP runs:
+//
+//   - the requester (requester.go) turns send work requests into packets:
+//     segmentation by path MTU, PSNs, AckReq, a bounded window;
+//   - the responder (responder.go) executes arriving requests in PSN order
+//     and acknowledges them, answering duplicates from saved state;
+//   - the completer (completer.go) matches ACKs, NAKs, READ responses and
+//     atomic ACKs to outstanding work requests, retransmits go-back-N, and
+//     produces work completions in order.
+//
+// A QP does no I/O of its own: its device hands it arriving packets
+// (HandlePacket), lets it run when it has work or a timer is due (Run), and
+// transmits what it builds (Port). Every method takes the QP's lock, so a
+// device may drive a QP from one worker goroutine while users post work
+// requests from theirs.
+package qp
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/wire/bth"
+)
+
+// Port is what a QP needs from the device that owns it.
+type Port interface {
+	// MRs returns the device's memory region table.
+	MRs() *mr.Table
+	// NewBuffer returns a buffer for one outgoing packet. The QP writes the
+	// transport headers, payload and pad from TxOffset on.
+	NewBuffer() []byte
+	// TxOffset returns where, in a buffer from NewBuffer, the transport
+	// headers start: room for the link, IP and UDP headers.
+	TxOffset() int
+	// Transmit sends the packet whose transport (BTH through pad) is
+	// buf[TxOffset:TxOffset+n] to q's peer; the port adds the IP and UDP
+	// headers and the ICRC, and owns buf from then on.
+	Transmit(q *QP, buf []byte, n int)
+	// Schedule asks the device to call q.Run soon, from its worker.
+	Schedule(q *QP)
+	// Now returns the current time; tests may run a QP on a fake clock.
+	Now() time.Time
+}
+
+// Limits of a QP.
+const (
+	MaxWR         = 16384   // send or receive work requests per queue, as rxe
+	MaxSGE        = 32      // scatter/gather elements per work request
+	MaxInlineData = 1024    // bytes of inline data per send work request
+	MaxMsgSize    = 1 << 31 // the largest message: RETH's DMA length is 31 bits (C9-94)
+	MaxRdAtomic   = 128     // outstanding READs and atomics, each way
+	// MaxAckInterval is how many packets the requester sends without
+	// AckReq: kernel rxe only acknowledges packets that ask for it.
+	MaxAckInterval = 64
+)
+
+// Errors returned by the verbs.
+var (
+	ErrState      = errors.New("qp: illegal state transition")
+	ErrAttr       = errors.New("qp: invalid attribute")
+	ErrQueueFull  = errors.New("qp: work queue full")
+	ErrBadWR      = errors.New("qp: invalid work request")
+	ErrNotPosting = errors.New("qp: QP state does not allow posting")
+)
+
+// InitAttr holds what ibv_create_qp takes.
+type InitAttr struct {
+	Type   Type
+	SendCQ *cq.CQ
+	RecvCQ *cq.CQ
+	Cap    Cap
+	SigAll bool // every send work request generates a completion
+	PD     *mr.PD
+	Window int // unacknowledged PSNs the requester allows; 0 means DefaultWindow
+}
+
+// DefaultWindow is the requester's default limit of unacknowledged PSNs.
+// rxe uses 128; a larger window keeps a higher-latency path busy, at the
+// cost of more go-back-N retransmission per loss.
+const DefaultWindow = 256
+
+// QP is a Reliable Connected queue pair.
+type QP struct {
+	mu     sync.Mutex
+	port   Port
+	num    bth.QPN
+	pd     *mr.PD
+	sendCQ *cq.CQ
+	recvCQ *cq.CQ
+	sigAll bool
+	window int
+	txOff  int
+
+	attr  Attr
+	mtu   int
+	stats Counters
+
+	sq   sendQueue
+	rq   recvQueue
+	req  requester
+	comp completer
+	resp responder
+	tm   timers
+
+	// Trace, when set, is called for every state change and notable
+	// event, with the QP's lock held; it must not call back into the QP.
+	trace func(q *QP, event string)
+}
+
+// New creates a QP numbered num in the RESET state.
+func New(port Port, num bth.QPN, ia InitAttr) (*QP, error) {
+	if ia.Type != TypeRC {
+		return nil, fmt.Errorf("%w: only RC queue pairs are supported, not type %d", ErrAttr, ia.Type)
+	}
+	if ia.SendCQ == nil || ia.RecvCQ == nil || ia.PD == nil {
+		return nil, fmt.Errorf("%w: a QP needs a PD, a send CQ and a receive CQ", ErrAttr)
+	}
+	if err := checkCap(ia.Cap); err != nil {
+		return nil, err
+	}
+	q := &QP{
+		port:   port,
+		num:    num,
+		pd:     ia.PD,
+		sendCQ: ia.SendCQ,
+		recvCQ: ia.RecvCQ,
+		sigAll: ia.SigAll,
+		window: ia.Window,
+		txOff:  port.TxOffset(),
+	}
+	if q.window <= 0 {
+		q.window = DefaultWindow
+	}
+	q.attr.Cap = ia.Cap
+	q.attr.PathMTU = MTU256
+	q.mtu = MTU256.Bytes()
+	q.sq.init(ia.Cap)
+	q.rq.init(ia.Cap)
+	return q, nil
+}
+
+func checkCap(c Cap) error {
+	switch {
+	case c.MaxSendWR < 1 || c.MaxSendWR > MaxWR || c.MaxRecvWR < 1 || c.MaxRecvWR > MaxWR:
+		return fmt.Errorf("%w: work queue sizes must be 1..%d (send %d, recv %d)", ErrAttr, MaxWR, c.MaxSendWR, c.MaxRecvWR)
+	case c.MaxSendSGE > MaxSGE || c.MaxRecvSGE > MaxSGE:
+		return fmt.Errorf("%w: at most %d SGEs per work request", ErrAttr, MaxSGE)
+	case c.MaxInlineData > MaxInlineData:
+		return fmt.Errorf("%w: at most %d bytes of inline data", ErrAttr, MaxInlineData)
+	}
+	return nil
+}
+
+// Num returns the QP number.
+func (q *QP) Num() bth.QPN { return q.num }
+
+// SetTrace installs fn to be told of state changes and transport events
+// (retransmissions, NAKs, RNR waits); nil removes it.
+func (q *QP) SetTrace(fn func(q *QP, event string)) {
+	q.mu.Lock()
+	q.trace = fn
+	q.mu.Unlock()
+}
+
+func (q *QP) tracef(format string, args ...any) {
+	if q.trace != nil {
+		q.trace(q, fmt.Sprintf(format, args...))
+	}
+}
+
+// State returns the QP's current state.
+func (q *QP) State() State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.attr.State
+}
+
+// Query returns the QP's attributes, as ibv_query_qp.
+func (q *QP) Query() Attr {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := q.attr
+	a.CurState = a.State
+	return a
+}
+
+// Stats returns a copy of the QP's counters.
+func (q *QP) Stats() Counters {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stats
+}
+
+// Attribute requirements of each transition for RC QPs (IBTA Vol 1
+// Table 91, and ibv_modify_qp(3)).
+var transitions = map[[2]State]struct{ required, optional AttrMask }{
+	{StateReset, StateInit}: {AttrPKeyIndex | AttrPort | AttrAccessFlags, 0},
+	{StateInit, StateInit}:  {0, AttrPKeyIndex | AttrPort | AttrAccessFlags},
+	{StateInit, StateRTR}: {
+		AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer,
+		AttrPKeyIndex | AttrAccessFlags | AttrAltPath,
+	},
+	{StateRTR, StateRTS}: {
+		AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic,
+		AttrCurState | AttrAccessFlags | AttrMinRNRTimer | AttrAltPath | AttrPathMigState,
+	},
+	{StateRTS, StateRTS}: {0, AttrCurState | AttrAccessFlags | AttrMinRNRTimer | AttrAltPath | AttrPathMigState | AttrTimeout | AttrRetryCnt | AttrRNRRetry},
+	{StateRTS, StateSQD}: {0, AttrEnSQDAsyncNotify},
+	{StateSQD, StateSQD}: {0, AttrAV | AttrPathMTU | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic | AttrMaxDestRdAtomic | AttrAccessFlags | AttrMinRNRTimer | AttrAltPath | AttrPathMigState},
+	{StateSQD, StateRTS}: {0, AttrCurState | AttrAccessFlags | AttrMinRNRTimer | AttrAltPath | AttrPathMigState | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic},
+}
+
+// Modify changes the QP's attributes and state, as ibv_modify_qp: mask
+// says which fields of attr to apply. Any state may move to RESET or ERR;
+// other transitions need the attributes the IBTA lists for them. An
+// illegal transition or a bad attribute changes nothing and returns an
+// error saying which.
+func (q *QP) Modify(attr *Attr, mask AttrMask) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	cur := q.attr.State
+	if mask&AttrCurState != 0 && attr.CurState != cur {
+		return fmt.Errorf("%w: current state is %v, not %v", ErrState, cur, attr.CurState)
+	}
+	next := cur
+	if mask&AttrState != 0 {
+		next = attr.State
+	}
+	if next > StateErr {
+		return fmt.Errorf("%w: no state %d", ErrAttr, next)
+	}
+	if next == StateReset || next == StateErr {
+		if mask&^(AttrState|AttrCurState) != 0 {
+			return fmt.Errorf("%w: %v -> %v takes no attributes", ErrAttr, cur, next)
+		}
+		if next == StateReset {
+			q.reset()
+		} else {
+			q.enterError(nil, 0)
+		}
+		q.tracef("state %v -> %v", cur, next)
+		return nil
+	}
+	rule, ok := transitions[[2]State{cur, next}]
+	if !ok {
+		return fmt.Errorf("%w: %v -> %v", ErrState, cur, next)
+	}
+	if missing := rule.required &^ mask; missing != 0 {
+		return fmt.Errorf("%w: %v -> %v needs attributes %#x", ErrAttr, cur, next, uint32(missing))
+	}
+	if extra := mask &^ (rule.required | rule.optional | AttrState); extra != 0 {
+		return fmt.Errorf("%w: %v -> %v does not take attributes %#x", ErrAttr, cur, next, uint32(extra))
+	}
+	if err := checkAttr(attr, mask); err != nil {
+		return err
+	}
+	q.apply(attr, mask)
+	q.attr.State = next
+	switch {
+	case next == StateRTR && cur == StateInit:
+		q.resp.start(q)
+	case next == StateRTS && cur == StateRTR:
+		q.req.start(q)
+	}
+	q.tracef("state %v -> %v", cur, next)
+	if next == StateRTS {
+		q.port.Schedule(q)
+	}
+	return nil
+}
+
+func checkAttr(a *Attr, mask AttrMask) error {
+	switch {
+	case mask&AttrPathMTU != 0 && a.PathMTU.Bytes() == 0:
+		return fmt.Errorf("%w: path MTU %d (want 1..5: 256..4096 bytes)", ErrAttr, a.PathMTU)
+	case mask&AttrAccessFlags != 0 && a.AccessFlags&^(mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic) != 0:
+		return fmt.Errorf("%w: access flags %v", ErrAttr, a.AccessFlags)
+	case mask&AttrTimeout != 0 && a.Timeout > 31:
+		return fmt.Errorf("%w: timeout %d (want 0..31)", ErrAttr, a.Timeout)
+	case mask&AttrRetryCnt != 0 && a.RetryCnt > 7:
+		return fmt.Errorf("%w: retry_cnt %d (want 0..7)", ErrAttr, a.RetryCnt)
+	case mask&AttrRNRRetry != 0 && a.RNRRetry > 7:
+		return fmt.Errorf("%w: rnr_retry %d (want 0..7)", ErrAttr, a.RNRRetry)
+	case mask&AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return fmt.Errorf("%w: min_rnr_timer %d (want 0..31)", ErrAttr, a.MinRNRTimer)
+	case mask&AttrDestQPN != 0 && a.DestQPNum > bth.QPNMask:
+		return fmt.Errorf("%w: dest QPN %#x is more than 24 bits", ErrAttr, a.DestQPNum)
+	case mask&AttrRQPSN != 0 && a.RQPSN > bth.PSNMask, mask&AttrSQPSN != 0 && a.SQPSN > bth.PSNMask:
+		return fmt.Errorf("%w: PSN is more than 24 bits", ErrAttr)
+	case mask&AttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > MaxRdAtomic,
+		mask&AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > MaxRdAtomic:
+		return fmt.Errorf("%w: at most %d outstanding READs and atomics", ErrAttr, MaxRdAtomic)
+	case mask&AttrAV != 0 && !a.AV.DGID.IsValid():
+		return fmt.Errorf("%w: address vector without a destination GID", ErrAttr)
+	case mask&AttrPort != 0 && a.Port != 1:
+		return fmt.Errorf("%w: port %d (a gorxe device has port 1)", ErrAttr, a.Port)
+	case mask&AttrPKeyIndex != 0 && a.PKeyIndex != 0:
+		return fmt.Errorf("%w: P_Key index %d (the table holds only 0xFFFF)", ErrAttr, a.PKeyIndex)
+	}
+	return nil
+}
+
+func (q *QP) apply(a *Attr, mask AttrMask) {
+	set := func(bit AttrMask, f func()) {
+		if mask&bit != 0 {
+			f()
+		}
+	}
+	set(AttrAccessFlags, func() { q.attr.AccessFlags = a.AccessFlags })
+	set(AttrPKeyIndex, func() { q.attr.PKeyIndex = a.PKeyIndex })
+	set(AttrPort, func() { q.attr.Port = a.Port })
+	set(AttrAV, func() { q.attr.AV = a.AV })
+	set(AttrPathMTU, func() { q.attr.PathMTU = a.PathMTU; q.mtu = a.PathMTU.Bytes() })
+	set(AttrTimeout, func() { q.attr.Timeout = a.Timeout })
+	set(AttrRetryCnt, func() { q.attr.RetryCnt = a.RetryCnt; q.comp.retryLeft = a.RetryCnt })
+	set(AttrRNRRetry, func() { q.attr.RNRRetry = a.RNRRetry; q.comp.rnrLeft = a.RNRRetry })
+	set(AttrRQPSN, func() { q.attr.RQPSN = a.RQPSN })
+	set(AttrSQPSN, func() { q.attr.SQPSN = a.SQPSN })
+	set(AttrMinRNRTimer, func() { q.attr.MinRNRTimer = a.MinRNRTimer })
+	set(AttrDestQPN, func() { q.attr.DestQPNum = a.DestQPNum })
+	set(AttrMaxQPRdAtomic, func() { q.attr.MaxRdAtomic = a.MaxRdAtomic })
+	set(AttrMaxDestRdAtomic, func() { q.attr.MaxDestRdAtomic = a.MaxDestRdAtomic })
+}
+
+// reset returns the QP to RESET: queues emptied without completions, as
+// ibv_modify_qp to RESET does.
+func (q *QP) reset() {
+	cp := q.attr.Cap
+	q.attr = Attr{Cap: cp, PathMTU: MTU256}
+	q.mtu = MTU256.Bytes()
+	q.sq.init(cp)
+	q.rq.init(cp)
+	q.req = requester{}
+	q.comp = completer{}
+	q.resp = responder{}
+	q.tm = timers{}
+}
+
+// enterError moves the QP to ERR (IBTA Vol 1 §10.3.1): the work request
+// that failed, if any, completes with status, and every other outstanding
+// work request on both queues completes with WR_FLUSH_ERR.
+func (q *QP) enterError(failed *sendWQE, status cq.Status) {
+	if q.attr.State == StateErr {
+		return
+	}
+	prev := q.attr.State
+	q.attr.State = StateErr
+	if failed != nil {
+		failed.status = status
+		failed.failed = true
+		q.tracef("work request %d (%v) failed: %v", failed.wr.WRID, failed.wr.Opcode, status)
+	}
+	q.tracef("state %v -> ERR", prev)
+	q.tm = timers{}
+	q.flush()
+}
+
+// flush completes every work request still queued while the QP is in ERR.
+func (q *QP) flush() {
+	for q.sq.head != q.sq.tail {
+		w := q.sq.at(q.sq.head)
+		switch {
+		case w.acked:
+			q.completeSend(w, cq.StatusSuccess)
+		case w.failed:
+			q.completeSend(w, w.status)
+		default:
+			q.completeSend(w, cq.StatusWRFlushErr)
+		}
+		q.sq.head++
+	}
+	q.req.idx, q.req.pkt = q.sq.head, 0
+	for q.rq.head != q.rq.tail {
+		r := q.rq.at(q.rq.head)
+		q.pushRecv(cq.WC{WRID: r.wrid, Status: cq.StatusWRFlushErr, Opcode: cq.OpRecv})
+		q.rq.head++
+	}
+	q.resp.wqe = nil
+}
+
+// pushSend and pushRecv deliver a completion; a CQ that overflows moves
+// the QP to ERR, as the IBTA asks of a CQ overrun (§11.4.2.1).
+func (q *QP) pushSend(wc cq.WC) {
+	wc.QPNum = uint32(q.num)
+	if err := q.sendCQ.Push(wc); err != nil && q.attr.State != StateErr {
+		q.tracef("send CQ: %v", err)
+		q.enterError(nil, 0)
+	}
+}
+
+func (q *QP) pushRecv(wc cq.WC) {
+	wc.QPNum = uint32(q.num)
+	if err := q.recvCQ.Push(wc); err != nil && q.attr.State != StateErr {
+		q.tracef("receive CQ: %v", err)
+		q.enterError(nil, 0)
+	}
+}
+
+// Run lets the QP do what is due: fire expired timers, send what its
+// window allows, and flush a deferred ACK. The device calls it from its
+// worker after Schedule and when Deadline has passed.
+func (q *QP) Run() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.runTimers(q.port.Now())
+	q.resp.flushAck(q)
+	q.sendSome()
+}
+
+// Deadline returns when the QP next needs Run for a timer, or the zero
+// time when no timer is armed.
+func (q *QP) Deadline() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.tm.next()
+}
+
+// TxPath returns the address vector the QP's packets follow. It is meant
+// for Port.Transmit, which runs with the QP's lock held; other callers use
+// Query.
+func (q *QP) TxPath() AddressVector { return q.attr.AV }

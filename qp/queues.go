@@ -1,0 +1,237 @@
+package qp
+
+import (
+	"fmt"
+
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/wire/bth"
+)
+
+// sendWQE is a send work queue entry: the posted request, copied so the
+// user may reuse theirs, and the transport's progress on it.
+type sendWQE struct {
+	wr      SendWR
+	sges    []SGE    // backing store of wr.SGList, MaxSendSGE long
+	inline  []byte   // inline data copied at post time
+	mrs     []*mr.MR // each SGE's region, resolved when the WQE starts
+	length  uint32   // total bytes
+	npkts   uint32   // packets (for READ: response packets, hence PSNs)
+	first   bth.PSN  // PSN of the first packet
+	last    bth.PSN  // PSN of the last packet (READ: of the last response)
+	started bool     // PSNs assigned and SGEs resolved
+	acked   bool     // done on the wire: ACKed, or every response arrived
+	failed  bool     // completes with status
+	status  cq.Status
+}
+
+func (w *sendWQE) isReadOrAtomic() bool {
+	switch w.wr.Opcode {
+	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		return true
+	}
+	return false
+}
+
+// sendQueue is a ring of send WQEs. head is the oldest not yet completed,
+// tail the next free slot; the requester's position lies between them.
+// The indices only grow; a slot is index % len(slots).
+type sendQueue struct {
+	slots      []sendWQE
+	head, tail uint64
+}
+
+func (s *sendQueue) init(c Cap) {
+	s.slots = make([]sendWQE, c.MaxSendWR)
+	for i := range s.slots {
+		s.slots[i].sges = make([]SGE, 0, max(c.MaxSendSGE, 1))
+		s.slots[i].mrs = make([]*mr.MR, 0, max(c.MaxSendSGE, 1))
+	}
+	s.head, s.tail = 0, 0
+}
+
+func (s *sendQueue) at(i uint64) *sendWQE { return &s.slots[i%uint64(len(s.slots))] }
+func (s *sendQueue) full() bool           { return s.tail-s.head == uint64(len(s.slots)) }
+
+// recvWQE is a receive work queue entry.
+type recvWQE struct {
+	wrid   uint64
+	sges   []SGE
+	length uint64
+}
+
+type recvQueue struct {
+	slots      []recvWQE
+	head, tail uint64
+}
+
+func (r *recvQueue) init(c Cap) {
+	r.slots = make([]recvWQE, c.MaxRecvWR)
+	for i := range r.slots {
+		r.slots[i].sges = make([]SGE, 0, max(c.MaxRecvSGE, 1))
+	}
+	r.head, r.tail = 0, 0
+}
+
+func (r *recvQueue) at(i uint64) *recvWQE { return &r.slots[i%uint64(len(r.slots))] }
+
+// PostSend queues send work requests, as ibv_post_send. It checks each
+// request before queueing any of it; on error it returns the index of the
+// first request it did not queue. In ERR the requests are queued and
+// completed at once with WR_FLUSH_ERR, as rxe does.
+func (q *QP) PostSend(wrs []SendWR) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch q.attr.State {
+	case StateRTS, StateSQD, StateErr:
+	default:
+		return 0, fmt.Errorf("%w: post_send in %v", ErrNotPosting, q.attr.State)
+	}
+	for i := range wrs {
+		if err := q.checkSendWR(&wrs[i]); err != nil {
+			return i, err
+		}
+		if q.sq.full() {
+			return i, fmt.Errorf("%w: %d send work requests outstanding", ErrQueueFull, len(q.sq.slots))
+		}
+		q.enqueueSend(&wrs[i])
+	}
+	if q.attr.State == StateErr {
+		q.flush()
+	} else {
+		q.port.Schedule(q)
+	}
+	return len(wrs), nil
+}
+
+func (q *QP) checkSendWR(wr *SendWR) error {
+	var total uint64
+	for _, s := range wr.SGList {
+		total += uint64(s.Length)
+	}
+	switch {
+	case uint32(len(wr.SGList)) > q.attr.Cap.MaxSendSGE && wr.Flags&SendInline == 0:
+		return fmt.Errorf("%w: %d SGEs, the QP allows %d", ErrBadWR, len(wr.SGList), q.attr.Cap.MaxSendSGE)
+	case wr.Flags&SendInline != 0 && wr.Inline != nil && len(wr.Inline) > int(q.attr.Cap.MaxInlineData):
+		return fmt.Errorf("%w: %d bytes inline, the QP allows %d", ErrBadWR, len(wr.Inline), q.attr.Cap.MaxInlineData)
+	case wr.Flags&SendInline != 0 && total > uint64(q.attr.Cap.MaxInlineData):
+		return fmt.Errorf("%w: %d bytes inline, the QP allows %d", ErrBadWR, total, q.attr.Cap.MaxInlineData)
+	case total > MaxMsgSize:
+		return fmt.Errorf("%w: %d-byte message, the largest is %d", ErrBadWR, total, MaxMsgSize)
+	}
+	switch wr.Opcode {
+	case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm:
+	case WRRDMARead:
+		if wr.Flags&SendInline != 0 {
+			return fmt.Errorf("%w: RDMA READ cannot be inline", ErrBadWR)
+		}
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		if total != 8 || wr.Flags&SendInline != 0 || len(wr.SGList) != 1 {
+			return fmt.Errorf("%w: an atomic needs one 8-byte local buffer, not %d bytes", ErrBadWR, total)
+		}
+		if wr.RemoteAddr%8 != 0 {
+			return fmt.Errorf("%w: atomic remote address %#x is not 8-byte aligned", ErrBadWR, wr.RemoteAddr)
+		}
+	default:
+		return fmt.Errorf("%w: opcode %v is not supported on RC", ErrBadWR, wr.Opcode)
+	}
+	return nil
+}
+
+func (q *QP) enqueueSend(wr *SendWR) {
+	w := q.sq.at(q.sq.tail)
+	sges, mrs, inline := w.sges[:0], w.mrs[:0], w.inline[:0]
+	*w = sendWQE{wr: *wr, sges: sges, mrs: mrs, inline: inline}
+	var total uint64
+	if wr.Flags&SendInline != 0 && wr.Opcode != WRRDMARead {
+		// Inline data is copied now, from the caller's registered or
+		// unregistered memory alike: the lkey is not checked (as
+		// IBV_SEND_INLINE). gorxe addresses it through the SGE's region.
+		if wr.Inline != nil {
+			inline = append(inline, wr.Inline...)
+			total = uint64(len(wr.Inline))
+		} else {
+			for _, s := range wr.SGList {
+				inline = q.appendInline(inline, s)
+				total += uint64(s.Length)
+			}
+		}
+		w.inline = inline
+		w.wr.Inline = nil
+		w.wr.SGList = nil
+	} else {
+		w.sges = append(w.sges, wr.SGList...)
+		w.wr.SGList = w.sges
+		for _, s := range wr.SGList {
+			total += uint64(s.Length)
+		}
+	}
+	w.length = uint32(total)
+	q.sq.tail++
+}
+
+// appendInline copies an inline SGE's bytes. Inline data names memory by
+// address: gorxe finds it through the region the lkey names, if that
+// region covers it, and otherwise copies zeros (the caller asked for
+// bytes gorxe cannot address; the length still counts).
+func (q *QP) appendInline(b []byte, s SGE) []byte {
+	n := len(b)
+	b = append(b, make([]byte, s.Length)...)
+	if m, _, err := q.port.MRs().Lookup(s.LKey, q.pd, s.Addr, uint64(s.Length), 0); err == nil {
+		_ = m.ReadAt(s.Addr, b[n:])
+	}
+	return b
+}
+
+// PostRecv queues receive work requests, as ibv_post_recv. Receives may
+// be posted from INIT on; in ERR they complete at once with WR_FLUSH_ERR.
+func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.attr.State == StateReset {
+		return 0, fmt.Errorf("%w: post_recv in RESET", ErrNotPosting)
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		if uint32(len(wr.SGList)) > q.attr.Cap.MaxRecvSGE {
+			return i, fmt.Errorf("%w: %d SGEs, the QP allows %d", ErrBadWR, len(wr.SGList), q.attr.Cap.MaxRecvSGE)
+		}
+		if q.rq.tail-q.rq.head == uint64(len(q.rq.slots)) {
+			return i, fmt.Errorf("%w: %d receive work requests outstanding", ErrQueueFull, len(q.rq.slots))
+		}
+		r := q.rq.at(q.rq.tail)
+		r.wrid = wr.WRID
+		r.sges = append(r.sges[:0], wr.SGList...)
+		r.length = 0
+		for _, s := range wr.SGList {
+			r.length += uint64(s.Length)
+		}
+		q.rq.tail++
+	}
+	if q.attr.State == StateErr {
+		q.flush()
+	}
+	return len(wrs), nil
+}
+
+// completeSend retires a send WQE with a work completion when it failed,
+// was signaled, or the QP signals all.
+func (q *QP) completeSend(w *sendWQE, status cq.Status) {
+	if status == cq.StatusSuccess && w.wr.Flags&SendSignaled == 0 && !q.sigAll {
+		return
+	}
+	wc := cq.WC{WRID: w.wr.WRID, Status: status}
+	switch w.wr.Opcode {
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		wc.Opcode = cq.OpRDMAWrite
+	case WRRDMARead:
+		wc.Opcode, wc.ByteLen = cq.OpRDMARead, w.length
+	case WRAtomicCmpAndSwp:
+		wc.Opcode, wc.ByteLen = cq.OpCompSwap, 8
+	case WRAtomicFetchAndAdd:
+		wc.Opcode, wc.ByteLen = cq.OpFetchAdd, 8
+	default:
+		wc.Opcode = cq.OpSend
+	}
+	q.pushSend(wc)
+}

@@ -1,0 +1,82 @@
+package rnic
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+)
+
+// Endpoint is what two sides of an RC connection tell each other out of
+// band before they connect, as perftest exchanges it over TCP: the QP
+// number, the first PSN the side will send, and its GID.
+type Endpoint struct {
+	QPN uint32
+	PSN uint32
+	GID netip.Addr
+}
+
+// ConnectAttr holds the attributes for Connect. Zero fields take the
+// defaults perftest uses.
+type ConnectAttr struct {
+	Local        Endpoint  // this QP's PSN; QPN and GID are filled in by Local()
+	Remote       Endpoint  // the peer's
+	MTU          qp.MTU    // path MTU; the device's largest when zero
+	Access       mr.Access // remote operations this QP's responder allows
+	SGIDIndex    uint8
+	Timeout      uint8 // local ACK timeout exponent; 14 (67 ms) when zero
+	RetryCnt     uint8 // 7 when zero
+	RNRRetry     uint8 // 7 when zero
+	MinRNRTimer  uint8 // 12 (0.64 ms) when zero
+	MaxRdAtomic  uint8 // outstanding READs and atomics each way; 16 when zero
+	TrafficClass uint8
+	HopLimit     uint8 // 64 when zero
+}
+
+// Local returns this QP's endpoint for the peer, with the given first PSN.
+func (q *QP) Local(psn uint32) Endpoint {
+	return Endpoint{QPN: uint32(q.Num()), PSN: psn, GID: q.dev.gids[0]}
+}
+
+// Connect moves a QP in RESET through INIT and RTR to RTS, connected to
+// the remote endpoint, with the attributes ibv_modify_qp needs at each
+// step.
+func (q *QP) Connect(c ConnectAttr) error {
+	def := func(v *uint8, d uint8) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Timeout, 14)
+	def(&c.RetryCnt, 7)
+	def(&c.RNRRetry, 7)
+	def(&c.MinRNRTimer, 12)
+	def(&c.MaxRdAtomic, 16)
+	def(&c.HopLimit, 64)
+	if c.MTU == 0 {
+		c.MTU = q.dev.MTU()
+	}
+	steps := []struct {
+		attr qp.Attr
+		mask qp.AttrMask
+	}{
+		{qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: c.Access},
+			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
+		{qp.Attr{
+			State: qp.StateRTR, PathMTU: c.MTU, DestQPNum: c.Remote.QPN, RQPSN: c.Remote.PSN,
+			MaxDestRdAtomic: c.MaxRdAtomic, MinRNRTimer: c.MinRNRTimer,
+			AV: qp.AddressVector{DGID: c.Remote.GID, SGIDIndex: c.SGIDIndex, HopLimit: c.HopLimit, TrafficClass: c.TrafficClass},
+		}, qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
+		{qp.Attr{
+			State: qp.StateRTS, SQPSN: c.Local.PSN, Timeout: c.Timeout, RetryCnt: c.RetryCnt,
+			RNRRetry: c.RNRRetry, MaxRdAtomic: c.MaxRdAtomic,
+		}, qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
+	}
+	for _, s := range steps {
+		if err := q.Modify(&s.attr, s.mask); err != nil {
+			return fmt.Errorf("rnic: connect QP %#x: %w", uint32(q.Num()), err)
+		}
+	}
+	return nil
+}

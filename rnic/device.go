@@ -1,0 +1,362 @@
+// Package rnic is the gorxe device: it owns a link, the protection
+// domains, memory regions, completion queues and queue pairs, and moves
+// packets between the link and the queue pairs. Its methods are the verbs
+// API, shaped after rdma-core's: Open a device on a link, AllocPD, RegMR,
+// CreateCQ, CreateQP, then Modify, PostSend, PostRecv and Poll.
+//
+// Inside, one goroutine receives batches from the link, checks each
+// packet's ICRC and hands it to the worker that owns its destination QP;
+// each worker goroutine owns a fixed set of QPs (hashed by QPN), runs their
+// requesters, responders, completers and timers, and sends what they build
+// in batches.
+package rnic
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
+)
+
+// Config says how to open a device.
+type Config struct {
+	Link    link.Link
+	Name    string // for logs and traces; "gorxe0" when empty
+	Workers int    // QP worker goroutines; 1 when zero
+	// Window is the requester's limit of unacknowledged PSNs per QP;
+	// qp.DefaultWindow when zero.
+	Window int
+	// Trace, when set, receives a line for every QP state change and
+	// transport event (retransmissions, NAKs, RNR waits), prefixed with the
+	// device name and QPN. It is called from the device's goroutines.
+	Trace func(line string)
+	// PacketTrace, when set, sees every RoCE packet the device sends and
+	// receives, from its IP header on, before it is sent or after its ICRC
+	// was checked. It must not keep the slice.
+	PacketTrace func(dir Direction, pkt []byte)
+}
+
+// Direction tells PacketTrace whether a packet was sent or received.
+type Direction uint8
+
+// Packet directions.
+const (
+	Sent Direction = iota
+	Received
+)
+
+// ErrClosed is returned by a closed device's methods.
+var ErrClosed = errors.New("rnic: device closed")
+
+// Device is an open gorxe device.
+type Device struct {
+	cfg     Config
+	name    string
+	link    link.Link
+	mrs     *mr.Table
+	gids    []netip.Addr
+	workers []*worker
+
+	mu      sync.RWMutex
+	qps     map[bth.QPN]*QP
+	nextQPN bth.QPN
+	retired qp.Counters // counters of destroyed QPs
+	closed  bool
+
+	icrcErrors atomic.Uint64
+	malformed  atomic.Uint64
+	noQP       atomic.Uint64
+	rcvd       atomic.Uint64
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Open starts a device on cfg.Link. Its GID table holds the link's
+// addresses in order, IPv4 ones IPv4-mapped (::ffff:a.b.c.d), as RoCE v2
+// GIDs are.
+func Open(cfg Config) (*Device, error) {
+	if cfg.Link == nil {
+		return nil, errors.New("rnic: no link")
+	}
+	d := &Device{
+		cfg:     cfg,
+		name:    cfg.Name,
+		link:    cfg.Link,
+		mrs:     mr.NewTable(),
+		qps:     make(map[bth.QPN]*QP),
+		nextQPN: firstQPN,
+		done:    make(chan struct{}),
+	}
+	if d.name == "" {
+		d.name = "gorxe0"
+	}
+	for _, a := range cfg.Link.Addrs() {
+		d.gids = append(d.gids, netip.AddrFrom16(a.As16()))
+	}
+	if len(d.gids) == 0 {
+		return nil, errors.New("rnic: the link has no address")
+	}
+	n := max(cfg.Workers, 1)
+	for i := range n {
+		w := newWorker(d, i)
+		d.workers = append(d.workers, w)
+		d.wg.Add(1)
+		go w.run()
+	}
+	d.wg.Add(1)
+	go d.receiveLoop()
+	return d, nil
+}
+
+// firstQPN is the first QPN handed out; 0 and 1 are the special QPs and
+// rxe starts its RC QPs at 17 (0x11).
+const firstQPN = 0x11
+
+// Name returns the device's name.
+func (d *Device) Name() string { return d.name }
+
+// GIDs returns the device's GID table.
+func (d *Device) GIDs() []netip.Addr { return append([]netip.Addr(nil), d.gids...) }
+
+// GIDIndex returns the index of the GID that holds addr (IPv4, IPv4-mapped
+// or IPv6), or -1.
+func (d *Device) GIDIndex(addr netip.Addr) int {
+	for i, g := range d.gids {
+		if g == netip.AddrFrom16(addr.As16()) {
+			return i
+		}
+	}
+	return -1
+}
+
+// MTU returns the largest path MTU the link allows: the IB MTU whose
+// packets, with every header, fit the link's MTU (as rxe derives it).
+func (d *Device) MTU() qp.MTU {
+	for m := qp.MTU4096; m > qp.MTU256; m-- {
+		if m.Bytes()+maxHeaders <= d.link.MTU() {
+			return m
+		}
+	}
+	return qp.MTU256
+}
+
+// maxHeaders is the most a RoCE v2 packet adds to its payload: IPv6, UDP,
+// the longest transport header chain (40, an atomic), pad and ICRC.
+const maxHeaders = wire.IPv6Len + wire.UDPLen + 40 + 3 + wire.ICRCLen
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() *mr.PD { return d.mrs.AllocPD() }
+
+// RegMR registers buf as a memory region in pd with the given access
+// rights. Its IOVA is the slice's address, as a C program's would be.
+func (d *Device) RegMR(pd *mr.PD, buf []byte, access mr.Access) (*mr.MR, error) {
+	return d.mrs.Register(pd, buf, 0, access)
+}
+
+// RegMRIOVA registers buf with an explicit IOVA.
+func (d *Device) RegMRIOVA(pd *mr.PD, buf []byte, iova uint64, access mr.Access) (*mr.MR, error) {
+	return d.mrs.Register(pd, buf, iova, access)
+}
+
+// CreateCQ creates a completion queue of depth entries.
+func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return cq.New(depth) }
+
+// QP is a queue pair of this device.
+type QP struct {
+	*qp.QP
+	dev *Device
+	w   *worker
+}
+
+// CreateQP creates an RC queue pair in the RESET state.
+func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	num, err := d.allocQPN()
+	if err != nil {
+		return nil, err
+	}
+	w := d.workers[int(num)%len(d.workers)]
+	if ia.Window == 0 {
+		ia.Window = d.cfg.Window
+	}
+	q, err := qp.New(w, num, ia)
+	if err != nil {
+		return nil, err
+	}
+	if d.cfg.Trace != nil {
+		name := d.name
+		q.SetTrace(func(q *qp.QP, ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(q.Num()), ev)) })
+	}
+	dq := &QP{QP: q, dev: d, w: w}
+	d.qps[num] = dq
+	w.add(dq)
+	return dq, nil
+}
+
+func (d *Device) allocQPN() (bth.QPN, error) {
+	for range bth.QPNMask {
+		n := d.nextQPN
+		d.nextQPN = (d.nextQPN + 1) & bth.QPNMask
+		if d.nextQPN < firstQPN {
+			d.nextQPN = firstQPN
+		}
+		if _, used := d.qps[n]; !used {
+			return n, nil
+		}
+	}
+	return 0, errors.New("rnic: no free QP number")
+}
+
+// Destroy removes the QP from its device; packets for it are dropped from
+// then on. No completions are generated for its outstanding work.
+func (q *QP) Destroy() error {
+	d := q.dev
+	d.mu.Lock()
+	if d.qps[q.Num()] != q {
+		d.mu.Unlock()
+		return fmt.Errorf("rnic: QP %#x already destroyed", uint32(q.Num()))
+	}
+	delete(d.qps, q.Num())
+	st := q.Stats()
+	d.retired.Add(&st)
+	d.mu.Unlock()
+	q.w.remove(q)
+	return nil
+}
+
+// lookup returns the QP numbered n, or nil.
+func (d *Device) lookup(n bth.QPN) *QP {
+	d.mu.RLock()
+	q := d.qps[n]
+	d.mu.RUnlock()
+	return q
+}
+
+// Counters are a device's counters: the sum of its QPs' (qp.Counters,
+// named as rxe's hw_counters), plus what happens before a packet reaches
+// a QP.
+type Counters struct {
+	qp.Counters
+	RcvdAll    uint64 // RoCE packets received from the link
+	ICRCErrors uint64 // icrc_errors: dropped for a bad ICRC
+	Malformed  uint64 // dropped as not a RoCE v2 packet gorxe can parse
+	NoQP       uint64 // dropped for a destination QP that does not exist
+}
+
+// Named returns the counters with their names, rxe's first.
+func (c *Counters) Named() []qp.NamedCounter {
+	return append(c.Counters.Named(),
+		qp.NamedCounter{Name: "icrc_errors", Value: c.ICRCErrors},
+		qp.NamedCounter{Name: "malformed", Value: c.Malformed},
+		qp.NamedCounter{Name: "no_qp", Value: c.NoQP},
+	)
+}
+
+// Counters returns the device's counters.
+func (d *Device) Counters() Counters {
+	d.mu.RLock()
+	c := Counters{Counters: d.retired}
+	qps := make([]*QP, 0, len(d.qps))
+	for _, q := range d.qps {
+		qps = append(qps, q)
+	}
+	d.mu.RUnlock()
+	for _, q := range qps {
+		st := q.Stats()
+		c.Counters.Add(&st)
+	}
+	c.RcvdAll = d.rcvd.Load()
+	c.ICRCErrors = d.icrcErrors.Load()
+	c.Malformed = d.malformed.Load()
+	c.NoQP = d.noQP.Load()
+	return c
+}
+
+// Close stops the device: its link is closed and its goroutines have
+// returned when Close returns. Queue pairs stop where they are.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.closed = true
+	d.mu.Unlock()
+	close(d.done)
+	err := d.link.Close()
+	d.wg.Wait()
+	return err
+}
+
+// receiveLoop reads batches from the link, drops what is not a valid RoCE
+// v2 packet for one of this device's QPs, and hands the rest to workers.
+func (d *Device) receiveLoop() {
+	defer d.wg.Done()
+	bufs := make([][]byte, link.BatchSize)
+	for i := range bufs {
+		bufs[i] = getBuffer()
+	}
+	sizes := make([]int, link.BatchSize)
+	noV4ICRC := d.link.Flags()&link.FlagNoIPv4ICRC != 0
+	var p wire.Packet
+	batches := make([]*rxBatch, len(d.workers))
+	for {
+		n, err := d.link.Receive(bufs, sizes)
+		if err != nil {
+			return
+		}
+		for i := range n {
+			pkt := bufs[i][link.Headroom : link.Headroom+sizes[i]]
+			if wire.ParseIP(&p, pkt) != nil || p.DstPort() != wire.UDPPort {
+				d.malformed.Add(1)
+				continue
+			}
+			d.rcvd.Add(1)
+			if !(noV4ICRC && p.IPVersion() == 4) && p.CheckICRC() != nil {
+				d.icrcErrors.Add(1)
+				continue
+			}
+			if p.IsCNP() {
+				continue // congestion control is not implemented yet
+			}
+			q := d.lookup(p.BTH.DestQP())
+			if q == nil {
+				d.noQP.Add(1)
+				continue
+			}
+			if d.cfg.PacketTrace != nil {
+				d.cfg.PacketTrace(Received, pkt)
+			}
+			b := batches[q.w.id]
+			if b == nil {
+				b = getBatch()
+				batches[q.w.id] = b
+			}
+			b.items = append(b.items, rxItem{q: q, buf: bufs[i], n: sizes[i]})
+			bufs[i] = getBuffer()
+		}
+		for i, b := range batches {
+			if b != nil {
+				d.workers[i].deliver(b)
+				batches[i] = nil
+			}
+		}
+	}
+}
+
+// now is the device's clock.
+func now() time.Time { return time.Now() }

@@ -1,0 +1,203 @@
+package rnic_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/rnic"
+)
+
+// side is one end of a connected RC pair.
+type side struct {
+	dev    *rnic.Device
+	fabric *mem.Fabric
+	link   *mem.Link
+	pd     *mr.PD
+	scq    *cq.CQ
+	rcq    *cq.CQ
+	qp     *rnic.QP
+	buf    []byte
+	base   int // offset of buf in the registered region
+	mr     *mr.MR
+	traceM sync.Mutex
+	trace  []string
+}
+
+// pairOpts tune newPair.
+type pairOpts struct {
+	mtu         qp.MTU
+	bufSize     int
+	timeout     uint8
+	retryCnt    uint8 // 0 means 7; use noRetry for none
+	rnrRetry    uint8
+	minRNRTimer uint8
+	access      mr.Access
+	maxRd       uint8
+	sqPSN       uint32 // the first PSN each side sends; 0 means 0x123456
+	v6          bool
+	window      int
+	depth       int
+}
+
+func (o *pairOpts) defaults() {
+	if o.mtu == 0 {
+		o.mtu = qp.MTU1024
+	}
+	if o.bufSize == 0 {
+		o.bufSize = 1 << 20
+	}
+	if o.timeout == 0 {
+		o.timeout = 14 // 67 ms, perftest's default
+	}
+	if o.retryCnt == 0 {
+		o.retryCnt = 7
+	}
+	if o.access == 0 {
+		o.access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	}
+	if o.maxRd == 0 {
+		o.maxRd = 16
+	}
+	if o.sqPSN == 0 {
+		o.sqPSN = 0x123456
+	}
+	if o.depth == 0 {
+		o.depth = 4096
+	}
+}
+
+// newPair opens two devices on one in-memory fabric and connects an RC QP
+// on each to the other, RESET -> INIT -> RTR -> RTS, as perftest does.
+func newPair(t *testing.T, o pairOpts) (a, b *side) {
+	t.Helper()
+	o.defaults()
+	f := mem.NewFabric()
+	addrs := []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")}
+	if o.v6 {
+		addrs = []netip.Addr{netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")}
+	}
+	sides := make([]*side, 2)
+	for i := range sides {
+		l, err := f.NewLink(addrs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &side{link: l, fabric: f}
+		name := []string{"A", "B"}[i]
+		s.dev, err = rnic.Open(rnic.Config{Link: l, Name: name, Window: o.window, Trace: func(line string) {
+			s.traceM.Lock()
+			s.trace = append(s.trace, line)
+			s.traceM.Unlock()
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.dev.Close() })
+		s.pd = s.dev.AllocPD()
+		if s.scq, err = s.dev.CreateCQ(o.depth); err != nil {
+			t.Fatal(err)
+		}
+		if s.rcq, err = s.dev.CreateCQ(o.depth); err != nil {
+			t.Fatal(err)
+		}
+		s.buf = make([]byte, o.bufSize)
+		if s.mr, err = s.dev.RegMR(s.pd, s.buf, o.access); err != nil {
+			t.Fatal(err)
+		}
+		s.qp, err = s.dev.CreateQP(qp.InitAttr{
+			Type: qp.TypeRC, PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq,
+			Cap: qp.Cap{MaxSendWR: uint32(o.depth), MaxRecvWR: uint32(o.depth), MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 256},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sides[i] = s
+	}
+	for i, s := range sides {
+		peer := sides[1-i]
+		must(t, s.qp.Modify(&qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: o.access},
+			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags))
+		must(t, s.qp.Modify(&qp.Attr{
+			State: qp.StateRTR, PathMTU: o.mtu, DestQPNum: uint32(peer.qp.Num()), RQPSN: o.sqPSN,
+			MaxDestRdAtomic: o.maxRd, MinRNRTimer: o.minRNRTimer,
+			AV: qp.AddressVector{DGID: peer.dev.GIDs()[0], HopLimit: 64},
+		}, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer))
+	}
+	for _, s := range sides {
+		must(t, s.qp.Modify(&qp.Attr{
+			State: qp.StateRTS, SQPSN: o.sqPSN, Timeout: o.timeout, RetryCnt: o.retryCnt,
+			RNRRetry: o.rnrRetry, MaxRdAtomic: o.maxRd,
+		}, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
+	}
+	return sides[0], sides[1]
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addr returns the IOVA of byte off of the side's registered buffer.
+func (s *side) addr(off int) uint64 { return s.mr.IOVA() + uint64(s.base+off) }
+
+// sge returns an SGE for n bytes at off of the side's buffer.
+func (s *side) sge(off, n int) qp.SGE {
+	return qp.SGE{Addr: s.addr(off), Length: uint32(n), LKey: s.mr.LKey()}
+}
+
+func (s *side) postSend(t testing.TB, wrs ...qp.SendWR) {
+	t.Helper()
+	if _, err := s.qp.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *side) postRecv(t testing.TB, wrs ...qp.RecvWR) {
+	t.Helper()
+	if _, err := s.qp.PostRecv(wrs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait returns n completions from c, failing the test after timeout.
+func wait(t testing.TB, c *cq.CQ, n int, timeout time.Duration) []cq.WC {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out := make([]cq.WC, 0, n)
+	buf := make([]cq.WC, 64)
+	for len(out) < n {
+		k, err := c.Wait(ctx, buf[:min(len(buf), n-len(out))])
+		if err != nil {
+			t.Fatalf("waiting for %d completions, have %d %v: %v", n, len(out), out, err)
+		}
+		out = append(out, buf[:k]...)
+	}
+	return out
+}
+
+// expectNone checks that no completion arrives within d.
+func expectNone(t testing.TB, c *cq.CQ, d time.Duration) {
+	t.Helper()
+	time.Sleep(d)
+	var buf [4]cq.WC
+	if n, _ := c.Poll(buf[:]); n > 0 {
+		t.Fatalf("unexpected completions %v", buf[:n])
+	}
+}
+
+func (s *side) traceText() string {
+	s.traceM.Lock()
+	defer s.traceM.Unlock()
+	return strings.Join(s.trace, "\n")
+}

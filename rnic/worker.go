@@ -1,0 +1,312 @@
+package rnic
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
+)
+
+// Packet buffers are fixed-size arrays from one pool, shared by the
+// receive loop (which fills them) and the workers (which free them).
+var bufferPool = sync.Pool{New: func() any { return new([link.BufferSize]byte) }}
+
+func getBuffer() []byte { return bufferPool.Get().(*[link.BufferSize]byte)[:] }
+
+func putBuffer(b []byte) { bufferPool.Put((*[link.BufferSize]byte)(b[:link.BufferSize])) }
+
+// rxItem is one received packet bound for a QP.
+type rxItem struct {
+	q   *QP
+	buf []byte // a whole buffer; the packet is at buf[link.Headroom:][:n]
+	n   int
+}
+
+// rxBatch carries a receive batch's packets for one worker.
+type rxBatch struct{ items []rxItem }
+
+var batchPool = sync.Pool{New: func() any { return &rxBatch{items: make([]rxItem, 0, link.BatchSize)} }}
+
+func getBatch() *rxBatch { return batchPool.Get().(*rxBatch) }
+
+// txOffset is where a QP writes the transport headers in a buffer: after
+// the link headroom and room for an IPv6 and a UDP header.
+const txOffset = link.Headroom + wire.IPv6Len + wire.UDPLen
+
+// worker owns a set of QPs: it is the only goroutine that runs their
+// transport, so their packets are processed in order and their timers and
+// transmissions need no further locking. It is the qp.Port of its QPs.
+type worker struct {
+	dev *Device
+	id  int
+	in  chan *rxBatch
+
+	mu    sync.Mutex
+	qps   map[*QP]struct{}
+	ready map[*qp.QP]struct{} // QPs that asked to run
+	kick  chan struct{}
+
+	// Owned by the worker goroutine.
+	tx      [][]byte // packets to send: slices of the buffers in txFull
+	txFull  [][]byte
+	touched []*qp.QP
+	runList []*qp.QP
+	all     []*QP
+	pkt     wire.Packet
+}
+
+func newWorker(d *Device, id int) *worker {
+	return &worker{
+		dev:   d,
+		id:    id,
+		in:    make(chan *rxBatch, 256),
+		qps:   make(map[*QP]struct{}),
+		ready: make(map[*qp.QP]struct{}),
+		kick:  make(chan struct{}, 1),
+	}
+}
+
+func (w *worker) add(q *QP) {
+	w.mu.Lock()
+	w.qps[q] = struct{}{}
+	w.mu.Unlock()
+}
+
+func (w *worker) remove(q *QP) {
+	w.mu.Lock()
+	delete(w.qps, q)
+	delete(w.ready, q.QP)
+	w.mu.Unlock()
+}
+
+// deliver hands a batch of received packets to the worker.
+func (w *worker) deliver(b *rxBatch) {
+	select {
+	case w.in <- b:
+	case <-w.dev.done:
+		w.freeBatch(b)
+	}
+}
+
+func (w *worker) freeBatch(b *rxBatch) {
+	for _, it := range b.items {
+		putBuffer(it.buf)
+	}
+	clear(b.items)
+	b.items = b.items[:0]
+	batchPool.Put(b)
+}
+
+func (w *worker) run() {
+	defer w.dev.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case b := <-w.in:
+			w.process(b)
+		case <-w.kick:
+		case <-timer.C:
+		case <-w.dev.done:
+			w.flushTx()
+			return
+		}
+		w.runReady()
+		w.flushTx()
+		timer.Reset(w.untilNextDeadline())
+	}
+}
+
+// process hands each packet of a batch to its QP, then lets every QP that
+// got one run once, which sends their merged ACKs and whatever their
+// windows now allow.
+func (w *worker) process(b *rxBatch) {
+	for _, it := range b.items {
+		if wire.ParseIP(&w.pkt, it.buf[link.Headroom:link.Headroom+it.n]) == nil {
+			it.q.HandlePacket(&w.pkt)
+			w.touch(it.q.QP)
+		}
+	}
+	for _, q := range w.touched {
+		q.Run()
+	}
+	clear(w.touched)
+	w.touched = w.touched[:0]
+	w.freeBatch(b)
+}
+
+func (w *worker) touch(q *qp.QP) {
+	for _, t := range w.touched {
+		if t == q {
+			return
+		}
+	}
+	w.touched = append(w.touched, q)
+}
+
+// runReady runs the QPs that asked to, and those whose timers are due.
+func (w *worker) runReady() {
+	now := time.Now()
+	w.mu.Lock()
+	for q := range w.ready {
+		w.runList = append(w.runList, q)
+	}
+	clear(w.ready)
+	w.mu.Unlock()
+	// Deadline takes the QP's lock, and Schedule takes w.mu with it held:
+	// never hold w.mu while asking a QP.
+	for _, q := range w.snapshot() {
+		if d := q.Deadline(); !d.IsZero() && !now.Before(d) {
+			w.runList = append(w.runList, q.QP)
+		}
+	}
+	for _, q := range w.runList {
+		q.Run()
+	}
+	clear(w.runList)
+	w.runList = w.runList[:0]
+}
+
+// snapshot returns the worker's QPs, in a slice the worker reuses.
+func (w *worker) snapshot() []*QP {
+	w.mu.Lock()
+	w.all = w.all[:0]
+	for q := range w.qps {
+		w.all = append(w.all, q)
+	}
+	w.mu.Unlock()
+	return w.all
+}
+
+// untilNextDeadline returns how long the worker may sleep before a QP's
+// timer is due.
+func (w *worker) untilNextDeadline() time.Duration {
+	next := time.Time{}
+	for _, q := range w.snapshot() {
+		if d := q.Deadline(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+	}
+	if next.IsZero() {
+		return time.Hour
+	}
+	return max(time.Until(next), 0)
+}
+
+// The qp.Port methods.
+
+func (w *worker) MRs() *mr.Table    { return w.dev.mrs }
+func (w *worker) NewBuffer() []byte { return getBuffer() }
+func (w *worker) TxOffset() int     { return txOffset }
+func (w *worker) Now() time.Time    { return now() }
+
+// Schedule marks q to run on the worker's next turn. It may be called from
+// any goroutine, with q's lock held.
+func (w *worker) Schedule(q *qp.QP) {
+	w.mu.Lock()
+	w.ready[q] = struct{}{}
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Transmit puts the IP and UDP headers in front of a QP's packet and the
+// ICRC after it, and queues it for the link. It runs on the worker's
+// goroutine, inside a QP method.
+func (w *worker) Transmit(q *qp.QP, buf []byte, n int) {
+	av := q.TxPath()
+	d := w.dev
+	var src netip.Addr
+	if int(av.SGIDIndex) < len(d.gids) {
+		src = d.gids[av.SGIDIndex]
+	}
+	srcA, dstA := src.Unmap(), av.DGID.Unmap()
+	if !srcA.IsValid() || srcA.Is4() != dstA.Is4() {
+		putBuffer(buf) // no usable source address: the packet cannot go out
+		return
+	}
+	hop := av.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	udpLen := wire.UDPLen + n + wire.ICRCLen
+	udp := buf[txOffset-wire.UDPLen : txOffset]
+	binary.BigEndian.PutUint16(udp[0:], rocePort(q.Num()))
+	binary.BigEndian.PutUint16(udp[2:], wire.UDPPort)
+	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
+	binary.BigEndian.PutUint16(udp[6:], 0)
+	var ipStart int
+	if srcA.Is4() {
+		ipStart = txOffset - wire.UDPLen - wire.IPv4Len
+		ip := buf[ipStart : ipStart+wire.IPv4Len]
+		ip[0], ip[1] = 0x45, av.TrafficClass
+		binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4Len+udpLen))
+		binary.BigEndian.PutUint32(ip[4:], 0x00004000) // ID 0, DF: what a kernel UDP socket sends
+		ip[8], ip[9] = hop, 17
+		ip[10], ip[11] = 0, 0
+		s, t := srcA.As4(), dstA.As4()
+		copy(ip[12:16], s[:])
+		copy(ip[16:20], t[:])
+		binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
+	} else {
+		ipStart = txOffset - wire.UDPLen - wire.IPv6Len
+		ip := buf[ipStart : ipStart+wire.IPv6Len]
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(av.TrafficClass)<<20|av.FlowLabel&0xfffff)
+		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
+		ip[6], ip[7] = 17, hop
+		s, t := srcA.As16(), dstA.As16()
+		copy(ip[8:24], s[:])
+		copy(ip[24:40], t[:])
+	}
+	end := txOffset + n
+	icrc := wire.ComputeICRC(buf[ipStart:txOffset-wire.UDPLen], udp, buf[txOffset:end])
+	binary.LittleEndian.PutUint32(buf[end:], icrc)
+	end += wire.ICRCLen
+	if d.cfg.PacketTrace != nil {
+		d.cfg.PacketTrace(Sent, buf[ipStart:end])
+	}
+	w.tx = append(w.tx, buf[ipStart-link.Headroom:end])
+	w.txFull = append(w.txFull, buf)
+	if len(w.tx) == link.BatchSize {
+		w.flushTx()
+	}
+}
+
+// flushTx sends the queued packets and frees their buffers.
+func (w *worker) flushTx() {
+	if len(w.tx) == 0 {
+		return
+	}
+	_ = w.dev.link.Send(w.tx) // a link that cannot send loses packets, as a wire would
+	for _, b := range w.txFull {
+		putBuffer(b)
+	}
+	clear(w.tx)
+	clear(w.txFull)
+	w.tx, w.txFull = w.tx[:0], w.txFull[:0]
+}
+
+// rocePort returns a QP's UDP source port as rxe chooses it:
+// 0xC000 | hash_32(qpn, 14) (rxe_qp.c), constant for the QP's life.
+func rocePort(n bth.QPN) uint16 {
+	return 0xc000 | uint16(uint32(n)*0x61c88647>>(32-14))
+}
+
+func ipChecksum(h []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		s += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
+}
