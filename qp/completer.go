@@ -155,6 +155,8 @@ func (q *QP) retire(a bth.PSN) *sendWQE {
 // restored, the timer restarts, and a requester left behind by a
 // retransmission skips what is already acknowledged.
 func (q *QP) onProgress() {
+	q.tm.onAcked(q)
+	q.tm.probeSent = false
 	q.comp.retryLeft = q.attr.RetryCnt
 	q.comp.rnrLeft = q.attr.RNRRetry
 	q.comp.retrying = false

@@ -18,6 +18,7 @@ type Counters struct {
 	RDMASends          uint64 // rdma_sends: RDMA WRITE, READ and atomic requests started
 	RDMARecvs          uint64 // rdma_recvs: RDMA WRITE, READ and atomic requests executed
 	RetransmitTimeouts uint64 // local ACK timeouts (not an rxe counter)
+	TailProbes         uint64 // tail-loss probes sent (not an rxe counter)
 }
 
 // Add adds o's counts to c.
@@ -36,6 +37,7 @@ func (c *Counters) Add(o *Counters) {
 	c.RDMASends += o.RDMASends
 	c.RDMARecvs += o.RDMARecvs
 	c.RetransmitTimeouts += o.RetransmitTimeouts
+	c.TailProbes += o.TailProbes
 }
 
 // Named returns the counters as rxe names them, in rxe's order.
@@ -55,6 +57,7 @@ func (c *Counters) Named() []NamedCounter {
 		{"rdma_sends", c.RDMASends},
 		{"rdma_recvs", c.RDMARecvs},
 		{"retransmit_timeouts", c.RetransmitTimeouts},
+		{"tail_probes", c.TailProbes},
 	}
 }
 

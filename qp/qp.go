@@ -78,6 +78,9 @@ type InitAttr struct {
 	SigAll bool // every send work request generates a completion
 	PD     *mr.PD
 	Window int // unacknowledged PSNs the requester allows; 0 means DefaultWindow
+	// NoTailProbe turns off the tail-loss probe (timers.go), leaving only
+	// the IBTA's local ACK timeout to recover a lost last packet, as rxe.
+	NoTailProbe bool
 }
 
 // DefaultWindow is the requester's default limit of unacknowledged PSNs.
@@ -87,15 +90,16 @@ const DefaultWindow = 256
 
 // QP is a Reliable Connected queue pair.
 type QP struct {
-	mu     sync.Mutex
-	port   Port
-	num    bth.QPN
-	pd     *mr.PD
-	sendCQ *cq.CQ
-	recvCQ *cq.CQ
-	sigAll bool
-	window int
-	txOff  int
+	mu      sync.Mutex
+	port    Port
+	num     bth.QPN
+	pd      *mr.PD
+	sendCQ  *cq.CQ
+	recvCQ  *cq.CQ
+	sigAll  bool
+	window  int
+	txOff   int
+	noProbe bool
 
 	attr  Attr
 	mtu   int
@@ -125,14 +129,15 @@ func New(port Port, num bth.QPN, ia InitAttr) (*QP, error) {
 		return nil, err
 	}
 	q := &QP{
-		port:   port,
-		num:    num,
-		pd:     ia.PD,
-		sendCQ: ia.SendCQ,
-		recvCQ: ia.RecvCQ,
-		sigAll: ia.SigAll,
-		window: ia.Window,
-		txOff:  port.TxOffset(),
+		port:    port,
+		num:     num,
+		pd:      ia.PD,
+		sendCQ:  ia.SendCQ,
+		recvCQ:  ia.RecvCQ,
+		sigAll:  ia.SigAll,
+		window:  ia.Window,
+		txOff:   port.TxOffset(),
+		noProbe: ia.NoTailProbe,
 	}
 	if q.window <= 0 {
 		q.window = DefaultWindow

@@ -16,6 +16,7 @@ type requester struct {
 	psn     bth.PSN
 	sentMax bth.PSN // one past the highest PSN ever sent: later PSNs are ghosts
 	noAck   int     // packets sent since the last one with AckReq
+	probe   bool    // the packet being sent is a tail-loss probe
 	hdr     wire.Headers
 	started bool
 }
@@ -141,10 +142,11 @@ func (q *QP) sendPacket(w *sendWQE) {
 		h.BTH.SE = last && w.wr.Flags&SendSolicited != 0
 	}
 	q.req.noAck++
-	if last || q.req.noAck >= MaxAckInterval {
+	if last || q.req.noAck >= q.ackInterval() || q.req.probe {
 		h.BTH.AckReq = true
 		q.req.noAck = 0
 	}
+	fresh := q.req.psn == q.req.sentMax
 
 	buf := q.port.NewBuffer()
 	t := buf[q.txOff:]
@@ -168,13 +170,20 @@ func (q *QP) sendPacket(w *sendWQE) {
 	if q.req.psn.After(q.req.sentMax) {
 		q.req.sentMax = q.req.psn
 	}
-	q.tm.onPacketSent(q)
+	q.tm.onPacketSent(q, h.BTH.PSN, h.BTH.AckReq, fresh)
 	if last {
 		q.req.idx++
 		q.req.pkt = 0
 	} else {
 		q.req.pkt++
 	}
+}
+
+// ackInterval is how many packets go out between two with AckReq: at most
+// MaxAckInterval, and a quarter of the window, so that ACKs arrive while
+// the window still has room and the pipe never drains waiting for one.
+func (q *QP) ackInterval() int {
+	return max(min(MaxAckInterval, q.window/4), 1)
 }
 
 // sendOpcode picks the SEND or RDMA WRITE opcode for a packet's place in
@@ -255,6 +264,7 @@ func forEachSGE(sges []SGE, off uint32, n int, fn func(i int, addr uint64, lo, h
 // §9.7.5.2).
 func (q *QP) goBack(psn bth.PSN) {
 	q.seek(psn)
+	q.tm.rttPending = false // Karn: no samples across a retransmission
 	q.req.noAck = 0
 	q.comp.retrying = true
 	q.stats.CompleterRetryErr++

@@ -163,7 +163,7 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN) {
 	r.sendOff += uint32(len(p.Payload))
 	r.inSend = pos&wire.Last == 0
 	if pos&wire.Last != 0 {
-		wc := cq.WC{WRID: r.wqe.wrid, Opcode: cq.OpRecv, ByteLen: r.sendOff, SrcQP: q.attr.DestQPNum}
+		wc := cq.WC{WRID: r.wqe.wrid, Opcode: cq.OpRecv, ByteLen: r.sendOff}
 		if p.ImmDt != nil {
 			wc.ImmData, wc.Flags = p.ImmDt.Imm(), cq.FlagWithImm
 		}
@@ -229,7 +229,7 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 			q.rq.head++
 			q.pushRecv(cq.WC{
 				WRID: w.wrid, Opcode: cq.OpRecvRDMAWithImm, ByteLen: r.writeLen,
-				ImmData: p.ImmDt.Imm(), Flags: cq.FlagWithImm, SrcQP: q.attr.DestQPNum,
+				ImmData: p.ImmDt.Imm(), Flags: cq.FlagWithImm,
 			})
 		}
 	}

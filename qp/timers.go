@@ -5,25 +5,42 @@ import (
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/wire/aeth"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // timers holds a QP's two deadlines: the local ACK timeout of the
 // requester (IBTA Vol 1 §9.7.6.1.1) and the RNR wait after an RNR NAK
 // (§9.7.5.2.8). A zero time is an unarmed timer.
+//
+// A third, the tail-loss probe, is gorxe's own: when the requester has
+// heard nothing for a few round trips, it sends its last packet again with
+// AckReq. Go-back-N recovers a loss from the gap the next packet reveals;
+// a lost last packet (or a lost ACK) reveals nothing, and without the probe
+// costs the whole local ACK timeout. The probe is an ordinary duplicate to
+// the responder, so it needs nothing of the peer.
 type timers struct {
 	retransmit time.Time
 	rnr        time.Time
+	probe      time.Time
+	probeSent  bool // a probe is out; the next probe timeout goes back N
 	rnrWait    bool // sending stops until the RNR timer expires
+
+	// Round-trip estimate, from one AckReq packet at a time (never a
+	// retransmitted one), for the probe timeout.
+	srtt       time.Duration
+	rttPending bool
+	rttPSN     bth.PSN
+	rttSent    time.Time
 }
 
 func (t *timers) next() time.Time {
-	switch {
-	case t.retransmit.IsZero():
-		return t.rnr
-	case t.rnr.IsZero() || t.retransmit.Before(t.rnr):
-		return t.retransmit
+	next := time.Time{}
+	for _, d := range [...]time.Time{t.retransmit, t.rnr, t.probe} {
+		if !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
 	}
-	return t.rnr
+	return next
 }
 
 // ackTimeout returns the local ACK timeout, 4.096 µs × 2^timeout, or 0 when
@@ -36,11 +53,50 @@ func (q *QP) ackTimeout() time.Duration {
 }
 
 // onPacketSent arms the retransmit timer when the first unacknowledged
-// packet goes out.
-func (t *timers) onPacketSent(q *QP) {
+// packet goes out, restarts the probe timer, and starts a round-trip
+// sample on an AckReq packet sent for the first time.
+func (t *timers) onPacketSent(q *QP, psn bth.PSN, ackReq, fresh bool) {
 	if t.retransmit.IsZero() {
 		t.restartRetransmit(q)
 	}
+	now := q.port.Now()
+	if ackReq && fresh && !t.rttPending {
+		t.rttPending, t.rttPSN, t.rttSent = true, psn, now
+	}
+	t.armProbe(q, now)
+}
+
+// onAcked takes a round-trip sample when the ACK covers the sampled PSN.
+func (t *timers) onAcked(q *QP) {
+	if t.rttPending && q.comp.psn.After(t.rttPSN) {
+		t.rttPending = false
+		sample := q.port.Now().Sub(t.rttSent)
+		if t.srtt == 0 {
+			t.srtt = sample
+		} else {
+			t.srtt += (sample - t.srtt) / 8
+		}
+	}
+}
+
+// probeTimeout is how long the requester waits without news before it
+// probes: four round trips, at least 1 ms, at most half the local ACK
+// timeout; 10 ms until a round trip has been measured. A probe that was
+// not needed costs one duplicate packet.
+func (q *QP) probeTimeout() time.Duration {
+	d := 10 * time.Millisecond
+	if q.tm.srtt > 0 {
+		d = max(4*q.tm.srtt, time.Millisecond)
+	}
+	return min(d, q.ackTimeout()/2)
+}
+
+func (t *timers) armProbe(q *QP, now time.Time) {
+	if q.noProbe || q.ackTimeout() == 0 || q.req.sentMax == q.comp.psn {
+		t.probe = time.Time{}
+		return
+	}
+	t.probe = now.Add(q.probeTimeout())
 }
 
 // restartRetransmit re-arms the timer after progress, or disarms it when
@@ -49,9 +105,12 @@ func (t *timers) restartRetransmit(q *QP) {
 	d := q.ackTimeout()
 	if d == 0 || q.req.psn == q.comp.psn {
 		t.retransmit = time.Time{}
+		t.probe = time.Time{}
 		return
 	}
-	t.retransmit = q.port.Now().Add(d)
+	now := q.port.Now()
+	t.retransmit = now.Add(d)
+	t.armProbe(q, now)
 }
 
 // startRNRWait stops the requester for the time an RNR NAK asked.
@@ -59,6 +118,7 @@ func (t *timers) startRNRWait(q *QP, timer aeth.RNRTimer) {
 	t.rnrWait = true
 	t.rnr = q.port.Now().Add(timer.Duration())
 	t.retransmit = time.Time{}
+	t.probe = time.Time{}
 }
 
 // runTimers fires the timers that are due at now.
@@ -70,6 +130,61 @@ func (q *QP) runTimers(now time.Time) {
 	}
 	if !q.tm.retransmit.IsZero() && !now.Before(q.tm.retransmit) {
 		q.expiredRetransmit()
+	}
+	if !q.tm.probe.IsZero() && !now.Before(q.tm.probe) {
+		q.expiredProbe(now)
+	}
+}
+
+// expiredProbe handles a probe timeout. The first sends a probe. A second
+// with still no progress means the responder is silent: it is dropping
+// everything after a gap it has NAKed already, so the packet it waits for,
+// the first unacknowledged one, was lost again. The requester then goes
+// back to it at once, instead of after the local ACK timeout. Neither uses
+// up retry_cnt, which counts local ACK timeouts.
+func (q *QP) expiredProbe(now time.Time) {
+	if q.tm.probeSent {
+		q.tm.probeSent = false
+		q.tracef("no answer to the probe: go back to PSN %d", q.comp.psn)
+		q.goBack(q.comp.psn)
+		q.tm.armProbe(q, now)
+		q.sendSome()
+		return
+	}
+	q.sendProbe()
+	q.tm.probeSent = true
+	q.tm.armProbe(q, now)
+}
+
+// sendProbe sends the last packet sent again, asking for an ACK: if it was
+// lost, it now arrives in order and is acknowledged; if only what followed
+// was lost, the responder NAKs the gap it now sees; if it arrived, the
+// responder acknowledges the duplicate. A READ or atomic is not probed:
+// its duplicate would make the responder replay it.
+func (q *QP) sendProbe() {
+	if q.attr.State != StateRTS || q.req.sentMax == q.comp.psn {
+		return
+	}
+	last := q.req.sentMax.Add(bth.PSNMask)
+	for i := q.sq.head; i != q.sq.tail; i++ {
+		w := q.sq.at(i)
+		if !w.started {
+			return
+		}
+		if !last.InRange(w.first, w.last) {
+			continue
+		}
+		if w.isReadOrAtomic() {
+			return
+		}
+		saved, savedProbe := q.req, q.tm.probe
+		q.req.idx, q.req.pkt, q.req.psn = i, uint32(last.Diff(w.first)), last
+		q.req.probe = true
+		q.stats.TailProbes++
+		q.tracef("no ACK for %v: probing with PSN %d", q.probeTimeout(), last)
+		q.sendPacket(w)
+		q.req, q.tm.probe = saved, savedProbe
+		return
 	}
 }
 
@@ -87,6 +202,7 @@ func (q *QP) expiredRetransmit() {
 	}
 	q.goBack(q.comp.psn)
 	q.tm.restartRetransmit(q)
+	q.sendSome()
 }
 
 // useRetry takes one retry from retry_cnt (7 is unlimited, as rxe), or

@@ -90,9 +90,10 @@ func TestImpliedNAK(t *testing.T) {
 }
 
 // TestAckTimeoutRetry: the only ACK is lost; the local ACK timer fires, the
-// WRITE is sent again, the responder acknowledges the duplicate.
+// WRITE is sent again, the responder acknowledges the duplicate. (The
+// tail-loss probe, which would recover sooner, is off.)
 func TestAckTimeoutRetry(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
+	a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: true}) // 67 ms
 	b.dropNth(bth.RCAcknowledge, 1)
 	fill(a.buf[:3000], 2)
 	a.postSend(t, writeWR(1, a, b, 0, 3000))
@@ -162,6 +163,27 @@ func TestRNRRetryExhausted(t *testing.T) {
 	}
 	if st := a.qp.State(); st != qp.StateErr {
 		t.Fatalf("requester QP in %v, want ERR", st)
+	}
+}
+
+// TestTailLossProbe: the last packet of a WRITE is lost, so no later packet
+// reveals the gap; the requester's probe resends it long before the local
+// ACK timeout would.
+func TestTailLossProbe(t *testing.T) {
+	a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3}) // 4.3 s
+	a.dropNth(bth.RCRDMAWriteLast, 1)
+	fill(a.buf[:3000], 21)
+	start := time.Now()
+	a.postSend(t, writeWR(1, a, b, 0, 3000))
+	status(t, wait(t, a.scq, 1, 4*time.Second), cq.StatusSuccess)
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("recovery took %v", el)
+	}
+	if !bytes.Equal(a.buf[:3000], b.buf[:3000]) {
+		t.Fatal("data differs")
+	}
+	if sa := a.stats(); sa.TailProbes != 1 || sa.RetransmitTimeouts != 0 {
+		t.Fatalf("%d probes, %d timeouts; want 1 and 0\n%s", sa.TailProbes, sa.RetransmitTimeouts, a.traceText())
 	}
 }
 

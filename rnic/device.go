@@ -35,6 +35,9 @@ type Config struct {
 	// Window is the requester's limit of unacknowledged PSNs per QP;
 	// qp.DefaultWindow when zero.
 	Window int
+	// NoTailProbe turns the requester's tail-loss probe off for every QP,
+	// leaving the local ACK timeout alone to recover a lost last packet.
+	NoTailProbe bool
 	// Trace, when set, receives a line for every QP state change and
 	// transport event (retransmissions, NAKs, RNR waits), prefixed with the
 	// device name and QPN. It is called from the device's goroutines.
@@ -193,6 +196,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 	if ia.Window == 0 {
 		ia.Window = d.cfg.Window
 	}
+	ia.NoTailProbe = ia.NoTailProbe || d.cfg.NoTailProbe
 	q, err := qp.New(w, num, ia)
 	if err != nil {
 		return nil, err

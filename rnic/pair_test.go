@@ -45,6 +45,7 @@ type pairOpts struct {
 	v6          bool
 	window      int
 	depth       int
+	noProbe     bool
 }
 
 func (o *pairOpts) defaults() {
@@ -76,7 +77,7 @@ func (o *pairOpts) defaults() {
 
 // newPair opens two devices on one in-memory fabric and connects an RC QP
 // on each to the other, RESET -> INIT -> RTR -> RTS, as perftest does.
-func newPair(t *testing.T, o pairOpts) (a, b *side) {
+func newPair(t testing.TB, o pairOpts) (a, b *side) {
 	t.Helper()
 	o.defaults()
 	f := mem.NewFabric()
@@ -92,7 +93,7 @@ func newPair(t *testing.T, o pairOpts) (a, b *side) {
 		}
 		s := &side{link: l, fabric: f}
 		name := []string{"A", "B"}[i]
-		s.dev, err = rnic.Open(rnic.Config{Link: l, Name: name, Window: o.window, Trace: func(line string) {
+		s.dev, err = rnic.Open(rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, Trace: func(line string) {
 			s.traceM.Lock()
 			s.trace = append(s.trace, line)
 			s.traceM.Unlock()

@@ -1,0 +1,69 @@
+package rnic_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/qp"
+)
+
+// BenchmarkGoBackN measures how much of go-back-N's ideal efficiency a long
+// RDMA WRITE stream keeps under random loss p = 1/256 of the data packets:
+// goodput with loss over goodput without, against (1-p)/(1+(W-1)p) for the
+// requester's window W (the efficiency of go-back-N when every loss costs
+// the W-1 packets behind it). Run it with
+//
+//	go test ./rnic -run '^$' -bench GoBackN -benchtime 1x
+//
+// It reports lossless and lossy goodput, their ratio, the ideal and
+// ratio/ideal, which should stay at 0.8 or more.
+func BenchmarkGoBackN(b *testing.B) {
+	for _, w := range []int{64, 256} {
+		b.Run("window="+itoa(w), func(b *testing.B) {
+			const p = 1.0 / 256
+			const msg, total = 64 << 10, 64 << 20
+			run := func(loss float64) (float64, qp.Counters) {
+				a, bb := newPair(b, pairOpts{bufSize: msg, window: w, mtu: qp.MTU1024})
+				a.link.SetFaults(mem.Faults{Drop: loss, Seed: 42})
+				start := time.Now()
+				n := total / msg
+				for i := 0; i < n; {
+					k := min(n-i, 64)
+					wrs := make([]qp.SendWR, k)
+					for j := range wrs {
+						wrs[j] = writeWR(uint64(i+j), a, bb, 0, msg)
+						wrs[j].Flags = 0
+					}
+					wrs[k-1].Flags = qp.SendSignaled
+					a.postSend(b, wrs...)
+					status(b, wait(b, a.scq, 1, time.Minute), 0)
+					i += k
+				}
+				el := time.Since(start)
+				return float64(total) / el.Seconds() / 1e6, a.stats().Counters
+			}
+			for range b.N {
+				clean, _ := run(0)
+				lossy, c := run(p)
+				ideal := (1 - p) / (1 + float64(w-1)*p)
+				ratio := lossy / clean
+				b.ReportMetric(clean, "MB/s-lossless")
+				b.ReportMetric(lossy, "MB/s-lossy")
+				b.ReportMetric(ratio, "efficiency")
+				b.ReportMetric(ideal, "ideal")
+				b.ReportMetric(ratio/ideal, "of-ideal")
+				b.Logf("window %d: lossless %.0f MB/s, p=1/256 %.0f MB/s: efficiency %.3f, ideal %.3f, %.2f of ideal (go-back-N %d, probes %d, timeouts %d)",
+					w, clean, lossy, ratio, ideal, ratio/ideal, c.CompleterRetryErr, c.TailProbes, c.RetransmitTimeouts)
+			}
+		})
+	}
+}
+
+func itoa(n int) string {
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}
