@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/gorxe/gorxe/perftest"
+	"github.com/gorxe/gorxe/qp"
+)
+
+// perfCommand returns the subcommand that runs perftest's test t.
+func perfCommand(t perftest.Test) command {
+	verb := map[perftest.Test]string{
+		perftest.WriteBW: "RDMA WRITE bandwidth", perftest.ReadBW: "RDMA READ bandwidth",
+		perftest.SendBW: "SEND bandwidth", perftest.AtomicBW: "atomic operation rate",
+		perftest.WriteLat: "RDMA WRITE latency", perftest.ReadLat: "RDMA READ latency", perftest.SendLat: "SEND latency",
+	}[t]
+	return command{
+		name:    string(t),
+		args:    "[-s SIZE] [-n ITERS] [-m MTU] [-a] [--check] [--fault LIST] [--json]",
+		summary: "measure " + verb + " as ib_" + string(t) + " does",
+		run: func(args []string, stdout, stderr io.Writer) int {
+			return runPerf(t, args, stdout, stderr)
+		},
+	}
+}
+
+func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
+	name := "gorxe " + string(t)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	p := perftest.Params{Test: t}
+	fs.IntVar(&p.Size, "s", 0, "message size in bytes (perftest: -s)")
+	fs.IntVar(&p.Size, "size", 0, "same as -s")
+	fs.IntVar(&p.Iters, "n", 0, "number of messages (perftest: -n)")
+	fs.IntVar(&p.Iters, "iters", 0, "same as -n")
+	mtu := fs.Int("m", 1024, "path MTU: 256, 512, 1024, 2048 or 4096 (perftest: -m)")
+	fs.BoolVar(&p.AllSize, "a", false, "run every size from 2 bytes to 8 MiB (perftest: -a)")
+	fs.IntVar(&p.TxDepth, "t", 0, "send work requests in flight (perftest: -t; 128, or 1 for latency)")
+	fs.IntVar(&p.RxDepth, "r", 0, "receive work requests posted (perftest: -r; 512)")
+	fs.IntVar(&p.CQMod, "Q", 0, "signal one send in this many (perftest: -Q; 100)")
+	fs.StringVar(&p.Atomic, "A", perftest.FetchAndAdd, "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP (perftest: -A)")
+	timeout := fs.Uint("u", 14, "local ACK timeout exponent: 4.096 us x 2^u (perftest: -u)")
+	fs.BoolVar(&p.Check, "check", false, "fill the buffers with a pattern and verify every byte (and atomic result) that arrived")
+	faults := fs.String("fault", "", "faults the in-memory fabric applies to both directions, e.g. drop=0.01,drop-every=256,reorder=8,dup=0.01,corrupt=0.001,delay=100us,ecn=0.1,seed=1")
+	linkName := fs.String("link", "mem", "how packets travel: mem (both sides in this process)")
+	jsonOut := fs.Bool("json", false, "print each result as one JSON object")
+	fs.IntVar(&p.Window, "window", 0, "requester window in PSNs (gorxe; default 256)")
+	// perftest flags that name hardware, accepted and ignored as perftest
+	// itself ignores what does not apply.
+	fs.String("d", "", "device name (ignored)")
+	fs.Int("x", 0, "GID index (ignored)")
+	fs.Bool("F", false, "do not fail on CPU frequency warnings (ignored)")
+	fs.Int("i", 1, "IB port (ignored)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s [flags]\n\nMeasures as rdma-core's ib_%s does, between two gorxe devices.\n\n", name, t)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q (a server name needs a network link, which is not built yet)\n", name, fs.Arg(0))
+		return exitUsage
+	}
+	if *linkName != "mem" {
+		fmt.Fprintf(stderr, "%s: --link %s: only mem is available\n", name, *linkName)
+		return exitUsage
+	}
+	p.MTU = qp.MTUFromBytes(*mtu)
+	if p.MTU == 0 {
+		fmt.Fprintf(stderr, "%s: -m %d: the MTU is 256, 512, 1024, 2048 or 4096\n", name, *mtu)
+		return exitUsage
+	}
+	p.Atomic = strings.ToUpper(p.Atomic)
+	p.Timeout = uint8(min(*timeout, 31))
+	f, err := perftest.ParseFaults(*faults)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --fault: %v\n", name, err)
+		return exitUsage
+	}
+	p.Defaults()
+	if err := p.Validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitUsage
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if !*jsonOut {
+		perftest.PrintBanner(stdout, &p, "gorxe0", *linkName)
+	}
+	failed := false
+	for i, size := range p.Sizes() {
+		ps := p
+		ps.Size, ps.AllSize = size, false
+		res, err := perftest.RunLocal(ctx, ps, f)
+		var r *perftest.Result
+		if len(res) > 0 {
+			r = &res[0]
+		}
+		if *jsonOut {
+			perftest.WriteJSON(stdout, perftest.ToJSON(r, &ps, err))
+		} else {
+			if r != nil && i == 0 {
+				perftest.PrintAddresses(stdout, r.Local, r.Remote)
+				perftest.PrintHeader(stdout, t)
+			}
+			if r != nil && (r.BW != nil || r.Lat != nil) {
+				perftest.PrintResult(stdout, r)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: size %d: %v\n", name, size, err)
+			failed = true
+			break
+		}
+	}
+	if !*jsonOut {
+		fmt.Fprintln(stdout, "---------------------------------------------------------------------------------------")
+		if p.Check {
+			fmt.Fprintf(stdout, " data check: %s\n", map[bool]string{true: "FAILED", false: "ok"}[failed])
+		}
+	}
+	if failed {
+		return exitError
+	}
+	return exitOK
+}
+
+func init() {
+	for _, t := range perftest.Tests {
+		commands = append(commands, perfCommand(t))
+	}
+}

@@ -1,0 +1,265 @@
+package perftest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/rnic"
+)
+
+// Result is what one size of a test produced.
+type Result struct {
+	Test    Test
+	BW      *BWResult  // bandwidth tests
+	Lat     *LatResult // latency tests
+	Checked bool       // --check ran and passed
+	// Counters of the client and server devices after the run.
+	Client, Server rnic.Counters
+	// Endpoints as perftest prints them.
+	Local, Remote Info
+}
+
+// Info is a side's address information, as perftest's banner shows it.
+type Info struct {
+	QPN   uint32
+	PSN   uint32
+	RKey  uint32
+	VAddr uint64
+	GID   netip.Addr
+}
+
+// ParseFaults parses --fault's list, for example
+// "drop=0.01,drop-every=256,reorder=8,dup=0.01,corrupt=0.001,delay=100us,ecn=0.1,seed=7".
+func ParseFaults(s string) (mem.Faults, error) {
+	var f mem.Faults
+	if s == "" {
+		return f, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return f, fmt.Errorf("fault %q: want NAME=VALUE", kv)
+		}
+		var err error
+		prob := func(dst *float64) {
+			*dst, err = strconv.ParseFloat(v, 64)
+			if err == nil && (*dst < 0 || *dst > 1) {
+				err = errors.New("probability outside 0..1")
+			}
+		}
+		switch k {
+		case "drop":
+			prob(&f.Drop)
+		case "dup":
+			prob(&f.Duplicate)
+		case "corrupt":
+			prob(&f.Corrupt)
+		case "ecn":
+			prob(&f.ECN)
+		case "drop-every":
+			f.DropEvery, err = strconv.Atoi(v)
+		case "reorder":
+			f.Reorder, err = strconv.Atoi(v)
+		case "delay":
+			f.Delay, err = time.ParseDuration(v)
+		case "bandwidth":
+			f.Bandwidth, err = strconv.ParseInt(v, 10, 64)
+		case "seed":
+			f.Seed, err = strconv.ParseUint(v, 10, 64)
+		default:
+			return f, fmt.Errorf("unknown fault %q (want drop, drop-every, reorder, dup, corrupt, delay, ecn, bandwidth, seed)", k)
+		}
+		if err != nil {
+			return f, fmt.Errorf("fault %s=%s: %v", k, v, err)
+		}
+	}
+	return f, nil
+}
+
+// RunLocal runs the test for each of p's sizes with both sides in this
+// process: two gorxe devices on an in-memory fabric that applies faults
+// to the packets of both directions.
+func RunLocal(ctx context.Context, p Params, faults mem.Faults) ([]Result, error) {
+	p.Defaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, size := range p.Sizes() {
+		ps := p
+		ps.Size = size
+		r, err := runLocalSize(ctx, &ps, faults)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func runLocalSize(ctx context.Context, p *Params, faults mem.Faults) (Result, error) {
+	fab := mem.NewFabric()
+	var devs [2]*rnic.Device
+	var sides [2]*Side
+	for i, a := range []string{"10.0.0.1", "10.0.0.2"} {
+		l, err := fab.NewLink(netip.MustParseAddr(a))
+		if err != nil {
+			return Result{}, err
+		}
+		f := faults
+		f.Seed += uint64(i) * 1000003
+		l.SetFaults(f)
+		if devs[i], err = rnic.Open(rnic.Config{Link: l, Name: []string{"client", "server"}[i], Window: p.Window}); err != nil {
+			return Result{}, err
+		}
+		defer devs[i].Close()
+		if sides[i], err = NewSide(devs[i], p, p.Size); err != nil {
+			return Result{}, err
+		}
+	}
+	client, server := sides[0], sides[1]
+	psns := [2]uint32{0x3341fd, 0x1a2b3c} // fixed, so runs replay alike
+	for i, s := range sides {
+		peer := sides[1-i]
+		s.RemoteAddr, s.RemoteKey = peer.MR.IOVA(), peer.MR.RKey()
+		err := s.QP.Connect(rnic.ConnectAttr{
+			Local: s.QP.Local(psns[i]), Remote: peer.QP.Local(psns[1-i]),
+			MTU: p.MTU, Access: s.MR.Access(), Timeout: p.Timeout,
+		})
+		if err != nil {
+			return Result{}, err
+		}
+	}
+	res := Result{Test: p.Test, Local: info(client, psns[0]), Remote: info(server, psns[1])}
+	if p.Check {
+		client.fillPattern(1)
+		server.fillPattern(2)
+	}
+	var err error
+	switch {
+	case p.Test.IsLatency():
+		err = runLat(ctx, p, client, server, &res)
+	default:
+		err = runBW(ctx, p, client, server, &res)
+	}
+	res.Client, res.Server = devs[0].Counters(), devs[1].Counters()
+	if err == nil && p.Check {
+		res.Checked = true
+	}
+	return res, err
+}
+
+func info(s *Side, psn uint32) Info {
+	return Info{QPN: uint32(s.QP.Num()), PSN: psn, RKey: uint32(s.MR.RKey()), VAddr: s.MR.IOVA(), GID: s.Dev.GIDs()[0]}
+}
+
+func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) error {
+	var origs []uint64
+	var recvErr chan error
+	switch p.Test {
+	case SendBW:
+		recvErr = make(chan error, 1)
+		var want *Side
+		if p.Check {
+			want = client
+		}
+		go func() { recvErr <- receive(ctx, server, p, want) }()
+		time.Sleep(time.Millisecond) // let the receives be posted, as perftest's handshake does
+	case AtomicBW:
+		origs = make([]uint64, p.Iters)
+		binary.NativeEndian.PutUint64(server.Buf, 0)
+	}
+	r, err := bw(ctx, client, p, origs)
+	if recvErr != nil {
+		if rerr := <-recvErr; err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	res.BW = &r
+	if !p.Check {
+		return nil
+	}
+	switch p.Test {
+	case WriteBW:
+		return checkSlots(server, client, p.Iters)
+	case ReadBW:
+		return checkSlots(client, server, p.Iters)
+	case AtomicBW:
+		return checkAtomics(p, origs, binary.NativeEndian.Uint64(server.Buf))
+	}
+	return nil
+}
+
+// checkAtomics verifies atomic_bw: FETCH_AND_ADD of 1 returned every value
+// from 0 to iters-1 exactly once and left iters; CMP_AND_SWAP i -> i+1 in
+// order returned i each time and left iters.
+func checkAtomics(p *Params, origs []uint64, final uint64) error {
+	if final != uint64(p.Iters) {
+		return fmt.Errorf("%w: remote word is %d after %d atomics, want %d", ErrCheck, final, p.Iters, p.Iters)
+	}
+	sorted := slices.Clone(origs)
+	if p.Atomic == FetchAndAdd {
+		slices.Sort(sorted)
+	}
+	for i, v := range sorted {
+		if v != uint64(i) {
+			return fmt.Errorf("%w: atomic %d returned %d, want %d", ErrCheck, i, v, i)
+		}
+	}
+	return nil
+}
+
+func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) error {
+	type out struct {
+		t   []time.Duration
+		err error
+	}
+	srv := make(chan out, 1)
+	var samples []time.Duration
+	var err error
+	switch p.Test {
+	case WriteLat:
+		go func() { t, err := writeLat(ctx, server, p, false); srv <- out{t, err} }()
+		samples, err = writeLat(ctx, client, p, true)
+	case SendLat:
+		go func() { t, err := sendLat(ctx, server, p, false); srv <- out{t, err} }()
+		time.Sleep(time.Millisecond)
+		samples, err = sendLat(ctx, client, p, true)
+	case ReadLat:
+		srv <- out{}
+		samples, err = readLat(ctx, client, p)
+	}
+	if err != nil {
+		return err
+	}
+	if o := <-srv; o.err != nil {
+		return o.err
+	}
+	r := latStats(p.Size, samples, p.Test != ReadLat)
+	res.Lat = &r
+	if p.Check && p.Size > 0 {
+		switch p.Test {
+		case ReadLat:
+			return checkSlots(client, server, 1)
+		case WriteLat:
+			// The last message each way carried the final poll byte;
+			// the rest of the message is the writer's pattern.
+			n := p.Size - 1
+			if string(server.Buf[:n]) != string(client.Buf[:n]) || string(client.Buf[:n]) != string(server.Buf[:n]) {
+				return fmt.Errorf("%w: write_lat message differs", ErrCheck)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/rnic"
+)
+
+// Side is one end of a test: a QP, its CQs and a registered buffer of
+// slots, each a message long. Messages cycle through the slots, so --check
+// can tell one message's bytes from another's.
+type Side struct {
+	Dev   *rnic.Device
+	PD    *mr.PD
+	MR    *mr.MR
+	Buf   []byte
+	SCQ   *cq.CQ
+	RCQ   *cq.CQ
+	QP    *rnic.QP
+	Slots int
+	Size  int
+
+	// The peer's buffer, as the out-of-band exchange told it.
+	RemoteAddr uint64
+	RemoteKey  mr.Key
+}
+
+// slotCount is how many message slots a side's buffer holds: enough that a
+// slot is not reused while a message in it may still be in flight.
+func slotCount(p *Params, size int) int {
+	n := max(p.TxDepth, p.RxDepth, 16)
+	for n > 1 && n*max(size, 8) > 64<<20 {
+		n /= 2
+	}
+	return n
+}
+
+// NewSide allocates a side's resources on dev for messages of size bytes.
+func NewSide(dev *rnic.Device, p *Params, size int) (*Side, error) {
+	s := &Side{Dev: dev, Size: size, Slots: slotCount(p, size)}
+	s.PD = dev.AllocPD()
+	s.Buf = make([]byte, s.Slots*max(size, 8))
+	var err error
+	if s.MR, err = dev.RegMR(s.PD, s.Buf, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
+		return nil, err
+	}
+	depth := max(p.TxDepth, p.RxDepth) + 16
+	if s.SCQ, err = dev.CreateCQ(depth); err != nil {
+		return nil, err
+	}
+	if s.RCQ, err = dev.CreateCQ(depth); err != nil {
+		return nil, err
+	}
+	s.QP, err = dev.CreateQP(qp.InitAttr{
+		Type: qp.TypeRC, PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
+		Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1},
+	})
+	return s, err
+}
+
+// Close releases the side's QP and region.
+func (s *Side) Close() {
+	if s.QP != nil {
+		s.QP.Destroy()
+	}
+	if s.MR != nil {
+		s.MR.Deregister()
+	}
+}
+
+func (s *Side) slot(i int) int { return (i % s.Slots) * max(s.Size, 8) }
+
+func (s *Side) sge(i int) []qp.SGE {
+	if s.Size == 0 {
+		return nil
+	}
+	return []qp.SGE{{Addr: s.MR.IOVA() + uint64(s.slot(i)), Length: uint32(s.Size), LKey: s.MR.LKey()}}
+}
+
+// fillPattern fills every slot with bytes seeded by seed and the slot.
+func (s *Side) fillPattern(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	for i := range s.Buf {
+		s.Buf[i] = byte(r.Uint32())
+	}
+}
+
+// ErrCheck is returned when --check finds a byte that is not what was sent.
+var ErrCheck = errors.New("perftest: data check failed")
+
+// checkSlots compares the first n slots of got with want.
+func checkSlots(got, want *Side, n int) error {
+	for i := range min(n, got.Slots) {
+		o := got.slot(i)
+		if !bytes.Equal(got.Buf[o:o+got.Size], want.Buf[o:o+got.Size]) {
+			return fmt.Errorf("%w: message slot %d differs", ErrCheck, i)
+		}
+	}
+	return nil
+}
+
+// completionError turns a failed work completion into an error.
+func completionError(wc cq.WC) error {
+	return fmt.Errorf("perftest: completion with error: wr_id %d %v (%s)", wc.WRID, wc.Status, wc.Status.Name())
+}
+
+// bw runs the client side of a bandwidth test: iters operations of the
+// test's verb, TxDepth outstanding, one signaled in CQMod.
+func bw(ctx context.Context, s *Side, p *Params, origs []uint64) (BWResult, error) {
+	cqMod := min(p.CQMod, p.TxDepth)
+	wrs := make([]qp.SendWR, 1)
+	wcs := make([]cq.WC, 64)
+	posted, completed := 0, 0
+	peak := 0.0
+	start := time.Now()
+	last := start
+	lastDone := 0
+	for completed < p.Iters {
+		for posted < p.Iters && posted-completed < p.TxDepth {
+			wr := &wrs[0]
+			*wr = qp.SendWR{WRID: uint64(posted), SGList: s.sge(posted)}
+			if (posted+1)%cqMod == 0 || posted == p.Iters-1 {
+				wr.Flags = qp.SendSignaled
+			}
+			remote := s.RemoteAddr + uint64(s.slot(posted))
+			switch p.Test {
+			case WriteBW:
+				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, s.RemoteKey
+			case ReadBW:
+				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, s.RemoteKey
+			case SendBW:
+				wr.Opcode = qp.WRSend
+			case AtomicBW:
+				// Every atomic goes to the same word, so the results prove
+				// each one ran exactly once.
+				wr.RemoteAddr, wr.RKey = s.RemoteAddr, s.RemoteKey
+				if p.Atomic == CmpAndSwap {
+					wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(posted), uint64(posted+1)
+				} else {
+					wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
+				}
+				wr.Flags = qp.SendSignaled // each result is checked
+			}
+			if _, err := s.QP.PostSend(wrs); err != nil {
+				return BWResult{}, err
+			}
+			posted++
+		}
+		n, err := s.SCQ.Wait(ctx, wcs)
+		if err != nil {
+			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", completed, p.Iters, err)
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != cq.StatusSuccess {
+				return BWResult{}, completionError(wc)
+			}
+			completed = int(wc.WRID) + 1
+			if p.Test == AtomicBW && origs != nil {
+				origs[wc.WRID] = binary.NativeEndian.Uint64(s.Buf[s.slot(int(wc.WRID)):])
+			}
+		}
+		if now := time.Now(); completed-lastDone >= p.TxDepth || completed == p.Iters {
+			if d := now.Sub(last).Seconds(); d > 0 {
+				peak = max(peak, float64((completed-lastDone)*p.Size)/d/(1<<20))
+			}
+			last, lastDone = now, completed
+		}
+	}
+	el := time.Since(start)
+	r := BWResult{Size: p.Size, Iters: p.Iters, Elapsed: el}
+	r.AvgMBps = float64(p.Size) * float64(p.Iters) / el.Seconds() / (1 << 20)
+	r.MsgRate = float64(p.Iters) / el.Seconds() / 1e6
+	r.PeakMBps = max(peak, r.AvgMBps)
+	return r, nil
+}
+
+// receive keeps RxDepth receives posted on s and consumes iters messages
+// (the server of send_bw), checking each against want when it is set.
+func receive(ctx context.Context, s *Side, p *Params, want *Side) error {
+	post := func(i int) error {
+		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}})
+		return err
+	}
+	posted := 0
+	for ; posted < min(p.RxDepth, p.Iters); posted++ {
+		if err := post(posted); err != nil {
+			return err
+		}
+	}
+	wcs := make([]cq.WC, 64)
+	for done := 0; done < p.Iters; {
+		n, err := s.RCQ.Wait(ctx, wcs)
+		if err != nil {
+			return fmt.Errorf("perftest: waiting for receives after %d of %d: %w", done, p.Iters, err)
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != cq.StatusSuccess {
+				return completionError(wc)
+			}
+			if wc.ByteLen != uint32(p.Size) {
+				return fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size)
+			}
+			if want != nil {
+				o := s.slot(int(wc.WRID))
+				if !bytes.Equal(s.Buf[o:o+p.Size], want.Buf[want.slot(int(wc.WRID)):][:p.Size]) {
+					return fmt.Errorf("%w: message %d differs", ErrCheck, wc.WRID)
+				}
+			}
+			done++
+			if posted < p.Iters {
+				if err := post(posted); err != nil {
+					return err
+				}
+				posted++
+			}
+		}
+	}
+	return nil
+}
