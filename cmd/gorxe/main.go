@@ -30,6 +30,7 @@ type command struct {
 // commands lists the subcommands in the order usage shows them. A new one
 // (demo, write_bw, ...) is a file with its run function and a row here.
 var commands = []command{
+	{"demo", "[--quiet] [--pcap FILE]", "two NICs in one process: watch RDMA verbs become packets, loss included", runDemo},
 	{"decode", "[--json] FILE", "print the RoCE v2 packets of a pcap or pcapng capture", runDecode},
 }
 
