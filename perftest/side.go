@@ -38,7 +38,7 @@ type Side struct {
 // slot is not reused while a message in it may still be in flight.
 func slotCount(p *Params, size int) int {
 	n := max(p.TxDepth, p.RxDepth, 16)
-	for n > 1 && n*max(size, 8) > 64<<20 {
+	for n > 2 && n*max(size, 8) > 16<<20 {
 		n /= 2
 	}
 	return n
@@ -89,8 +89,12 @@ func (s *Side) sge(i int) []qp.SGE {
 // fillPattern fills every slot with bytes seeded by seed and the slot.
 func (s *Side) fillPattern(seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	for i := range s.Buf {
-		s.Buf[i] = byte(r.Uint32())
+	b := s.Buf
+	for ; len(b) >= 8; b = b[8:] {
+		binary.LittleEndian.PutUint64(b, r.Uint64())
+	}
+	for i := range b {
+		b[i] = byte(r.Uint32())
 	}
 }
 

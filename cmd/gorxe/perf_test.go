@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestPerfJSON(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		keys []string
+	}{
+		{[]string{"write_bw", "-n", "100", "-s", "4096", "--check", "--json"}, []string{"bw_avg_MBps", "bw_peak_MBps", "msg_rate_Mpps"}},
+		{[]string{"read_bw", "-n", "100", "-s", "20000", "-m", "4096", "--check", "--json", "--fault", "drop=0.02"}, []string{"bw_avg_MBps"}},
+		{[]string{"send_bw", "-n", "100", "-s", "8192", "--check", "--json", "--fault", "reorder=4"}, []string{"bw_avg_MBps"}},
+		{[]string{"atomic_bw", "-n", "100", "-A", "CMP_AND_SWAP", "--check", "--json"}, []string{"bw_avg_MBps"}},
+		{[]string{"write_lat", "-n", "100", "--check", "--json"}, []string{"t_typical_us", "p99_us", "p99_9_us"}},
+		{[]string{"read_lat", "-n", "100", "-s", "64", "--check", "--json"}, []string{"t_avg_us"}},
+		{[]string{"send_lat", "-n", "100", "--check", "--json"}, []string{"t_min_us", "t_max_us"}},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(c.args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut.String())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("%v: %v in %q", c.args, err, out.String())
+		}
+		for _, k := range append(c.keys, "test", "size", "iters") {
+			if _, ok := m[k]; !ok {
+				t.Errorf("%v: no %q in %v", c.args, k, m)
+			}
+		}
+		if m["check"] != "ok" || m["test"] != c.args[0] || m["iters"] != float64(100) {
+			t.Errorf("%v: %v", c.args, m)
+		}
+	}
+}
+
+func TestPerfTable(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"write_bw", "-n", "5", "-a", "--check", "-d", "rxe0", "-x", "1", "-F"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{"RDMA_Write BW Test", "#bytes     #iterations    BW peak[MB/sec]", " local address: LID 0000 QPN", " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:01", " 8388608    5 ", "data check: ok"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if n := strings.Count(s, "\n 2 ") + strings.Count(s, "\n 4 "); n != 2 {
+		t.Errorf("-a should start at 2 bytes:\n%s", s)
+	}
+}
+
+func TestPerfUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"write_bw", "-m", "1000"},
+		{"atomic_bw", "-A", "SWAP"},
+		{"write_bw", "--fault", "drop=7"},
+		{"write_bw", "--link", "tap"},
+		{"read_lat", "somehost"},
+		{"send_bw", "--bogus"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != exitUsage || errOut.Len() == 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
+		}
+	}
+}

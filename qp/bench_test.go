@@ -1,0 +1,113 @@
+package qp
+
+import (
+	"testing"
+
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/aeth"
+	"github.com/gorxe/gorxe/wire/bth"
+	"github.com/gorxe/gorxe/wire/reth"
+)
+
+// benchPort reuses one buffer and keeps the last packet sent.
+type benchPort struct {
+	fakePort
+	buf  []byte
+	last []byte
+}
+
+func (p *benchPort) NewBuffer() []byte                 { return p.buf }
+func (p *benchPort) Transmit(q *QP, buf []byte, n int) { p.last = buf[80 : 80+n] }
+
+// benchQP returns a QP in RTS on a benchPort, with a 64 KiB region.
+func benchQP(b *testing.B) (*QP, *benchPort, *mr.MR, *cq.CQ) {
+	port := &benchPort{fakePort: fakePort{mrs: mr.NewTable()}, buf: make([]byte, 9100)}
+	c, err := cq.New(1024)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pd := port.mrs.AllocPD()
+	q, err := New(port, 0x11, InitAttr{Type: TypeRC, PD: pd, SendCQ: c, RecvCQ: c,
+		Cap: Cap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := port.mrs.Register(pd, make([]byte, 64<<10), 0x10000, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ia := initAttr
+	ia.AccessFlags = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead
+	for _, s := range []struct {
+		a Attr
+		m AttrMask
+	}{{ia, initMask}, {rtrAttr, rtrMask}, {rtsAttr, rtsMask}} {
+		if err := q.Modify(&s.a, s.m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return q, port, m, c
+}
+
+// BenchmarkRequesterWrite is the requester's and completer's per-message
+// work for a one-packet RDMA WRITE: post, build and transmit the packet,
+// then take its ACK and retire the work request.
+func BenchmarkRequesterWrite(b *testing.B) {
+	q, port, m, c := benchQP(b)
+	wrs := []SendWR{{Opcode: WRRDMAWrite, SGList: []SGE{{Addr: m.IOVA(), Length: 1024, LKey: m.LKey()}},
+		RemoteAddr: 0x1000, RKey: 7}}
+	ackBuf := wire.AppendTransport(nil, &wire.Headers{
+		BTH:  bth.Fields{Opcode: bth.RCAcknowledge, PKey: 0xffff, DestQP: 0x11},
+		AETH: aeth.Fields{Syndrome: aeth.ACK(aeth.UnlimitedCredits)},
+	}, nil)
+	ackBuf = append(ackBuf, 0, 0, 0, 0)
+	var ack wire.Packet
+	if err := wire.ParseUDPPayload(&ack, ackBuf); err != nil {
+		b.Fatal(err)
+	}
+	var wcs [1]cq.WC
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		if _, err := q.PostSend(wrs); err != nil {
+			b.Fatal(err)
+		}
+		q.Run()
+		ack.BTH.SetPSN(bth.Header(port.last).PSN())
+		q.HandlePacket(&ack)
+		c.Poll(wcs[:])
+	}
+	if st := q.State(); st != StateRTS {
+		b.Fatalf("QP in %v", st)
+	}
+}
+
+// BenchmarkResponderWrite is the responder's per-packet work for an RDMA
+// WRITE ONLY of 1024 bytes with AckReq: check the PSN, the opcode sequence,
+// the rkey and range, place the payload, and send the ACK.
+func BenchmarkResponderWrite(b *testing.B) {
+	q, port, m, _ := benchQP(b)
+	pkt := wire.AppendTransport(nil, &wire.Headers{
+		BTH:  bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, AckReq: true},
+		RETH: reth.Fields{VA: m.IOVA(), RKey: reth.Key(m.RKey()), DMALen: 1024},
+	}, make([]byte, 1024))
+	pkt = append(pkt, 0, 0, 0, 0)
+	var p wire.Packet
+	if err := wire.ParseUDPPayload(&p, pkt); err != nil {
+		b.Fatal(err)
+	}
+	psn := bth.PSN(rtrAttr.RQPSN)
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		p.BTH.SetPSN(psn)
+		q.HandlePacket(&p)
+		q.Run()
+		psn = psn.Add(1)
+	}
+	if op := bth.Header(port.last).Opcode(); op != bth.RCAcknowledge || q.State() != StateRTS {
+		b.Fatalf("last packet %v, QP in %v", op, q.State())
+	}
+}
