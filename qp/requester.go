@@ -35,8 +35,11 @@ const maxBurst = 256
 
 // sendSome sends packets while the send queue has work, the window has
 // room, and nothing (an RNR wait, max_rd_atomic, a fence) holds it back.
+//
+// In SQD the send queue drains: work requests already started are sent to
+// the end (retransmissions included), and no new one starts.
 func (q *QP) sendSome() {
-	if q.attr.State != StateRTS || q.tm.rnrWait {
+	if q.attr.State != StateRTS && q.attr.State != StateSQD || q.tm.rnrWait {
 		return
 	}
 	for n := 0; n < maxBurst && q.req.idx != q.sq.tail; n++ {
@@ -44,6 +47,9 @@ func (q *QP) sendSome() {
 			return
 		}
 		w := q.sq.at(q.req.idx)
+		if q.attr.State == StateSQD && !w.started {
+			return
+		}
 		if q.req.pkt == 0 && !q.canStart(w) {
 			return
 		}
@@ -53,7 +59,7 @@ func (q *QP) sendSome() {
 			}
 		}
 		q.sendPacket(w)
-		if q.attr.State != StateRTS {
+		if q.attr.State == StateErr {
 			return
 		}
 	}

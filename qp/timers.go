@@ -162,7 +162,7 @@ func (q *QP) expiredProbe(now time.Time) {
 // responder acknowledges the duplicate. A READ or atomic is not probed:
 // its duplicate would make the responder replay it.
 func (q *QP) sendProbe() {
-	if q.attr.State != StateRTS || q.req.sentMax == q.comp.psn {
+	if q.attr.State != StateRTS && q.attr.State != StateSQD || q.req.sentMax == q.comp.psn {
 		return
 	}
 	last := q.req.sentMax.Add(bth.PSNMask)

@@ -470,3 +470,61 @@ func TestSGELists(t *testing.T) {
 		t.Fatal("gathered WRITE differs")
 	}
 }
+
+// TestRemoteOperationalError: the responder cannot use the receive buffer
+// it was given (a bad lkey): its receive completes with LOC_PROT_ERR and it
+// NAKs remote operational error, which fails the SEND with REM_OP_ERR.
+func TestRemoteOperationalError(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	bad := b.sge(0, 64)
+	bad.LKey ^= 0x99
+	b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{bad}})
+	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 8)}})
+	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemOpErr)
+	status(t, wait(t, b.rcq, 1, 2*time.Second), cq.StatusLocProtErr)
+}
+
+// TestMaxRdAtomic: with max_rd_atomic 2, never more than two READs or
+// atomics are outstanding, however many are posted.
+func TestMaxRdAtomic(t *testing.T) {
+	var outstanding, peak atomic.Int32
+	trace := func(dir rnic.Direction, pkt []byte) {
+		switch op, _ := opOf(pkt); {
+		case dir == rnic.Sent && (op == bth.RCRDMAReadRequest || op == bth.RCFetchAdd):
+			if n := outstanding.Add(1); n > peak.Load() {
+				peak.Store(n)
+			}
+		case dir == rnic.Received && (op == bth.RCRDMAReadResponseLast || op == bth.RCRDMAReadResponseOnly || op == bth.RCAtomicAcknowledge):
+			outstanding.Add(-1)
+		}
+	}
+	a, b := newPair(t, pairOpts{maxRd: 2, packetTrace: trace})
+	b.link.SetFaults(mem.Faults{Delay: time.Millisecond}) // responses take long: the limit must bite
+	var wrs []qp.SendWR
+	for i := range 8 {
+		wrs = append(wrs, readWR(uint64(i), a, b, i*4096, 3000))
+	}
+	wrs = append(wrs, qp.SendWR{WRID: 8, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.SendSignaled,
+		SGList: []qp.SGE{a.sge(60000, 8)}, RemoteAddr: b.addr(60000), RKey: b.mr.RKey(), CompareAdd: 1})
+	a.postSend(t, wrs...)
+	wcs := wait(t, a.scq, 9, 5*time.Second)
+	for i, wc := range wcs {
+		if wc.Status != cq.StatusSuccess || wc.WRID != uint64(i) {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
+	}
+	if p := peak.Load(); p != 2 {
+		t.Fatalf("at most %d READs and atomics were outstanding, want exactly 2", p)
+	}
+}
+
+// TestSQDDrains: in SQD the requester finishes what it started and starts
+// nothing new until the QP is back in RTS.
+func TestSQDDrains(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	must(t, a.qp.Modify(&qp.Attr{State: qp.StateSQD}, qp.AttrState))
+	a.postSend(t, writeWR(1, a, b, 0, 100))
+	expectNone(t, a.scq, 20*time.Millisecond)
+	must(t, a.qp.Modify(&qp.Attr{State: qp.StateRTS}, qp.AttrState))
+	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+}

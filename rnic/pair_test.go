@@ -46,6 +46,8 @@ type pairOpts struct {
 	window      int
 	depth       int
 	noProbe     bool
+	// packetTrace, when set, sees side A's packets (rnic.Config.PacketTrace).
+	packetTrace func(dir rnic.Direction, pkt []byte)
 }
 
 func (o *pairOpts) defaults() {
@@ -93,11 +95,15 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		}
 		s := &side{link: l, fabric: f}
 		name := []string{"A", "B"}[i]
-		s.dev, err = rnic.Open(rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, Trace: func(line string) {
+		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, Trace: func(line string) {
 			s.traceM.Lock()
 			s.trace = append(s.trace, line)
 			s.traceM.Unlock()
-		}})
+		}}
+		if i == 0 {
+			cfg.PacketTrace = o.packetTrace
+		}
+		s.dev, err = rnic.Open(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -110,3 +110,48 @@ func TestAtomics(t *testing.T) {
 		t.Fatalf("remote value %d, want 7", v)
 	}
 }
+
+// TestWriteWithImm: the WRITE lands in memory and consumes a receive, which
+// completes as RECV_RDMA_WITH_IMM with the DMA length and the immediate.
+func TestWriteWithImm(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	fill(a.buf[:2500], 30)
+	b.postRecv(t, qp.RecvWR{WRID: 77})
+	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWriteWithImm, ImmData: 0x01020304, Flags: qp.SendSignaled,
+		SGList: []qp.SGE{a.sge(0, 2500)}, RemoteAddr: b.addr(100), RKey: b.mr.RKey()})
+	if wc := wait(t, a.scq, 1, 2*time.Second)[0]; wc.Status != cq.StatusSuccess || wc.Opcode != cq.OpRDMAWrite {
+		t.Fatalf("send completion %+v", wc)
+	}
+	wc := wait(t, b.rcq, 1, 2*time.Second)[0]
+	if wc.WRID != 77 || wc.Opcode != cq.OpRecvRDMAWithImm || wc.ByteLen != 2500 || wc.ImmData != 0x01020304 || wc.Flags&cq.FlagWithImm == 0 {
+		t.Fatalf("receive completion %+v", wc)
+	}
+	if !bytes.Equal(a.buf[:2500], b.buf[100:2600]) {
+		t.Fatal("data differs")
+	}
+}
+
+// TestSendWithInv: the receive completion reports the key to invalidate.
+func TestSendWithInv(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	b.postRecv(t, qp.RecvWR{WRID: 5, SGList: []qp.SGE{b.sge(0, 64)}})
+	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSendWithInv, InvalidateRKey: 0xabcdef12, Flags: qp.SendSignaled | qp.SendInline, Inline: []byte("inv")})
+	wait(t, a.scq, 1, 2*time.Second)
+	wc := wait(t, b.rcq, 1, 2*time.Second)[0]
+	if wc.Flags&cq.FlagWithInv == 0 || wc.InvalidatedRKey != 0xabcdef12 || wc.ByteLen != 3 {
+		t.Fatalf("receive completion %+v", wc)
+	}
+}
+
+// TestUnsignaled: unsignaled successes produce no completion, but the
+// signaled one after them does, in order.
+func TestUnsignaled(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	w1, w2, w3 := writeWR(1, a, b, 0, 10), writeWR(2, a, b, 0, 10), writeWR(3, a, b, 0, 10)
+	w1.Flags, w2.Flags = 0, 0
+	a.postSend(t, w1, w2, w3)
+	if wc := wait(t, a.scq, 1, 2*time.Second)[0]; wc.WRID != 3 {
+		t.Fatalf("completion %+v, want wr_id 3", wc)
+	}
+	expectNone(t, a.scq, 10*time.Millisecond)
+}
