@@ -4,7 +4,7 @@ GO        ?= go
 FUZZTIME  ?= 60s
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode
 
-.PHONY: all build test check vet fmt race fuzz bench
+.PHONY: all build test check vet fmt race fuzz bench bench-gbn
 
 all: build
 
@@ -38,3 +38,8 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# bench-gbn prints how much of go-back-N's ideal efficiency a WRITE stream
+# keeps under random loss 1/256.
+bench-gbn:
+	$(GO) test ./rnic -run '^$$' -bench GoBackN -benchtime 1x -v | grep -E 'window|ok'

@@ -1,6 +1,8 @@
 // Command gorxe is gorxe's tool box. Its subcommands:
 //
+//	gorxe demo                   two NICs in one process: verbs become packets, loss included
 //	gorxe decode [--json] FILE   print the RoCE v2 packets of a pcap or pcapng capture
+//	gorxe write_bw ... send_lat  perftest's tests between two gorxe devices
 //
 // Run "gorxe help" for the list.
 package main
