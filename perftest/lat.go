@@ -15,7 +15,8 @@ import (
 // waitWrite busy-polls, as perftest does, until the peer's RDMA WRITE of
 // message i has landed in s's slot 0: its last byte (perftest's poll byte)
 // is byte(i+1). The region's write count orders the read after the write.
-func waitWrite(ctx context.Context, s *Side, seen *uint64, i int) error {
+func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, i int) error {
+	start := time.Now()
 	for spins := 0; ; spins++ {
 		if w := s.MR.Writes(); w != *seen {
 			*seen = w
@@ -27,19 +28,22 @@ func waitWrite(ctx context.Context, s *Side, seen *uint64, i int) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("perftest: waiting for the peer's write %d: %w", i, err)
 			}
+			if time.Since(start) > p.GiveUp {
+				return fmt.Errorf("%w: the peer's write %d did not arrive in %v", ErrStalled, i, p.GiveUp)
+			}
 		}
 		runtime.Gosched()
 	}
 }
 
 // postOne posts one signaled work request and waits for its completion.
-func postOne(ctx context.Context, s *Side, wr qp.SendWR) error {
+func postOne(ctx context.Context, s *Side, p *Params, wr qp.SendWR) error {
 	wr.Flags |= qp.SendSignaled
 	if _, err := s.QP.PostSend([]qp.SendWR{wr}); err != nil {
 		return err
 	}
 	var wc [1]cq.WC
-	if _, err := s.SCQ.Wait(ctx, wc[:]); err != nil {
+	if _, err := p.wait(ctx, s.SCQ, wc[:]); err != nil {
 		return fmt.Errorf("perftest: waiting for a send completion: %w", err)
 	}
 	if wc[0].Status != cq.StatusSuccess {
@@ -60,7 +64,7 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.sge(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
 	for i := range p.Iters {
 		if !client {
-			if err := waitWrite(ctx, s, &seen, i); err != nil {
+			if err := waitWrite(ctx, s, p, &seen, i); err != nil {
 				return nil, err
 			}
 		}
@@ -68,11 +72,11 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 		if s.Size > 0 {
 			s.Buf[s.Size-1] = byte(i + 1)
 		}
-		if err := postOne(ctx, s, wr); err != nil {
+		if err := postOne(ctx, s, p, wr); err != nil {
 			return nil, err
 		}
 		if client {
-			if err := waitWrite(ctx, s, &seen, i); err != nil {
+			if err := waitWrite(ctx, s, p, &seen, i); err != nil {
 				return nil, err
 			}
 			rtts = append(rtts, time.Since(start))
@@ -89,7 +93,7 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Durat
 	}
 	wait := func() error {
 		var wc [1]cq.WC
-		if _, err := s.RCQ.Wait(ctx, wc[:]); err != nil {
+		if _, err := p.wait(ctx, s.RCQ, wc[:]); err != nil {
 			return fmt.Errorf("perftest: waiting for a receive: %w", err)
 		}
 		if wc[0].Status != cq.StatusSuccess {
@@ -112,7 +116,7 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Durat
 			}
 		}
 		start := time.Now()
-		if err := postOne(ctx, s, wr); err != nil {
+		if err := postOne(ctx, s, p, wr); err != nil {
 			return nil, err
 		}
 		if client {
@@ -134,7 +138,7 @@ func readLat(ctx context.Context, s *Side, p *Params) ([]time.Duration, error) {
 	wr := qp.SendWR{Opcode: qp.WRRDMARead, SGList: s.sge(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
 	for range p.Iters {
 		start := time.Now()
-		if err := postOne(ctx, s, wr); err != nil {
+		if err := postOne(ctx, s, p, wr); err != nil {
 			return nil, err
 		}
 		times = append(times, time.Since(start))

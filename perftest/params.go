@@ -70,6 +70,9 @@ type Params struct {
 	Check   bool   // --check: fill buffers with a pattern and verify every byte
 	Timeout uint8  // -u: local ACK timeout exponent
 	Window  int    // gorxe's requester window in PSNs
+	// GiveUp ends the test with ErrStalled when no completion arrives for
+	// this long (gorxe's; perftest waits forever). 10 s when zero.
+	GiveUp time.Duration
 }
 
 // Defaults fills in perftest's defaults for the fields left zero.
@@ -112,6 +115,9 @@ func (p *Params) Defaults() {
 	}
 	if p.Timeout == 0 {
 		p.Timeout = 14
+	}
+	if p.GiveUp == 0 {
+		p.GiveUp = 10 * time.Second
 	}
 }
 

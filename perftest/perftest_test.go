@@ -12,7 +12,7 @@ import (
 
 func TestEveryTestChecks(t *testing.T) {
 	for _, tt := range Tests {
-		for _, f := range []string{"", "drop=0.01,seed=3", "reorder=4,dup=0.01,corrupt=0.005,seed=4"} {
+		for _, f := range []string{"", "drop=0.01,seed=3", "drop-every=256", "reorder=4,dup=0.01,corrupt=0.005,seed=4"} {
 			t.Run(string(tt)+"/"+f, func(t *testing.T) {
 				faults, err := ParseFaults(f)
 				if err != nil {

@@ -101,6 +101,24 @@ func (s *Side) fillPattern(seed uint64) {
 // ErrCheck is returned when --check finds a byte that is not what was sent.
 var ErrCheck = errors.New("perftest: data check failed")
 
+// ErrStalled is returned when no completion arrives for Params.GiveUp: the
+// peer is gone, or the network drops everything.
+var ErrStalled = errors.New("perftest: no progress")
+
+// wait waits for completions on c, giving up after p.GiveUp without one.
+func (p *Params) wait(ctx context.Context, c *cq.CQ, dst []cq.WC) (int, error) {
+	if n, err := c.Poll(dst); n > 0 || err != nil {
+		return n, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, p.GiveUp)
+	defer cancel()
+	n, err := c.Wait(wctx, dst)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return 0, fmt.Errorf("%w: no completion for %v", ErrStalled, p.GiveUp)
+	}
+	return n, err
+}
+
 // checkSlots compares the first n slots of got with want.
 func checkSlots(got, want *Side, n int) error {
 	for i := range min(n, got.Slots) {
@@ -159,7 +177,7 @@ func bw(ctx context.Context, s *Side, p *Params, origs []uint64) (BWResult, erro
 			}
 			posted++
 		}
-		n, err := s.SCQ.Wait(ctx, wcs)
+		n, err := p.wait(ctx, s.SCQ, wcs)
 		if err != nil {
 			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", completed, p.Iters, err)
 		}
@@ -202,7 +220,7 @@ func receive(ctx context.Context, s *Side, p *Params, want *Side) error {
 	}
 	wcs := make([]cq.WC, 64)
 	for done := 0; done < p.Iters; {
-		n, err := s.RCQ.Wait(ctx, wcs)
+		n, err := p.wait(ctx, s.RCQ, wcs)
 		if err != nil {
 			return fmt.Errorf("perftest: waiting for receives after %d of %d: %w", done, p.Iters, err)
 		}

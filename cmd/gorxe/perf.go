@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/qp"
@@ -51,6 +52,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	linkName := fs.String("link", "mem", "how packets travel: mem (both sides in this process)")
 	jsonOut := fs.Bool("json", false, "print each result as one JSON object")
 	fs.IntVar(&p.Window, "window", 0, "requester window in PSNs (gorxe; default 256)")
+	fs.DurationVar(&p.GiveUp, "give-up", 10*time.Second, "fail when no completion arrives for this long (gorxe; perftest waits forever)")
 	// perftest flags that name hardware, accepted and ignored as perftest
 	// itself ignores what does not apply.
 	fs.String("d", "", "device name (ignored)")

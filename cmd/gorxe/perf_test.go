@@ -55,6 +55,18 @@ func TestPerfTable(t *testing.T) {
 	}
 }
 
+// TestPerfGivesUp: when the network drops everything, the test fails with
+// exit status 1 and says why, instead of hanging.
+func TestPerfGivesUp(t *testing.T) {
+	for _, test := range []string{"write_bw", "send_bw", "write_lat", "read_lat"} {
+		var out, errOut bytes.Buffer
+		code := run([]string{test, "-n", "10", "--fault", "drop=1", "--give-up", "300ms", "--json"}, &out, &errOut)
+		if code != exitError || !strings.Contains(errOut.String(), "no progress") {
+			t.Errorf("%s: exit %d, stderr %q", test, code, errOut.String())
+		}
+	}
+}
+
 func TestPerfUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"write_bw", "-m", "1000"},
