@@ -70,3 +70,11 @@ type Link interface {
 	// Close stops the link and wakes a blocked Receive.
 	Close() error
 }
+
+// SourcePorter is implemented by links whose packets all leave from one
+// UDP source port that the link, not the device, chooses (a kernel UDP
+// socket bound to the RoCE port). The ICRC covers the UDP ports, so the
+// device must build every packet with that port.
+type SourcePorter interface {
+	SourcePort() uint16
+}

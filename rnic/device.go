@@ -68,6 +68,7 @@ type Device struct {
 	mrs     *mr.Table
 	gids    []netip.Addr
 	workers []*worker
+	srcPort uint16 // the link's fixed UDP source port, or 0: one per QP
 
 	mu      sync.RWMutex
 	qps     map[bth.QPN]*QP
@@ -102,6 +103,9 @@ func Open(cfg Config) (*Device, error) {
 	}
 	if d.name == "" {
 		d.name = "gorxe0"
+	}
+	if sp, ok := cfg.Link.(link.SourcePorter); ok {
+		d.srcPort = sp.SourcePort()
 	}
 	for _, a := range cfg.Link.Addrs() {
 		d.gids = append(d.gids, netip.AddrFrom16(a.As16()))

@@ -239,7 +239,11 @@ func (w *worker) Transmit(q *qp.QP, buf []byte, n int) {
 	}
 	udpLen := wire.UDPLen + n + wire.ICRCLen
 	udp := buf[txOffset-wire.UDPLen : txOffset]
-	binary.BigEndian.PutUint16(udp[0:], rocePort(q.Num()))
+	sport := w.dev.srcPort
+	if sport == 0 {
+		sport = rocePort(q.Num())
+	}
+	binary.BigEndian.PutUint16(udp[0:], sport)
 	binary.BigEndian.PutUint16(udp[2:], wire.UDPPort)
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
 	binary.BigEndian.PutUint16(udp[6:], 0)
