@@ -35,6 +35,9 @@ type Config struct {
 	// Window is the requester's limit of unacknowledged PSNs per QP;
 	// qp.DefaultWindow when zero.
 	Window int
+	// Port is the UDP destination port of RoCE v2 packets, sent and
+	// received; 4791 (wire.UDPPort) when zero.
+	Port uint16
 	// NoTailProbe turns the requester's tail-loss probe off for every QP,
 	// leaving the local ACK timeout alone to recover a lost last packet.
 	NoTailProbe bool
@@ -103,6 +106,9 @@ func Open(cfg Config) (*Device, error) {
 	}
 	if d.name == "" {
 		d.name = "gorxe0"
+	}
+	if d.cfg.Port == 0 {
+		d.cfg.Port = wire.UDPPort
 	}
 	if sp, ok := cfg.Link.(link.SourcePorter); ok {
 		d.srcPort = sp.SourcePort()
@@ -329,7 +335,7 @@ func (d *Device) receiveLoop() {
 		}
 		for i := range n {
 			pkt := bufs[i][link.Headroom : link.Headroom+sizes[i]]
-			if wire.ParseIP(&p, pkt) != nil || p.DstPort() != wire.UDPPort {
+			if wire.ParseIP(&p, pkt) != nil || p.DstPort() != d.cfg.Port {
 				d.malformed.Add(1)
 				continue
 			}

@@ -244,7 +244,7 @@ func (w *worker) Transmit(q *qp.QP, buf []byte, n int) {
 		sport = rocePort(q.Num())
 	}
 	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], wire.UDPPort)
+	binary.BigEndian.PutUint16(udp[2:], d.cfg.Port)
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
 	binary.BigEndian.PutUint16(udp[6:], 0)
 	var ipStart int
