@@ -59,14 +59,18 @@ func Run(t *testing.T, newPair NewPair) {
 
 // frame returns a RoCE v2 RC SEND ONLY packet from src to dst whose PSN and
 // payload bytes are derived from psn, so each packet of a test is unique.
-func frame(src, dst netip.Addr, psn uint32, payload int) wire.Frame {
+func frame(from link.Link, src, dst netip.Addr, psn uint32, payload int) wire.Frame {
+	sport := 0xc000 | uint16(psn&0x3fff)
+	if sp, ok := from.(link.SourcePorter); ok {
+		sport = sp.SourcePort() // the port the kernel will send from, which the ICRC covers
+	}
 	p := make([]byte, payload)
 	for i := range p {
 		p[i] = byte(psn*7 + uint32(i))
 	}
 	return wire.Frame{
 		IP:      wire.IPFields{Src: src, Dst: dst, HopLimit: 64, DontFrag: true, TrafficClass: 0x02},
-		SrcPort: 0xc000 | uint16(psn&0x3fff), DstPort: wire.UDPPort,
+		SrcPort: sport, DstPort: wire.UDPPort,
 		Headers: wire.Headers{BTH: bth.Fields{
 			Opcode: bth.RCSendOnly, PKey: bth.DefaultPKey, DestQP: 0x11, PSN: bth.PSN(psn & bth.PSNMask), AckReq: true,
 		}},
@@ -76,9 +80,9 @@ func frame(src, dst netip.Addr, psn uint32, payload int) wire.Frame {
 
 // packet builds the frame into a buffer with link.Headroom bytes of
 // headroom, filled with junk the link may overwrite.
-func packet(t testing.TB, src, dst netip.Addr, psn uint32, payload int) []byte {
+func packet(t testing.TB, from link.Link, src, dst netip.Addr, psn uint32, payload int) []byte {
 	t.Helper()
-	f := frame(src, dst, psn, payload)
+	f := frame(from, src, dst, psn, payload)
 	buf := bytes.Repeat([]byte{0xa5}, link.Headroom)
 	buf, err := f.Append(buf)
 	if err != nil {
@@ -88,10 +92,10 @@ func packet(t testing.TB, src, dst netip.Addr, psn uint32, payload int) []byte {
 }
 
 // packets builds n packets with PSNs first, first+1, ...
-func packets(t testing.TB, src, dst netip.Addr, first uint32, n, payload int) [][]byte {
+func packets(t testing.TB, from link.Link, src, dst netip.Addr, first uint32, n, payload int) [][]byte {
 	bufs := make([][]byte, n)
 	for i := range bufs {
-		bufs[i] = packet(t, src, dst, first+uint32(i), payload)
+		bufs[i] = packet(t, from, src, dst, first+uint32(i), payload)
 	}
 	return bufs
 }
@@ -202,19 +206,19 @@ func checkAll(t testing.TB, flags link.Flags, got, want [][]byte) {
 
 func testOnePacket(t *testing.T, newPair NewPair) {
 	a, b, aAddr, bAddr := newPair(t)
-	want := [][]byte{packet(t, aAddr, bAddr, 1, 256)}
+	want := [][]byte{packet(t, a, aAddr, bAddr, 1, 256)}
 	send(t, a, want)
 	checkAll(t, b.Flags(), collect(t, b, 1), want)
 }
 
 func testBatch(t *testing.T, newPair NewPair) {
 	a, b, aAddr, bAddr := newPair(t)
-	want := packets(t, aAddr, bAddr, 100, link.BatchSize, 512)
+	want := packets(t, a, aAddr, bAddr, 100, link.BatchSize, 512)
 	send(t, a, want)
 	checkAll(t, b.Flags(), collect(t, b, len(want)), want)
 
 	// Several batches back to back stay in order too.
-	want = packets(t, aAddr, bAddr, 1000, 4*link.BatchSize, 64)
+	want = packets(t, a, aAddr, bAddr, 1000, 4*link.BatchSize, 64)
 	send(t, a, want)
 	checkAll(t, b.Flags(), collect(t, b, len(want)), want)
 }
@@ -222,8 +226,8 @@ func testBatch(t *testing.T, newPair NewPair) {
 func testBothDirections(t *testing.T, newPair NewPair) {
 	a, b, aAddr, bAddr := newPair(t)
 	const n = 8 * link.BatchSize
-	toB := packets(t, aAddr, bAddr, 0, n, 128)
-	toA := packets(t, bAddr, aAddr, 1<<20, n, 128)
+	toB := packets(t, a, aAddr, bAddr, 0, n, 128)
+	toA := packets(t, b, bAddr, aAddr, 1<<20, n, 128)
 	type result struct {
 		pkts [][]byte
 		err  error
@@ -261,7 +265,7 @@ func sendAll(l link.Link, bufs [][]byte) error {
 func testSizes(t *testing.T, newPair NewPair) {
 	a, b, aAddr, bAddr := newPair(t)
 	mtu := min(a.MTU(), b.MTU())
-	empty := frame(aAddr, bAddr, 0, 0)
+	empty := frame(a, aAddr, bAddr, 0, 0)
 	overhead := empty.Len() // the smallest RoCE v2 packet: SEND ONLY, no payload
 	if mtu < overhead {
 		t.Fatalf("MTU %d is below the smallest RoCE v2 packet, %d bytes", mtu, overhead)
@@ -278,7 +282,7 @@ func testSizes(t *testing.T, newPair NewPair) {
 	}
 	var want [][]byte
 	for i, n := range payloads {
-		want = append(want, packet(t, aAddr, bAddr, uint32(i), n))
+		want = append(want, packet(t, a, aAddr, bAddr, uint32(i), n))
 	}
 	if got := len(want[len(want)-1]) - link.Headroom; got > mtu || got < mtu-3 {
 		t.Fatalf("largest test packet is %d bytes, MTU %d", got, mtu)
@@ -289,7 +293,7 @@ func testSizes(t *testing.T, newPair NewPair) {
 
 func testSendCopies(t *testing.T, newPair NewPair) {
 	a, b, aAddr, bAddr := newPair(t)
-	want := packets(t, aAddr, bAddr, 7, 16, 300)
+	want := packets(t, a, aAddr, bAddr, 7, 16, 300)
 	bufs := make([][]byte, len(want))
 	for i := range want {
 		bufs[i] = bytes.Clone(want[i])
@@ -308,7 +312,7 @@ func testHeadroom(t *testing.T, newPair NewPair) {
 	// headroom and after the packet, and received into buffers full of
 	// junk: the packet must come through untouched. The headroom itself
 	// need not be preserved.
-	want := packets(t, aAddr, bAddr, 40, 8, 100)
+	want := packets(t, a, aAddr, bAddr, 40, 8, 100)
 	bufs := make([][]byte, len(want))
 	for i, w := range want {
 		buf := bytes.Repeat([]byte{0x5a}, link.BufferSize)
@@ -321,7 +325,7 @@ func testHeadroom(t *testing.T, newPair NewPair) {
 
 func testReceiveOneAtATime(t *testing.T, newPair NewPair) {
 	a, b, aAddr, bAddr := newPair(t)
-	want := packets(t, aAddr, bAddr, 500, 10, 32)
+	want := packets(t, a, aAddr, bAddr, 500, 10, 32)
 	send(t, a, want)
 	bufs := [][]byte{make([]byte, link.BufferSize)}
 	sizes := make([]int, 1)
@@ -360,7 +364,7 @@ func collectInto(t *testing.T, l link.Link, bufs [][]byte, sizes []int) []byte {
 func testReceiveAfterClose(t *testing.T, newPair NewPair) {
 	a, b, aAddr, bAddr := newPair(t)
 	// Packets still queued do not keep a closed link open.
-	send(t, a, packets(t, aAddr, bAddr, 0, 4, 16))
+	send(t, a, packets(t, a, aAddr, bAddr, 0, 4, 16))
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -401,7 +405,7 @@ func testSendAfterClose(t *testing.T, newPair NewPair) {
 	if err := a.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := a.Send(packets(t, aAddr, bAddr, 0, 1, 16)); !errors.Is(err, link.ErrClosed) {
+	if err := a.Send(packets(t, a, aAddr, bAddr, 0, 1, 16)); !errors.Is(err, link.ErrClosed) {
 		t.Fatalf("Send after Close: %v, want %v", err, link.ErrClosed)
 	}
 }

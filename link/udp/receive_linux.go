@@ -1,0 +1,243 @@
+package udp
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// Receive calls recvmmsg itself rather than through x/net's ReadBatch,
+// which allocates a net.UDPAddr and its IP for every datagram: the device's
+// receive path must not allocate per packet.
+
+// The header the link writes in front of a received payload has the
+// fields the socket does not report set as a RoCE v2 sender sets them.
+const (
+	rxHopLimit = 64 // IPv4 TTL, IPv6 hop limit; masked by the ICRC
+)
+
+// mmsghdr is struct mmsghdr from <sys/socket.h>; x/sys has no type for it.
+// Go pads it to the C size: 64 bytes on 64-bit Linux, 32 on 32-bit.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+}
+
+// rxOOBWords is room for the control messages a datagram carries: IPv4
+// IP_PKTINFO (32 bytes with its header) and IP_TOS (24), or IPv6
+// IPV6_PKTINFO (40) and IPV6_TCLASS (24), with some to spare.
+const rxOOBWords = 16
+
+// rxScratch is Receive's recvmmsg arguments, reused for every call.
+type rxScratch struct {
+	l       *Link
+	hdrs    []mmsghdr
+	iovs    []unix.Iovec
+	names   []unix.RawSockaddrInet6 // large enough for either family
+	oob     [][rxOOBWords]uint64    // uint64 for the alignment cmsghdr needs
+	want    int                     // datagrams to ask for
+	n       int                     // datagrams the last call returned
+	errno   unix.Errno              // its error
+	recvFn  func(fd uintptr) bool   // l.rx.recvmmsg, bound once so Read does not allocate
+	payload int                     // offset of the UDP payload from link.Headroom
+}
+
+func (r *rxScratch) init(l *Link) {
+	r.l = l
+	r.recvFn = r.recvmmsg
+	r.payload = wire.IPv6Len + wire.UDPLen
+	if l.v4 {
+		r.payload = wire.IPv4Len + wire.UDPLen
+	}
+	r.grow(link.BatchSize)
+}
+
+// grow makes room for n datagrams per call.
+func (r *rxScratch) grow(n int) {
+	if n <= len(r.hdrs) {
+		return
+	}
+	r.hdrs = make([]mmsghdr, n)
+	r.iovs = make([]unix.Iovec, n)
+	r.names = make([]unix.RawSockaddrInet6, n)
+	r.oob = make([][rxOOBWords]uint64, n)
+	for i := range r.hdrs {
+		h := &r.hdrs[i].hdr
+		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
+		h.Iov = &r.iovs[i]
+		h.SetIovlen(1)
+		h.Control = (*byte)(unsafe.Pointer(&r.oob[i][0]))
+	}
+}
+
+// prepare points the first len(bufs) messages at the payload area of each
+// buffer and resets what the kernel wrote back last time.
+func (r *rxScratch) prepare(bufs [][]byte) {
+	r.grow(len(bufs))
+	r.want = len(bufs)
+	for i, b := range bufs {
+		p := b[link.Headroom+r.payload:]
+		r.iovs[i].Base = unsafe.SliceData(p)
+		r.iovs[i].SetLen(len(p))
+		h := &r.hdrs[i].hdr
+		h.Namelen = unix.SizeofSockaddrInet6
+		h.SetControllen(rxOOBWords * 8)
+		h.Flags = 0
+	}
+}
+
+// recvmmsg is the function Receive runs under the socket's RawConn: it
+// reports false, to wait for the socket to be readable, only when there is
+// nothing to read.
+func (r *rxScratch) recvmmsg(fd uintptr) bool {
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
+			uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.want), 0, 0, 0)
+		switch errno {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		r.n, r.errno = int(n), errno
+		return true
+	}
+}
+
+// Receive waits for datagrams and returns up to len(bufs) of them as
+// whole IP packets: the UDP payload is read to its place behind the IP and
+// UDP headers, and the headers are written in front of it (see the package
+// documentation). Datagrams that did not fit a buffer are dropped and
+// counted in Stats.Truncated. Receive returns link.ErrClosed once the link
+// is closed.
+func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
+	if l.closed.Load() {
+		return 0, link.ErrClosed
+	}
+	want := min(len(bufs), len(sizes))
+	if want == 0 {
+		return 0, nil
+	}
+	r := &l.rx
+	for {
+		r.prepare(bufs[:want])
+		if err := l.raw.Read(r.recvFn); err != nil {
+			if l.closedErr(err) {
+				return 0, link.ErrClosed
+			}
+			return 0, err
+		}
+		if r.errno != 0 {
+			// A socket error (an ICMP error queued on the socket, for
+			// one) says nothing about the datagrams still to come.
+			l.stats.receiveErrors.Add(1)
+			continue
+		}
+		if k := r.finish(bufs, sizes); k > 0 {
+			l.stats.received.Add(uint64(k))
+			return k, nil
+		}
+	}
+}
+
+// finish turns the r.n datagrams just received into IP packets, moving
+// each one down over any dropped before it, and returns how many it kept.
+func (r *rxScratch) finish(bufs [][]byte, sizes []int) int {
+	k := 0
+	for i := range r.n {
+		m := &r.hdrs[i]
+		if m.hdr.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+			r.l.stats.truncated.Add(1)
+			continue
+		}
+		size := r.synthesize(bufs[i][link.Headroom:], i, int(m.n))
+		if k != i {
+			copy(bufs[k][link.Headroom:], bufs[i][link.Headroom:link.Headroom+size])
+		}
+		sizes[k] = size
+		k++
+	}
+	return k
+}
+
+// synthesize writes the IP and UDP headers of datagram i, whose n-byte
+// payload is already in place in pkt, and returns the packet's length.
+func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
+	l := r.l
+	name := (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&r.names[i]))
+	oob := unsafe.Slice((*byte)(unsafe.Pointer(&r.oob[i][0])), r.hdrs[i].hdr.Controllen)
+	var tos byte
+	var dst []byte // the destination address from the pktinfo, if any
+	for len(oob) > 0 {
+		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
+		if err != nil {
+			break
+		}
+		oob = rest
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
+			tos = data[0]
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			dst = data[8:12] // ipi_addr: the header's destination address
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
+			tos = byte(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			dst = data[0:16]
+		}
+	}
+	// sin_port and sin6_port are both at offset 2, in network order.
+	sport := binary.BigEndian.Uint16(name[2:4])
+	udpLen := wire.UDPLen + n
+	var ipLen int
+	if l.v4 {
+		ipLen = wire.IPv4Len
+		ip := pkt[:wire.IPv4Len]
+		ip[0], ip[1] = 0x45, tos
+		binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4Len+udpLen))
+		binary.BigEndian.PutUint32(ip[4:], 0x00004000) // ID 0, DF, as the link sends
+		ip[8], ip[9] = rxHopLimit, unix.IPPROTO_UDP
+		ip[10], ip[11] = 0, 0
+		copy(ip[12:16], name[4:8]) // sin_addr
+		if dst == nil {
+			a := l.addr.As4()
+			dst = a[:]
+		}
+		copy(ip[16:20], dst)
+		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
+	} else {
+		ipLen = wire.IPv6Len
+		ip := pkt[:wire.IPv6Len]
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(tos)<<20)
+		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
+		ip[6], ip[7] = unix.IPPROTO_UDP, rxHopLimit
+		copy(ip[8:24], name[8:24]) // sin6_addr
+		if dst == nil {
+			a := l.addr.As16()
+			dst = a[:]
+		}
+		copy(ip[24:40], dst)
+	}
+	udp := pkt[ipLen : ipLen+wire.UDPLen]
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], l.port)
+	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
+	udp[6], udp[7] = 0, 0 // no checksum, as RoCE v2 senders send
+	return ipLen + udpLen
+}
+
+// ipv4Checksum returns the header checksum of a 20-byte IPv4 header whose
+// checksum field is zero (RFC 791, RFC 1071).
+func ipv4Checksum(h []byte) uint16 {
+	var s uint32
+	for i := 0; i < len(h); i += 2 {
+		s += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
+}

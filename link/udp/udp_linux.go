@@ -1,0 +1,250 @@
+package udp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// DefaultSocketBuffer is the send and receive buffer the link asks the
+// kernel for. The kernel's default (about 208 KiB) holds only a couple of
+// hundred small datagrams, fewer than a few batches; SO_RCVBUFFORCE lets a
+// privileged process exceed net.core.rmem_max.
+const DefaultSocketBuffer = 4 << 20
+
+// Config describes the socket a link opens.
+type Config struct {
+	// Addr is the address to bind to and the link's only address. It must
+	// be a specific IPv4 or IPv6 address: the ICRC covers the source
+	// address, so the device must know which one the kernel will use.
+	Addr netip.Addr
+
+	// Port is the UDP port to bind to, and so the source port of every
+	// packet sent; 4791 (wire.UDPPort) when zero.
+	Port uint16
+
+	// MTU is the largest IP packet the link sends. Zero asks the kernel
+	// for the MTU of the interface that holds Addr, or 1500 if none does;
+	// either way it is at most link.MaxPacket.
+	MTU int
+
+	// SocketBuffer is the socket's send and receive buffer size in bytes;
+	// DefaultSocketBuffer when zero.
+	SocketBuffer int
+}
+
+// Errors returned by Open.
+var (
+	ErrAddr = errors.New("udp: address must be a specific IPv4 or IPv6 address")
+	ErrMTU  = errors.New("udp: MTU out of range")
+)
+
+// Link is a kernel UDP socket carrying RoCE v2 packets. It implements
+// link.Link and link.SourcePorter.
+type Link struct {
+	addr netip.Addr // unmapped, without zone
+	zone string     // addr's IPv6 zone, also used for link-local destinations
+	v4   bool
+	port uint16
+	mtu  int
+
+	conn   *net.UDPConn
+	raw    syscall.RawConn
+	write  func([]ipv4.Message, int) (int, error) // the x/net PacketConn's WriteBatch
+	closed atomic.Bool
+
+	txPool sync.Pool // *txScratch: Send may run on several goroutines at once
+	rx     rxScratch // Receive runs on one goroutine at a time
+	stats  counters
+}
+
+var (
+	_ link.Link         = (*Link)(nil)
+	_ link.SourcePorter = (*Link)(nil)
+)
+
+// Open binds a UDP socket to c.Addr and c.Port and returns a link over it.
+func Open(c Config) (*Link, error) {
+	addr := c.Addr.Unmap()
+	if !addr.IsValid() || addr.IsUnspecified() || addr.IsMulticast() {
+		return nil, fmt.Errorf("%w: %v", ErrAddr, c.Addr)
+	}
+	port := c.Port
+	if port == 0 {
+		port = wire.UDPPort
+	}
+	mtu := c.MTU
+	if mtu == 0 {
+		mtu = min(interfaceMTU(addr), link.MaxPacket)
+	}
+	if mtu < minMTU || mtu > link.MaxPacket {
+		return nil, fmt.Errorf("%w: %d (want %d..%d)", ErrMTU, c.MTU, minMTU, link.MaxPacket)
+	}
+	bufSize := c.SocketBuffer
+	if bufSize == 0 {
+		bufSize = DefaultSocketBuffer
+	}
+
+	l := &Link{addr: addr.WithZone(""), zone: addr.Zone(), v4: addr.Is4(), port: port, mtu: mtu}
+	network := "udp6"
+	if l.v4 {
+		network = "udp4"
+	}
+	var sockErr error
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		if err := rc.Control(func(fd uintptr) { sockErr = l.setSockopts(int(fd), bufSize) }); err != nil {
+			return err
+		}
+		return sockErr
+	}}
+	pc, err := lc.ListenPacket(context.Background(), network, netip.AddrPortFrom(addr, port).String())
+	if err != nil {
+		return nil, fmt.Errorf("udp: %w", err)
+	}
+	l.conn = pc.(*net.UDPConn)
+	if l.raw, err = l.conn.SyscallConn(); err != nil {
+		l.conn.Close()
+		return nil, fmt.Errorf("udp: %w", err)
+	}
+	if l.v4 {
+		l.write = ipv4.NewPacketConn(l.conn).WriteBatch
+	} else {
+		l.write = ipv6.NewPacketConn(l.conn).WriteBatch
+	}
+	l.txPool.New = func() any { return l.newTxScratch() }
+	l.rx.init(l)
+	return l, nil
+}
+
+// minMTU is the smallest MTU a link accepts: IPv4's minimum, room for any
+// RoCE v2 packet with a 256-byte payload.
+const minMTU = 576
+
+// setSockopts sets what the link relies on before the socket is bound.
+func (l *Link) setSockopts(fd, bufSize int) error {
+	type opt struct {
+		level, name, value int
+		what               string
+	}
+	var opts []opt
+	if l.v4 {
+		opts = []opt{
+			// DF on every packet; with the socket unconnected this also
+			// makes the kernel send IP ID 0, which the device's ICRC assumes.
+			{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
+			{unix.IPPROTO_IP, unix.IP_TOS, defaultTOS, "IP_TOS"},
+			{unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO"},
+			{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
+		}
+	} else {
+		opts = []opt{
+			{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1, "IPV6_V6ONLY"},
+			{unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO, "IPV6_MTU_DISCOVER"},
+			{unix.IPPROTO_IPV6, unix.IPV6_TCLASS, defaultTOS, "IPV6_TCLASS"},
+			{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO"},
+			{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"},
+		}
+	}
+	for _, o := range opts {
+		if err := unix.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
+			return fmt.Errorf("setsockopt %s: %w", o.what, err)
+		}
+	}
+	// Larger buffers are best effort: without CAP_NET_ADMIN the kernel
+	// caps SO_RCVBUF at net.core.rmem_max, silently.
+	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], bufSize) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], bufSize)
+		}
+	}
+	return nil
+}
+
+// interfaceMTU returns the MTU of the interface that holds addr, or 1500.
+func interfaceMTU(addr netip.Addr) int {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 1500
+	}
+	for _, ifc := range ifs {
+		as, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr.WithZone("") {
+					return ifc.MTU
+				}
+			}
+		}
+	}
+	return 1500
+}
+
+// Addrs returns the address the link is bound to.
+func (l *Link) Addrs() []netip.Addr { return []netip.Addr{l.addr} }
+
+// MTU returns the largest IP packet the link sends.
+func (l *Link) MTU() int { return l.mtu }
+
+// Flags returns link.FlagNoIPv4ICRC: a UDP socket does not report the IPv4
+// Identification a packet arrived with.
+func (l *Link) Flags() link.Flags { return link.FlagNoIPv4ICRC }
+
+// SourcePort returns the bound port, the source port of every packet the
+// link sends.
+func (l *Link) SourcePort() uint16 { return l.port }
+
+// Close closes the socket, which wakes a blocked Receive. Closing a closed
+// link returns link.ErrClosed.
+func (l *Link) Close() error {
+	if l.closed.Swap(true) {
+		return link.ErrClosed
+	}
+	return l.conn.Close()
+}
+
+// counters are the link's statistics.
+type counters struct {
+	sent, sendErrors, received, truncated, receiveErrors atomic.Uint64
+}
+
+// Stats counts what happened to a link's packets.
+type Stats struct {
+	Sent          uint64 // packets the kernel accepted for sending
+	SendErrors    uint64 // packets not sent: malformed, wrong address family, or refused by the kernel (no route, too big, ...)
+	Received      uint64 // packets Receive returned
+	Truncated     uint64 // datagrams dropped because they did not fit a buffer, or their control messages were cut short
+	ReceiveErrors uint64 // recvmmsg calls that failed with something other than "nothing to read"
+}
+
+// Stats returns the link's counters.
+func (l *Link) Stats() Stats {
+	c := &l.stats
+	return Stats{
+		Sent:          c.sent.Load(),
+		SendErrors:    c.sendErrors.Load(),
+		Received:      c.received.Load(),
+		Truncated:     c.truncated.Load(),
+		ReceiveErrors: c.receiveErrors.Load(),
+	}
+}
+
+// closedErr reports whether err, from an operation on the socket, means
+// the link has been closed.
+func (l *Link) closedErr(err error) bool {
+	return errors.Is(err, net.ErrClosed) || l.closed.Load()
+}
