@@ -1,0 +1,198 @@
+//go:build linux
+
+package tap
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// Ethernet II (IEEE 802.3 clause 3.2.6):
+//
+//	 0                   6                  12      14
+//	+-------------------+-------------------+-------+-------------
+//	| destination MAC   | source MAC        | type  | payload ...
+//	+-------------------+-------------------+-------+-------------
+//
+// Only untagged frames are accepted: a VLAN tag would put the IP packet 4
+// bytes off link.Headroom.
+const (
+	ethLen        = 14
+	etherTypeIPv4 = 0x0800
+	etherTypeARP  = 0x0806
+	etherTypeIPv6 = 0x86dd
+	etherTypeVLAN = 0x8100
+	etherTypeQinQ = 0x88a8
+
+	ipv4Len     = 20
+	ipv6Len     = 40
+	udpLen      = 8
+	protoICMP   = 1
+	protoUDP    = 17
+	protoICMPv6 = 58
+)
+
+var (
+	broadcastMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	allNodesMAC  = [6]byte{0x33, 0x33, 0, 0, 0, 1}
+	allNodes     = [16]byte{0: 0xff, 1: 0x02, 15: 1} // ff02::1
+)
+
+func putEthernet(f []byte, dst, src [6]byte, etherType uint16) {
+	copy(f[0:6], dst[:])
+	copy(f[6:12], src[:])
+	binary.BigEndian.PutUint16(f[12:14], etherType)
+}
+
+// input handles the frame f[:n] read from the TAP (f extends to the end of
+// its buffer, room for building a reply in place). It returns the length
+// of the IP packet at f[ethLen:] if that is a RoCE packet for this host;
+// otherwise it answers, learns from or drops the frame and returns 0.
+func (l *Link) input(f []byte, n int) int {
+	l.stats.framesIn.Add(1)
+	if n < ethLen || n > len(f) {
+		l.stats.dropBadFrame.Add(1)
+		return 0
+	}
+	dstMAC := [6]byte(f[0:6])
+	switch binary.BigEndian.Uint16(f[12:14]) {
+	case etherTypeIPv4:
+		if dstMAC != l.mac {
+			l.stats.dropNotForUs.Add(1)
+			return 0
+		}
+		return l.inputIPv4(f, n)
+	case etherTypeIPv6:
+		// Unicast to us, or IPv6 multicast (33:33:...) which inputIPv6
+		// narrows to the addresses neighbour discovery uses.
+		if dstMAC != l.mac && (dstMAC[0] != 0x33 || dstMAC[1] != 0x33) {
+			l.stats.dropNotForUs.Add(1)
+			return 0
+		}
+		return l.inputIPv6(f, n, dstMAC == l.mac)
+	case etherTypeARP:
+		if dstMAC != l.mac && dstMAC != broadcastMAC {
+			l.stats.dropNotForUs.Add(1)
+			return 0
+		}
+		l.inputARP(f, n)
+	case etherTypeVLAN, etherTypeQinQ:
+		l.stats.dropBadFrame.Add(1)
+	default:
+		l.stats.dropNotRoCE.Add(1)
+	}
+	return 0
+}
+
+// IPv4 header (RFC 791 §3.1); offsets used here:
+//
+//	0: version, IHL   2: total length   6: flags, fragment offset
+//	8: TTL   9: protocol   10: checksum   12: source   16: destination
+func (l *Link) inputIPv4(f []byte, n int) int {
+	ip := f[ethLen:n]
+	if len(ip) < ipv4Len || ip[0]>>4 != 4 {
+		l.stats.dropBadFrame.Add(1)
+		return 0
+	}
+	ihl := int(ip[0]&0xf) * 4
+	total := int(binary.BigEndian.Uint16(ip[2:4]))
+	if ihl < ipv4Len || total < ihl || total > len(ip) {
+		l.stats.dropBadFrame.Add(1)
+		return 0
+	}
+	if binary.BigEndian.Uint16(ip[6:8])&0x3fff != 0 { // MF or an offset: a fragment
+		l.stats.dropBadFrame.Add(1)
+		return 0
+	}
+	if !l.isV4([4]byte(ip[16:20])) {
+		l.stats.dropNotForUs.Add(1)
+		return 0
+	}
+	ip = ip[:total]
+	switch ip[9] {
+	case protoUDP:
+		if len(ip) >= ihl+udpLen && binary.BigEndian.Uint16(ip[ihl+2:]) == l.port {
+			return total
+		}
+	case protoICMP:
+		l.inputICMPv4(f, ihl, total)
+		return 0
+	}
+	l.stats.dropNotRoCE.Add(1)
+	return 0
+}
+
+func (l *Link) isV4(a [4]byte) bool {
+	for _, x := range l.v4 {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Link) isV6(a [16]byte) bool {
+	for _, x := range l.v6 {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+// isSolicitedNode reports whether a is the solicited-node multicast
+// address (ff02::1:ffXX:XXXX, RFC 4291 §2.7.1) of one of our addresses.
+func (l *Link) isSolicitedNode(a [16]byte) bool {
+	for _, x := range l.v6 {
+		if a == solicitedNode(x) {
+			return true
+		}
+	}
+	return false
+}
+
+func solicitedNode(a [16]byte) [16]byte {
+	return [16]byte{0: 0xff, 1: 0x02, 11: 1, 12: 0xff, 13: a[13], 14: a[14], 15: a[15]}
+}
+
+// IPv6 header (RFC 8200 §3); offsets used here:
+//
+//	0: version, traffic class, flow label   4: payload length
+//	6: next header   7: hop limit   8: source   24: destination
+func (l *Link) inputIPv6(f []byte, n int, unicast bool) int {
+	ip := f[ethLen:n]
+	if len(ip) < ipv6Len || ip[0]>>4 != 6 {
+		l.stats.dropBadFrame.Add(1)
+		return 0
+	}
+	total := ipv6Len + int(binary.BigEndian.Uint16(ip[4:6]))
+	if total > len(ip) {
+		l.stats.dropBadFrame.Add(1)
+		return 0
+	}
+	ip = ip[:total]
+	dst := [16]byte(ip[24:40])
+	if unicast {
+		if !l.isV6(dst) {
+			l.stats.dropNotForUs.Add(1)
+			return 0
+		}
+	} else if dst != allNodes && !l.isSolicitedNode(dst) {
+		l.stats.dropNotForUs.Add(1)
+		return 0
+	}
+	switch ip[6] {
+	case protoUDP:
+		if unicast && len(ip) >= ipv6Len+udpLen && binary.BigEndian.Uint16(ip[ipv6Len+2:]) == l.port {
+			return total
+		}
+	case protoICMPv6:
+		l.inputICMPv6(f, total, unicast)
+		return 0
+	}
+	l.stats.dropNotRoCE.Add(1)
+	return 0
+}
+
+func addr4(b []byte) netip.Addr  { return netip.AddrFrom4([4]byte(b)) }
+func addr16(b []byte) netip.Addr { return netip.AddrFrom16([16]byte(b)) }

@@ -1,0 +1,499 @@
+//go:build linux
+
+// Package tap is a link that makes gorxe a whole host on a Linux TAP
+// device, as a virtual machine is behind its TAP: gorxe has its own MAC
+// address and IP addresses, the kernel side of the TAP has none, and the
+// TAP is usually a port of a bridge that leads to the other hosts.
+//
+// Being a host, the link answers for its addresses on the wire: ARP for
+// IPv4 (RFC 826), neighbour discovery for IPv6 (RFC 4861), and ICMP and
+// ICMPv6 echo (RFC 792, RFC 4443), so ping reaches it. It resolves the MAC
+// address of every destination it sends to, queueing packets while it
+// does. Only UDP packets to the RoCE port and one of the link's own
+// unicast addresses reach Receive; everything else is answered, learned
+// from or dropped and counted inside the link.
+//
+// The link sends only to hosts on its own subnets (the prefixes of
+// Config.Addrs): there is no default gateway, so a packet for any other
+// destination is dropped and counted as DropOffLink.
+//
+// The RoCE path copies nothing: Send writes the Ethernet header into the
+// headroom in front of each packet and writes the frame, and Receive reads
+// each frame so that its IP packet lands at link.Headroom. A TAP moves one
+// frame per read or write system call.
+package tap
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultMTU             = 1500
+	DefaultQueueBytes      = 212992 // Linux's default unres_qlen_bytes
+	DefaultResolveInterval = time.Second
+	DefaultResolveAttempts = 3
+	DefaultTxQueueLen      = 1024
+)
+
+// Errors returned by Open.
+var (
+	ErrAddr = errors.New("tap: invalid address")
+	ErrMAC  = errors.New("tap: MAC address must be 6-byte unicast")
+	ErrMTU  = errors.New("tap: MTU out of range")
+)
+
+// Config describes a TAP link.
+type Config struct {
+	// Name is the TAP interface's name; empty lets the kernel pick one
+	// (tap0, tap1, ...).
+	Name string
+
+	// MAC is gorxe's Ethernet address on the wire, not the TAP's kernel
+	// side. Nil picks a random locally administered unicast address.
+	MAC net.HardwareAddr
+
+	// Addrs are gorxe's addresses with their prefix lengths, IPv4 and/or
+	// IPv6, such as 10.9.0.5/24 and fd00::5/64. The prefixes are the
+	// subnets the link can reach.
+	Addrs []netip.Prefix
+
+	// Bridge, if not empty, is an existing bridge the TAP is attached to.
+	Bridge string
+
+	// MTU is the largest IP packet, 0 meaning DefaultMTU; at most
+	// link.MaxPacket (9000, jumbo frames).
+	MTU int
+
+	// Port is the UDP port RoCE packets arrive on; 0 means 4791.
+	Port uint16
+
+	// QueueBytes bounds, per destination, the bytes of packets queued
+	// while its address is resolved; 0 means DefaultQueueBytes. Like
+	// Linux it counts bytes rather than packets, so a first burst of
+	// small packets (an RC send window, or the conformance suite's
+	// eight batches) waits for the reply instead of being dropped.
+	QueueBytes int
+
+	// ResolveInterval is the time between ARP requests or neighbour
+	// solicitations for one address, and ResolveAttempts how many are
+	// sent before its queued packets are dropped; zero means
+	// DefaultResolveInterval and DefaultResolveAttempts (as Linux's
+	// retrans_time and mcast_solicit).
+	ResolveInterval time.Duration
+	ResolveAttempts int
+
+	// TxQueueLen is the TAP's transmit queue length: how many frames the
+	// kernel holds for gorxe to read before it drops; 0 means
+	// DefaultTxQueueLen.
+	TxQueueLen int
+}
+
+// Link is gorxe's host on a TAP device. It implements link.Link.
+type Link struct {
+	file  *os.File
+	name  string
+	mac   [6]byte
+	mtu   int
+	port  uint16
+	addrs []netip.Addr   // own addresses, for Addrs
+	nets  []netip.Prefix // own addresses with prefix lengths: the reachable subnets
+	v4    [][4]byte      // own IPv4 addresses, for matching on receive
+	v6    [][16]byte     // own IPv6 addresses
+
+	queueBytes int
+	interval   time.Duration
+	attempts   int
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	done      chan struct{}
+	kick      chan struct{}
+	wg        sync.WaitGroup
+
+	// rmu is held by whoever reads the TAP: Receive, or the housekeeper
+	// when Receive has not been called for a while. rd and stash belong
+	// to its holder.
+	rmu       sync.Mutex
+	rd        reader
+	stash     [][]byte // RoCE packets the housekeeper read, for Receive
+	rxEntries atomic.Uint64
+
+	nmu   sync.RWMutex
+	neigh map[netip.Addr]*neighbor
+
+	smu  sync.Mutex // guards sbuf, where solicitations are built
+	sbuf [128]byte
+
+	stats stats
+}
+
+var _ link.Link = (*Link)(nil)
+
+// Open creates the TAP device, configures and brings it up, attaches it to
+// the bridge, and announces the link's addresses with gratuitous ARP and
+// unsolicited neighbour advertisements. Creating a TAP needs CAP_NET_ADMIN.
+func Open(c Config) (*Link, error) {
+	l := &Link{
+		mtu:        c.MTU,
+		port:       c.Port,
+		queueBytes: c.QueueBytes,
+		interval:   c.ResolveInterval,
+		attempts:   c.ResolveAttempts,
+		done:       make(chan struct{}),
+		kick:       make(chan struct{}, 1),
+		neigh:      make(map[netip.Addr]*neighbor),
+	}
+	if l.mtu == 0 {
+		l.mtu = DefaultMTU
+	}
+	if l.mtu < 1280 && hasV6(c.Addrs) || l.mtu < 576 || l.mtu > link.MaxPacket {
+		return nil, fmt.Errorf("%w: %d", ErrMTU, c.MTU)
+	}
+	if l.port == 0 {
+		l.port = wire.UDPPort
+	}
+	if l.queueBytes == 0 {
+		l.queueBytes = DefaultQueueBytes
+	}
+	if l.interval <= 0 {
+		l.interval = DefaultResolveInterval
+	}
+	if l.attempts <= 0 {
+		l.attempts = DefaultResolveAttempts
+	}
+	txq := c.TxQueueLen
+	if txq <= 0 {
+		txq = DefaultTxQueueLen
+	}
+	switch {
+	case c.MAC == nil:
+		if _, err := rand.Read(l.mac[:]); err != nil {
+			return nil, err
+		}
+		l.mac[0] = l.mac[0]&^1 | 2 // unicast, locally administered
+	case len(c.MAC) != 6 || c.MAC[0]&1 != 0:
+		return nil, fmt.Errorf("%w: %v", ErrMAC, c.MAC)
+	default:
+		copy(l.mac[:], c.MAC)
+	}
+	for _, p := range c.Addrs {
+		a := p.Addr().Unmap()
+		if !p.IsValid() || !a.IsGlobalUnicast() && !a.IsLinkLocalUnicast() {
+			return nil, fmt.Errorf("%w: %v", ErrAddr, p)
+		}
+		l.addrs = append(l.addrs, a)
+		l.nets = append(l.nets, netip.PrefixFrom(a, p.Bits()))
+		if a.Is4() {
+			l.v4 = append(l.v4, a.As4())
+		} else {
+			l.v6 = append(l.v6, a.As16())
+		}
+	}
+	f, name, err := openTAP(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := configure(name, l.mtu, txq, c.Bridge); err != nil {
+		f.Close()
+		return nil, err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	l.file, l.name = f, name
+	l.rd.init(rc)
+	l.announce()
+	l.wg.Add(1)
+	go l.housekeep()
+	return l, nil
+}
+
+func hasV6(ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Addr().Unmap().Is6() {
+			return true
+		}
+	}
+	return false
+}
+
+// Name returns the TAP interface's name.
+func (l *Link) Name() string { return l.name }
+
+// MAC returns gorxe's Ethernet address on the link.
+func (l *Link) MAC() net.HardwareAddr { return net.HardwareAddr(bytes.Clone(l.mac[:])) }
+
+// Addrs returns the link's own IP addresses.
+func (l *Link) Addrs() []netip.Addr { return append([]netip.Addr(nil), l.addrs...) }
+
+// MTU returns the largest IP packet the link carries.
+func (l *Link) MTU() int { return l.mtu }
+
+// Flags returns 0: a TAP shows the whole IP header, so the device can
+// check the ICRC of IPv4 packets as well as IPv6.
+func (l *Link) Flags() link.Flags { return 0 }
+
+// Close stops the link, wakes a blocked Receive and deletes the TAP
+// device, which the kernel does when its last file descriptor closes. No
+// goroutine of the link outlives Close.
+func (l *Link) Close() error {
+	err := link.ErrClosed
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.done)
+		err = l.file.Close() // waits for reads and writes in progress to return
+		l.wg.Wait()
+	})
+	return err
+}
+
+// Send transmits packets: packet i is bufs[i][link.Headroom:]. A packet to
+// a resolved neighbour goes out at once, its Ethernet header written into
+// the headroom; one to an address still being resolved is copied into
+// that address's queue. Dropped packets are counted, not errors.
+func (l *Link) Send(bufs [][]byte) error {
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	// Consecutive packets of a batch mostly go to one destination; a
+	// resolved neighbour's entry never goes back to unresolved, so its MAC
+	// address can be reused for the rest of the batch.
+	var last netip.Addr
+	var lastMAC [6]byte
+	for _, b := range bufs {
+		if len(b) < link.Headroom {
+			l.stats.dropBadFrame.Add(1)
+			continue
+		}
+		pkt := b[link.Headroom:]
+		dst, etherType, ok := destination(pkt)
+		if !ok {
+			l.stats.dropBadFrame.Add(1)
+			continue
+		}
+		if len(pkt) > l.mtu {
+			l.stats.dropTooBig.Add(1)
+			continue
+		}
+		mac := lastMAC
+		if dst != last {
+			if !l.onLink(dst) {
+				l.stats.dropOffLink.Add(1)
+				continue
+			}
+			var found bool
+			if mac, found = l.lookup(dst); !found {
+				if err := l.enqueue(dst, pkt); err != nil {
+					return err
+				}
+				continue
+			}
+			last, lastMAC = dst, mac
+		}
+		frame := b[link.Headroom-ethLen:]
+		putEthernet(frame, mac, l.mac, etherType)
+		if err := l.write(frame); err != nil {
+			return err
+		}
+		l.stats.packetsOut.Add(1)
+	}
+	return nil
+}
+
+// destination returns an IP packet's destination address and EtherType.
+func destination(pkt []byte) (netip.Addr, uint16, bool) {
+	if len(pkt) >= ipv4Len && pkt[0]>>4 == 4 {
+		return netip.AddrFrom4([4]byte(pkt[16:20])), etherTypeIPv4, true
+	}
+	if len(pkt) >= ipv6Len && pkt[0]>>4 == 6 {
+		return netip.AddrFrom16([16]byte(pkt[24:40])), etherTypeIPv6, true
+	}
+	return netip.Addr{}, 0, false
+}
+
+// onLink reports whether dst is on one of the link's subnets.
+func (l *Link) onLink(dst netip.Addr) bool {
+	_, ok := l.sourceFor(dst)
+	return ok
+}
+
+// sourceFor returns the link's own address on dst's subnet.
+func (l *Link) sourceFor(dst netip.Addr) (netip.Addr, bool) {
+	for _, p := range l.nets {
+		if p.Contains(dst) {
+			return p.Addr(), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// write writes one Ethernet frame to the TAP.
+func (l *Link) write(frame []byte) error {
+	if _, err := l.file.Write(frame); err != nil {
+		if l.closed.Load() || errors.Is(err, os.ErrClosed) {
+			return link.ErrClosed
+		}
+		// The kernel refused this frame (too big for the TAP, out of
+		// memory): the wire lost it.
+		l.stats.writeErrors.Add(1)
+		return nil
+	}
+	l.stats.framesOut.Add(1)
+	return nil
+}
+
+// Receive blocks until at least one RoCE packet for the link arrives, then
+// returns it and the others already waiting, up to len(bufs). Each frame
+// is read so that its IP packet lands at bufs[i][link.Headroom:]. ARP,
+// neighbour discovery and echo requests are answered on the way and never
+// returned.
+func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
+	l.rxEntries.Add(1)
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	if l.closed.Load() {
+		return 0, link.ErrClosed
+	}
+	n := 0
+	for n < len(bufs) && len(l.stash) > 0 {
+		sizes[n] = copy(bufs[n][link.Headroom:], l.stash[0])
+		l.stash[0] = nil
+		l.stash = l.stash[1:]
+		n++
+		l.stats.packetsIn.Add(1)
+	}
+	if len(l.stash) == 0 {
+		l.stash = nil
+	}
+	for n < len(bufs) {
+		// Only the first packet is waited for; after it, what is
+		// already queued in the kernel is taken without blocking.
+		frame := bufs[n][link.Headroom-ethLen:]
+		m, err := l.rd.read(frame, n == 0)
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil {
+			if n > 0 {
+				break // the next call reports it
+			}
+			if l.closed.Load() || errors.Is(err, os.ErrClosed) {
+				return 0, link.ErrClosed
+			}
+			return 0, fmt.Errorf("tap: read %s: %w", l.name, err)
+		}
+		if k := l.input(frame, m); k > 0 {
+			sizes[n] = k
+			n++
+			l.stats.packetsIn.Add(1)
+		}
+	}
+	return n, nil
+}
+
+// reader reads frames from the TAP through the runtime poller without
+// allocating: fn is made once, and the buffer and results pass through
+// the struct.
+type reader struct {
+	rc    syscall.RawConn
+	fn    func(fd uintptr) bool
+	buf   []byte
+	n     int
+	err   error
+	block bool
+}
+
+func (r *reader) init(rc syscall.RawConn) {
+	r.rc = rc
+	r.fn = r.readFD
+}
+
+// read reads one frame into buf. If block is false and no frame is
+// waiting it returns unix.EAGAIN.
+func (r *reader) read(buf []byte, block bool) (int, error) {
+	r.buf, r.block = buf, block
+	err := r.rc.Read(r.fn)
+	r.buf = nil
+	if err != nil {
+		return 0, err
+	}
+	return r.n, r.err
+}
+
+func (r *reader) readFD(fd uintptr) bool {
+	for {
+		n, err := unix.Read(int(fd), r.buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN && r.block {
+			return false // wait for the poller
+		}
+		r.n, r.err = n, err
+		return true
+	}
+}
+
+// Stats are the link's counters.
+type Stats struct {
+	FramesIn   uint64 // Ethernet frames read from the TAP
+	FramesOut  uint64 // Ethernet frames written to the TAP
+	PacketsIn  uint64 // RoCE packets returned by Receive
+	PacketsOut uint64 // RoCE packets written, at once or after resolution
+
+	ARP      uint64 // ARP packets handled: requests answered, replies learned
+	NDP      uint64 // neighbour solicitations answered, advertisements learned
+	ICMP     uint64 // ICMP and ICMPv6 echo requests answered
+	Solicits uint64 // ARP requests and neighbour solicitations sent
+	Queued   uint64 // packets queued while their destination was resolved
+
+	DropNotRoCE    uint64 // for this host, but not UDP to the RoCE port nor handled
+	DropNotForUs   uint64 // for another MAC or IP address, or broadcast/multicast IP
+	DropNoNeighbor uint64 // queued for an address that never answered
+	DropQueueFull  uint64 // the destination's resolution queue was full
+	DropOffLink    uint64 // sent to an address outside the link's subnets
+	DropBadFrame   uint64 // truncated, malformed, bad checksum, VLAN-tagged or fragmented
+	DropTooBig     uint64 // sent packet larger than the MTU
+	WriteErrors    uint64 // frames the kernel refused
+}
+
+type stats struct {
+	framesIn, framesOut, packetsIn, packetsOut                            atomic.Uint64
+	arp, ndp, icmp, solicits, queued                                      atomic.Uint64
+	dropNotRoCE, dropNotForUs, dropNoNeighbor, dropQueueFull, dropOffLink atomic.Uint64
+	dropBadFrame, dropTooBig, writeErrors                                 atomic.Uint64
+}
+
+// Stats returns a snapshot of the link's counters.
+func (l *Link) Stats() Stats {
+	s := &l.stats
+	return Stats{
+		FramesIn: s.framesIn.Load(), FramesOut: s.framesOut.Load(),
+		PacketsIn: s.packetsIn.Load(), PacketsOut: s.packetsOut.Load(),
+		ARP: s.arp.Load(), NDP: s.ndp.Load(), ICMP: s.icmp.Load(),
+		Solicits: s.solicits.Load(), Queued: s.queued.Load(),
+		DropNotRoCE: s.dropNotRoCE.Load(), DropNotForUs: s.dropNotForUs.Load(),
+		DropNoNeighbor: s.dropNoNeighbor.Load(), DropQueueFull: s.dropQueueFull.Load(),
+		DropOffLink: s.dropOffLink.Load(), DropBadFrame: s.dropBadFrame.Load(),
+		DropTooBig:  s.dropTooBig.Load(),
+		WriteErrors: s.writeErrors.Load(),
+	}
+}
