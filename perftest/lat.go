@@ -61,7 +61,7 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 	if client {
 		rtts = make([]time.Duration, 0, p.Iters)
 	}
-	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.sge(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.ownSGE(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
 	for i := range p.Iters {
 		if !client {
 			if err := waitWrite(ctx, s, p, &seen, i); err != nil {
@@ -86,6 +86,7 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 }
 
 // sendLat runs one side of the send_lat ping-pong over SEND and receive.
+// The receive for the first message must be posted already.
 func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Duration, error) {
 	recv := func(i int) error {
 		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(1)}})
@@ -101,11 +102,8 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Durat
 		}
 		return nil
 	}
-	if err := recv(0); err != nil {
-		return nil, err
-	}
 	var rtts []time.Duration
-	wr := qp.SendWR{Opcode: qp.WRSend, SGList: s.sge(0)}
+	wr := qp.SendWR{Opcode: qp.WRSend, SGList: s.ownSGE(0)}
 	for i := range p.Iters {
 		if !client {
 			if err := wait(); err != nil {
@@ -135,7 +133,7 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Durat
 // readLat times iters RDMA READs, one at a time.
 func readLat(ctx context.Context, s *Side, p *Params) ([]time.Duration, error) {
 	times := make([]time.Duration, 0, p.Iters)
-	wr := qp.SendWR{Opcode: qp.WRRDMARead, SGList: s.sge(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+	wr := qp.SendWR{Opcode: qp.WRRDMARead, SGList: s.ownSGE(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
 	for range p.Iters {
 		start := time.Now()
 		if err := postOne(ctx, s, p, wr); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 )
 
@@ -25,7 +26,14 @@ type Result struct {
 	Client, Server rnic.Counters
 	// Endpoints as perftest prints them.
 	Local, Remote Info
+	// Allocs is how many heap allocations this process made during the
+	// run itself, and Packets how many packets its devices sent and
+	// received meanwhile: their ratio is 0 in the steady state.
+	Allocs, Packets uint64
 }
+
+// packets returns the packets a device has sent and received.
+func packets(c rnic.Counters) uint64 { return c.SentPkts + c.RcvdPkts }
 
 // Info is a side's address information, as perftest's banner shows it.
 type Info struct {
@@ -143,14 +151,15 @@ func runLocalSize(ctx context.Context, p *Params, faults mem.Faults) (Result, er
 		client.fillPattern(1)
 		server.fillPattern(2)
 	}
-	var err error
-	switch {
-	case p.Test.IsLatency():
-		err = runLat(ctx, p, client, server, &res)
-	default:
-		err = runBW(ctx, p, client, server, &res)
-	}
+	pk0 := packets(devs[0].Counters()) + packets(devs[1].Counters())
+	allocs, err := allocsDuring(func() error {
+		if p.Test.IsLatency() {
+			return runLat(ctx, p, client, server, &res)
+		}
+		return runBW(ctx, p, client, server, &res)
+	})
 	res.Client, res.Server = devs[0].Counters(), devs[1].Counters()
+	res.Allocs, res.Packets = allocs, packets(res.Client)+packets(res.Server)-pk0
 	if err == nil && p.Check {
 		res.Checked = true
 	}
@@ -208,6 +217,12 @@ func checkAtomics(p *Params, origs []uint64, final uint64) error {
 	if final != uint64(p.Iters) {
 		return fmt.Errorf("%w: remote word is %d after %d atomics, want %d", ErrCheck, final, p.Iters, p.Iters)
 	}
+	return checkAtomicResults(p, origs)
+}
+
+// checkAtomicResults checks what the atomics returned, for a word that
+// started at 0.
+func checkAtomicResults(p *Params, origs []uint64) error {
 	sorted := slices.Clone(origs)
 	if p.Atomic == FetchAndAdd {
 		slices.Sort(sorted)
@@ -233,8 +248,12 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 		go func() { t, err := writeLat(ctx, server, p, false); srv <- out{t, err} }()
 		samples, err = writeLat(ctx, client, p, true)
 	case SendLat:
+		for _, s := range []*Side{client, server} {
+			if _, err := s.QP.PostRecv([]qp.RecvWR{{SGList: s.sge(1)}}); err != nil {
+				return err
+			}
+		}
 		go func() { t, err := sendLat(ctx, server, p, false); srv <- out{t, err} }()
-		time.Sleep(time.Millisecond)
 		samples, err = sendLat(ctx, client, p, true)
 	case ReadLat:
 		srv <- out{}

@@ -10,6 +10,7 @@ package perftest
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -165,6 +166,15 @@ func (p *Params) Sizes() []int {
 		s = append(s, n)
 	}
 	return s
+}
+
+// allocsDuring returns the heap allocations run makes.
+func allocsDuring(run func() error) (uint64, error) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := run()
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs, err
 }
 
 // BWResult is one line of a bandwidth table.

@@ -100,6 +100,9 @@ type JSON struct {
 	// server's counters.
 	Retransmits uint64 `json:"retransmits"`
 	ICRCErrors  uint64 `json:"icrc_errors"`
+	// Heap allocations of this process per packet its devices sent or
+	// received during the run itself: 0 in the steady state.
+	AllocsPerPacket *float64 `json:"allocs_per_packet,omitempty"`
 }
 
 // ToJSON converts a result; err is the run's error, if any.
@@ -116,6 +119,10 @@ func ToJSON(r *Result, p *Params, err error) JSON {
 		}
 		j.Retransmits = r.Client.CompleterRetryErr + r.Server.CompleterRetryErr
 		j.ICRCErrors = r.Client.ICRCErrors + r.Server.ICRCErrors
+		if r.Packets > 0 {
+			a := float64(r.Allocs) / float64(r.Packets)
+			j.AllocsPerPacket = &a
+		}
 		if r.Checked {
 			j.Check = "ok"
 		}

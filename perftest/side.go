@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
@@ -32,6 +33,8 @@ type Side struct {
 	// The peer's buffer, as the out-of-band exchange told it.
 	RemoteAddr uint64
 	RemoteKey  mr.Key
+
+	sgl [1]qp.SGE
 }
 
 // slotCount is how many message slots a side's buffer holds: enough that a
@@ -79,12 +82,20 @@ func (s *Side) Close() {
 
 func (s *Side) slot(i int) int { return (i % s.Slots) * max(s.Size, 8) }
 
+// sge returns the scatter/gather list of message i's slot. The slice is
+// reused by the next call: post it before asking for another (the verbs
+// copy it).
 func (s *Side) sge(i int) []qp.SGE {
 	if s.Size == 0 {
 		return nil
 	}
-	return []qp.SGE{{Addr: s.MR.IOVA() + uint64(s.slot(i)), Length: uint32(s.Size), LKey: s.MR.LKey()}}
+	s.sgl[0] = qp.SGE{Addr: s.MR.IOVA() + uint64(s.slot(i)), Length: uint32(s.Size), LKey: s.MR.LKey()}
+	return s.sgl[:]
 }
+
+// ownSGE returns message i's scatter/gather list in a slice of its own,
+// for a work request posted again and again.
+func (s *Side) ownSGE(i int) []qp.SGE { return append([]qp.SGE(nil), s.sge(i)...) }
 
 // fillPattern fills every slot with bytes seeded by seed and the slot.
 func (s *Side) fillPattern(seed uint64) {
@@ -106,9 +117,14 @@ var ErrCheck = errors.New("perftest: data check failed")
 var ErrStalled = errors.New("perftest: no progress")
 
 // wait waits for completions on c, giving up after p.GiveUp without one.
+// It busy-polls first, as perftest does (and without allocating), and
+// sleeps on the CQ only when nothing comes for a while.
 func (p *Params) wait(ctx context.Context, c *cq.CQ, dst []cq.WC) (int, error) {
-	if n, err := c.Poll(dst); n > 0 || err != nil {
-		return n, err
+	for range 1000 {
+		if n, err := c.Poll(dst); n > 0 || err != nil {
+			return n, err
+		}
+		runtime.Gosched()
 	}
 	wctx, cancel := context.WithTimeout(ctx, p.GiveUp)
 	defer cancel()
@@ -208,15 +224,33 @@ func bw(ctx context.Context, s *Side, p *Params, origs []uint64) (BWResult, erro
 // receive keeps RxDepth receives posted on s and consumes iters messages
 // (the server of send_bw), checking each against want when it is set.
 func receive(ctx context.Context, s *Side, p *Params, want *Side) error {
+	posted, err := postReceives(s, p)
+	if err != nil {
+		return err
+	}
+	return consumeReceives(ctx, s, p, want, posted)
+}
+
+// postReceives posts the first receives of send_bw: RxDepth, or fewer if
+// fewer messages come or the buffer has fewer slots (two receives in one
+// slot would let a message overwrite the one before it while it is
+// checked).
+func postReceives(s *Side, p *Params) (int, error) {
+	n := min(p.RxDepth, p.Iters, s.Slots)
+	for i := range n {
+		if _, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}}); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+// consumeReceives takes iters messages, reposting a receive for each one
+// still to come, posted having been posted already.
+func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int) error {
 	post := func(i int) error {
 		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}})
 		return err
-	}
-	posted := 0
-	for ; posted < min(p.RxDepth, p.Iters); posted++ {
-		if err := post(posted); err != nil {
-			return err
-		}
 	}
 	wcs := make([]cq.WC, 64)
 	for done := 0; done < p.Iters; {

@@ -1,0 +1,783 @@
+package perftest
+
+// perftest's out-of-band exchange over TCP (port 18515), byte for byte as
+// rdma-core perftest speaks it, so that gorxe can run a test against a
+// stock ib_write_bw & co. PROTOCOL.md has the sequence of every test and
+// where in perftest's source each step comes from.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorxe/gorxe/qp"
+)
+
+// Version is the perftest version gorxe advertises in the version exchange.
+// "6.06" is what Debian bookworm's perftest (4.5-0.17) reports. Any version
+// from 5.70 (the oldest a stock perftest talks to) up to 6.27 works with
+// every stock perftest; from 6.28 on a stock peer of 6.28 or later would
+// expect negotiate_params, which gorxe does not speak (Setup refuses).
+var Version = "6.06"
+
+// DefaultPort is perftest's out-of-band TCP port (DEF_PORT, -p).
+const DefaultPort = 18515
+
+// Defaults of a Conn's timeouts.
+const (
+	// DefaultTimeout bounds every step in which the peer should answer
+	// at once (it may be allocating its buffers, or sleeping the second
+	// ib_write_bw sleeps after connecting).
+	DefaultTimeout = 60 * time.Second
+	// DefaultRunTimeout bounds the steps in which the peer may still be
+	// running the test: the first handshake of Finish.
+	DefaultRunTimeout = 15 * time.Minute
+	// DialRetry is how long Dial keeps retrying while the server refuses
+	// the connection (it is not listening yet).
+	DialRetry = 5 * time.Second
+)
+
+// Sizes on the wire (perftest_communication.h, perftest_parameters.h).
+const (
+	versionSize = 16  // MAX_VERSION: char version[16]
+	keyMsgSize  = 108 // KEY_MSG_SIZE_GID, the trailing NUL included
+	doneMsg     = "done\x00"
+)
+
+// Versions at which perftest's exchange changed. perftest compares the
+// REMOTE's version, as atof() reads it, with each.
+const (
+	verMTU       = 5.1  // check_mtu: MTU exchanged at all
+	verMTU2      = 5.31 // check_mtu: 2 bytes instead of sizeof(int)
+	verSysData   = 5.32 // check_sys_data: page and cache line size
+	verIters64   = 5.33 // xchg_bw_reports: iters as 8 bytes, not 4
+	verMin       = 5.70 // check_version_compatibility: older → exit(1)
+	verNoDone    = 6.17 // ctx_close_connection: no "done" (commit dbf395e)
+	verNegotiate = 6.28 // negotiate_params
+)
+
+// Dest is perftest's struct pingpong_dest as the key message carries it.
+type Dest struct {
+	LID      uint16
+	OutReads uint16 // out_reads: the max outstanding RDMA READs/atomics it offers
+	QPN      uint32 // 24 bits
+	PSN      uint32 // 24 bits
+	RKey     uint32
+	VAddr    uint64
+	GID      [16]byte
+	SRQN     uint32
+}
+
+// BWReport is perftest's struct bw_report_data as xchg_bw_reports
+// exchanges it (without the --report-per-port fields).
+type BWReport struct {
+	Size        uint64
+	Iters       uint64
+	PeakMBps    float64 // bw_peak
+	AvgMBps     float64 // bw_avg
+	MsgRateMpps float64 // msgRate_avg
+}
+
+// ExchangesBWReport reports whether perftest's test t exchanges bandwidth
+// reports in Finish: the half-duplex tests whose server is passive
+// (write_bw, read_bw, atomic_bw). The server prints the client's report.
+func ExchangesBWReport(t Test) bool {
+	return t == WriteBW || t == ReadBW || t == AtomicBW
+}
+
+// Conn is the out-of-band TCP connection of a test, client or server role.
+//
+// Every exchange is symmetric, as perftest's ctx_xchg_data_ethernet and
+// ctx_hand_shake are: the client writes its message and then reads the
+// peer's; the server reads first, then writes. Each message goes out in
+// one write; reads wait for the whole message.
+//
+// A Conn honours the context it was made with (Listen, Dial, Accept): when
+// it is done, the step under way fails at once. Use SetContext to change it.
+// Each step also has a deadline: Timeout, or RunTimeout while the peer may
+// be running the test. A Conn is for one goroutine at a time.
+type Conn struct {
+	nc     net.Conn
+	server bool
+	ctx    context.Context
+
+	// Timeout bounds each step in which the peer should answer at once;
+	// DefaultTimeout if zero.
+	Timeout time.Duration
+	// RunTimeout bounds a step that waits for the peer to finish running
+	// the test; DefaultRunTimeout if zero.
+	RunTimeout time.Duration
+	// PageSize and CacheLine are what check_sys_data sends: perftest's
+	// cycle_buffer (sysconf(_SC_PAGESIZE)) and cache_line_size.
+	PageSize, CacheLine uint32
+
+	remoteVersion     string
+	remoteVer         float64 // atof(remoteVersion)
+	versionsExchanged bool
+	remotePage        uint32
+	remoteCache       uint32
+
+	test          Test
+	setUp         bool
+	local, remote Dest
+	closed        bool
+}
+
+// Listen is perftest's server side of establish_connection
+// (ethernet_server_connect): it binds addr (e.g. ":18515"), accepts ONE
+// connection and closes the listener.
+func Listen(ctx context.Context, addr string) (*Conn, error) {
+	var lc net.ListenConfig // Go sets SO_REUSEADDR, as perftest does
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("perftest: listening on %s: %w", addr, err)
+	}
+	return Accept(ctx, ln)
+}
+
+// Accept accepts one connection on ln for the server side and closes ln.
+func Accept(ctx context.Context, ln net.Listener) (*Conn, error) {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	nc, err := ln.Accept()
+	stop()
+	ln.Close()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("perftest: waiting for the client on %s: %w", ln.Addr(), err)
+	}
+	return NewConn(ctx, nc, true), nil
+}
+
+// Dial is perftest's client side of establish_connection
+// (ethernet_client_connect). perftest tries once; Dial retries for up to
+// DialRetry while the server refuses the connection, since a server that
+// is started at the same time may not listen yet.
+func Dial(ctx context.Context, addr string) (*Conn, error) {
+	var d net.Dialer
+	give := time.Now().Add(DialRetry)
+	for {
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return NewConn(ctx, nc, false), nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(give) {
+			return nil, fmt.Errorf("perftest: connecting to %s: %w", addr, err)
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("perftest: connecting to %s: %w", addr, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// NewConn wraps an established connection: server tells the role.
+func NewConn(ctx context.Context, nc net.Conn, server bool) *Conn {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return &Conn{nc: nc, server: server, ctx: ctx, PageSize: uint32(os.Getpagesize()), CacheLine: 64}
+}
+
+// SetContext replaces the context the Conn's steps honour.
+func (c *Conn) SetContext(ctx context.Context) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c.ctx = ctx
+}
+
+// IsServer reports whether c is the server (the side without a peer name).
+func (c *Conn) IsServer() bool { return c.server }
+
+// RemoteVersion returns the version the peer advertised ("" before
+// ExchangeVersions).
+func (c *Conn) RemoteVersion() string { return c.remoteVersion }
+
+// RemoteSysData returns the page and cache line size the peer sent
+// (zero before, or when the peer's version has no check_sys_data).
+func (c *Conn) RemoteSysData() (pageSize, cacheLine uint32) { return c.remotePage, c.remoteCache }
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	return c.nc.Close()
+}
+
+// ---------------------------------------------------------------------------
+// Transport.
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// do runs f with the connection's deadline set from timeout and the
+// context, and turns what went wrong into an error naming step.
+func (c *Conn) do(step string, timeout time.Duration, f func() error) error {
+	if c.closed {
+		return fmt.Errorf("perftest: %s: the connection is closed", step)
+	}
+	if err := c.ctx.Err(); err != nil {
+		return fmt.Errorf("perftest: %s: %w", step, err)
+	}
+	dl := time.Now().Add(timeout)
+	if d, ok := c.ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	c.nc.SetDeadline(dl)
+	stop := context.AfterFunc(c.ctx, func() { c.nc.SetDeadline(aLongTimeAgo) })
+	err := f()
+	stop()
+	if err == nil {
+		return nil
+	}
+	if cerr := c.ctx.Err(); cerr != nil {
+		return fmt.Errorf("perftest: %s: %w (%v)", step, cerr, err)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("perftest: %s: no answer from the peer within %v: %w", step, timeout, err)
+	}
+	return fmt.Errorf("perftest: %s: %w", step, err)
+}
+
+func (c *Conn) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (c *Conn) runTimeout() time.Duration {
+	if c.RunTimeout > 0 {
+		return c.RunTimeout
+	}
+	return DefaultRunTimeout
+}
+
+func (c *Conn) write(msg []byte) error {
+	if _, err := c.nc.Write(msg); err != nil {
+		return fmt.Errorf("sending %d bytes: %w", len(msg), err)
+	}
+	return nil
+}
+
+func (c *Conn) read(n int) ([]byte, error) {
+	buf := make([]byte, n)
+	got, err := io.ReadFull(c.nc, buf)
+	switch {
+	case err == nil:
+		return buf, nil
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("the peer closed the connection after %d of %d bytes: %w", got, n, err)
+	default:
+		return nil, fmt.Errorf("reading %d bytes (got %d): %w", n, got, err)
+	}
+}
+
+// xchg is ctx_xchg_data_ethernet / ctx_hand_shake: the client writes then
+// reads, the server reads then writes.
+func (c *Conn) xchg(step string, timeout time.Duration, msg []byte, n int) ([]byte, error) {
+	var got []byte
+	err := c.do(step, timeout, func() error {
+		var err error
+		if !c.server {
+			if err = c.write(msg); err != nil {
+				return err
+			}
+			got, err = c.read(n)
+			return err
+		}
+		if got, err = c.read(n); err != nil {
+			return err
+		}
+		return c.write(msg)
+	})
+	return got, err
+}
+
+// ---------------------------------------------------------------------------
+// Low-level exchanges.
+
+// atof reads a version as C's atof does: the longest prefix that is a
+// decimal number, 0 if there is none.
+func atof(s string) float64 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	end, digits := 0, false
+	if end < len(s) && (s[end] == '+' || s[end] == '-') {
+		end++
+	}
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end, digits = end+1, true
+	}
+	if end < len(s) && s[end] == '.' {
+		end++
+		for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+			end, digits = end+1, true
+		}
+	}
+	if !digits {
+		return 0
+	}
+	if end < len(s) && (s[end] == 'e' || s[end] == 'E') {
+		e := end + 1
+		if e < len(s) && (s[e] == '+' || s[e] == '-') {
+			e++
+		}
+		if e < len(s) && s[e] >= '0' && s[e] <= '9' {
+			for e < len(s) && s[e] >= '0' && s[e] <= '9' {
+				e++
+			}
+			end = e
+		}
+	}
+	v, _ := strconv.ParseFloat(s[:end], 64)
+	return v
+}
+
+// ExchangeVersions is exchange_versions: 16 bytes, the version
+// NUL-padded (strncpy). It returns the peer's, up to its first NUL.
+func (c *Conn) ExchangeVersions(local string) (remote string, err error) {
+	const step = "exchanging versions"
+	if len(local) >= versionSize || strings.IndexByte(local, 0) >= 0 {
+		return "", fmt.Errorf("perftest: %s: local version %q does not fit perftest's %d bytes", step, local, versionSize)
+	}
+	msg := make([]byte, versionSize)
+	copy(msg, local)
+	got, err := c.xchg(step, c.timeout(), msg, versionSize)
+	if err != nil {
+		return "", err
+	}
+	if i := bytes.IndexByte(got, 0); i >= 0 {
+		got = got[:i]
+	}
+	c.remoteVersion, c.remoteVer, c.versionsExchanged = string(got), atof(string(got)), true
+	return c.remoteVersion, nil
+}
+
+// ExchangeSysData is check_sys_data's exchange: the page size, then (in
+// a second exchange) the cache line size, each a big-endian int. perftest
+// does it only when the remote version is 5.32 or later; both sides then
+// use the larger of each.
+func (c *Conn) ExchangeSysData(pageSize, cacheLine uint32) (remotePage, remoteCache uint32, err error) {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], pageSize)
+	got, err := c.xchg("exchanging page size (check_sys_data)", c.timeout(), b[:], 4)
+	if err != nil {
+		return 0, 0, err
+	}
+	remotePage = binary.BigEndian.Uint32(got)
+	binary.BigEndian.PutUint32(b[:], cacheLine)
+	if got, err = c.xchg("exchanging cache line size (check_sys_data)", c.timeout(), b[:], 4); err != nil {
+		return 0, 0, err
+	}
+	remoteCache = binary.BigEndian.Uint32(got)
+	c.remotePage, c.remoteCache = remotePage, remoteCache
+	return remotePage, remoteCache, nil
+}
+
+// ExchangeMTU is check_mtu's exchange: the enum ibv_mtu (1 = 256 …
+// 5 = 4096) as sprintf("%d") writes it, 2 bytes ("3\0") when the remote
+// version is 5.31 or later, else sizeof(int) = 4. It returns the smaller
+// of the two. perftest ignores an invalid remote MTU; gorxe refuses it.
+// It needs the versions exchanged first.
+func (c *Conn) ExchangeMTU(local qp.MTU) (qp.MTU, error) {
+	const step = "exchanging MTU (check_mtu)"
+	if !c.versionsExchanged {
+		return 0, fmt.Errorf("perftest: %s: the versions are not exchanged yet", step)
+	}
+	if local < qp.MTU256 || local > qp.MTU4096 {
+		return 0, fmt.Errorf("perftest: %s: invalid local MTU enum %d", step, local)
+	}
+	n := 4
+	// check_mtu holds the remote version in a float.
+	if float64(float32(c.remoteVer)) >= verMTU2 {
+		n = 2
+	}
+	msg := make([]byte, n)
+	msg[0] = '0' + byte(local)
+	got, err := c.xchg(step, c.timeout(), msg, n)
+	if err != nil {
+		return 0, err
+	}
+	if got[0] < '0'+byte(qp.MTU256) || got[0] > '0'+byte(qp.MTU4096) || got[1] != 0 {
+		return 0, fmt.Errorf("perftest: %s: the peer sent %q, not an MTU enum 1..5", step, got)
+	}
+	return min(local, qp.MTU(got[0]-'0')), nil
+}
+
+// Key message: KEY_PRINT_FMT_GID, "%04x:%04x:%06x:%06x:%08x:%016llx:"
+// then 16 × "%02x:" then "%08x:", and the NUL: 108 bytes.
+
+// MarshalKey returns d as perftest's GID key message, NUL included.
+func (d Dest) MarshalKey() ([]byte, error) {
+	if d.QPN > 0xffffff || d.PSN > 0xffffff {
+		return nil, fmt.Errorf("QPN %#x and PSN %#x must fit 24 bits", d.QPN, d.PSN)
+	}
+	b := make([]byte, 0, keyMsgSize)
+	b = fmt.Appendf(b, "%04x:%04x:%06x:%06x:%08x:%016x:", d.LID, d.OutReads, d.QPN, d.PSN, d.RKey, d.VAddr)
+	for _, g := range d.GID {
+		b = fmt.Appendf(b, "%02x:", g)
+	}
+	b = fmt.Appendf(b, "%08x:", d.SRQN)
+	return append(b, 0), nil
+}
+
+// keyFields are the widths of the key message's fields, in hex digits.
+var keyFields = [...]struct {
+	name  string
+	width int
+}{
+	{"LID", 4}, {"out_reads", 4}, {"QPN", 6}, {"PSN", 6}, {"rkey", 8}, {"vaddr", 16},
+	{"GID[0]", 2}, {"GID[1]", 2}, {"GID[2]", 2}, {"GID[3]", 2}, {"GID[4]", 2}, {"GID[5]", 2},
+	{"GID[6]", 2}, {"GID[7]", 2}, {"GID[8]", 2}, {"GID[9]", 2}, {"GID[10]", 2}, {"GID[11]", 2},
+	{"GID[12]", 2}, {"GID[13]", 2}, {"GID[14]", 2}, {"GID[15]", 2}, {"SRQN", 8},
+}
+
+// ParseKey parses perftest's GID key message strictly: exactly the
+// fields and widths sprintf writes, each followed by ':', then a NUL.
+func ParseKey(msg []byte) (Dest, error) {
+	var d Dest
+	if len(msg) != keyMsgSize {
+		return d, fmt.Errorf("key message is %d bytes, want %d", len(msg), keyMsgSize)
+	}
+	if msg[keyMsgSize-1] != 0 {
+		return d, fmt.Errorf("key message %q does not end in NUL", msg)
+	}
+	p := 0
+	var v [len(keyFields)]uint64
+	for i, f := range keyFields {
+		field := msg[p : p+f.width]
+		if msg[p+f.width] != ':' {
+			return d, fmt.Errorf("key message %q: no ':' after %s at byte %d", msg[:keyMsgSize-1], f.name, p+f.width)
+		}
+		x, err := strconv.ParseUint(string(field), 16, 64)
+		if err != nil || field[0] == '+' || field[0] == '-' {
+			return d, fmt.Errorf("key message %q: %s %q is not %d hex digits", msg[:keyMsgSize-1], f.name, field, f.width)
+		}
+		v[i] = x
+		p += f.width + 1
+	}
+	d.LID, d.OutReads, d.QPN, d.PSN = uint16(v[0]), uint16(v[1]), uint32(v[2]), uint32(v[3])
+	d.RKey, d.VAddr = uint32(v[4]), v[5]
+	for i := range d.GID {
+		d.GID[i] = byte(v[6+i])
+	}
+	d.SRQN = uint32(v[22])
+	return d, nil
+}
+
+// ExchangeDest is perftest's ctx_hand_shake on Ethernet: both sides send
+// their pingpong_dest as the key message. Every "handshake" of perftest is
+// this exchange, with the same content each time.
+func (c *Conn) ExchangeDest(local Dest) (Dest, error) {
+	return c.handShake("exchanging keys (ctx_hand_shake)", c.timeout(), local)
+}
+
+func (c *Conn) handShake(step string, timeout time.Duration, local Dest) (Dest, error) {
+	msg, err := local.MarshalKey()
+	if err != nil {
+		return Dest{}, fmt.Errorf("perftest: %s: %w", step, err)
+	}
+	got, err := c.xchg(step, timeout, msg, keyMsgSize)
+	if err != nil {
+		return Dest{}, err
+	}
+	d, err := ParseKey(got)
+	if err != nil {
+		return Dest{}, fmt.Errorf("perftest: %s: %w", step, err)
+	}
+	return d, nil
+}
+
+// ExchangeBWReport is xchg_bw_reports: size, iters, bw_peak, bw_avg and
+// msgRate_avg, each in its own exchange, each 8 bytes big-endian (the
+// doubles' bits byte-swapped, hton_double); iters is 4 bytes if the remote
+// version is before 5.33. A passive perftest server sends a report it never
+// filled in: whatever was on its stack.
+func (c *Conn) ExchangeBWReport(local BWReport) (BWReport, error) {
+	var r BWReport
+	x := func(name string, v uint64, n int) (uint64, error) {
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint64(b, v)
+		if n == 4 {
+			binary.BigEndian.PutUint32(b, uint32(v))
+		}
+		got, err := c.xchg("exchanging bandwidth reports ("+name+")", c.timeout(), b[:n], n)
+		if err != nil {
+			return 0, err
+		}
+		if n == 4 {
+			return uint64(binary.BigEndian.Uint32(got)), nil
+		}
+		return binary.BigEndian.Uint64(got), nil
+	}
+	itersLen := 8
+	// xchg_bw_reports takes the remote version as a float.
+	if c.versionsExchanged && float64(float32(c.remoteVer)) < verIters64 {
+		itersLen = 4
+	}
+	var err error
+	var u uint64
+	if r.Size, err = x("size", local.Size, 8); err != nil {
+		return r, err
+	}
+	if r.Iters, err = x("iters", local.Iters, itersLen); err != nil {
+		return r, err
+	}
+	if u, err = x("bw_peak", math.Float64bits(local.PeakMBps), 8); err != nil {
+		return r, err
+	}
+	r.PeakMBps = math.Float64frombits(u)
+	if u, err = x("bw_avg", math.Float64bits(local.AvgMBps), 8); err != nil {
+		return r, err
+	}
+	r.AvgMBps = math.Float64frombits(u)
+	if u, err = x("msgRate_avg", math.Float64bits(local.MsgRateMpps), 8); err != nil {
+		return r, err
+	}
+	r.MsgRateMpps = math.Float64frombits(u)
+	return r, nil
+}
+
+// CloseConnection is ctx_close_connection: a handshake, then (perftest
+// before 6.17) "done\0" written by both sides, then close. gorxe writes
+// "done\0" when the peer is older than 6.17, as two such perftests do, and
+// reads the peer's so that closing does not reset the connection. The
+// handshake waits up to RunTimeout, as the peer may still be running.
+func (c *Conn) CloseConnection() error {
+	if !c.setUp {
+		return fmt.Errorf("perftest: closing the connection: Setup has not run")
+	}
+	return c.closeConnection()
+}
+
+func (c *Conn) closeConnection() error {
+	if _, err := c.handShake("closing the connection (ctx_close_connection)", c.runTimeout(), c.local); err != nil {
+		c.Close()
+		return err
+	}
+	if c.remoteVer < verNoDone {
+		// Both sides write "done" and neither must fail on it (the
+		// race commit dbf395e removed it for); read the peer's so the
+		// close is not a reset. Errors here change nothing any more.
+		wait := min(c.timeout(), 2*time.Second)
+		var got []byte
+		err := c.do("closing the connection (done)", wait, func() error {
+			c.write([]byte(doneMsg))
+			var err error
+			got, err = c.read(len(doneMsg))
+			return err
+		})
+		if err == nil && string(got) != doneMsg {
+			c.Close()
+			return fmt.Errorf("perftest: closing the connection: the peer sent %q, not \"done\\0\"", got)
+		}
+	}
+	return c.Close()
+}
+
+// ---------------------------------------------------------------------------
+// GIDs.
+
+// gidV4Mapped is perftest's ipv6_addr_v4mapped: ::ffff:a.b.c.d, or the
+// IPv4-encoded multicast ff0e::ffff:a.b.c.d.
+func gidV4Mapped(g [16]byte) bool {
+	w := func(i int) uint32 { return binary.BigEndian.Uint32(g[4*i:]) }
+	return w(0)|w(1)|(w(2)^0x0000ffff) == 0 ||
+		(w(0) == 0xff0e0000 && w(1)|(w(2)^0x0000ffff) == 0)
+}
+
+// CheckGIDs is ctx_check_gid_compatibility: both GIDs IPv4-mapped (RoCE
+// v2 over IPv4) or neither.
+func CheckGIDs(local, remote [16]byte) error {
+	l, r := gidV4Mapped(local), gidV4Mapped(remote)
+	if l == r {
+		return nil
+	}
+	kind := func(m bool) string {
+		if m {
+			return "IPv4-mapped"
+		}
+		return "not IPv4-mapped"
+	}
+	return fmt.Errorf("perftest: checking GIDs: the local GID %s is %s but the peer's %s is %s "+
+		"(perftest: \"Found Incompatibility issue with GID types\"; use GIDs of the same IP version)",
+		netip.AddrFrom16(local), kind(l), netip.AddrFrom16(remote), kind(r))
+}
+
+// ---------------------------------------------------------------------------
+// The sequence of each test (PROTOCOL.md).
+
+func (c *Conn) checkTest(step string, t Test) error {
+	p := Params{Test: t}
+	if !p.known() {
+		return fmt.Errorf("perftest: %s: unknown test %q", step, t)
+	}
+	if step != "setup" {
+		if !c.setUp {
+			return fmt.Errorf("perftest: %s: Setup has not run", step)
+		}
+		if t != c.test {
+			return fmt.Errorf("perftest: %s: test %s, but Setup ran for %s", step, t, c.test)
+		}
+	}
+	return nil
+}
+
+// Setup runs everything before the QPs are connected: exchange_versions,
+// check_version_compatibility, check_sys_data, check_mtu, (no
+// negotiate_params: see PROTOCOL.md), the key exchange (ib_write_lat and
+// ib_read_lat shake hands twice), ctx_check_gid_compatibility. It returns
+// the peer's dest and the MTU both sides use.
+func (c *Conn) Setup(t Test, local Dest, mtu qp.MTU) (remote Dest, agreedMTU qp.MTU, err error) {
+	if err := c.checkTest("setup", t); err != nil {
+		return Dest{}, 0, err
+	}
+	if c.setUp {
+		return Dest{}, 0, fmt.Errorf("perftest: setup: Setup already ran")
+	}
+	if _, err := local.MarshalKey(); err != nil {
+		return Dest{}, 0, fmt.Errorf("perftest: setup: local dest: %w", err)
+	}
+	rv, err := c.ExchangeVersions(Version)
+	if err != nil {
+		return Dest{}, 0, err
+	}
+	if c.remoteVer < verMin {
+		return Dest{}, 0, fmt.Errorf("perftest: checking versions: the peer's version %q is older than 5.70, which perftest refuses", rv)
+	}
+	if c.remoteVer >= verSysData {
+		if _, _, err := c.ExchangeSysData(c.PageSize, c.CacheLine); err != nil {
+			return Dest{}, 0, err
+		}
+	}
+	agreedMTU = mtu
+	if float64(float32(c.remoteVer)) >= verMTU {
+		if agreedMTU, err = c.ExchangeMTU(mtu); err != nil {
+			return Dest{}, 0, err
+		}
+	}
+	// negotiate_params runs in a perftest of 6.28 or later only if the
+	// PEER's version is 6.28 or later: on the wire iff both are.
+	if c.remoteVer >= verNegotiate && atof(Version) >= verNegotiate {
+		return Dest{}, 0, fmt.Errorf("perftest: negotiating parameters: the peer (%s) would run negotiate_params since gorxe advertises %s; "+
+			"gorxe does not speak it: advertise a Version below 6.28", rv, Version)
+	}
+	n := 1
+	if t == WriteLat || t == ReadLat {
+		n = 2 // write_lat.c, read_lat.c: one more before the per-QP one
+	}
+	for i := range n {
+		step := "exchanging keys (ctx_hand_shake)"
+		if i < n-1 {
+			step = "exchanging keys (first handshake of the latency tests)"
+		}
+		if remote, err = c.handShake(step, c.timeout(), local); err != nil {
+			return Dest{}, 0, err
+		}
+	}
+	if err := CheckGIDs(local.GID, remote.GID); err != nil {
+		return Dest{}, 0, err
+	}
+	c.test, c.setUp, c.local, c.remote = t, true, local, remote
+	return remote, agreedMTU, nil
+}
+
+// Connected runs the handshakes after the QPs are moved to RTR/RTS:
+// two, of the same key message (send_bw/send_lat: "after connecting" and
+// the per-QP one that prints the peer; the others: the per-QP one and "after
+// moving QP to RTR"). It checks that the peer still names the same QP.
+func (c *Conn) Connected(t Test, local, remote Dest) error {
+	if err := c.checkTest("connected", t); err != nil {
+		return err
+	}
+	steps := [2]string{"handshake after connecting the QPs", "handshake after moving the QPs to RTR"}
+	if t == SendBW || t == SendLat {
+		steps[1] = "handshake printing the peer's QP"
+	}
+	c.local = local
+	for _, step := range steps {
+		got, err := c.handShake(step, c.timeout(), local)
+		if err != nil {
+			return err
+		}
+		if got.QPN != remote.QPN {
+			return fmt.Errorf("perftest: %s: the peer now names QP %#x, not %#x", step, got.QPN, remote.QPN)
+		}
+		c.remote = got
+	}
+	return nil
+}
+
+// BeforeRun runs the handshake before each message size's run:
+// ib_send_bw and ib_send_lat shake hands once the receives are posted (the
+// server must post its receives BEFORE calling BeforeRun). The other tests
+// have none.
+func (c *Conn) BeforeRun(t Test) error {
+	if err := c.checkTest("before the run", t); err != nil {
+		return err
+	}
+	if t != SendBW && t != SendLat {
+		return nil
+	}
+	// The peer may be posting thousands of receives.
+	_, err := c.handShake("handshake before the run (receives posted)", c.timeout(), c.local)
+	return err
+}
+
+// AfterRun runs the handshake after each message size's run: only
+// ib_send_bw with -a (allSizes) has one. Call it after every size's run,
+// the last one included, and before Finish.
+func (c *Conn) AfterRun(t Test, allSizes bool) error {
+	if err := c.checkTest("after the run", t); err != nil {
+		return err
+	}
+	if t != SendBW || !allSizes {
+		return nil
+	}
+	_, err := c.handShake("handshake after the run of one size", c.runTimeout(), c.local)
+	return err
+}
+
+// Finish runs what follows the test, once, after the last size, and
+// closes the connection:
+//   - write_bw, read_bw, atomic_bw: a handshake, xchg_bw_reports (the
+//     peer's report is returned: a perftest client's is its result, a
+//     perftest server's is garbage), ctx_close_connection. A passive server
+//     calls Finish right after Connected: it waits for the client's run.
+//   - send_bw, send_lat, read_lat: ctx_close_connection only (the read_lat
+//     server calls it right after Connected). No reports: a zero BWReport.
+//   - write_lat: nothing; perftest just exits. The socket is closed.
+func (c *Conn) Finish(t Test, local BWReport) (remote BWReport, err error) {
+	if err := c.checkTest("finish", t); err != nil {
+		return BWReport{}, err
+	}
+	switch t {
+	case WriteLat:
+		return BWReport{}, c.Close()
+	case WriteBW, ReadBW, AtomicBW:
+		if _, err := c.handShake("handshake after the run", c.runTimeout(), c.local); err != nil {
+			return BWReport{}, err
+		}
+		if remote, err = c.ExchangeBWReport(local); err != nil {
+			return BWReport{}, err
+		}
+	}
+	return remote, c.closeConnection()
+}
