@@ -4,7 +4,7 @@ GO        ?= go
 FUZZTIME  ?= 60s
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode
 
-.PHONY: all build test check vet fmt race fuzz bench bench-gbn
+.PHONY: all build test deps check vet fmt race fuzz bench bench-gbn bench-net
 
 all: build
 
@@ -12,9 +12,24 @@ build:
 	$(GO) build -o bin/gorxe ./cmd/gorxe
 
 # test: formatting, vet, and every test with the race detector, then each
-# fuzz target briefly.
-test: check race
+# fuzz target briefly. As root it first installs what the integration tests
+# under test/ run (they build hosts from network namespaces and need root).
+test: deps check race
 	$(MAKE) fuzz FUZZTIME=10s
+
+# deps installs, when root and missing, the tools the integration tests
+# call: ip (iproute2), ping (iputils-ping) and tshark.
+deps:
+	@if [ "$$(id -u)" = 0 ]; then \
+		missing=""; \
+		command -v ip >/dev/null || missing="$$missing iproute2"; \
+		command -v ping >/dev/null || missing="$$missing iputils-ping"; \
+		command -v tshark >/dev/null || missing="$$missing tshark"; \
+		if [ -n "$$missing" ]; then \
+			echo "installing$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		fi; \
+	fi
 
 check: fmt vet
 
@@ -38,6 +53,11 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# bench-net measures gorxe against raw UDP between two network namespaces
+# (root): throughput, round trip and allocations per packet.
+bench-net:
+	test/bench/bench.sh
 
 # bench-gbn prints how much of go-back-N's ideal efficiency a WRITE stream
 # keeps under random loss 1/256.

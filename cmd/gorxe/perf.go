@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gorxe/gorxe/perftest"
@@ -23,7 +24,7 @@ func perfCommand(t perftest.Test) command {
 	}[t]
 	return command{
 		name:    string(t),
-		args:    "[-s SIZE] [-n ITERS] [-m MTU] [-a] [--check] [--fault LIST] [--json]",
+		args:    "[-s SIZE] [-n ITERS] [-m MTU] [-a] [--check] [--json] [--link mem|udp|tap --ip ADDR[/PREFIX]] [SERVER]",
 		summary: "measure " + verb + " as ib_" + string(t) + " does",
 		run: func(args []string, stdout, stderr io.Writer) int {
 			return runPerf(t, args, stdout, stderr)
@@ -49,18 +50,21 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Uint("u", 14, "local ACK timeout exponent: 4.096 us x 2^u (perftest: -u)")
 	fs.BoolVar(&p.Check, "check", false, "fill the buffers with a pattern and verify every byte (and atomic result) that arrived")
 	faults := fs.String("fault", "", "faults the in-memory fabric applies to both directions, e.g. drop=0.01,drop-every=256,reorder=8,dup=0.01,corrupt=0.001,delay=100us,ecn=0.1,seed=1")
-	linkName := fs.String("link", "mem", "how packets travel: mem (both sides in this process)")
+	var lf linkFlags
+	lf.register(fs)
+	tcpPort := fs.Int("p", 18515, "TCP port of the out-of-band exchange (perftest: -p)")
+	gidIndex := fs.Int("x", 0, "GID index: which of the device's addresses to use (perftest: -x)")
 	jsonOut := fs.Bool("json", false, "print each result as one JSON object")
 	fs.IntVar(&p.Window, "window", 0, "requester window in PSNs (gorxe; default 256)")
 	fs.DurationVar(&p.GiveUp, "give-up", 10*time.Second, "fail when no completion arrives for this long (gorxe; perftest waits forever)")
 	// perftest flags that name hardware, accepted and ignored as perftest
 	// itself ignores what does not apply.
 	fs.String("d", "", "device name (ignored)")
-	fs.Int("x", 0, "GID index (ignored)")
 	fs.Bool("F", false, "do not fail on CPU frequency warnings (ignored)")
 	fs.Int("i", 1, "IB port (ignored)")
+	fs.Bool("R", false, "rdma_cm (not supported: gorxe uses perftest's TCP exchange)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: %s [flags]\n\nMeasures as rdma-core's ib_%s does, between two gorxe devices.\n\n", name, t)
+		fmt.Fprintf(stderr, "Usage: %s [flags] [SERVER]\n\nMeasures as rdma-core's ib_%s does. With --link mem both sides run in this\nprocess; with udp or tap, run it without SERVER on one host (the server) and\nwith the server's address on the other (the client), or against perftest.\n\n", name, t)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,12 +73,12 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q (a server name needs a network link, which is not built yet)\n", name, fs.Arg(0))
+	if err := lf.validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage
 	}
-	if *linkName != "mem" {
-		fmt.Fprintf(stderr, "%s: --link %s: only mem is available\n", name, *linkName)
+	if fs.NArg() > 1 || fs.NArg() == 1 && lf.kind == "mem" {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q (a SERVER needs --link udp or tap)\n", name, fs.Arg(fs.NArg()-1))
 		return exitUsage
 	}
 	p.MTU = qp.MTUFromBytes(*mtu)
@@ -85,6 +89,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	p.Atomic = strings.ToUpper(p.Atomic)
 	p.Timeout = uint8(min(*timeout, 31))
 	f, err := perftest.ParseFaults(*faults)
+	_ = tcpPort
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: --fault: %v\n", name, err)
 		return exitUsage
@@ -95,36 +100,71 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if !*jsonOut {
-		perftest.PrintBanner(stdout, &p, "gorxe0", *linkName)
+		perftest.PrintBanner(stdout, &p, "gorxe0", lf.kind)
 	}
-	failed := false
-	for i, size := range p.Sizes() {
-		ps := p
-		ps.Size, ps.AllSize = size, false
-		res, err := perftest.RunLocal(ctx, ps, f)
-		var r *perftest.Result
-		if len(res) > 0 {
-			r = &res[0]
+	// run returns each size's result as it comes, and an error.
+	var run func(yield func(*perftest.Result, *perftest.Params)) error
+	if lf.kind == "mem" {
+		run = func(yield func(*perftest.Result, *perftest.Params)) error {
+			for _, size := range p.Sizes() {
+				ps := p
+				ps.Size, ps.AllSize = size, false
+				res, err := perftest.RunLocal(ctx, ps, f)
+				if len(res) > 0 {
+					yield(&res[0], &ps)
+				}
+				if err != nil {
+					return fmt.Errorf("size %d: %w", size, err)
+				}
+			}
+			return nil
 		}
+	} else {
+		if *faults != "" {
+			fmt.Fprintf(stderr, "%s: --fault needs --link mem\n", name)
+			return exitUsage
+		}
+		dev, conn, err := openRemote(ctx, &lf, &p, fs.Arg(0), *tcpPort, stdout, *jsonOut)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return exitError
+		}
+		defer dev.Close()
+		defer conn.Close()
+		run = func(yield func(*perftest.Result, *perftest.Params)) error {
+			res, err := perftest.RunRemote(ctx, p, perftest.RemoteOptions{Dev: dev, Conn: conn, GIDIndex: *gidIndex})
+			for i := range res {
+				ps := p
+				ps.Size, ps.AllSize = p.Sizes()[i], false
+				yield(&res[i], &ps)
+			}
+			return err
+		}
+	}
+	first := true
+	err = run(func(r *perftest.Result, ps *perftest.Params) {
 		if *jsonOut {
-			perftest.WriteJSON(stdout, perftest.ToJSON(r, &ps, err))
+			perftest.WriteJSON(stdout, perftest.ToJSON(r, ps, nil))
 		} else {
-			if r != nil && i == 0 {
+			if first {
 				perftest.PrintAddresses(stdout, r.Local, r.Remote)
 				perftest.PrintHeader(stdout, t)
+				first = false
 			}
-			if r != nil && (r.BW != nil || r.Lat != nil) {
+			if r.BW != nil || r.Lat != nil {
 				perftest.PrintResult(stdout, r)
 			}
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: size %d: %v\n", name, size, err)
-			failed = true
-			break
+	})
+	failed := err != nil
+	if err != nil {
+		if *jsonOut {
+			perftest.WriteJSON(stdout, perftest.ToJSON(nil, &p, err))
 		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	}
 	if !*jsonOut {
 		fmt.Fprintln(stdout, "---------------------------------------------------------------------------------------")

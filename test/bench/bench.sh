@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Measures gorxe against the path it rides on, in one run, on this machine:
+# two network namespaces joined by a veth pair (MTU 9000), and a bridge with
+# two TAP devices. It prints each gorxe figure beside the raw figure of the
+# same path and their ratio:
+#
+#   write_bw, read_bw  64 KiB messages, path MTU 4096, goodput in MB/s
+#                      against raw UDP: 4096-byte datagrams, sendmmsg/recvmmsg
+#   write_lat          2-byte ping-pong round trip (2 x perftest's one-way
+#                      t_typical) against a raw UDP ping-pong's median
+#   allocs/packet      heap allocations per packet in the gorxe process
+#
+# Needs root (namespaces, TAP). Usage: sudo test/bench/bench.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs=${1:-5}
+[ "$(id -u)" = 0 ] || { echo "bench.sh: needs root (network namespaces, veth, TAP)" >&2; exit 1; }
+command -v jq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null; }
+
+tmp=$(mktemp -d)
+A=gxbenchA$$ B=gxbenchB$$ BR=gxbenchBR$$
+cleanup() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; ip netns del $BR 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+go build -o "$tmp/gorxe" ./cmd/gorxe
+go build -o "$tmp/udpraw" ./test/bench/udpraw
+
+ip netns add $A; ip netns add $B; ip netns add $BR
+for n in $A $B $BR; do ip -n $n link set lo up; done
+ip link add va netns $A mtu 9000 type veth peer name vb netns $B mtu 9000
+ip -n $A addr add 10.77.0.1/24 dev va; ip -n $A link set va up
+ip -n $B addr add 10.77.0.2/24 dev vb; ip -n $B link set vb up
+ip -n $BR link add br0 mtu 9000 type bridge; ip -n $BR link set br0 up
+inA() { ip netns exec $A "$@"; }
+inB() { ip netns exec $B "$@"; }
+inBR() { ip netns exec $BR "$@"; }
+
+# Raw UDP throughput and round trip on the veth path.
+inB "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" > "$tmp/sink.json" &
+sleep 0.3
+inA "$tmp/udpraw" blast -addr 10.77.0.2:9000 -size 4096 -d "$((secs + 1))s"
+wait
+raw_bw=$(jq .MBps "$tmp/sink.json")
+raw_kpps=$(jq .kpps "$tmp/sink.json")
+inB "$tmp/udpraw" pong -addr 10.77.0.2:9001 & pong=$!
+sleep 0.3
+raw_rtt=$(inA "$tmp/udpraw" ping -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us)
+kill $pong; wait $pong 2>/dev/null || true
+
+# gorxe over a link: run TEST with ARGS as server in $2 and client in $3.
+iters_bw=$((secs * 2000))
+gorxe_pair() { # link test srvns clins srvargs... -- cliargs...
+	local test=$1 sns=$2 cns=$3; shift 3
+	local srv=() cli=(); while [ "$1" != -- ]; do srv+=("$1"); shift; done; shift; cli=("$@")
+	ip netns exec $sns "$tmp/gorxe" $test "${srv[@]}" > "$tmp/srv.json" &
+	local spid=$!
+	sleep 0.3
+	ip netns exec $cns "$tmp/gorxe" $test "${cli[@]}" > "$tmp/cli.json"
+	wait $spid
+	cat "$tmp/cli.json"
+}
+bw_args=(-s 65536 -m 4096 --json)
+udp() { gorxe_pair $1 $B $A --link udp --ip 10.77.0.2 "${@:2}" -- --link udp --ip 10.77.0.1 "${@:2}" 10.77.0.2; }
+tap() { gorxe_pair $1 $BR $BR --link tap --bridge br0 --link-mtu 9000 --ip 10.78.0.2/24 "${@:2}" -- \
+	--link tap --bridge br0 --link-mtu 9000 --ip 10.78.0.1/24 "${@:2}" 127.0.0.1; }
+
+declare -A res
+for l in udp tap; do
+	res[$l.write]=$($l write_bw "${bw_args[@]}" -n $iters_bw)
+	res[$l.read]=$($l read_bw "${bw_args[@]}" -n $iters_bw)
+	res[$l.lat]=$($l write_lat -s 2 -n 5000 --json)
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo
+echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
+echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s ($(printf %.0f $raw_kpps) kpps); raw UDP ping-pong median: $(printf %.1f $raw_rtt) us"
+printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
+for m in write read; do
+	u=$(jq .bw_avg_MBps <<<"${res[udp.$m]}"); t=$(jq .bw_avg_MBps <<<"${res[tap.$m]}")
+	printf '%-28s %12.0f %12.0f %8s %12.0f %8s\n' "${m}_bw MB/s (64 KiB, MTU 4096)" "$raw_bw" "$u" "$(ratio $u $raw_bw)" "$t" "$(ratio $t $raw_bw)"
+done
+u=$(jq '.t_typical_us * 2' <<<"${res[udp.lat]}"); t=$(jq '.t_typical_us * 2' <<<"${res[tap.lat]}")
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(ratio $u $raw_rtt)" "$t" "$(ratio $t $raw_rtt)"
+for m in write read lat; do
+	printf '%-28s %12s %12.3f %8s %12.3f\n' "allocs/packet ($m)" - "$(jq .allocs_per_packet <<<"${res[udp.$m]}")" "" "$(jq .allocs_per_packet <<<"${res[tap.$m]}")"
+done

@@ -1,0 +1,168 @@
+// Command udpraw measures the path gorxe's udp link rides on, with nothing
+// of gorxe in it: UDP datagrams with batched sendmmsg and recvmmsg, and a
+// one-datagram ping-pong. test/bench/bench.sh runs it beside gorxe and
+// prints gorxe's figures as ratios to it.
+//
+//	udpraw sink  -addr 10.77.0.2:9000 -d 5s              receive, then print JSON
+//	udpraw blast -addr 10.77.0.2:9000 -size 4096 -d 5s   send as fast as possible
+//	udpraw pong  -addr 10.77.0.2:9001                    echo datagrams back
+//	udpraw ping  -addr 10.77.0.2:9001 -n 5000            round trips, then print JSON
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"time"
+
+	"golang.org/x/net/ipv4"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: udpraw sink|blast|pong|ping [flags]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	addr := fs.String("addr", "", "address to bind (sink, pong) or send to (blast, ping)")
+	size := fs.Int("size", 4096, "datagram payload size")
+	dur := fs.Duration("d", 5*time.Second, "how long to run (sink stops this long after the first datagram)")
+	n := fs.Int("n", 5000, "round trips (ping)")
+	batch := fs.Int("batch", 64, "datagrams per sendmmsg/recvmmsg call")
+	fs.Parse(os.Args[2:])
+	var err error
+	switch os.Args[1] {
+	case "sink":
+		err = sink(*addr, *dur, *batch)
+	case "blast":
+		err = blast(*addr, *size, *dur, *batch)
+	case "pong":
+		err = pong(*addr)
+	case "ping":
+		err = ping(*addr, *size, *n)
+	default:
+		err = fmt.Errorf("unknown mode %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "udpraw:", err)
+		os.Exit(1)
+	}
+}
+
+func sink(addr string, d time.Duration, batch int) error {
+	c, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if uc, ok := c.(*net.UDPConn); ok {
+		uc.SetReadBuffer(8 << 20)
+	}
+	pc := ipv4.NewPacketConn(c)
+	msgs := make([]ipv4.Message, batch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, 65536)}
+	}
+	var bytes, pkts int64
+	var start time.Time
+	for {
+		if !start.IsZero() {
+			c.SetReadDeadline(start.Add(d))
+		}
+		k, err := pc.ReadBatch(msgs, 0)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				break
+			}
+			return err
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		for _, m := range msgs[:k] {
+			bytes += int64(m.N)
+		}
+		pkts += int64(k)
+	}
+	el := d.Seconds()
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"mode": "sink", "bytes": bytes, "packets": pkts, "seconds": el,
+		"MBps": float64(bytes) / el / (1 << 20), "kpps": float64(pkts) / el / 1e3,
+	})
+}
+
+func blast(addr string, size int, d time.Duration, batch int) error {
+	dst, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return err
+	}
+	c, err := net.ListenPacket("udp", ":0")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pc := ipv4.NewPacketConn(c)
+	msgs := make([]ipv4.Message, batch)
+	payload := make([]byte, size)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{payload}
+		msgs[i].Addr = dst
+	}
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if _, err := pc.WriteBatch(msgs, 0); err != nil {
+			continue // ENOBUFS and the like: a drop, as on a wire
+		}
+	}
+	return nil
+}
+
+func pong(addr string) error {
+	c, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := c.ReadFrom(buf)
+		if err != nil {
+			return err
+		}
+		c.WriteTo(buf[:n], from)
+	}
+}
+
+func ping(addr string, size, n int) error {
+	dst, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return err
+	}
+	c, err := net.ListenPacket("udp", ":0")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, max(size, 1))
+	rtts := make([]float64, 0, n)
+	for i := 0; i < n+100; i++ { // the first 100 warm up
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		t0 := time.Now()
+		if _, err := c.WriteTo(buf[:size], dst); err != nil {
+			return err
+		}
+		if _, _, err := c.ReadFrom(buf); err != nil {
+			return fmt.Errorf("round trip %d: %w", i, err)
+		}
+		if i >= 100 {
+			rtts = append(rtts, float64(time.Since(t0))/1e3)
+		}
+	}
+	slices.Sort(rtts)
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"mode": "ping", "n": n, "rtt_median_us": rtts[len(rtts)/2], "rtt_min_us": rtts[0], "rtt_p99_us": rtts[len(rtts)*99/100],
+	})
+}

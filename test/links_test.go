@@ -1,0 +1,206 @@
+//go:build linux
+
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var allTests = []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat"}
+
+// testArgs returns the gorxe arguments that make a short run of test.
+func testArgs(test string, mtu int) []string {
+	args := []string{test, "--check", "--json", "-m", fmt.Sprint(mtu), "--give-up", "20s"}
+	switch {
+	case strings.HasSuffix(test, "_lat"):
+		args = append(args, "-n", "200")
+	case test == "atomic_bw":
+		args = append(args, "-n", "500")
+	default:
+		args = append(args, "-n", "200", "-s", "65536")
+	}
+	return args
+}
+
+// TestUDPLink runs every test between two namespaces joined by a veth,
+// over the udp link, IPv4 and IPv6, path MTU 1024 and 4096.
+func TestUDPLink(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	for _, v := range []struct{ name, client, server, serverAddr string }{
+		{"IPv4", "10.77.0.1", "10.77.0.2", "10.77.0.2"},
+		{"IPv6", "fd77::1", "fd77::2", "fd77::2"},
+	} {
+		for _, mtu := range []int{1024, 4096} {
+			for _, test := range allTests {
+				t.Run(fmt.Sprintf("%s/mtu%d/%s", v.name, mtu, test), func(t *testing.T) {
+					base := testArgs(test, mtu)
+					srv := append(append([]string{}, base...), "--link", "udp", "--ip", v.server)
+					cli := append(append([]string{}, base...), "--link", "udp", "--ip", v.client, v.serverAddr)
+					pair(t, b, a, srv, cli)
+				})
+			}
+		}
+	}
+	// Sizes from 1 byte to 8 MiB.
+	t.Run("sizes", func(t *testing.T) {
+		run := func(args ...string) {
+			args = append(args, "--check", "--link", "udp")
+			srv := append(append([]string{}, args...), "--ip", "10.77.0.2")
+			cli := append(append([]string{}, args...), "--ip", "10.77.0.1", "10.77.0.2")
+			pair(t, b, a, srv, cli)
+		}
+		for _, s := range []string{"1", "4097", "8388608"} {
+			run("write_bw", "--json", "-n", "20", "-s", s, "-m", "4096")
+		}
+		run("read_bw", "-a", "-n", "5", "-m", "4096")
+	})
+}
+
+// TestTAPLink runs every test between two gorxe hosts on TAP devices
+// attached to one bridge, IPv4 and IPv6, path MTU 1024 and 4096. The
+// out-of-band TCP exchange uses the namespace's loopback.
+func TestTAPLink(t *testing.T) {
+	needRoot(t)
+	br := bridgeNS(t, 9000)
+	n := 0
+	for _, v := range []struct {
+		name           string
+		client, server string
+	}{
+		{"IPv4", "10.78.0.1/24", "10.78.0.2/24"},
+		{"IPv6", "fd78::1/64", "fd78::2/64"},
+	} {
+		for _, mtu := range []int{1024, 4096} {
+			for _, test := range allTests {
+				n++
+				t.Run(fmt.Sprintf("%s/mtu%d/%s", v.name, mtu, test), func(t *testing.T) {
+					base := append(testArgs(test, mtu), "--link", "tap", "--bridge", "br0", "--link-mtu", "9000", "-p", fmt.Sprint(18515+n))
+					srv := append(append([]string{}, base...), "--ip", v.server, "--tap", fmt.Sprintf("gxs%d", n))
+					cli := append(append([]string{}, base...), "--ip", v.client, "--tap", fmt.Sprintf("gxc%d", n), "127.0.0.1")
+					pair(t, br, br, srv, cli)
+				})
+			}
+		}
+	}
+}
+
+// TestPingTAPHost: a gorxe host on a TAP device answers ping and ping -6.
+func TestPingTAPHost(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("ping"); err != nil {
+		t.Fatal("ping is not installed: make test installs iputils-ping")
+	}
+	br := bridgeNS(t, 1500)
+	srv := start(t, br, "write_bw", "--link", "tap", "--bridge", "br0", "--tap", "gxping", "--ip", "10.78.0.7/24", "-p", "18600")
+	srv6 := start(t, br, "write_bw", "--link", "tap", "--bridge", "br0", "--tap", "gxping6", "--ip", "fd78::7/64", "-p", "18601")
+	time.Sleep(300 * time.Millisecond)
+	for _, c := range [][]string{
+		{"ping", "-c", "3", "-W", "2", "10.78.0.7"},
+		{"ping", "-6", "-c", "3", "-W", "2", "fd78::7"},
+	} {
+		out, err := br.cmd(context.Background(), c...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), " 0% packet loss") {
+			t.Errorf("%v: %v\n%s", c, err, out)
+		}
+	}
+	for _, g := range []*gorxe{srv, srv6} {
+		g.cmd.Process.Signal(syscall.SIGTERM)
+	}
+}
+
+// TestCaptureDecodes captures the udp link's traffic on the veth: tshark
+// finds no malformed packet and gorxe decode verifies every ICRC.
+func TestCaptureDecodes(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Fatal("tshark is not installed: make test installs it")
+	}
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	file := filepath.Join(t.TempDir(), "roce.pcap")
+	capture := b.cmd(context.Background(), "tshark", "-i", "vb", "-w", file, "-f", "udp port 4791", "-q")
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // tshark starts slowly
+	for _, test := range []string{"write_bw", "read_bw", "send_bw", "atomic_bw"} {
+		size := "5000"
+		if test == "atomic_bw" {
+			size = "8"
+		}
+		args := []string{test, "-n", "50", "-s", size, "--link", "udp", "--json"}
+		srv := append(append([]string{}, args...), "--ip", "10.77.0.2")
+		cli := append(append([]string{}, args...), "--ip", "10.77.0.1", "10.77.0.2")
+		pair(t, b, a, srv, cli)
+	}
+	time.Sleep(500 * time.Millisecond)
+	capture.Process.Signal(syscall.SIGINT)
+	capture.Wait()
+	out := stdout(t, "tshark", "-r", file, "-d", "udp.port==4791,infiniband", "-Y", "_ws.malformed || _ws.expert.severity == error")
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("tshark finds malformed packets:\n%s", out)
+	}
+	if n := strings.Count(stdout(t, "tshark", "-r", file), "\n"); n < 100 {
+		t.Fatalf("only %d packets captured", n)
+	}
+	var sum struct {
+		Summary struct {
+			RoCE    int `json:"roce_packets"`
+			BadICRC int `json:"bad_icrc"`
+			Bad     int `json:"malformed"`
+		} `json:"summary"`
+	}
+	lines := strings.Split(strings.TrimSpace(stdout(t, gorxeBin, "decode", "--json", file)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Summary.RoCE < 100 || sum.Summary.BadICRC != 0 || sum.Summary.Bad != 0 {
+		t.Fatalf("decode summary %+v", sum.Summary)
+	}
+}
+
+// TestKilledPeer: when one side is killed mid-test, the other exits with
+// an error, promptly and saying why, instead of hanging.
+func TestKilledPeer(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 1500)
+	for _, victim := range []string{"client", "server"} {
+		for _, test := range []string{"write_bw", "send_bw"} {
+			t.Run(victim+"/"+test, func(t *testing.T) {
+				args := []string{test, "-n", "100000000", "-s", "4096", "--give-up", "3s", "--link", "udp"}
+				srv := start(t, b, append(append([]string{}, args...), "--ip", "10.77.0.2")...)
+				time.Sleep(200 * time.Millisecond)
+				cli := start(t, a, append(append([]string{}, args...), "--ip", "10.77.0.1", "10.77.0.2")...)
+				time.Sleep(1500 * time.Millisecond)
+				dead, alive := cli, srv
+				if victim == "server" {
+					dead, alive = srv, cli
+				}
+				dead.cmd.Process.Signal(syscall.SIGKILL)
+				start := time.Now()
+				err := alive.wait(t, 30*time.Second)
+				if err == nil {
+					t.Fatalf("the survivor exited 0:\n%s", alive.out.String())
+				}
+				if el := time.Since(start); el > 15*time.Second {
+					t.Errorf("the survivor took %v to notice", el)
+				}
+				if alive.errOut.Len() == 0 {
+					t.Errorf("the survivor said nothing on stderr")
+				}
+				t.Logf("survivor (%v): %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(alive.errOut.String()))
+			})
+		}
+	}
+}

@@ -1,0 +1,183 @@
+//go:build linux
+
+// Package test holds gorxe's integration tests: gorxe hosts in network
+// namespaces on one machine, joined by veth pairs and bridges, running the
+// gorxe command as users do. They need root (CI runs as root) and skip
+// with the reason otherwise.
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gorxeBin is the gorxe command, built once by TestMain.
+var gorxeBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "gorxe-test")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		gorxeBin = filepath.Join(dir, "gorxe")
+		build := exec.Command("go", "build", "-o", gorxeBin, "../cmd/gorxe")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building gorxe: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// needRoot skips a test that needs root (namespaces, veth, TAP).
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces, veth pairs, bridges and TAP devices (CI runs as root)")
+	}
+}
+
+// sh runs a command, failing the test with its output on error.
+func sh(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// stdout runs a command and returns its standard output alone, failing the
+// test with its error output on error.
+func stdout(t testing.TB, args ...string) string {
+	t.Helper()
+	var errOut bytes.Buffer
+	c := exec.Command(args[0], args[1:]...)
+	c.Stderr = &errOut
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return string(out)
+}
+
+// netns is a network namespace the test created.
+type netns struct{ name string }
+
+// newNS creates a namespace with its loopback up, deleted when the test
+// ends.
+func newNS(t *testing.T, prefix string) *netns {
+	t.Helper()
+	n := &netns{name: fmt.Sprintf("gx%s%04x", prefix, rand.Uint32()&0xffff)}
+	sh(t, "ip", "netns", "add", n.name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.name).Run() })
+	n.ip(t, "link", "set", "lo", "up")
+	return n
+}
+
+// ip runs ip(8) inside the namespace.
+func (n *netns) ip(t testing.TB, args ...string) string {
+	t.Helper()
+	return sh(t, append([]string{"ip", "-n", n.name}, args...)...)
+}
+
+// cmd returns a command that runs inside the namespace.
+func (n *netns) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.name}, args...)...)
+}
+
+// vethPair joins two namespaces with a veth pair of the given MTU and gives
+// each end an IPv4 and an IPv6 address (10.77.0.N/24, fd77::N/64).
+func vethPair(t *testing.T, a, b *netns, mtu int) {
+	t.Helper()
+	sh(t, "ip", "link", "add", "va", "netns", a.name, "mtu", fmt.Sprint(mtu), "type", "veth", "peer", "name", "vb", "netns", b.name, "mtu", fmt.Sprint(mtu))
+	for i, n := range []*netns{a, b} {
+		dev := []string{"va", "vb"}[i]
+		n.ip(t, "addr", "add", fmt.Sprintf("10.77.0.%d/24", i+1), "dev", dev)
+		n.ip(t, "addr", "add", fmt.Sprintf("fd77::%d/64", i+1), "dev", dev, "nodad")
+		n.ip(t, "link", "set", dev, "up")
+	}
+}
+
+// bridgeNS creates a namespace with a bridge br0 of the given MTU that has
+// addresses 10.78.0.254/24 and fd78::fe/64, for TAP-link hosts to join.
+func bridgeNS(t *testing.T, mtu int) *netns {
+	t.Helper()
+	n := newNS(t, "br")
+	n.ip(t, "link", "add", "br0", "mtu", fmt.Sprint(mtu), "type", "bridge")
+	n.ip(t, "addr", "add", "10.78.0.254/24", "dev", "br0")
+	n.ip(t, "addr", "add", "fd78::fe/64", "dev", "br0", "nodad")
+	n.ip(t, "link", "set", "br0", "up")
+	return n
+}
+
+// gorxe is a running gorxe process.
+type gorxe struct {
+	cmd    *exec.Cmd
+	out    bytes.Buffer
+	errOut bytes.Buffer
+	done   chan error
+}
+
+// start runs gorxe with args in the namespace; it is killed when the test
+// ends if it is still running.
+func start(t *testing.T, n *netns, args ...string) *gorxe {
+	t.Helper()
+	g := &gorxe{done: make(chan error, 1)}
+	g.cmd = n.cmd(context.Background(), append([]string{gorxeBin}, args...)...)
+	g.cmd.Stdout, g.cmd.Stderr = &g.out, &g.errOut
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.done <- g.cmd.Wait() }()
+	t.Cleanup(func() {
+		if g.cmd.ProcessState == nil {
+			g.cmd.Process.Kill()
+			<-g.done
+		}
+	})
+	return g
+}
+
+// wait waits for the process to exit, at most d, and returns its error.
+func (g *gorxe) wait(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-g.done:
+		g.done <- err
+		return err
+	case <-time.After(d):
+		g.cmd.Process.Kill()
+		t.Fatalf("gorxe %v did not exit within %v\nstdout:\n%s\nstderr:\n%s", g.cmd.Args[3:], d, g.out.String(), g.errOut.String())
+		return nil
+	}
+}
+
+// pair runs a test as server in ns and client in nc and checks that both
+// exit 0 with the data check passed.
+func pair(t *testing.T, ns, nc *netns, serverArgs, clientArgs []string) (server, client *gorxe) {
+	t.Helper()
+	server = start(t, ns, serverArgs...)
+	time.Sleep(200 * time.Millisecond) // let the server listen; the client also retries
+	client = start(t, nc, clientArgs...)
+	for _, g := range []*gorxe{client, server} {
+		if err := g.wait(t, 120*time.Second); err != nil {
+			t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", g.cmd.Args[3:], err, g.out.String(), g.errOut.String())
+		}
+		if strings.Contains(strings.Join(g.cmd.Args, " "), "--check") && !strings.Contains(g.out.String(), `"check":"ok"`) && !strings.Contains(g.out.String(), "data check: ok") {
+			t.Fatalf("%v: no passed data check in\n%s", g.cmd.Args[3:], g.out.String())
+		}
+	}
+	return server, client
+}
