@@ -1,6 +1,7 @@
 package mr
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,9 @@ type MR struct {
 	buf  []byte       // guarded by mu; nil once dead
 	dead bool         // guarded by mu
 
-	writes atomic.Uint64 // WriteAt calls and atomics completed
+	writes   atomic.Uint64 // WriteAt calls and atomics completed
+	watchers atomic.Int32  // goroutines in WaitWrite
+	written  chan struct{} // tells a watcher a write completed
 }
 
 // LKey returns the key local work requests use to name the region.
@@ -132,7 +135,7 @@ func (m *MR) WriteAt(iova uint64, src []byte) error {
 		return ErrBounds
 	}
 	copy(m.buf[off:], src)
-	m.writes.Add(1)
+	m.wrote()
 	return nil
 }
 
@@ -158,7 +161,7 @@ func (m *MR) CompareAndSwap(iova, compare, swap uint64) (orig uint64, err error)
 	for {
 		old := atomic.LoadUint64(p)
 		if old != compare || atomic.CompareAndSwapUint64(p, old, swap) {
-			m.writes.Add(1)
+			m.wrote()
 			return old, nil
 		}
 	}
@@ -175,8 +178,37 @@ func (m *MR) FetchAndAdd(iova, add uint64) (orig uint64, err error) {
 		return 0, err
 	}
 	v := atomic.AddUint64(p, add) - add
-	m.writes.Add(1)
+	m.wrote()
 	return v, nil
+}
+
+// wrote counts a completed write and wakes a WaitWrite.
+func (m *MR) wrote() {
+	m.writes.Add(1)
+	if m.watchers.Load() != 0 {
+		select {
+		case m.written <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// WaitWrite blocks until the region's write count differs from seen (see
+// Writes), and returns the new count; or until ctx is done. It lets a
+// program wait for a peer's RDMA WRITE without spinning.
+func (m *MR) WaitWrite(ctx context.Context, seen uint64) (uint64, error) {
+	m.watchers.Add(1)
+	defer m.watchers.Add(-1)
+	for {
+		if w := m.writes.Load(); w != seen {
+			return w, nil
+		}
+		select {
+		case <-m.written:
+		case <-ctx.Done():
+			return seen, ctx.Err()
+		}
+	}
 }
 
 // Writes returns how many writes (WriteAt calls and atomics) into the

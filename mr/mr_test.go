@@ -2,6 +2,7 @@ package mr
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -615,5 +617,32 @@ func TestWritesCounts(t *testing.T) {
 	}
 	if m.Writes() != 3 {
 		t.Fatalf("%d writes counted, want 3", m.Writes())
+	}
+}
+
+func TestWaitWrite(t *testing.T) {
+	tab := NewTable()
+	m := mustRegister(t, tab, tab.AllocPD(), make([]byte, 64), 0x1000, LocalWrite)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := m.WaitWrite(ctx, m.Writes()); err == nil {
+		t.Fatal("WaitWrite returned with no write")
+	}
+	done := make(chan uint64)
+	go func() {
+		w, _ := m.WaitWrite(context.Background(), 0)
+		done <- w
+	}()
+	time.Sleep(time.Millisecond)
+	if err := m.WriteAt(0x1000, []byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-done:
+		if w != 1 {
+			t.Fatalf("count %d after one write", w)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("WaitWrite missed the write")
 	}
 }

@@ -172,12 +172,13 @@ func (t *Table) Register(pd *PD, buf []byte, iova uint64, access Access) (*MR, e
 		return nil, fmt.Errorf("mr: register: REMOTE_ATOMIC with iova %#x and address %#x not equal mod 8: %w", iova, addr, ErrMisaligned)
 	}
 	m := &MR{
-		table:  t,
-		pd:     pd,
-		buf:    buf[:n:n],
-		iova:   iova,
-		length: n,
-		access: access,
+		table:   t,
+		pd:      pd,
+		buf:     buf[:n:n],
+		iova:    iova,
+		length:  n,
+		access:  access,
+		written: make(chan struct{}, 1),
 	}
 
 	t.mu.Lock()

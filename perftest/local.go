@@ -152,6 +152,8 @@ func runLocalSize(ctx context.Context, p *Params, faults mem.Faults) (Result, er
 		server.fillPattern(2)
 	}
 	pk0 := packets(devs[0].Counters()) + packets(devs[1].Counters())
+	ctx, stop := p.watch(ctx)
+	defer stop()
 	allocs, err := allocsDuring(func() error {
 		if p.Test.IsLatency() {
 			return runLat(ctx, p, client, server, &res)

@@ -9,9 +9,11 @@
 package perftest
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorxe/gorxe/qp"
@@ -74,6 +76,45 @@ type Params struct {
 	// GiveUp ends the test with ErrStalled when no completion arrives for
 	// this long (gorxe's; perftest waits forever). 10 s when zero.
 	GiveUp time.Duration
+
+	progress *atomic.Uint64 // completions so far, for the watchdog
+}
+
+// watch returns a context that is cancelled, with ErrStalled as its cause,
+// when the run makes no progress for GiveUp, and the function that ends
+// the watch.
+func (p *Params) watch(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	p.progress = new(atomic.Uint64)
+	progress := p.progress
+	giveUp := p.GiveUp
+	stop := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(max(giveUp/8, time.Millisecond))
+		defer tick.Stop()
+		last, since := progress.Load(), time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				if v := progress.Load(); v != last {
+					last, since = v, now
+				} else if now.Sub(since) >= giveUp {
+					cancel(fmt.Errorf("%w: nothing completed for %v", ErrStalled, giveUp))
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(stop); cancel(nil) }
+}
+
+// progressed records a completion for the watchdog.
+func (p *Params) progressed() {
+	if p.progress != nil {
+		p.progress.Add(1)
+	}
 }
 
 // Defaults fills in perftest's defaults for the fields left zero.

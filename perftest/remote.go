@@ -97,6 +97,8 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	// The server of a WRITE, READ or atomic test is passive: it takes no
 	// part in the run and waits in Finish for the client's report.
 	passive := server && ExchangesBWReport(p.Test)
+	ctx, stop := p.watch(ctx)
+	defer stop()
 	var out []Result
 	var last BWReport
 	for _, size := range sizes {

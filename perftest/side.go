@@ -116,24 +116,29 @@ var ErrCheck = errors.New("perftest: data check failed")
 // peer is gone, or the network drops everything.
 var ErrStalled = errors.New("perftest: no progress")
 
-// wait waits for completions on c, giving up after p.GiveUp without one.
-// It busy-polls first, as perftest does (and without allocating), and
-// sleeps on the CQ only when nothing comes for a while.
+// wait waits for completions on c. It polls a few times first, then
+// sleeps on the CQ: spinning longer, as perftest does, would keep this
+// goroutine runnable and delay the Go scheduler's polling of the network,
+// on which the device's own goroutines wait. ctx is the run's watchdog
+// context (Params.watch): its cause says why the run stopped.
 func (p *Params) wait(ctx context.Context, c *cq.CQ, dst []cq.WC) (int, error) {
-	for range 1000 {
+	for range spins {
 		if n, err := c.Poll(dst); n > 0 || err != nil {
+			p.progressed()
 			return n, err
 		}
 		runtime.Gosched()
 	}
-	wctx, cancel := context.WithTimeout(ctx, p.GiveUp)
-	defer cancel()
-	n, err := c.Wait(wctx, dst)
-	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-		return 0, fmt.Errorf("%w: no completion for %v", ErrStalled, p.GiveUp)
+	n, err := c.Wait(ctx, dst)
+	if err != nil && ctx.Err() != nil {
+		return 0, context.Cause(ctx)
 	}
+	p.progressed()
 	return n, err
 }
+
+// spins is how many times a waiter polls before it sleeps.
+const spins = 8
 
 // checkSlots compares the first n slots of got with want.
 func checkSlots(got, want *Side, n int) error {

@@ -19,7 +19,11 @@ command -v jq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteracti
 
 tmp=$(mktemp -d)
 A=gxbenchA$$ B=gxbenchB$$ BR=gxbenchBR$$
-cleanup() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; ip netns del $BR 2>/dev/null; rm -rf "$tmp"; }
+cleanup() {
+	pkill -f "$tmp/" 2>/dev/null || true
+	ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; ip netns del $BR 2>/dev/null
+	rm -rf "$tmp"
+}
 trap cleanup EXIT
 go build -o "$tmp/gorxe" ./cmd/gorxe
 go build -o "$tmp/udpraw" ./test/bench/udpraw
@@ -35,13 +39,13 @@ inB() { ip netns exec $B "$@"; }
 inBR() { ip netns exec $BR "$@"; }
 
 # Raw UDP throughput and round trip on the veth path.
-inB "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" > "$tmp/sink.json" &
+ip netns exec $B "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" > "$tmp/sink.json" &
 sleep 0.3
 inA "$tmp/udpraw" blast -addr 10.77.0.2:9000 -size 4096 -d "$((secs + 1))s"
 wait
 raw_bw=$(jq .MBps "$tmp/sink.json")
 raw_kpps=$(jq .kpps "$tmp/sink.json")
-inB "$tmp/udpraw" pong -addr 10.77.0.2:9001 & pong=$!
+ip netns exec $B "$tmp/udpraw" pong -addr 10.77.0.2:9001 & pong=$!
 sleep 0.3
 raw_rtt=$(inA "$tmp/udpraw" ping -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us)
 kill $pong; wait $pong 2>/dev/null || true
