@@ -18,8 +18,8 @@ type benchPort struct {
 	last []byte
 }
 
-func (p *benchPort) NewBuffer() []byte                 { return p.buf }
-func (p *benchPort) Transmit(q *QP, buf []byte, n int) { p.last = buf[80 : 80+n] }
+func (p *benchPort) NewBuffer() []byte  { return p.buf }
+func (p *benchPort) Send(pkts [][]byte) { p.last = pkts[len(pkts)-1] }
 
 // benchQP returns a QP in RTS on a benchPort, with a 64 KiB region.
 func benchQP(b *testing.B) (*QP, *benchPort, *mr.MR, *cq.CQ) {

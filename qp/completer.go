@@ -24,7 +24,7 @@ type completer struct {
 // parsed it and checked its ICRC.
 func (q *QP) HandlePacket(p *wire.Packet) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	q.stats.RcvdPkts++
 	if p.Info.Response {
 		q.handleResponse(p)

@@ -11,10 +11,12 @@
 //     produces work completions in order.
 //
 // A QP does no I/O of its own: its device hands it arriving packets
-// (HandlePacket), lets it run when it has work or a timer is due (Run), and
-// transmits what it builds (Port). Every method takes the QP's lock, so a
-// device may drive a QP from one worker goroutine while users post work
-// requests from theirs.
+// (HandlePacket), lets it run when a timer is due or it asked to (Run), and
+// sends what it builds (Port). Every method takes the QP's lock, so the
+// device's receive goroutine, its timer workers and users posting work
+// requests may all drive a QP: the one holding the lock does the work, and
+// a PostSend sends its packets from the caller's own goroutine, as a
+// hardware NIC starts on a doorbell, without waking another.
 package qp
 
 import (
@@ -38,12 +40,20 @@ type Port interface {
 	// TxOffset returns where, in a buffer from NewBuffer, the transport
 	// headers start: room for the link, IP and UDP headers.
 	TxOffset() int
-	// Transmit sends the packet whose transport (BTH through pad) is
-	// buf[TxOffset:TxOffset+n] to q's peer; the port adds the IP and UDP
-	// headers and the ICRC, and owns buf from then on.
-	Transmit(q *QP, buf []byte, n int)
+	// Finish completes the packet whose transport (BTH through pad) is
+	// buf[TxOffset:TxOffset+n] for q's peer: it adds the IP and UDP headers
+	// and the ICRC, and returns the packet as the link takes it (with the
+	// link's headroom in front), or nil if it cannot go out.
+	Finish(q *QP, buf []byte, n int) []byte
+	// Send transmits packets made by Finish. The port does not keep them.
+	Send(pkts [][]byte)
+	// FreeBuffer returns a buffer from NewBuffer once its packet is sent.
+	FreeBuffer(buf []byte)
 	// Schedule asks the device to call q.Run soon, from its worker.
 	Schedule(q *QP)
+	// Timer tells the device that q needs Run at the given time, earlier
+	// than it last said.
+	Timer(q *QP, at time.Time)
 	// Now returns the current time; tests may run a QP on a fake clock.
 	Now() time.Time
 }
@@ -107,6 +117,9 @@ type QP struct {
 
 	sq   sendQueue
 	rq   recvQueue
+	tx   [][]byte  // packets built under the lock, sent when it is released
+	txb  [][]byte  // their buffers
+	told time.Time // the earliest deadline the device was told of
 	req  requester
 	comp completer
 	resp responder
@@ -228,7 +241,7 @@ var transitions = map[[2]State]struct{ required, optional AttrMask }{
 // error saying which.
 func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	cur := q.attr.State
 	if mask&AttrCurState != 0 && attr.CurState != cur {
 		return fmt.Errorf("%w: current state is %v, not %v", ErrState, cur, attr.CurState)
@@ -412,10 +425,55 @@ func (q *QP) pushRecv(wc cq.WC) {
 // worker after Schedule and when Deadline has passed.
 func (q *QP) Run() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
+	q.told = time.Time{} // the device asks again after every Run
 	q.runTimers(q.port.Now())
 	q.resp.flushAck(q)
 	q.sendSome()
+}
+
+// unlock sends the packets built while the lock was held, then releases
+// it. Sending under the lock keeps each QP's packets in PSN order on the
+// wire however many goroutines drive it.
+func (q *QP) unlock() {
+	q.flushTx()
+	if d := q.tm.next(); !d.IsZero() && (q.told.IsZero() || d.Before(q.told)) {
+		q.told = d
+		q.port.Timer(q, d)
+	}
+	q.mu.Unlock()
+}
+
+// queueTx completes a built packet and queues it, sending the queue when
+// it holds a link batch.
+func (q *QP) queueTx(buf []byte, n int) {
+	pkt := q.port.Finish(q, buf, n)
+	if pkt == nil {
+		q.port.FreeBuffer(buf)
+		return
+	}
+	q.stats.SentPkts++
+	q.tx = append(q.tx, pkt)
+	q.txb = append(q.txb, buf)
+	if len(q.tx) == txBatch {
+		q.flushTx()
+	}
+}
+
+// txBatch is how many packets go to the link in one call.
+const txBatch = 64
+
+func (q *QP) flushTx() {
+	if len(q.tx) == 0 {
+		return
+	}
+	q.port.Send(q.tx)
+	for _, b := range q.txb {
+		q.port.FreeBuffer(b)
+	}
+	clear(q.tx)
+	clear(q.txb)
+	q.tx, q.txb = q.tx[:0], q.txb[:0]
 }
 
 // Deadline returns when the QP next needs Run for a timer, or the zero

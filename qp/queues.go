@@ -81,7 +81,7 @@ func (r *recvQueue) at(i uint64) *recvWQE { return &r.slots[i%uint64(len(r.slots
 // completed at once with WR_FLUSH_ERR, as rxe does.
 func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	switch q.attr.State {
 	case StateRTS, StateSQD, StateErr:
 	default:
@@ -99,7 +99,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	if q.attr.State == StateErr {
 		q.flush()
 	} else {
-		q.port.Schedule(q)
+		q.sendSome() // the doorbell: the caller's goroutine sends
 	}
 	return len(wrs), nil
 }

@@ -42,7 +42,11 @@ func (q *QP) sendSome() {
 	if q.attr.State != StateRTS && q.attr.State != StateSQD || q.tm.rnrWait {
 		return
 	}
-	for n := 0; n < maxBurst && q.req.idx != q.sq.tail; n++ {
+	for n := 0; q.req.idx != q.sq.tail; n++ {
+		if n == maxBurst {
+			q.port.Schedule(q) // let others have the lock; the device calls Run
+			return
+		}
 		if q.req.psn.Diff(q.comp.psn) >= int32(q.window) {
 			return
 		}
@@ -165,8 +169,7 @@ func (q *QP) sendPacket(w *sendWQE) {
 	clear(t[n : n+pad])
 	bth.Header(t).SetPadCnt(pad)
 	n += pad
-	q.stats.SentPkts++
-	q.port.Transmit(q, buf, n)
+	q.queueTx(buf, n)
 
 	if w.wr.Opcode == WRRDMARead {
 		q.req.psn = w.last.Add(1)

@@ -475,6 +475,5 @@ func (q *QP) transmit(h *wire.Headers, m *mr.MR, va uint64, n uint32) {
 	pad := wire.PadLen(int(n))
 	clear(t[off : off+pad])
 	bth.Header(t).SetPadCnt(pad)
-	q.stats.SentPkts++
-	q.port.Transmit(q, buf, off+pad)
+	q.queueTx(buf, off+pad)
 }

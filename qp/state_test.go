@@ -16,14 +16,19 @@ type fakePort struct {
 	sent [][]byte
 }
 
-func (p *fakePort) MRs() *mr.Table    { return p.mrs }
-func (p *fakePort) NewBuffer() []byte { return make([]byte, 9100) }
-func (p *fakePort) TxOffset() int     { return 80 }
-func (p *fakePort) Transmit(q *QP, buf []byte, n int) {
-	p.sent = append(p.sent, buf[80:80+n])
+func (p *fakePort) MRs() *mr.Table                         { return p.mrs }
+func (p *fakePort) NewBuffer() []byte                      { return make([]byte, 9100) }
+func (p *fakePort) TxOffset() int                          { return 80 }
+func (p *fakePort) Finish(q *QP, buf []byte, n int) []byte { return buf[80 : 80+n] }
+func (p *fakePort) Send(pkts [][]byte) {
+	for _, b := range pkts {
+		p.sent = append(p.sent, append([]byte(nil), b...))
+	}
 }
-func (p *fakePort) Schedule(q *QP) {}
-func (p *fakePort) Now() time.Time { return time.Now() }
+func (p *fakePort) FreeBuffer(buf []byte)     {}
+func (p *fakePort) Schedule(q *QP)            {}
+func (p *fakePort) Timer(q *QP, at time.Time) {}
+func (p *fakePort) Now() time.Time            { return time.Now() }
 
 func newTestQP(t *testing.T) (*QP, *cq.CQ) {
 	t.Helper()

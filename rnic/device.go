@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -317,7 +318,9 @@ func (d *Device) Close() error {
 }
 
 // receiveLoop reads batches from the link, drops what is not a valid RoCE
-// v2 packet for one of this device's QPs, and hands the rest to workers.
+// v2 packet for one of this device's QPs, and hands the rest to their QPs,
+// on this goroutine: a packet is processed where it arrives, without
+// waking another goroutine.
 func (d *Device) receiveLoop() {
 	defer d.wg.Done()
 	bufs := make([][]byte, link.BatchSize)
@@ -327,7 +330,7 @@ func (d *Device) receiveLoop() {
 	sizes := make([]int, link.BatchSize)
 	noV4ICRC := d.link.Flags()&link.FlagNoIPv4ICRC != 0
 	var p wire.Packet
-	batches := make([]*rxBatch, len(d.workers))
+	var touched []*QP
 	for {
 		n, err := d.link.Receive(bufs, sizes)
 		if err != nil {
@@ -355,20 +358,18 @@ func (d *Device) receiveLoop() {
 			if d.cfg.PacketTrace != nil {
 				d.cfg.PacketTrace(Received, pkt)
 			}
-			b := batches[q.w.id]
-			if b == nil {
-				b = getBatch()
-				batches[q.w.id] = b
-			}
-			b.items = append(b.items, rxItem{q: q, buf: bufs[i], n: sizes[i]})
-			bufs[i] = getBuffer()
-		}
-		for i, b := range batches {
-			if b != nil {
-				d.workers[i].deliver(b)
-				batches[i] = nil
+			q.HandlePacket(&p)
+			if !slices.Contains(touched, q) {
+				touched = append(touched, q)
 			}
 		}
+		// Each QP that got packets runs once for the batch: it sends the
+		// ACK that covers them all, and what its window now allows.
+		for _, q := range touched {
+			q.Run()
+		}
+		clear(touched)
+		touched = touched[:0]
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorxe/gorxe/link"
@@ -21,31 +22,19 @@ func getBuffer() []byte { return bufferPool.Get().(*[link.BufferSize]byte)[:] }
 
 func putBuffer(b []byte) { bufferPool.Put((*[link.BufferSize]byte)(b[:link.BufferSize])) }
 
-// rxItem is one received packet bound for a QP.
-type rxItem struct {
-	q   *QP
-	buf []byte // a whole buffer; the packet is at buf[link.Headroom:][:n]
-	n   int
-}
-
-// rxBatch carries a receive batch's packets for one worker.
-type rxBatch struct{ items []rxItem }
-
-var batchPool = sync.Pool{New: func() any { return &rxBatch{items: make([]rxItem, 0, link.BatchSize)} }}
-
-func getBatch() *rxBatch { return batchPool.Get().(*rxBatch) }
-
 // txOffset is where a QP writes the transport headers in a buffer: after
 // the link headroom and room for an IPv6 and a UDP header.
 const txOffset = link.Headroom + wire.IPv6Len + wire.UDPLen
 
-// worker owns a set of QPs: it is the only goroutine that runs their
-// transport, so their packets are processed in order and their timers and
-// transmissions need no further locking. It is the qp.Port of its QPs.
+// worker runs the timers of a set of QPs (hashed by QPN) and the work
+// they ask for with Schedule; received packets and posted work requests
+// are processed by the goroutines that bring them. It is the qp.Port of
+// its QPs.
 type worker struct {
 	dev *Device
 	id  int
-	in  chan *rxBatch
+
+	wakeAt atomic.Int64 // when the worker's timer fires, in Unix nanoseconds
 
 	mu    sync.Mutex
 	qps   map[*QP]struct{}
@@ -53,9 +42,6 @@ type worker struct {
 	kick  chan struct{}
 
 	// Owned by the worker goroutine.
-	tx      [][]byte // packets to send: slices of the buffers in txFull
-	txFull  [][]byte
-	touched []*qp.QP
 	runList []*qp.QP
 	all     []*QP
 	pkt     wire.Packet
@@ -65,7 +51,6 @@ func newWorker(d *Device, id int) *worker {
 	return &worker{
 		dev:   d,
 		id:    id,
-		in:    make(chan *rxBatch, 256),
 		qps:   make(map[*QP]struct{}),
 		ready: make(map[*qp.QP]struct{}),
 		kick:  make(chan struct{}, 1),
@@ -85,69 +70,23 @@ func (w *worker) remove(q *QP) {
 	w.mu.Unlock()
 }
 
-// deliver hands a batch of received packets to the worker.
-func (w *worker) deliver(b *rxBatch) {
-	select {
-	case w.in <- b:
-	case <-w.dev.done:
-		w.freeBatch(b)
-	}
-}
-
-func (w *worker) freeBatch(b *rxBatch) {
-	for _, it := range b.items {
-		putBuffer(it.buf)
-	}
-	clear(b.items)
-	b.items = b.items[:0]
-	batchPool.Put(b)
-}
-
 func (w *worker) run() {
 	defer w.dev.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	w.wakeAt.Store(time.Now().Add(time.Hour).UnixNano())
 	for {
 		select {
-		case b := <-w.in:
-			w.process(b)
 		case <-w.kick:
 		case <-timer.C:
 		case <-w.dev.done:
-			w.flushTx()
 			return
 		}
 		w.runReady()
-		w.flushTx()
-		timer.Reset(w.untilNextDeadline())
+		d := w.untilNextDeadline()
+		w.wakeAt.Store(time.Now().Add(d).UnixNano())
+		timer.Reset(d)
 	}
-}
-
-// process hands each packet of a batch to its QP, then lets every QP that
-// got one run once, which sends their merged ACKs and whatever their
-// windows now allow.
-func (w *worker) process(b *rxBatch) {
-	for _, it := range b.items {
-		if wire.ParseIP(&w.pkt, it.buf[link.Headroom:link.Headroom+it.n]) == nil {
-			it.q.HandlePacket(&w.pkt)
-			w.touch(it.q.QP)
-		}
-	}
-	for _, q := range w.touched {
-		q.Run()
-	}
-	clear(w.touched)
-	w.touched = w.touched[:0]
-	w.freeBatch(b)
-}
-
-func (w *worker) touch(q *qp.QP) {
-	for _, t := range w.touched {
-		if t == q {
-			return
-		}
-	}
-	w.touched = append(w.touched, q)
 }
 
 // runReady runs the QPs that asked to, and those whose timers are due.
@@ -206,6 +145,18 @@ func (w *worker) NewBuffer() []byte { return getBuffer() }
 func (w *worker) TxOffset() int     { return txOffset }
 func (w *worker) Now() time.Time    { return now() }
 
+// Timer wakes the worker when q's new deadline comes before the worker's
+// own. It may be called from any goroutine, with q's lock held.
+func (w *worker) Timer(q *qp.QP, at time.Time) {
+	if at.UnixNano() < w.wakeAt.Load() {
+		w.wakeAt.Store(at.UnixNano())
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Schedule marks q to run on the worker's next turn. It may be called from
 // any goroutine, with q's lock held.
 func (w *worker) Schedule(q *qp.QP) {
@@ -218,10 +169,10 @@ func (w *worker) Schedule(q *qp.QP) {
 	}
 }
 
-// Transmit puts the IP and UDP headers in front of a QP's packet and the
-// ICRC after it, and queues it for the link. It runs on the worker's
-// goroutine, inside a QP method.
-func (w *worker) Transmit(q *qp.QP, buf []byte, n int) {
+// Finish puts the IP and UDP headers in front of a QP's packet and the
+// ICRC after it, and returns the packet with the link's headroom in front.
+// It runs inside a QP method, on whichever goroutine holds the QP.
+func (w *worker) Finish(q *qp.QP, buf []byte, n int) []byte {
 	av := q.TxPath()
 	d := w.dev
 	var src netip.Addr
@@ -230,8 +181,7 @@ func (w *worker) Transmit(q *qp.QP, buf []byte, n int) {
 	}
 	srcA, dstA := src.Unmap(), av.DGID.Unmap()
 	if !srcA.IsValid() || srcA.Is4() != dstA.Is4() {
-		putBuffer(buf) // no usable source address: the packet cannot go out
-		return
+		return nil // no usable source address: the packet cannot go out
 	}
 	hop := av.HopLimit
 	if hop == 0 {
@@ -277,26 +227,15 @@ func (w *worker) Transmit(q *qp.QP, buf []byte, n int) {
 	if d.cfg.PacketTrace != nil {
 		d.cfg.PacketTrace(Sent, buf[ipStart:end])
 	}
-	w.tx = append(w.tx, buf[ipStart-link.Headroom:end])
-	w.txFull = append(w.txFull, buf)
-	if len(w.tx) == link.BatchSize {
-		w.flushTx()
-	}
+	return buf[ipStart-link.Headroom : end]
 }
 
-// flushTx sends the queued packets and frees their buffers.
-func (w *worker) flushTx() {
-	if len(w.tx) == 0 {
-		return
-	}
-	_ = w.dev.link.Send(w.tx) // a link that cannot send loses packets, as a wire would
-	for _, b := range w.txFull {
-		putBuffer(b)
-	}
-	clear(w.tx)
-	clear(w.txFull)
-	w.tx, w.txFull = w.tx[:0], w.txFull[:0]
-}
+// Send hands packets to the link. A link that cannot send loses them, as
+// a wire would; the transport recovers.
+func (w *worker) Send(pkts [][]byte) { _ = w.dev.link.Send(pkts) }
+
+// FreeBuffer returns a packet buffer to the pool.
+func (w *worker) FreeBuffer(buf []byte) { putBuffer(buf) }
 
 // rocePort returns a QP's UDP source port as rxe chooses it:
 // 0xC000 | hash_32(qpn, 14) (rxe_qp.c), constant for the QP's life.

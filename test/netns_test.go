@@ -142,7 +142,10 @@ func start(t *testing.T, n *netns, args ...string) *gorxe {
 	}
 	go func() { g.done <- g.cmd.Wait() }()
 	t.Cleanup(func() {
-		if g.cmd.ProcessState == nil {
+		select {
+		case err := <-g.done: // exited already
+			g.done <- err
+		default:
 			g.cmd.Process.Kill()
 			<-g.done
 		}
