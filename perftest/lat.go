@@ -40,10 +40,21 @@ func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, i int) err
 
 // postOne posts one signaled work request and waits for its completion.
 func postOne(ctx context.Context, s *Side, p *Params, wr qp.SendWR) error {
-	wr.Flags |= qp.SendSignaled
-	if _, err := s.QP.PostSend([]qp.SendWR{wr}); err != nil {
+	if err := post(s, wr); err != nil {
 		return err
 	}
+	return reap(ctx, s, p)
+}
+
+// post posts one signaled work request.
+func post(s *Side, wr qp.SendWR) error {
+	wr.Flags |= qp.SendSignaled
+	_, err := s.QP.PostSend([]qp.SendWR{wr})
+	return err
+}
+
+// reap waits for one send completion and checks it.
+func reap(ctx context.Context, s *Side, p *Params) error {
 	var wc [1]cq.WC
 	if _, err := p.wait(ctx, s.SCQ, wc[:]); err != nil {
 		return fmt.Errorf("perftest: waiting for a send completion: %w", err)
@@ -56,7 +67,10 @@ func postOne(ctx context.Context, s *Side, p *Params, wr qp.SendWR) error {
 
 // writeLat runs one side of the write_lat ping-pong: the client writes
 // first; each side writes when it has seen the other's write. It returns
-// the client's round-trip times.
+// the client's round-trip times. As perftest's run_iter_lat_write, a side
+// does not wait for its WRITE's completion before it watches for the
+// peer's: it reaps the completion before its next WRITE, by which time the
+// ACK, sent before the peer's WRITE, is normally there.
 func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Duration, error) {
 	var seen uint64
 	var rtts []time.Duration
@@ -70,11 +84,16 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 				return nil, err
 			}
 		}
+		if i > 0 {
+			if err := reap(ctx, s, p); err != nil {
+				return nil, err
+			}
+		}
 		start := time.Now()
 		if s.Size > 0 {
 			s.Buf[s.Size-1] = byte(i + 1)
 		}
-		if err := postOne(ctx, s, p, wr); err != nil {
+		if err := post(s, wr); err != nil {
 			return nil, err
 		}
 		if client {
@@ -83,6 +102,9 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 			}
 			rtts = append(rtts, time.Since(start))
 		}
+	}
+	if err := reap(ctx, s, p); err != nil {
+		return nil, err
 	}
 	return rtts, nil
 }
@@ -115,8 +137,13 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Durat
 				return nil, err
 			}
 		}
+		if i > 0 {
+			if err := reap(ctx, s, p); err != nil { // the last SEND's completion, as writeLat
+				return nil, err
+			}
+		}
 		start := time.Now()
-		if err := postOne(ctx, s, p, wr); err != nil {
+		if err := post(s, wr); err != nil {
 			return nil, err
 		}
 		if client {
@@ -128,6 +155,9 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Durat
 				return nil, err
 			}
 		}
+	}
+	if err := reap(ctx, s, p); err != nil {
+		return nil, err
 	}
 	return rtts, nil
 }
