@@ -29,8 +29,9 @@ func (r *requester) start(q *QP) {
 	q.comp.rnrLeft = q.attr.RNRRetry
 }
 
-// maxBurst bounds how many packets one Run sends, so a worker that owns
-// many QPs serves them all.
+// maxBurst bounds how many packets one call sends while it holds the QP,
+// so that the receive loop, which needs the lock to take ACKs, and other
+// QPs' work are not held up; the rest is left to the QP's worker.
 const maxBurst = 256
 
 // sendSome sends packets while the send queue has work, the window has

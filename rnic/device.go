@@ -121,8 +121,8 @@ func Open(cfg Config) (*Device, error) {
 		return nil, errors.New("rnic: the link has no address")
 	}
 	n := max(cfg.Workers, 1)
-	for i := range n {
-		w := newWorker(d, i)
+	for range n {
+		w := newWorker(d)
 		d.workers = append(d.workers, w)
 		d.wg.Add(1)
 		go w.run()

@@ -32,7 +32,6 @@ const txOffset = link.Headroom + wire.IPv6Len + wire.UDPLen
 // its QPs.
 type worker struct {
 	dev *Device
-	id  int
 
 	wakeAt atomic.Int64 // when the worker's timer fires, in Unix nanoseconds
 
@@ -47,10 +46,9 @@ type worker struct {
 	pkt     wire.Packet
 }
 
-func newWorker(d *Device, id int) *worker {
+func newWorker(d *Device) *worker {
 	return &worker{
 		dev:   d,
-		id:    id,
 		qps:   make(map[*QP]struct{}),
 		ready: make(map[*qp.QP]struct{}),
 		kick:  make(chan struct{}, 1),
