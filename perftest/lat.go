@@ -12,17 +12,16 @@ import (
 	"github.com/gorxe/gorxe/qp"
 )
 
-// waitWrite busy-polls, as perftest does, until the peer's RDMA WRITE of
-// message i has landed in s's slot 0: its last byte (perftest's poll byte)
-// is byte(i+1). The region's write count orders the read after the write.
-//
-// It polls a few times, then sleeps until the region is written (see
-// Params.wait for why it does not spin as perftest does).
-func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, i int) error {
+// waitWrite waits until the peer's RDMA WRITE carrying the value v has
+// landed in s's slot 0: its last byte (perftest's poll byte) is byte(v).
+// The region's write count orders the read after the write. It polls a
+// few times, then sleeps until the region is written (see Params.wait for
+// why it does not spin as perftest does).
+func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, v int) error {
 	for n := 0; ; n++ {
 		if w := s.MR.Writes(); w != *seen {
 			*seen = w
-			if s.Size == 0 || s.Buf[s.Size-1] == byte(i+1) {
+			if s.Size == 0 || s.Buf[s.Size-1] == byte(v) {
 				p.progressed()
 				return nil
 			}
@@ -33,7 +32,7 @@ func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, i int) err
 			continue
 		}
 		if _, err := s.MR.WaitWrite(ctx, *seen); err != nil {
-			return fmt.Errorf("perftest: waiting for the peer's write %d: %w", i, context.Cause(ctx))
+			return fmt.Errorf("perftest: waiting for the peer's write %d: %w", v, context.Cause(ctx))
 		}
 	}
 }
@@ -65,12 +64,13 @@ func reap(ctx context.Context, s *Side, p *Params) error {
 	return nil
 }
 
-// writeLat runs one side of the write_lat ping-pong: the client writes
-// first; each side writes when it has seen the other's write. It returns
-// the client's round-trip times. As perftest's run_iter_lat_write, a side
-// does not wait for its WRITE's completion before it watches for the
-// peer's: it reaps the completion before its next WRITE, by which time the
-// ACK, sent before the peer's WRITE, is normally there.
+// writeLat runs one side of the write_lat ping-pong as perftest's
+// run_iter_lat_write does: the server writes first, each side writes value
+// i+1 once it has seen the peer's value i+1 (the server: value i), and the
+// last byte of each message carries the value. A side does not wait for
+// its WRITE's completion before it watches for the peer's: it reaps the
+// completion before its next WRITE. It returns the client's round trips,
+// from one of its writes to the arrival of the server's answer.
 func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Duration, error) {
 	var seen uint64
 	var rtts []time.Duration
@@ -78,10 +78,18 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 		rtts = make([]time.Duration, 0, p.Iters)
 	}
 	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.ownSGE(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+	var posted time.Time
 	for i := range p.Iters {
-		if !client {
-			if err := waitWrite(ctx, s, p, &seen, i); err != nil {
+		if client || i > 0 {
+			v := i
+			if client {
+				v = i + 1
+			}
+			if err := waitWrite(ctx, s, p, &seen, v); err != nil {
 				return nil, err
+			}
+			if client && i > 0 {
+				rtts = append(rtts, time.Since(posted))
 			}
 		}
 		if i > 0 {
@@ -89,18 +97,17 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 				return nil, err
 			}
 		}
-		start := time.Now()
 		if s.Size > 0 {
 			s.Buf[s.Size-1] = byte(i + 1)
 		}
+		posted = time.Now()
 		if err := post(s, wr); err != nil {
 			return nil, err
 		}
-		if client {
-			if err := waitWrite(ctx, s, p, &seen, i); err != nil {
-				return nil, err
-			}
-			rtts = append(rtts, time.Since(start))
+	}
+	if !client {
+		if err := waitWrite(ctx, s, p, &seen, p.Iters); err != nil {
+			return nil, err
 		}
 	}
 	if err := reap(ctx, s, p); err != nil {

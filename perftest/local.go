@@ -268,6 +268,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 		return o.err
 	}
 	r := latStats(p.Size, samples, p.Test != ReadLat)
+	r.Iters = p.Iters // as perftest reports it; write_lat has one sample fewer
 	res.Lat = &r
 	if p.Check && p.Size > 0 {
 		switch p.Test {

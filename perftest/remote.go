@@ -204,6 +204,7 @@ func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
 			return err
 		}
 		l := latStats(p.Size, samples, p.Test != ReadLat)
+		l.Iters = p.Iters
 		r.Lat = &l
 		if p.Check && p.Test == ReadLat && p.Size > 0 {
 			return checkAgainst(s, serverSeed, 1)

@@ -51,7 +51,7 @@ func slotCount(p *Params, size int) int {
 func NewSide(dev *rnic.Device, p *Params, size int) (*Side, error) {
 	s := &Side{Dev: dev, Size: size, Slots: slotCount(p, size)}
 	s.PD = dev.AllocPD()
-	s.Buf = make([]byte, s.Slots*max(size, 8))
+	s.Buf = make([]byte, max(s.Slots*max(size, 8), 2*cycleBuffer))
 	var err error
 	if s.MR, err = dev.RegMR(s.PD, s.Buf, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
 		return nil, err
@@ -81,6 +81,54 @@ func (s *Side) Close() {
 }
 
 func (s *Side) slot(i int) int { return (i % s.Slots) * max(s.Size, 8) }
+
+// The layout of RDMA WRITE and READ tests, perftest's: a peer running
+// perftest registers about two messages' worth of memory (BUFF_SIZE, at
+// least a page, times two) and its client addresses it as
+// increase_rem_addr does: messages of at most half a page step through the
+// first page in cache-line-rounded strides, larger ones all go to the
+// start. gorxe addresses no more of its peer than that, and uses the same
+// offsets in its own buffer, so --check can compare the two.
+const (
+	cycleBuffer = 4096 // perftest's cycle_buffer, the page size both sides agree on
+	cacheLine   = 64
+)
+
+// rdmaStride returns the distance between messages of size bytes, or 0
+// when they all go to the start of the buffer.
+func rdmaStride(size int) int {
+	if size > cycleBuffer/2 {
+		return 0
+	}
+	return (max(size, 1) + cacheLine - 1) / cacheLine * cacheLine
+}
+
+// rdmaOffset returns where message i of size bytes goes.
+func rdmaOffset(i, size int) int {
+	st := rdmaStride(size)
+	if st == 0 {
+		return 0
+	}
+	return i % (cycleBuffer / st) * st
+}
+
+// rdmaPlaces returns how many distinct places messages of size bytes use.
+func rdmaPlaces(size int) int {
+	if st := rdmaStride(size); st != 0 {
+		return cycleBuffer / st
+	}
+	return 1
+}
+
+// sgeAt returns a scatter/gather list for a message at offset off of the
+// buffer, reused like sge's.
+func (s *Side) sgeAt(off int) []qp.SGE {
+	if s.Size == 0 {
+		return nil
+	}
+	s.sgl[0] = qp.SGE{Addr: s.MR.IOVA() + uint64(off), Length: uint32(s.Size), LKey: s.MR.LKey()}
+	return s.sgl[:]
+}
 
 // sge returns the scatter/gather list of message i's slot. The slice is
 // reused by the next call: post it before asking for another (the verbs
@@ -140,12 +188,13 @@ func (p *Params) wait(ctx context.Context, c *cq.CQ, dst []cq.WC) (int, error) {
 // spins is how many times a waiter polls before it sleeps.
 const spins = 8
 
-// checkSlots compares the first n slots of got with want.
+// checkSlots compares the places that the first n messages of an RDMA
+// WRITE or READ test used in got with the same places in want.
 func checkSlots(got, want *Side, n int) error {
-	for i := range min(n, got.Slots) {
-		o := got.slot(i)
+	for i := range min(n, rdmaPlaces(got.Size)) {
+		o := rdmaOffset(i, got.Size)
 		if !bytes.Equal(got.Buf[o:o+got.Size], want.Buf[o:o+got.Size]) {
-			return fmt.Errorf("%w: message slot %d differs", ErrCheck, i)
+			return fmt.Errorf("%w: the message at offset %d differs", ErrCheck, o)
 		}
 	}
 	return nil
@@ -174,11 +223,14 @@ func bw(ctx context.Context, s *Side, p *Params, origs []uint64) (BWResult, erro
 			if (posted+1)%cqMod == 0 || posted == p.Iters-1 {
 				wr.Flags = qp.SendSignaled
 			}
-			remote := s.RemoteAddr + uint64(s.slot(posted))
+			off := rdmaOffset(posted, s.Size)
+			remote := s.RemoteAddr + uint64(off)
 			switch p.Test {
 			case WriteBW:
+				wr.SGList = s.sgeAt(off)
 				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, s.RemoteKey
 			case ReadBW:
+				wr.SGList = s.sgeAt(off)
 				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, s.RemoteKey
 			case SendBW:
 				wr.Opcode = qp.WRSend
