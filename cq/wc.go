@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gorxe/gorxe/internal/bitnames"
 )
 
 // Status is the completion status of a work request, with the values of
@@ -160,41 +162,16 @@ const (
 	FlagWithInv Flags = 1 << 3
 )
 
-var flagNames = [...]struct {
-	bit  Flags
-	name string
-}{
-	{FlagGRH, "GRH"},
-	{FlagWithImm, "WITH_IMM"},
-	{FlagIPCsumOK, "IP_CSUM_OK"},
-	{FlagWithInv, "WITH_INV"},
+var flagNames = []bitnames.Name[Flags]{
+	{Bit: FlagGRH, Name: "GRH"},
+	{Bit: FlagWithImm, Name: "WITH_IMM"},
+	{Bit: FlagIPCsumOK, Name: "IP_CSUM_OK"},
+	{Bit: FlagWithInv, Name: "WITH_INV"},
 }
 
 // String returns the flags joined by "|" in bit order, like "GRH|WITH_IMM";
 // unknown bits are appended in hex and no flags is "0".
-func (f Flags) String() string {
-	if f == 0 {
-		return "0"
-	}
-	var b strings.Builder
-	for _, n := range flagNames {
-		if f&n.bit != 0 {
-			if b.Len() > 0 {
-				b.WriteByte('|')
-			}
-			b.WriteString(n.name)
-			f &^= n.bit
-		}
-	}
-	if f != 0 {
-		if b.Len() > 0 {
-			b.WriteByte('|')
-		}
-		b.WriteString("0x")
-		b.WriteString(strconv.FormatUint(uint64(f), 16))
-	}
-	return b.String()
-}
+func (f Flags) String() string { return bitnames.String(f, flagNames) }
 
 // WC is a work completion, the fields of rdma-core's struct ibv_wc.
 //

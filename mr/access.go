@@ -1,9 +1,6 @@
 package mr
 
-import (
-	"strconv"
-	"strings"
-)
+import "github.com/gorxe/gorxe/internal/bitnames"
 
 // Access is a set of memory region access rights, with the bit values of
 // rdma-core's enum ibv_access_flags so that flags read from perftest or a
@@ -47,14 +44,11 @@ const RemoteAccess = RemoteWrite | RemoteRead | RemoteAtomic
 // other bits, as the kernel's ib_check_mr_access rejects unsupported ones.
 const validAccess = LocalWrite | RemoteAccess
 
-var accessNames = [...]struct {
-	bit  Access
-	name string
-}{
-	{LocalWrite, "LOCAL_WRITE"},
-	{RemoteWrite, "REMOTE_WRITE"},
-	{RemoteRead, "REMOTE_READ"},
-	{RemoteAtomic, "REMOTE_ATOMIC"},
+var accessNames = []bitnames.Name[Access]{
+	{Bit: LocalWrite, Name: "LOCAL_WRITE"},
+	{Bit: RemoteWrite, Name: "REMOTE_WRITE"},
+	{Bit: RemoteRead, Name: "REMOTE_READ"},
+	{Bit: RemoteAtomic, Name: "REMOTE_ATOMIC"},
 }
 
 // Remote reports whether a includes any right that only a remote peer
@@ -64,26 +58,4 @@ func (a Access) Remote() bool { return a&RemoteAccess != 0 }
 // String returns the rights joined by "|" in bit order, like
 // "LOCAL_WRITE|REMOTE_READ"; unknown bits are appended in hex and the empty
 // set is "0".
-func (a Access) String() string {
-	if a == 0 {
-		return "0"
-	}
-	var b strings.Builder
-	for _, n := range accessNames {
-		if a&n.bit != 0 {
-			if b.Len() > 0 {
-				b.WriteByte('|')
-			}
-			b.WriteString(n.name)
-			a &^= n.bit
-		}
-	}
-	if a != 0 {
-		if b.Len() > 0 {
-			b.WriteByte('|')
-		}
-		b.WriteString("0x")
-		b.WriteString(strconv.FormatUint(uint64(a), 16))
-	}
-	return b.String()
-}
+func (a Access) String() string { return bitnames.String(a, accessNames) }
