@@ -6,11 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/gorxe/gorxe/internal/pcaptest"
 	"io"
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,7 +19,6 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/gorxe/gorxe/qp"
 )
@@ -42,27 +41,12 @@ type capStream struct {
 // so a segment is a message; retransmissions are dropped).
 func loadCapture(t *testing.T, name string) []capStream {
 	t.Helper()
-	f, err := os.Open("../testdata/rxe/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := pcaptest.Read(t, "../testdata/rxe/"+name)
 	var streams []capStream
 	index := map[uint16]int{}
 	next := map[[2]uint16]uint32{}
-	for {
-		data, _, err := r.ReadPacketData()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		pkt := gopacket.NewPacket(data, r.LinkType(), gopacket.Default)
+	for _, data := range c.Frames {
+		pkt := gopacket.NewPacket(data, c.Link, gopacket.Default)
 		tl, _ := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
 		if tl == nil || (tl.SrcPort != DefaultPort && tl.DstPort != DefaultPort) {
 			continue

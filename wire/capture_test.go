@@ -2,13 +2,10 @@ package wire_test
 
 import (
 	"encoding/binary"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/gorxe/gorxe/internal/pcaptest"
 
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -18,24 +15,8 @@ import (
 // port 4791.
 func rocePackets(t testing.TB, path string) [][]byte {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out [][]byte
-	for {
-		data, _, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, data := range pcaptest.Read(t, path).Frames {
 		if isRoCE(data) {
 			out = append(out, data)
 		}

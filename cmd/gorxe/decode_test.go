@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
-	"io"
+	"github.com/gorxe/gorxe/internal/pcaptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -199,36 +198,9 @@ func jsonType(v any) string {
 }
 
 // capture is a capture file read into memory.
-type capture struct {
-	link   layers.LinkType
-	frames [][]byte
-	infos  []gopacket.CaptureInfo
-}
+type capture = pcaptest.Capture
 
-func readCapture(t *testing.T, path string) capture {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := capture{link: r.LinkType()}
-	for {
-		data, ci, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			return c
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.frames = append(c.frames, data)
-		c.infos = append(c.infos, ci)
-	}
-}
+func readCapture(t *testing.T, path string) capture { return pcaptest.Read(t, path) }
 
 // writePcap writes c to a new pcap file in a temporary directory.
 func writePcap(t *testing.T, c capture) string {
@@ -240,11 +212,11 @@ func writePcap(t *testing.T, c capture) string {
 	}
 	defer f.Close()
 	w := pcapgo.NewWriter(f)
-	if err := w.WriteFileHeader(65536, c.link); err != nil {
+	if err := w.WriteFileHeader(65536, c.Link); err != nil {
 		t.Fatal(err)
 	}
-	for i, data := range c.frames {
-		ci := c.infos[i]
+	for i, data := range c.Frames {
+		ci := c.Infos[i]
 		ci.CaptureLength, ci.Length = len(data), len(data)
 		if err := w.WritePacket(ci, data); err != nil {
 			t.Fatal(err)
@@ -270,17 +242,17 @@ func roceUDPPayload(frame []byte) int {
 func TestDecodeCorrupted(t *testing.T) {
 	c := readCapture(t, mtu1024)
 	var roce []int
-	for i, f := range c.frames {
+	for i, f := range c.Frames {
 		if roceUDPPayload(f) >= 0 {
 			roce = append(roce, i)
 		}
 	}
-	first := bytes.Clone(c.frames[roce[0]])
+	first := bytes.Clone(c.Frames[roce[0]])
 	first[roceUDPPayload(first)+100] ^= 0x01
-	c.frames[roce[0]] = first
-	second := bytes.Clone(c.frames[roce[1]])
+	c.Frames[roce[0]] = first
+	second := bytes.Clone(c.Frames[roce[1]])
 	second[roceUDPPayload(second)] = 0x15 // reserved RC opcode
-	c.frames[roce[1]] = second
+	c.Frames[roce[1]] = second
 	path := writePcap(t, c)
 
 	code, out, errOut := runDecodeFile(t, path)
@@ -320,12 +292,12 @@ func TestDecodePcapng(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := pcapgo.NewNgWriter(f, c.link)
+		w, err := pcapgo.NewNgWriter(f, c.Link)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, data := range c.frames {
-			if err := w.WritePacket(c.infos[i], data); err != nil {
+		for i, data := range c.Frames {
+			if err := w.WritePacket(c.Infos[i], data); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -349,9 +321,9 @@ func TestDecodeLinkTypes(t *testing.T) {
 	c := readCapture(t, mtu4096)
 	_, want, _ := runDecodeFile(t, mtu4096)
 	rewrite := func(link layers.LinkType, hdr func(etherType []byte) []byte) capture {
-		out := capture{link: link, infos: c.infos}
-		for _, f := range c.frames {
-			out.frames = append(out.frames, append(hdr(f[12:14]), f[14:]...))
+		out := capture{Link: link, Infos: c.Infos}
+		for _, f := range c.Frames {
+			out.Frames = append(out.Frames, append(hdr(f[12:14]), f[14:]...))
 		}
 		return out
 	}
@@ -497,14 +469,14 @@ func TestDecodeBuiltPackets(t *testing.T) {
 		{IP: v6, SrcPort: 50001, DstPort: wire.UDPPort, Headers: rnr},
 		{IP: v6, SrcPort: 50001, DstPort: wire.UDPPort, Headers: nak},
 	}
-	c := capture{link: layers.LinkTypeRaw}
+	c := capture{Link: layers.LinkTypeRaw}
 	for i := range frames {
 		b, err := frames[i].Append(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.frames = append(c.frames, b)
-		c.infos = append(c.infos, gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000)})
+		c.Frames = append(c.Frames, b)
+		c.Infos = append(c.Infos, gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000)})
 	}
 	path := writePcap(t, c)
 	code, out, errOut := runDecodeFile(t, path)

@@ -3,14 +3,12 @@ package rocelayer_test
 import (
 	"bytes"
 	"errors"
-	"io"
+	"github.com/gorxe/gorxe/internal/pcaptest"
 	"net"
-	"os"
 	"testing"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -22,28 +20,14 @@ import (
 // UDP to port 4791.
 func firstRoCEFrame(t testing.TB, path string) []byte {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		data, _, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			t.Fatalf("%s: no RoCE frame", path)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, data := range pcaptest.Read(t, path).Frames {
 		pkt := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
 		if udp, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok && udp.DstPort == wire.UDPPort {
 			return data
 		}
 	}
+	t.Fatalf("%s: no RoCE frame", path)
+	return nil
 }
 
 // The first RoCE packet of perftest-mtu1024.pcap, the first of ib_write_bw's
