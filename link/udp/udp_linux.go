@@ -155,6 +155,10 @@ func (l *Link) setSockopts(fd, bufSize int) error {
 			{unix.IPPROTO_IPV6, unix.IPV6_TCLASS, defaultTOS, "IPV6_TCLASS"},
 			{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO"},
 			{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"},
+			// Linux rxe sends RoCE v2 over IPv6 with a zero UDP checksum,
+			// which IPv6 forbids and a socket drops unless told not to
+			// (RFC 6936; rxe's own tunnel socket sets the same).
+			{unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX"},
 		}
 	}
 	for _, o := range opts {

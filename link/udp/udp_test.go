@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+
+	"golang.org/x/sys/unix"
 	"syscall"
 	"testing"
 
@@ -331,5 +333,39 @@ func TestCloseTwice(t *testing.T) {
 	}
 	if err := l.Close(); !errors.Is(err, link.ErrClosed) {
 		t.Fatalf("second Close: %v, want %v", err, link.ErrClosed)
+	}
+}
+
+// TestIPv6ZeroChecksum: Linux rxe sends RoCE v2 over IPv6 with a zero UDP
+// checksum; the link must take such datagrams, which a plain IPv6 socket
+// drops.
+func TestIPv6ZeroChecksum(t *testing.T) {
+	e := newEnv(t)
+	addr := netip.IPv6Loopback()
+	_, b := loopPair(t, e, addr)
+	c := e.listen(t, "udp6", netip.AddrPortFrom(addr, 0))
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_TX, 1) // send a zero checksum, as rxe
+	})
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, b.SourcePort()))
+	sport := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	buf := build(t, frame(addr, addr, sport, b.SourcePort(), 7, 64, 0))
+	if _, err := c.WriteToUDP(buf[link.Headroom+wire.IPv6Len+wire.UDPLen:], to); err != nil {
+		t.Fatal(err)
+	}
+	got := parse(t, collect(t, b, 1)[0])
+	if got.BTH.PSN() != 7 {
+		t.Fatalf("received PSN %d, want 7", got.BTH.PSN())
+	}
+	if err := got.CheckICRC(); err != nil {
+		t.Fatal(err)
 	}
 }
