@@ -92,7 +92,7 @@ func (q *QP) canStart(w *sendWQE) bool {
 // lkey or range fails the WQE with LOC_PROT_ERR and the QP moves to ERR.
 func (q *QP) startWQE(w *sendWQE) bool {
 	need := mr.Access(0)
-	if w.wr.Opcode == WRRDMARead || w.isReadOrAtomic() {
+	if w.isReadOrAtomic() {
 		need = mr.LocalWrite // responses are written into local memory
 	}
 	w.mrs = w.mrs[:0]

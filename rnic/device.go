@@ -18,7 +18,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/link"
@@ -372,6 +371,3 @@ func (d *Device) receiveLoop() {
 		touched = touched[:0]
 	}
 }
-
-// now is the device's clock.
-func now() time.Time { return time.Now() }

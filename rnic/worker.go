@@ -141,17 +141,22 @@ func (w *worker) untilNextDeadline() time.Duration {
 func (w *worker) MRs() *mr.Table    { return w.dev.mrs }
 func (w *worker) NewBuffer() []byte { return getBuffer() }
 func (w *worker) TxOffset() int     { return txOffset }
-func (w *worker) Now() time.Time    { return now() }
+func (w *worker) Now() time.Time    { return time.Now() }
 
 // Timer wakes the worker when q's new deadline comes before the worker's
 // own. It may be called from any goroutine, with q's lock held.
 func (w *worker) Timer(q *qp.QP, at time.Time) {
 	if at.UnixNano() < w.wakeAt.Load() {
 		w.wakeAt.Store(at.UnixNano())
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
+		w.wake()
+	}
+}
+
+// wake makes the worker take a turn, if it is not about to already.
+func (w *worker) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -161,10 +166,7 @@ func (w *worker) Schedule(q *qp.QP) {
 	w.mu.Lock()
 	w.ready[q] = struct{}{}
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.wake()
 }
 
 // Finish puts the IP and UDP headers in front of a QP's packet and the

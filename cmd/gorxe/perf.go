@@ -89,7 +89,6 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	p.Atomic = strings.ToUpper(p.Atomic)
 	p.Timeout = uint8(min(*timeout, 31))
 	f, err := perftest.ParseFaults(*faults)
-	_ = tcpPort
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: --fault: %v\n", name, err)
 		return exitUsage
