@@ -140,13 +140,11 @@ func (q *QP) retire(a bth.PSN) *sendWQE {
 			}
 			return w
 		}
-		w.acked = true
-		q.sq.head++
 		if next := w.last.Add(1); next.After(q.comp.psn) {
 			q.comp.psn = next
 		}
 		progress = true
-		q.completeSend(w, cq.StatusSuccess)
+		q.answered(w)
 	}
 	return nil
 }
@@ -179,19 +177,39 @@ func (q *QP) impliedNAK(w *sendWQE) {
 	}
 }
 
-func (q *QP) handleReadResponse(p *wire.Packet, r bth.PSN) {
+// awaiting returns the READ (read set) or atomic WQE that a response with
+// PSN r answers, if r is the PSN the completer waits for. A response also
+// acknowledges every SEND and WRITE before it, which are retired first. A
+// response past the one awaited means those between were lost (implied
+// NAK); a response before it is a duplicate. Both return nil.
+func (q *QP) awaiting(r bth.PSN, read bool) *sendWQE {
 	if r.Before(q.comp.psn) {
-		return // a duplicate of a response already placed
+		return nil
 	}
 	w := q.retire(r.Add(bth.PSNMask))
-	if w == nil || w.wr.Opcode != WRRDMARead || !r.InRange(w.first, w.last) {
+	if w == nil || (w.wr.Opcode == WRRDMARead) != read || !w.isReadOrAtomic() || !r.InRange(w.first, w.last) {
 		if w != nil && w.isReadOrAtomic() && w.last.Before(r) {
 			q.impliedNAK(w)
 		}
-		return
+		return nil
 	}
 	if r != q.comp.psn {
 		q.impliedNAK(w) // a response before this one was lost
+		return nil
+	}
+	return w
+}
+
+// answered retires w, at the head of the queue, now fully answered.
+func (q *QP) answered(w *sendWQE) {
+	w.acked = true
+	q.sq.head++
+	q.completeSend(w, cq.StatusSuccess)
+}
+
+func (q *QP) handleReadResponse(p *wire.Packet, r bth.PSN) {
+	w := q.awaiting(r, true)
+	if w == nil {
 		return
 	}
 	k := uint32(r.Diff(w.first))
@@ -210,27 +228,15 @@ func (q *QP) handleReadResponse(p *wire.Packet, r bth.PSN) {
 	}
 	q.comp.psn = r.Add(1)
 	if r == w.last {
-		w.acked = true
-		q.sq.head++
-		q.completeSend(w, cq.StatusSuccess)
+		q.answered(w)
 	}
 	q.onProgress()
 	q.sendSome()
 }
 
 func (q *QP) handleAtomicAck(r bth.PSN, orig uint64) {
-	if r.Before(q.comp.psn) {
-		return
-	}
-	w := q.retire(r.Add(bth.PSNMask))
-	if w == nil || w.first != r || (w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd) {
-		if w != nil && w.isReadOrAtomic() && w.last.Before(r) {
-			q.impliedNAK(w)
-		}
-		return
-	}
-	if r != q.comp.psn {
-		q.impliedNAK(w)
+	w := q.awaiting(r, false) // an atomic's one PSN: first == last == r
+	if w == nil {
 		return
 	}
 	var v [8]byte
@@ -240,9 +246,7 @@ func (q *QP) handleAtomicAck(r bth.PSN, orig uint64) {
 		return
 	}
 	q.comp.psn = r.Add(1)
-	w.acked = true
-	q.sq.head++
-	q.completeSend(w, cq.StatusSuccess)
+	q.answered(w)
 	q.onProgress()
 	q.sendSome()
 }
