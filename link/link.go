@@ -5,7 +5,8 @@
 // writes whole frames can put its Ethernet header there without a copy.
 //
 // Implementations live in the packages below: mem (an in-process fabric
-// with fault injection, for tests), and later udp, tap and xdp.
+// with fault injection, for tests), udp (a kernel UDP socket) and tap (a
+// TAP device on which gorxe is a whole host).
 package link
 
 import (
@@ -69,6 +70,24 @@ type Link interface {
 
 	// Close stops the link and wakes a blocked Receive.
 	Close() error
+}
+
+// Poller is implemented by links that can receive without blocking. A
+// device on such a link lets a program that waits for a completion drive
+// the receive path itself, as a NIC driver's busy-poll loop does, rather
+// than wake the device's receive goroutine for every packet.
+//
+// WaitReceive and TryReceive take the place of Receive: the device calls
+// WaitReceive on one goroutine and TryReceive on whichever goroutine holds
+// its receive lock, never Receive as well.
+type Poller interface {
+	// WaitReceive blocks until a packet may be waiting. It may return
+	// when none is; it returns ErrClosed once the link is closed.
+	WaitReceive() error
+
+	// TryReceive is Receive without the wait: it returns 0 at once when
+	// no packet is waiting.
+	TryReceive(bufs [][]byte, sizes []int) (int, error)
 }
 
 // SourcePorter is implemented by links whose packets all leave from one

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"time"
 
@@ -14,11 +13,11 @@ import (
 
 // waitWrite waits until the peer's RDMA WRITE carrying the value v has
 // landed in s's slot 0: its last byte (perftest's poll byte) is byte(v).
-// The region's write count orders the read after the write. It polls a
-// few times, then sleeps until the region is written (see Params.wait for
-// why it does not spin as perftest does).
+// The region's write count orders the read after the write. It busy polls
+// for a while, then sleeps until the region is written (see Side.wait).
 func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, v int) error {
-	for n := 0; ; n++ {
+	var spin spinner
+	for {
 		if w := s.MR.Writes(); w != *seen {
 			*seen = w
 			if s.Size == 0 || s.Buf[s.Size-1] == byte(v) {
@@ -27,8 +26,7 @@ func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, v int) err
 			}
 			continue
 		}
-		if n < spins {
-			runtime.Gosched()
+		if spin.more(s.Dev) {
 			continue
 		}
 		if _, err := s.MR.WaitWrite(ctx, *seen); err != nil {
@@ -55,7 +53,7 @@ func post(s *Side, wr qp.SendWR) error {
 // reap waits for one send completion and checks it.
 func reap(ctx context.Context, s *Side, p *Params) error {
 	var wc [1]cq.WC
-	if _, err := p.wait(ctx, s.SCQ, wc[:]); err != nil {
+	if _, err := s.wait(ctx, p, s.SCQ, wc[:]); err != nil {
 		return fmt.Errorf("perftest: waiting for a send completion: %w", err)
 	}
 	if wc[0].Status != cq.StatusSuccess {
@@ -125,7 +123,7 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Durat
 	}
 	wait := func() error {
 		var wc [1]cq.WC
-		if _, err := p.wait(ctx, s.RCQ, wc[:]); err != nil {
+		if _, err := s.wait(ctx, p, s.RCQ, wc[:]); err != nil {
 			return fmt.Errorf("perftest: waiting for a receive: %w", err)
 		}
 		if wc[0].Status != cq.StatusSuccess {

@@ -11,25 +11,32 @@ import (
 	"github.com/gorxe/gorxe/wire/reth"
 )
 
-// benchPort reuses one buffer and keeps the last packet sent.
+// benchPort reuses one buffer, keeps the last packet sent and counts them.
 type benchPort struct {
 	fakePort
-	buf  []byte
-	last []byte
+	buf   []byte
+	last  []byte
+	count int
 }
 
-func (p *benchPort) NewBuffer() []byte  { return p.buf }
-func (p *benchPort) Send(pkts [][]byte) { p.last = pkts[len(pkts)-1] }
+func (p *benchPort) NewBuffer() []byte { return p.buf }
+func (p *benchPort) Send(pkts [][]byte) {
+	p.last = pkts[len(pkts)-1]
+	p.count += len(pkts)
+}
 
 // benchQP returns a QP in RTS on a benchPort, with a 64 KiB region.
-func benchQP(b *testing.B) (*QP, *benchPort, *mr.MR, *cq.CQ) {
+func benchQP(b testing.TB) (*QP, *benchPort, *mr.MR, *cq.CQ) { return windowQP(b, 0) }
+
+// windowQP is benchQP with the requester's window set (0: the default).
+func windowQP(b testing.TB, window int) (*QP, *benchPort, *mr.MR, *cq.CQ) {
 	port := &benchPort{fakePort: fakePort{mrs: mr.NewTable()}, buf: make([]byte, 9100)}
 	c, err := cq.New(1024)
 	if err != nil {
 		b.Fatal(err)
 	}
 	pd := port.mrs.AllocPD()
-	q, err := New(port, 0x11, InitAttr{Type: TypeRC, PD: pd, SendCQ: c, RecvCQ: c,
+	q, err := New(port, 0x11, InitAttr{Type: TypeRC, PD: pd, SendCQ: c, RecvCQ: c, Window: window,
 		Cap: Cap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		b.Fatal(err)
@@ -58,15 +65,7 @@ func BenchmarkRequesterWrite(b *testing.B) {
 	q, port, m, c := benchQP(b)
 	wrs := []SendWR{{Opcode: WRRDMAWrite, SGList: []SGE{{Addr: m.IOVA(), Length: 1024, LKey: m.LKey()}},
 		RemoteAddr: 0x1000, RKey: 7}}
-	ackBuf := wire.AppendTransport(nil, &wire.Headers{
-		BTH:  bth.Fields{Opcode: bth.RCAcknowledge, PKey: 0xffff, DestQP: 0x11},
-		AETH: aeth.Fields{Syndrome: aeth.ACK(aeth.UnlimitedCredits)},
-	}, nil)
-	ackBuf = append(ackBuf, 0, 0, 0, 0)
-	var ack wire.Packet
-	if err := wire.ParseUDPPayload(&ack, ackBuf); err != nil {
-		b.Fatal(err)
-	}
+	ack := ackPacket(b)
 	var wcs [1]cq.WC
 	b.ReportAllocs()
 	b.SetBytes(1024)
@@ -76,12 +75,26 @@ func BenchmarkRequesterWrite(b *testing.B) {
 		}
 		q.Run()
 		ack.BTH.SetPSN(bth.Header(port.last).PSN())
-		q.HandlePacket(&ack)
+		q.HandlePacket(ack)
 		c.Poll(wcs[:])
 	}
 	if st := q.State(); st != StateRTS {
 		b.Fatalf("QP in %v", st)
 	}
+}
+
+// ackPacket returns a parsed ACK for QP 0x11; set its PSN before use.
+func ackPacket(tb testing.TB) *wire.Packet {
+	buf := wire.AppendTransport(nil, &wire.Headers{
+		BTH:  bth.Fields{Opcode: bth.RCAcknowledge, PKey: 0xffff, DestQP: 0x11},
+		AETH: aeth.Fields{Syndrome: aeth.ACK(aeth.UnlimitedCredits)},
+	}, nil)
+	buf = append(buf, 0, 0, 0, 0)
+	ack := new(wire.Packet)
+	if err := wire.ParseUDPPayload(ack, buf); err != nil {
+		tb.Fatal(err)
+	}
+	return ack
 }
 
 // BenchmarkResponderWrite is the responder's per-packet work for an RDMA

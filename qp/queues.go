@@ -100,6 +100,9 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		q.flush()
 	} else {
 		q.sendSome() // the doorbell: the caller's goroutine sends
+		// An ACK the responder still owes (rnic.Device.Poll leaves them
+		// for later) goes in the same batch, behind the new requests.
+		q.resp.flushAck(q)
 	}
 	return len(wrs), nil
 }

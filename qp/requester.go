@@ -17,6 +17,7 @@ type requester struct {
 	sentMax bth.PSN // one past the highest PSN ever sent: later PSNs are ghosts
 	noAck   int     // packets sent since the last one with AckReq
 	probe   bool    // the packet being sent is a tail-loss probe
+	full    bool    // the window filled: wait for a batch's worth of room
 	hdr     wire.Headers
 	started bool
 }
@@ -48,7 +49,7 @@ func (q *QP) sendSome() {
 			q.port.Schedule(q) // let others have the lock; the device calls Run
 			return
 		}
-		if q.req.psn.Diff(q.comp.psn) >= int32(q.window) {
+		if !q.windowRoom() {
 			return
 		}
 		w := q.sq.at(q.req.idx)
@@ -68,6 +69,23 @@ func (q *QP) sendSome() {
 			return
 		}
 	}
+}
+
+// windowRoom reports whether the window lets another packet go. Once the
+// window has filled, sending resumes only when ACKs have opened an
+// ackInterval's worth of it, so that the packets go to the link in
+// batches rather than a few per ACK.
+func (q *QP) windowRoom() bool {
+	room := int32(q.window) - q.req.psn.Diff(q.comp.psn)
+	switch {
+	case room <= 0:
+		q.req.full = true
+		return false
+	case q.req.full && room < int32(q.ackInterval()):
+		return false
+	}
+	q.req.full = false
+	return true
 }
 
 // canStart applies the limits on starting a WQE: max_rd_atomic for READs

@@ -4,20 +4,24 @@
 // API, shaped after rdma-core's: Open a device on a link, AllocPD, RegMR,
 // CreateCQ, CreateQP, then Modify, PostSend, PostRecv and Poll.
 //
-// Inside, one goroutine receives batches from the link, checks each
-// packet's ICRC and hands it to the worker that owns its destination QP;
-// each worker goroutine owns a fixed set of QPs (hashed by QPN), runs their
-// requesters, responders, completers and timers, and sends what they build
-// in batches.
+// Inside, a packet is handled on the goroutine that receives it: the
+// device's receive goroutine, or a program's own goroutine that busy polls
+// with Poll (on links that can receive without blocking), which then needs
+// no wake-up between a packet's arrival and the program seeing its effect.
+// Either way the packet's ICRC is checked and its QP runs its responder or
+// completer at once; PostSend builds and sends on the caller's goroutine.
+// Worker goroutines, each owning a fixed set of QPs (hashed by QPN), run
+// the QPs' timers and the sends a QP leaves for later.
 package rnic
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/link"
@@ -45,6 +49,10 @@ type Config struct {
 	// transport event (retransmissions, NAKs, RNR waits), prefixed with the
 	// device name and QPN. It is called from the device's goroutines.
 	Trace func(line string)
+	// PollGrace is how long after a program's last Poll the device takes
+	// back its receive path: its receive goroutine handles packets again,
+	// and sends what Poll left pending. DefaultPollGrace when zero.
+	PollGrace time.Duration
 	// PacketTrace, when set, sees every RoCE packet the device sends and
 	// receives, from its IP header on, before it is sent or after its ICRC
 	// was checked. It must not keep the slice.
@@ -83,6 +91,10 @@ type Device struct {
 	malformed  atomic.Uint64
 	noQP       atomic.Uint64
 	rcvd       atomic.Uint64
+
+	rx        receiver
+	pollGrace time.Duration
+	epoch     time.Time // for clock
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -126,10 +138,17 @@ func Open(cfg Config) (*Device, error) {
 		d.wg.Add(1)
 		go w.run()
 	}
+	d.pollGrace = cmp.Or(cfg.PollGrace, DefaultPollGrace)
+	d.epoch = time.Now()
+	d.rx.init(d, cfg.Link)
 	d.wg.Add(1)
 	go d.receiveLoop()
 	return d, nil
 }
+
+// clock returns the monotonic time since the device opened, in
+// nanoseconds.
+func (d *Device) clock() int64 { return int64(time.Since(d.epoch)) }
 
 // firstQPN is the first QPN handed out; 0 and 1 are the special QPs and
 // rxe starts its RC QPs at 17 (0x11).
@@ -248,6 +267,7 @@ func (q *QP) Destroy() error {
 	st := q.Stats()
 	d.retired.Add(&st)
 	d.mu.Unlock()
+	d.rx.forget(q)
 	q.w.remove(q)
 	return nil
 }
@@ -310,64 +330,10 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	d.Flush() // the ACKs Poll left pending are owed to the peers
 	close(d.done)
+	d.rx.backstop.Stop()
 	err := d.link.Close()
 	d.wg.Wait()
 	return err
-}
-
-// receiveLoop reads batches from the link, drops what is not a valid RoCE
-// v2 packet for one of this device's QPs, and hands the rest to their QPs,
-// on this goroutine: a packet is processed where it arrives, without
-// waking another goroutine.
-func (d *Device) receiveLoop() {
-	defer d.wg.Done()
-	bufs := make([][]byte, link.BatchSize)
-	for i := range bufs {
-		bufs[i] = getBuffer()
-	}
-	sizes := make([]int, link.BatchSize)
-	noV4ICRC := d.link.Flags()&link.FlagNoIPv4ICRC != 0
-	var p wire.Packet
-	var touched []*QP
-	for {
-		n, err := d.link.Receive(bufs, sizes)
-		if err != nil {
-			return
-		}
-		for i := range n {
-			pkt := bufs[i][link.Headroom : link.Headroom+sizes[i]]
-			if wire.ParseIP(&p, pkt) != nil || p.DstPort() != d.cfg.Port {
-				d.malformed.Add(1)
-				continue
-			}
-			d.rcvd.Add(1)
-			if !(noV4ICRC && p.IPVersion() == 4) && p.CheckICRC() != nil {
-				d.icrcErrors.Add(1)
-				continue
-			}
-			if p.IsCNP() {
-				continue // congestion control is not implemented yet
-			}
-			q := d.lookup(p.BTH.DestQP())
-			if q == nil {
-				d.noQP.Add(1)
-				continue
-			}
-			if d.cfg.PacketTrace != nil {
-				d.cfg.PacketTrace(Received, pkt)
-			}
-			q.HandlePacket(&p)
-			if !slices.Contains(touched, q) {
-				touched = append(touched, q)
-			}
-		}
-		// Each QP that got packets runs once for the batch: it sends the
-		// ACK that covers them all, and what its window now allows.
-		for _, q := range touched {
-			q.Run()
-		}
-		clear(touched)
-		touched = touched[:0]
-	}
 }

@@ -2,6 +2,7 @@ package rnic_test
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
@@ -48,6 +51,10 @@ type pairOpts struct {
 	noProbe     bool
 	// packetTrace, when set, sees side A's packets (rnic.Config.PacketTrace).
 	packetTrace func(dir rnic.Direction, pkt []byte)
+	pollGrace   time.Duration // rnic.Config.PollGrace
+	// udp puts the two devices on kernel UDP links on 127.0.0.1 and
+	// 127.0.0.2 instead of an in-memory fabric.
+	udp bool
 }
 
 func (o *pairOpts) defaults() {
@@ -87,15 +94,23 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 	if o.v6 {
 		addrs = []netip.Addr{netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")}
 	}
+	var links [2]link.Link
+	if o.udp {
+		links = udpLinks(t)
+	}
 	sides := make([]*side, 2)
 	for i := range sides {
-		l, err := f.NewLink(addrs[i])
-		if err != nil {
-			t.Fatal(err)
+		s := &side{fabric: f}
+		l := links[i]
+		if l == nil {
+			ml, err := f.NewLink(addrs[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.link, l = ml, ml
 		}
-		s := &side{link: l, fabric: f}
 		name := []string{"A", "B"}[i]
-		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, Trace: func(line string) {
+		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, PollGrace: o.pollGrace, Trace: func(line string) {
 			s.traceM.Lock()
 			s.trace = append(s.trace, line)
 			s.traceM.Unlock()
@@ -103,6 +118,10 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		if i == 0 {
 			cfg.PacketTrace = o.packetTrace
 		}
+		if sp, ok := l.(link.SourcePorter); ok {
+			cfg.Port = sp.SourcePort() // a UDP link's port is the RoCE port too
+		}
+		var err error
 		s.dev, err = rnic.Open(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -145,6 +164,36 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		}, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
 	}
 	return sides[0], sides[1]
+}
+
+// udpLinks opens kernel UDP links on 127.0.0.1 and 127.0.0.2, on one
+// port that both addresses have free, as RoCE v2 peers share theirs.
+func udpLinks(t testing.TB) [2]link.Link {
+	t.Helper()
+	addrs := [2]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}
+	var last error
+	for range 20 {
+		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addrs[0], 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+		c.Close()
+		a, err := udp.Open(udp.Config{Addr: addrs[0], Port: port})
+		if err != nil {
+			last = err
+			continue
+		}
+		b, err := udp.Open(udp.Config{Addr: addrs[1], Port: port})
+		if err != nil {
+			a.Close()
+			last = err
+			continue
+		}
+		return [2]link.Link{a, b}
+	}
+	t.Fatalf("no UDP port free on both loopback addresses: %v", last)
+	return [2]link.Link{}
 }
 
 func must(t testing.TB, err error) {

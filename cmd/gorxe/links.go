@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/rnic"
@@ -28,6 +31,7 @@ type linkFlags struct {
 	bridge  string
 	port    uint
 	mtu     int
+	trace   bool
 }
 
 func (l *linkFlags) register(fs *flag.FlagSet) {
@@ -37,6 +41,7 @@ func (l *linkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.bridge, "bridge", "", "attach the TAP device to this existing bridge (tap link)")
 	fs.UintVar(&l.port, "port", wire.UDPPort, "UDP port of RoCE v2")
 	fs.IntVar(&l.mtu, "link-mtu", 0, "the link's IP MTU (tap: default 1500; udp: the interface's); path MTU 4096 needs at least 4176")
+	fs.BoolVar(&l.trace, "trace", false, "print every QP state change and transport event (retransmission, NAK, RNR wait, tail probe) to stderr")
 }
 
 // validate reports a combination of link flags that cannot work, a usage
@@ -95,7 +100,11 @@ func openRemote(ctx context.Context, lf *linkFlags, p *perftest.Params, server s
 	if err != nil {
 		return nil, nil, err
 	}
-	dev, err := rnic.Open(rnic.Config{Link: l, Port: uint16(lf.port), Window: p.Window})
+	cfg := rnic.Config{Link: l, Port: uint16(lf.port), Window: p.Window}
+	if lf.trace {
+		cfg.Trace = traceTo(os.Stderr)
+	}
+	dev, err := rnic.Open(cfg)
 	if err != nil {
 		l.Close()
 		return nil, nil, err
@@ -114,4 +123,15 @@ func openRemote(ctx context.Context, lf *linkFlags, p *perftest.Params, server s
 		return nil, nil, err
 	}
 	return dev, conn, nil
+}
+
+// traceTo returns a device trace function that writes each line to w,
+// stamped with the time of day to the microsecond.
+func traceTo(w io.Writer) func(string) {
+	var mu sync.Mutex
+	return func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05.000000"), line)
+	}
 }

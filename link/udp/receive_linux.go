@@ -42,13 +42,22 @@ type rxScratch struct {
 	want    int                     // datagrams to ask for
 	n       int                     // datagrams the last call returned
 	errno   unix.Errno              // its error
-	recvFn  func(fd uintptr) bool   // l.rx.recvmmsg, bound once so Read does not allocate
-	payload int                     // offset of the UDP payload from link.Headroom
+	recvFn  func(fd uintptr) bool   // r.recvmmsg, bound once so Read does not allocate
+	tryFn   func(fd uintptr)        // r.try, for Control
+	peekFn  func(fd uintptr) bool   // r.peek, for Read
+	peekBuf [1]byte
+	payload int // offset of the UDP payload from link.Headroom
 }
 
 func (r *rxScratch) init(l *Link) {
 	r.l = l
 	r.recvFn = r.recvmmsg
+	r.tryFn = func(fd uintptr) {
+		if !r.recvmmsg(fd) {
+			r.n, r.errno = 0, 0
+		}
+	}
+	r.peekFn = r.peek
 	r.payload = wire.IPv6Len + wire.UDPLen
 	if l.v4 {
 		r.payload = wire.IPv4Len + wire.UDPLen
@@ -71,23 +80,32 @@ func (r *rxScratch) grow(n int) {
 		h.Iov = &r.iovs[i]
 		h.SetIovlen(1)
 		h.Control = (*byte)(unsafe.Pointer(&r.oob[i][0]))
+		h.Namelen = unix.SizeofSockaddrInet6
+		h.SetControllen(rxOOBWords * 8)
 	}
 }
 
 // prepare points the first len(bufs) messages at the payload area of each
-// buffer and resets what the kernel wrote back last time.
+// buffer and resets what the kernel wrote back last time. Both are only
+// done where needed: the device hands the same buffers to every call, and
+// a call that found nothing changed nothing.
 func (r *rxScratch) prepare(bufs [][]byte) {
 	r.grow(len(bufs))
 	r.want = len(bufs)
 	for i, b := range bufs {
 		p := b[link.Headroom+r.payload:]
-		r.iovs[i].Base = unsafe.SliceData(p)
-		r.iovs[i].SetLen(len(p))
+		if r.iovs[i].Base != unsafe.SliceData(p) || int(r.iovs[i].Len) != len(p) {
+			r.iovs[i].Base = unsafe.SliceData(p)
+			r.iovs[i].SetLen(len(p))
+		}
+	}
+	for i := range min(r.n, len(r.hdrs)) {
 		h := &r.hdrs[i].hdr
 		h.Namelen = unix.SizeofSockaddrInet6
 		h.SetControllen(rxOOBWords * 8)
 		h.Flags = 0
 	}
+	r.n = 0
 }
 
 // recvmmsg is the function Receive runs under the socket's RawConn: it
@@ -108,6 +126,23 @@ func (r *rxScratch) recvmmsg(fd uintptr) bool {
 	}
 }
 
+// peek is the function WaitReceive runs under the socket's RawConn: it
+// reports whether a datagram (or a socket error) is waiting, leaving it
+// there.
+func (r *rxScratch) peek(fd uintptr) bool {
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd,
+			uintptr(unsafe.Pointer(&r.peekBuf[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		return true
+	}
+}
+
 // Receive waits for datagrams and returns up to len(bufs) of them as
 // whole IP packets: the UDP payload is read to its place behind the IP and
 // UDP headers, and the headers are written in front of it (see the package
@@ -115,6 +150,36 @@ func (r *rxScratch) recvmmsg(fd uintptr) bool {
 // counted in Stats.Truncated. Receive returns link.ErrClosed once the link
 // is closed.
 func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
+	return l.receive(bufs, sizes, true)
+}
+
+// TryReceive is Receive without the wait: it returns 0 at once when no
+// datagram is waiting. It implements link.Poller.
+func (l *Link) TryReceive(bufs [][]byte, sizes []int) (int, error) {
+	return l.receive(bufs, sizes, false)
+}
+
+// WaitReceive blocks until a datagram is waiting, without reading it, or
+// the link is closed. It implements link.Poller.
+func (l *Link) WaitReceive() error {
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	// The peek runs after RawRead has reset the socket's readiness, so a
+	// datagram that arrives after it answers EAGAIN wakes the wait.
+	if err := l.raw.Read(l.rx.peekFn); err != nil {
+		if l.closedErr(err) {
+			return link.ErrClosed
+		}
+		return err
+	}
+	return nil
+}
+
+// receive reads datagrams with recvmmsg, through the socket's RawConn: a
+// read that blocks waits in the Go runtime's poller, one that does not
+// answers 0 when the socket is empty.
+func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	if l.closed.Load() {
 		return 0, link.ErrClosed
 	}
@@ -125,7 +190,14 @@ func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
 	r := &l.rx
 	for {
 		r.prepare(bufs[:want])
-		if err := l.raw.Read(r.recvFn); err != nil {
+		var err error
+		if block {
+			err = l.raw.Read(r.recvFn)
+		} else {
+			r.n, r.errno = 0, 0
+			err = l.raw.Control(r.tryFn)
+		}
+		if err != nil {
 			if l.closedErr(err) {
 				return 0, link.ErrClosed
 			}
@@ -135,9 +207,15 @@ func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
 			// A socket error (an ICMP error queued on the socket, for
 			// one) says nothing about the datagrams still to come.
 			l.stats.receiveErrors.Add(1)
+			if !block {
+				return 0, nil
+			}
 			continue
 		}
-		if k := r.finish(bufs, sizes); k > 0 {
+		if r.n == 0 && !block {
+			return 0, nil
+		}
+		if k := r.finish(bufs, sizes); k > 0 || !block {
 			l.stats.received.Add(uint64(k))
 			return k, nil
 		}

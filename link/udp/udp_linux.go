@@ -73,6 +73,7 @@ type Link struct {
 var (
 	_ link.Link         = (*Link)(nil)
 	_ link.SourcePorter = (*Link)(nil)
+	_ link.Poller       = (*Link)(nil)
 )
 
 // Open binds a UDP socket to c.Addr and c.Port and returns a link over it.

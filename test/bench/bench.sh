@@ -7,7 +7,9 @@
 #   write_bw, read_bw  64 KiB messages, path MTU 4096, goodput in MB/s
 #                      against raw UDP: 4096-byte datagrams, sendmmsg/recvmmsg
 #   write_lat          2-byte ping-pong round trip (2 x perftest's one-way
-#                      t_typical) against a raw UDP ping-pong's median
+#                      t_typical) against a raw UDP ping-pong's median, one
+#                      that sleeps in the Go runtime's poller and one that
+#                      busy polls its socket, as gorxe's tools busy poll
 #   allocs/packet      heap allocations per packet in the gorxe process
 #
 # Needs root (namespaces, TAP). Usage: sudo test/bench/bench.sh [SECONDS]
@@ -49,6 +51,10 @@ ip netns exec $B "$tmp/udpraw" pong -addr 10.77.0.2:9001 & pong=$!
 sleep 0.3
 raw_rtt=$(inA "$tmp/udpraw" ping -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us)
 kill $pong; wait $pong 2>/dev/null || true
+ip netns exec $B "$tmp/udpraw" pong -busy -addr 10.77.0.2:9002 & pong=$!
+sleep 0.3
+busy_rtt=$(inA "$tmp/udpraw" ping -busy -addr 10.77.0.2:9002 -size 2 -n 5000 | jq .rtt_median_us)
+kill $pong; wait $pong 2>/dev/null || true
 
 # gorxe over a link: run TEST with ARGS as server in $2 and client in $3.
 iters_bw=$((secs * 2000))
@@ -77,7 +83,8 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
-echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s ($(printf %.0f $raw_kpps) kpps); raw UDP ping-pong median: $(printf %.1f $raw_rtt) us"
+echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s ($(printf %.0f $raw_kpps) kpps)"
+echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling"
 printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
 for m in write read; do
 	u=$(jq .bw_avg_MBps <<<"${res[udp.$m]}"); t=$(jq .bw_avg_MBps <<<"${res[tap.$m]}")
@@ -85,6 +92,7 @@ for m in write read; do
 done
 u=$(jq '.t_typical_us * 2' <<<"${res[udp.lat]}"); t=$(jq '.t_typical_us * 2' <<<"${res[tap.lat]}")
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(ratio $u $raw_rtt)" "$t" "$(ratio $t $raw_rtt)"
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(ratio $u $busy_rtt)" "$t" "$(ratio $t $busy_rtt)"
 for m in write read lat; do
 	printf '%-28s %12s %12.3f %8s %12.3f\n' "allocs/packet ($m)" - "$(jq .allocs_per_packet <<<"${res[udp.$m]}")" "" "$(jq .allocs_per_packet <<<"${res[tap.$m]}")"
 done

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -32,6 +33,7 @@ func main() {
 	dur := fs.Duration("d", 5*time.Second, "how long to run (sink stops this long after the first datagram)")
 	n := fs.Int("n", 5000, "round trips (ping)")
 	batch := fs.Int("batch", 64, "datagrams per sendmmsg/recvmmsg call")
+	busy := fs.Bool("busy", false, "ping, pong: busy poll the socket instead of sleeping in the Go runtime's poller")
 	fs.Parse(os.Args[2:])
 	var err error
 	switch os.Args[1] {
@@ -40,9 +42,9 @@ func main() {
 	case "blast":
 		err = blast(*addr, *size, *dur, *batch)
 	case "pong":
-		err = pong(*addr)
+		err = pong(*addr, *busy)
 	case "ping":
-		err = ping(*addr, *size, *n)
+		err = ping(*addr, *size, *n, *busy)
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
@@ -120,7 +122,7 @@ func blast(addr string, size int, d time.Duration, batch int) error {
 	return nil
 }
 
-func pong(addr string) error {
+func pong(addr string, busy bool) error {
 	c, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return err
@@ -128,7 +130,7 @@ func pong(addr string) error {
 	defer c.Close()
 	buf := make([]byte, 65536)
 	for {
-		n, from, err := c.ReadFrom(buf)
+		n, from, err := readFrom(c.(*net.UDPConn), buf, busy)
 		if err != nil {
 			return err
 		}
@@ -136,7 +138,43 @@ func pong(addr string) error {
 	}
 }
 
-func ping(addr string, size, n int) error {
+// readFrom reads one datagram. Busy, it spins on non-blocking reads, as
+// a busy-polling RDMA program (perftest, gorxe's tools) waits.
+func readFrom(c *net.UDPConn, buf []byte, busy bool) (int, net.Addr, error) {
+	if !busy {
+		return c.ReadFrom(buf)
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, nil, err
+	}
+	var n int
+	var from unix.Sockaddr
+	var rerr error
+	err = rc.Control(func(fd uintptr) {
+		for {
+			n, from, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			if rerr != unix.EAGAIN && rerr != unix.EINTR {
+				return
+			}
+		}
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	switch a := from.(type) {
+	case *unix.SockaddrInet4:
+		return n, &net.UDPAddr{IP: a.Addr[:], Port: a.Port}, nil
+	case *unix.SockaddrInet6:
+		return n, &net.UDPAddr{IP: a.Addr[:], Port: a.Port}, nil
+	}
+	return n, nil, nil
+}
+
+func ping(addr string, size, n int, busy bool) error {
 	dst, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return err
@@ -154,7 +192,7 @@ func ping(addr string, size, n int) error {
 		if _, err := c.WriteTo(buf[:size], dst); err != nil {
 			return err
 		}
-		if _, _, err := c.ReadFrom(buf); err != nil {
+		if _, _, err := readFrom(c.(*net.UDPConn), buf, busy); err != nil {
 			return fmt.Errorf("round trip %d: %w", i, err)
 		}
 		if i >= 100 {

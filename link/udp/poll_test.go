@@ -1,0 +1,124 @@
+package udp_test
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/link"
+)
+
+// TestTryReceive checks the non-blocking receive: nothing waiting answers
+// 0 at once, and what is waiting comes back as whole packets, the same as
+// Receive returns them, including over several calls.
+func TestTryReceive(t *testing.T) {
+	e := newEnv(t)
+	a, b := loopPair(t, e, netip.MustParseAddr("127.0.0.1"))
+	r := newReceiver()
+	if n, err := b.TryReceive(r.bufs, r.sizes); n != 0 || err != nil {
+		t.Fatalf("TryReceive on an empty socket = %d, %v; want 0, nil", n, err)
+	}
+	const total = 100 // more than one batch
+	sent := packets(t, a, b, 7, total, 512, 0)
+	for i := 0; i < total; i += link.BatchSize {
+		if err := a.Send(sent[i:min(i+link.BatchSize, total)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for deadline := time.Now().Add(timeout); got < total && time.Now().Before(deadline); {
+		n, err := b.TryReceive(r.bufs, r.sizes)
+		if err != nil {
+			t.Fatalf("TryReceive: %v", err)
+		}
+		for i := range n {
+			sameRoCE(t, r.bufs[i][link.Headroom:link.Headroom+r.sizes[i]], sent[got+i][link.Headroom:])
+		}
+		got += n
+	}
+	if got != total {
+		t.Fatalf("TryReceive returned %d of %d packets", got, total)
+	}
+	if n, err := b.TryReceive(r.bufs, r.sizes); n != 0 || err != nil {
+		t.Fatalf("TryReceive after draining = %d, %v; want 0, nil", n, err)
+	}
+	b.Close()
+	if _, err := b.TryReceive(r.bufs, r.sizes); !errors.Is(err, link.ErrClosed) {
+		t.Fatalf("TryReceive after Close: %v, want link.ErrClosed", err)
+	}
+}
+
+// TestWaitReceive checks that WaitReceive returns at once for a datagram
+// already waiting, even one a drained socket got after a wait began
+// elsewhere; blocks while none is; wakes for one that arrives; and
+// returns ErrClosed when the link closes under it.
+func TestWaitReceive(t *testing.T) {
+	e := newEnv(t)
+	a, b := loopPair(t, e, netip.MustParseAddr("127.0.0.1"))
+	r := newReceiver()
+	send := func(psn uint32) {
+		t.Helper()
+		if err := a.Send(packets(t, a, b, psn, 1, 64, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func() <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- b.WaitReceive() }()
+		return done
+	}
+	expect := func(done <-chan error, want error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if !errors.Is(err, want) {
+				t.Fatalf("%s: WaitReceive = %v, want %v", what, err, want)
+			}
+		case <-time.After(timeout):
+			t.Fatalf("%s: WaitReceive still blocked after %v", what, timeout)
+		}
+	}
+
+	// A datagram that is already waiting, twice: the wait leaves it there.
+	send(1)
+	time.Sleep(10 * time.Millisecond)
+	expect(wait(), nil, "datagram waiting")
+	expect(wait(), nil, "datagram still waiting")
+	if n, _ := b.TryReceive(r.bufs, r.sizes); n != 1 {
+		t.Fatalf("TryReceive after WaitReceive got %d packets, want 1", n)
+	}
+
+	// Nothing waiting: it blocks, then wakes for the next arrival.
+	done := wait()
+	select {
+	case err := <-done:
+		t.Fatalf("WaitReceive on an empty socket returned %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	send(2)
+	expect(done, nil, "datagram arriving")
+
+	// Another goroutine drains the socket; a wait that starts after it
+	// must not miss the next datagram, nor return for the drained one.
+	if n, _ := b.TryReceive(r.bufs, r.sizes); n != 1 {
+		t.Fatalf("TryReceive got %d packets, want 1", n)
+	}
+	done = wait()
+	select {
+	case err := <-done:
+		t.Fatalf("WaitReceive returned %v for a drained socket", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	send(3)
+	expect(done, nil, "datagram after a drain")
+
+	// Close wakes a waiter.
+	if n, _ := b.TryReceive(r.bufs, r.sizes); n != 1 {
+		t.Fatalf("TryReceive got %d packets, want 1", n)
+	}
+	done = wait()
+	time.Sleep(20 * time.Millisecond)
+	b.Close()
+	expect(done, link.ErrClosed, "Close")
+}

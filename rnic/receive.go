@@ -1,0 +1,261 @@
+package rnic
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// receiver is the device's receive path: the buffers a batch lands in and
+// what processing it needs. Whoever holds mu owns it: the receive
+// goroutine, or a program's goroutine inside Device.Poll. Because a batch
+// is read from the link and processed under the same lock, two batches are
+// never processed out of the order the link delivered them.
+type receiver struct {
+	mu       sync.Mutex
+	bufs     [][]byte
+	sizes    []int
+	p        wire.Packet
+	touched  []*QP
+	noV4ICRC bool
+	poller   link.Poller // the link, if it can receive without blocking
+
+	// lastPoll is when a program last called Poll (monotonic nanoseconds
+	// since the device opened), 0 after Flush; resume wakes a receive
+	// goroutine that stood aside for a polling program, on Flush.
+	lastPoll atomic.Int64
+	resume   chan struct{}
+
+	// backstop runs what Poll left pending once the program has stopped
+	// polling for Config.PollGrace without calling Flush; armed says it is set.
+	backstop *time.Timer
+	armed    atomic.Bool
+}
+
+func (r *receiver) init(d *Device, l link.Link) {
+	r.bufs = make([][]byte, link.BatchSize)
+	for i := range r.bufs {
+		r.bufs[i] = getBuffer()
+	}
+	r.sizes = make([]int, link.BatchSize)
+	r.noV4ICRC = l.Flags()&link.FlagNoIPv4ICRC != 0
+	r.poller, _ = l.(link.Poller)
+	r.resume = make(chan struct{}, 1)
+	r.backstop = time.AfterFunc(time.Hour, d.runLeftovers)
+	r.backstop.Stop()
+}
+
+// runLeftovers is the backstop: it runs what Poll left pending when the
+// program that polled has gone quiet, and otherwise looks again when it
+// would have.
+func (d *Device) runLeftovers() {
+	r := &d.rx
+	if last := r.lastPoll.Load(); last != 0 {
+		if idle := time.Duration(d.clock() - last); idle < d.pollGrace {
+			r.backstop.Reset(d.pollGrace - idle)
+			return
+		}
+	}
+	r.armed.Store(false)
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d.runTouched()
+}
+
+// DefaultPollGrace is Config.PollGrace when it is zero. A program that
+// busy polls calls Poll far more often; one that stopped without Flush
+// gets its packets handled by the receive goroutine again after this long.
+const DefaultPollGrace = time.Millisecond
+
+// standAside waits while a program is busy polling, so that the receive
+// goroutine does not take packets (and the CPU) from it. It returns false
+// when the device is closing.
+func (d *Device) standAside() bool {
+	r := &d.rx
+	var t *time.Timer
+	for {
+		last := r.lastPoll.Load()
+		if last == 0 {
+			return true
+		}
+		idle := time.Duration(d.clock() - last)
+		if idle >= d.pollGrace {
+			return true
+		}
+		if t == nil {
+			t = time.NewTimer(d.pollGrace - idle)
+			defer t.Stop()
+		} else {
+			t.Reset(d.pollGrace - idle)
+		}
+		select {
+		case <-t.C:
+		case <-r.resume:
+		case <-d.done:
+			return false
+		}
+	}
+}
+
+// receiveLoop receives batches from the link and processes them on this
+// goroutine: a packet is handled where it arrives, without waking another
+// goroutine. On a link.Poller it waits for the link to be readable and
+// then takes the receive lock to read, so that a program busy polling
+// (Device.Poll) and this goroutine take turns; while a program polls, it
+// stands aside.
+func (d *Device) receiveLoop() {
+	defer d.wg.Done()
+	r := &d.rx
+	for {
+		if r.poller != nil {
+			if err := r.poller.WaitReceive(); err != nil {
+				return
+			}
+			if !d.standAside() {
+				return
+			}
+			r.mu.Lock()
+			n, err := r.poller.TryReceive(r.bufs, r.sizes)
+			d.process(n)
+			d.runTouched()
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+			continue
+		}
+		n, err := d.link.Receive(r.bufs, r.sizes)
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		d.process(n)
+		d.runTouched()
+		r.mu.Unlock()
+	}
+}
+
+// Poll processes, on the caller's goroutine, the packets waiting on the
+// link, and reports whether there were any. A program that waits for a
+// completion or a peer's write calls it in its wait loop, as a NIC
+// driver busy polls: the packet that ends the wait is then handled by the
+// goroutine that waits for it, with no wake-up between them.
+//
+// The QPs that got packets do not run at once: the ACKs they owe and the
+// packets their windows now allow go out at the next Poll, with the next
+// PostSend on the same QP, or at Flush. So a program that sees a peer's
+// message and answers it at once sends its answer first, and the ACK with
+// it. A program that stops polling calls Flush; if it does not, the device
+// runs them itself a little after the last Poll.
+//
+// Poll does nothing when the link cannot receive without blocking
+// (CanPoll). If the receive goroutine is processing a batch, Poll waits
+// for it to finish; from then on the receive goroutine leaves the link to
+// the polling program until it stops polling.
+func (d *Device) Poll() bool {
+	r := &d.rx
+	if r.poller == nil {
+		return false
+	}
+	r.lastPoll.Store(max(d.clock(), 1))
+	r.mu.Lock() // wait out the receive goroutine's batch; it stands aside after
+	defer func() {
+		r.lastPoll.Store(max(d.clock(), 1)) // a batch can take a while to answer
+		r.mu.Unlock()
+	}()
+	d.runTouched()
+	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
+	d.process(n)
+	if len(r.touched) > 0 && r.armed.CompareAndSwap(false, true) {
+		r.backstop.Reset(d.pollGrace)
+	}
+	return n > 0
+}
+
+// Flush runs what Poll left pending: the QPs that got packets send the
+// ACKs they owe and what their windows allow. It tells the device that
+// the program has stopped polling, so the receive goroutine takes the
+// link back at once.
+func (d *Device) Flush() {
+	r := &d.rx
+	if r.lastPoll.Swap(0) != 0 {
+		select {
+		case r.resume <- struct{}{}:
+		default:
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d.runTouched()
+}
+
+// CanPoll reports whether Poll can do anything: whether the device's link
+// can receive without blocking.
+func (d *Device) CanPoll() bool { return d.rx.poller != nil }
+
+// process hands the first n packets of the receive buffers to their QPs,
+// dropping what is not a valid RoCE v2 packet for one of this device's
+// QPs, and notes each QP that got packets for runTouched. d.rx.mu must be
+// held.
+func (d *Device) process(n int) {
+	r := &d.rx
+	p := &r.p
+	for i := range n {
+		pkt := r.bufs[i][link.Headroom : link.Headroom+r.sizes[i]]
+		if wire.ParseIP(p, pkt) != nil || p.DstPort() != d.cfg.Port {
+			d.malformed.Add(1)
+			continue
+		}
+		d.rcvd.Add(1)
+		if !(r.noV4ICRC && p.IPVersion() == 4) && p.CheckICRC() != nil {
+			d.icrcErrors.Add(1)
+			continue
+		}
+		if p.IsCNP() {
+			continue // congestion control is not implemented yet
+		}
+		q := d.lookup(p.BTH.DestQP())
+		if q == nil {
+			d.noQP.Add(1)
+			continue
+		}
+		if d.cfg.PacketTrace != nil {
+			d.cfg.PacketTrace(Received, pkt)
+		}
+		q.HandlePacket(p)
+		if !slices.Contains(r.touched, q) {
+			r.touched = append(r.touched, q)
+		}
+	}
+}
+
+// runTouched runs each QP that got packets since it last ran, once, so
+// that one ACK covers all its packets. d.rx.mu must be held.
+func (d *Device) runTouched() {
+	r := &d.rx
+	for _, q := range r.touched {
+		q.Run()
+	}
+	clear(r.touched)
+	r.touched = r.touched[:0]
+}
+
+// forget takes q, which is being destroyed, from the QPs waiting to run,
+// running it one last time: an ACK it owes is owed for work that was done.
+func (r *receiver) forget(q *QP) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i := slices.Index(r.touched, q); i >= 0 {
+		r.touched = slices.Delete(r.touched, i, i+1)
+		q.Run()
+	}
+}
