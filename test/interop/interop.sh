@@ -2,19 +2,24 @@
 # gorxe against the Linux kernel's soft-RoCE driver (rxe) and stock perftest,
 # running in a qemu VM built from Debian's packages.
 #
-#   sudo test/interop/interop.sh            the quick matrix: every test, both
-#                                           directions, both links, both MTUs,
-#                                           IPv4 and IPv6
-#   sudo test/interop/interop.sh --full     every test x direction x link x MTU,
-#                                           IPv4, plus write and read over IPv6
+#   sudo test/interop/interop.sh            the quick matrix (CI runs it): every
+#                                           test, both directions, both links,
+#                                           both MTUs, every message size, IPv4
+#                                           and IPv6, and 1% loss
+#   sudo test/interop/interop.sh --full     every test x direction x link x MTU
+#                                           x message size over IPv4, write and
+#                                           read over IPv6, and 1% loss for
+#                                           write, read and send, both ways
 #
 # The VM image is built once (debootstrap, about 2 minutes) and cached in
 # $GORXE_INTEROP_CACHE (default test/interop/cache). The host side is a
 # network namespace with a bridge; the VM's virtio NIC and gorxe's TAP
 # device join it, and gorxe's udp link uses the bridge's own address. Each
 # case runs perftest in the VM and gorxe on the host, one as server and the
-# other as client; it passes when both exit 0. Logs, the VM's rxe counters
-# and perftest's output are left in $GORXE_INTEROP_CACHE/last/.
+# other as client; it passes when both exit 0. A loss case has netem drop 1%
+# of what the VM sends. Logs, the VM's rxe counters, perftest's output and a
+# capture of every case (case.N.pcap, taken on the bridge) are left in
+# $GORXE_INTEROP_CACHE/last/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "interop.sh: needs root (debootstrap, qemu, TAP, namespaces)" >&2; exit 1; }
@@ -27,6 +32,7 @@ need=""
 command -v qemu-system-x86_64 >/dev/null || need="$need qemu-system-x86"
 command -v debootstrap >/dev/null || need="$need debootstrap"
 command -v mkfs.ext4 >/dev/null || need="$need e2fsprogs"
+command -v tcpdump >/dev/null || need="$need tcpdump"
 if [ -n "$need" ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
 fi
@@ -76,26 +82,42 @@ go build -o "$cache/gorxe" ./cmd/gorxe
 run=$cache/last
 rm -rf "$run"; mkdir -p "$run/share"
 
-# The cases: DIRECTION TEST LINK MTU IP. DIRECTION says who is the server:
-# gorxe-server (perftest in the VM is the client) or rxe-server.
+# The cases: DIRECTION TEST LINK MTU IP SIZE LOSS. DIRECTION says who is
+# the server: gorxe-server (perftest in the VM is the client) or
+# rxe-server. LOSS is the percentage of the VM's packets netem drops.
 cases=()
 tests=(write_bw read_bw send_bw atomic_bw:FETCH_AND_ADD atomic_bw:CMP_AND_SWAP write_lat read_lat send_lat)
+sizes=(1 64 4096 65536 1048576)
 if $full; then
 	for dir in rxe-server gorxe-server; do for t in "${tests[@]}"; do for l in tap udp; do for m in 1024 4096; do
-		cases+=("$dir $t $l $m 4")
+		if [ "${t%%:*}" = atomic_bw ]; then
+			cases+=("$dir $t $l $m 4 8 0")
+		else
+			for s in "${sizes[@]}"; do cases+=("$dir $t $l $m 4 $s 0"); done
+		fi
 	done; done; done; done
 	for dir in rxe-server gorxe-server; do for t in write_bw read_bw; do for l in tap udp; do
-		cases+=("$dir $t $l 1024 6")
+		cases+=("$dir $t $l 1024 6 65536 0")
+	done; done; done
+	for dir in rxe-server gorxe-server; do for t in write_bw read_bw send_bw; do for l in tap udp; do
+		cases+=("$dir $t $l 4096 4 65536 1")
 	done; done; done
 else
-	i=0
+	# Links and MTUs alternate, and sizes rotate, so that each appears
+	# with each direction.
+	i=0 k=0
 	for dir in rxe-server gorxe-server; do for t in "${tests[@]}"; do
 		l=$([ $((i % 2)) = 0 ] && echo tap || echo udp)
 		m=$([ $((i / 2 % 2)) = 0 ] && echo 1024 || echo 4096)
-		cases+=("$dir $t $l $m 4")
+		s=8
+		if [ "${t%%:*}" != atomic_bw ]; then s=${sizes[$((k % 5))]}; k=$((k + 1)); fi
+		cases+=("$dir $t $l $m 4 $s 0")
 		i=$((i + 1))
 	done; done
-	cases+=("rxe-server write_bw tap 4096 6" "gorxe-server read_bw udp 1024 6")
+	cases+=("rxe-server write_bw tap 4096 6 65536 0" "gorxe-server read_bw udp 1024 6 4096 0")
+	cases+=("rxe-server write_bw udp 4096 4 65536 1" "gorxe-server write_bw tap 1024 4 65536 1"
+		"rxe-server read_bw tap 1024 4 65536 1" "gorxe-server read_bw udp 4096 4 65536 1"
+		"rxe-server send_bw udp 1024 4 65536 1" "gorxe-server send_bw tap 4096 4 65536 1")
 fi
 
 ns=gxinterop$$
@@ -108,20 +130,25 @@ trap cleanup EXIT
 ip netns add $ns
 ip -n $ns link set lo up
 ip -n $ns link add br0 mtu 9000 type bridge
+# A fixed MAC: a bridge otherwise takes the lowest of its ports', and changes
+# it when a gorxe TAP with a lower one comes and goes, leaving the VM with a
+# stale ARP entry for 10.9.0.1 (the udp link's address).
+ip -n $ns link set br0 address 02:00:0a:09:00:01
 ip -n $ns addr add 10.9.0.1/24 dev br0
 ip -n $ns addr add fd09::1/64 dev br0 nodad
 ip -n $ns link set br0 up
 ip -n $ns tuntap add vmtap0 mode tap
 ip -n $ns link set vmtap0 mtu 9000 master br0 up
 
-# perftest's flags and gorxe's, for a case.
-args() { # test size iters
-	local t=${1%%:*} a=${1#*:}
+# perftest's flags and gorxe's, for a case: few iterations of large
+# messages, as rxe under emulation moves some 16 MB/s.
+args() { # test size
+	local t=${1%%:*} a=${1#*:} n=200
+	[ "$2" -ge 65536 ] && n=50
+	[ "$2" -ge 1048576 ] && n=20
 	case $t in
 	atomic_bw) echo "-n 200 -A $a" ;;
-	*_lat) echo "-n 200 -s 64" ;;
-	send_bw) echo "-n 200 -s 4096" ;;
-	*) echo "-n 100 -s 65536" ;;
+	*) echo "-n $n -s $2" ;;
 	esac
 }
 
@@ -133,13 +160,15 @@ args() { # test size iters
 	n=0
 	for c in "${cases[@]}"; do
 		set -- $c
-		dir=$1 t=$2 m=$4 ip=$5
+		dir=$1 t=$2 m=$4 ip=$5 size=$6 loss=$7
 		gid='-x 1'; [ "$ip" = 6 ] && gid='-x $gid6'
 		peer=""; [ "$dir" = gorxe-server ] && peer=10.9.0.1
 		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
+		[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 		[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
-		echo "echo '=== case $n: ib_${t%%:*} $(args "$t") -m $m'"
-		echo "timeout 120 ib_${t%%:*} -d rxe0 $gid -F -m $m $(args "$t") $peer; echo \"=== exit $n \$?\""
+		echo "echo '=== case $n: ib_${t%%:*} $(args "$t" "$size") -m $m'"
+		echo "timeout 120 ib_${t%%:*} -d rxe0 $gid -F -m $m $(args "$t" "$size") $peer; echo \"=== exit $n \$?\""
+		[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		n=$((n + 1))
 	done
 } > "$run/share/vm.sh"
@@ -159,7 +188,7 @@ results=()
 n=0
 for c in "${cases[@]}"; do
 	set -- $c
-	dir=$1 t=$2 l=$3 m=$4 ip=$5
+	dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7
 	case $l/$ip in
 	tap/4) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip 10.9.0.5/24" ;;
 	tap/6) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip fd09::5/64" ;;
@@ -167,16 +196,22 @@ for c in "${cases[@]}"; do
 	udp/6) link="--link udp --ip fd09::1" ;;
 	esac
 	peer=""; [ "$dir" = rxe-server ] && peer=10.9.0.2
+	ip netns exec $ns tcpdump -i br0 -s 0 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > /dev/null 2>&1 &
+	dump=$!
+	sleep 0.5
 	touch "$run/share/go.$n"
 	[ "$dir" = rxe-server ] && sleep 2 # perftest's server must be listening
+	[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
 	set +e
-	ip netns exec $ns timeout 150 "$cache/gorxe" ${t%%:*} $link -m $m $(args "$t") --give-up 30s $peer > "$run/gorxe.$n.out" 2>&1
+	ip netns exec $ns timeout 150 "$cache/gorxe" ${t%%:*} $link -m $m $(args "$t" "$size") --give-up 30s $peer > "$run/gorxe.$n.out" 2>&1
 	g=$?
 	set -e
 	for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
+	sleep 0.5; kill $dump 2>/dev/null; wait $dump 2>/dev/null || true
 	p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
 	verdict=pass; { [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
-	results+=("$(printf '%-4s %-13s %-24s %-4s %-5s IPv%s  gorxe=%s perftest=%s' "$verdict" "$dir" "$t" "$l" "$m" "$ip" "$g" "${p:-?}")")
+	lossnote=""; [ "$loss" != 0 ] && lossnote="loss $loss%"
+	results+=("$(printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s gorxe=%s perftest=%s' "$verdict" "$dir" "$t" "$l" "$m" "$ip" "$size" "$lossnote" "$g" "${p:-?}")")
 	echo "${results[-1]}"
 	n=$((n + 1))
 done
