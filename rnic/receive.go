@@ -54,11 +54,9 @@ func (r *receiver) init(d *Device, l link.Link) {
 // would have.
 func (d *Device) runLeftovers() {
 	r := &d.rx
-	if last := r.lastPoll.Load(); last != 0 {
-		if idle := time.Duration(d.clock() - last); idle < d.pollGrace {
-			r.backstop.Reset(d.pollGrace - idle)
-			return
-		}
+	if left := d.graceLeft(); left > 0 {
+		r.backstop.Reset(left)
+		return
 	}
 	r.armed.Store(false)
 	select {
@@ -70,6 +68,20 @@ func (d *Device) runLeftovers() {
 	defer r.mu.Unlock()
 	d.runTouched()
 }
+
+// graceLeft returns how much longer the link stays with the program that
+// last called Poll: 0 once it has been quiet for Config.PollGrace, or
+// called Flush.
+func (d *Device) graceLeft() time.Duration {
+	last := d.rx.lastPoll.Load()
+	if last == 0 {
+		return 0
+	}
+	return max(d.pollGrace-time.Duration(d.clock()-last), 0)
+}
+
+// markPolled records that a program is polling now.
+func (d *Device) markPolled() { d.rx.lastPoll.Store(max(d.clock(), 1)) }
 
 // DefaultPollGrace is Config.PollGrace when it is zero. A program that
 // busy polls calls Poll far more often; one that stopped without Flush
@@ -83,19 +95,15 @@ func (d *Device) standAside() bool {
 	r := &d.rx
 	var t *time.Timer
 	for {
-		last := r.lastPoll.Load()
-		if last == 0 {
-			return true
-		}
-		idle := time.Duration(d.clock() - last)
-		if idle >= d.pollGrace {
+		left := d.graceLeft()
+		if left == 0 {
 			return true
 		}
 		if t == nil {
-			t = time.NewTimer(d.pollGrace - idle)
+			t = time.NewTimer(left)
 			defer t.Stop()
 		} else {
-			t.Reset(d.pollGrace - idle)
+			t.Reset(left)
 		}
 		select {
 		case <-t.C:
@@ -116,31 +124,26 @@ func (d *Device) receiveLoop() {
 	defer d.wg.Done()
 	r := &d.rx
 	for {
+		var n int
+		var err error
 		if r.poller != nil {
-			if err := r.poller.WaitReceive(); err != nil {
-				return
-			}
-			if !d.standAside() {
+			// Read under the lock, so that this batch cannot pass one a
+			// polling program read before it.
+			if r.poller.WaitReceive() != nil || !d.standAside() {
 				return
 			}
 			r.mu.Lock()
-			n, err := r.poller.TryReceive(r.bufs, r.sizes)
-			d.process(n)
-			d.runTouched()
-			r.mu.Unlock()
-			if err != nil {
-				return
-			}
-			continue
+			n, err = r.poller.TryReceive(r.bufs, r.sizes)
+		} else {
+			n, err = d.link.Receive(r.bufs, r.sizes)
+			r.mu.Lock()
 		}
-		n, err := d.link.Receive(r.bufs, r.sizes)
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
 		d.process(n)
 		d.runTouched()
 		r.mu.Unlock()
+		if err != nil {
+			return
+		}
 	}
 }
 
@@ -166,10 +169,10 @@ func (d *Device) Poll() bool {
 	if r.poller == nil {
 		return false
 	}
-	r.lastPoll.Store(max(d.clock(), 1))
+	d.markPolled()
 	r.mu.Lock() // wait out the receive goroutine's batch; it stands aside after
 	defer func() {
-		r.lastPoll.Store(max(d.clock(), 1)) // a batch can take a while to answer
+		d.markPolled() // a batch can take a while to answer
 		r.mu.Unlock()
 	}()
 	d.runTouched()

@@ -68,6 +68,20 @@ func TestWaitReceive(t *testing.T) {
 		go func() { done <- b.WaitReceive() }()
 		return done
 	}
+	blocked := func(done <-chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("WaitReceive returned %v %s", err, what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	takeOne := func() {
+		t.Helper()
+		if n, _ := b.TryReceive(r.bufs, r.sizes); n != 1 {
+			t.Fatalf("TryReceive got %d packets, want 1", n)
+		}
+	}
 	expect := func(done <-chan error, want error, what string) {
 		t.Helper()
 		select {
@@ -85,38 +99,24 @@ func TestWaitReceive(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	expect(wait(), nil, "datagram waiting")
 	expect(wait(), nil, "datagram still waiting")
-	if n, _ := b.TryReceive(r.bufs, r.sizes); n != 1 {
-		t.Fatalf("TryReceive after WaitReceive got %d packets, want 1", n)
-	}
+	takeOne()
 
 	// Nothing waiting: it blocks, then wakes for the next arrival.
 	done := wait()
-	select {
-	case err := <-done:
-		t.Fatalf("WaitReceive on an empty socket returned %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	blocked(done, "on an empty socket")
 	send(2)
 	expect(done, nil, "datagram arriving")
 
 	// Another goroutine drains the socket; a wait that starts after it
 	// must not miss the next datagram, nor return for the drained one.
-	if n, _ := b.TryReceive(r.bufs, r.sizes); n != 1 {
-		t.Fatalf("TryReceive got %d packets, want 1", n)
-	}
+	takeOne()
 	done = wait()
-	select {
-	case err := <-done:
-		t.Fatalf("WaitReceive returned %v for a drained socket", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	blocked(done, "for a drained socket")
 	send(3)
 	expect(done, nil, "datagram after a drain")
 
 	// Close wakes a waiter.
-	if n, _ := b.TryReceive(r.bufs, r.sizes); n != 1 {
-		t.Fatalf("TryReceive got %d packets, want 1", n)
-	}
+	takeOne()
 	done = wait()
 	time.Sleep(20 * time.Millisecond)
 	b.Close()

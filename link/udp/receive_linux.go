@@ -43,7 +43,7 @@ type rxScratch struct {
 	n       int                     // datagrams the last call returned
 	errno   unix.Errno              // its error
 	recvFn  func(fd uintptr) bool   // r.recvmmsg, bound once so Read does not allocate
-	tryFn   func(fd uintptr)        // r.try, for Control
+	tryFn   func(fd uintptr)        // r.recvmmsg for Control, which does not wait
 	peekFn  func(fd uintptr) bool   // r.peek, for Read
 	peekBuf [1]byte
 	payload int // offset of the UDP payload from link.Headroom
@@ -52,11 +52,7 @@ type rxScratch struct {
 func (r *rxScratch) init(l *Link) {
 	r.l = l
 	r.recvFn = r.recvmmsg
-	r.tryFn = func(fd uintptr) {
-		if !r.recvmmsg(fd) {
-			r.n, r.errno = 0, 0
-		}
-	}
+	r.tryFn = func(fd uintptr) { r.recvmmsg(fd) } // EAGAIN leaves prepare's n = 0
 	r.peekFn = r.peek
 	r.payload = wire.IPv6Len + wire.UDPLen
 	if l.v4 {
@@ -105,7 +101,7 @@ func (r *rxScratch) prepare(bufs [][]byte) {
 		h.SetControllen(rxOOBWords * 8)
 		h.Flags = 0
 	}
-	r.n = 0
+	r.n, r.errno = 0, 0
 }
 
 // recvmmsg is the function Receive runs under the socket's RawConn: it
@@ -194,7 +190,6 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 		if block {
 			err = l.raw.Read(r.recvFn)
 		} else {
-			r.n, r.errno = 0, 0
 			err = l.raw.Control(r.tryFn)
 		}
 		if err != nil {
