@@ -69,13 +69,21 @@ func reap(ctx context.Context, s *Side, p *Params) error {
 // its WRITE's completion before it watches for the peer's: it reaps the
 // completion before its next WRITE. It returns the client's round trips,
 // from one of its writes to the arrival of the server's answer.
+//
+// A side writes from slot 1 and its peer writes into slot 0, as perftest
+// keeps a send half and a receive half. Were they one place, a side would
+// find its own poll byte there already and answer the first packet of the
+// peer's multi-packet WRITE instead of its last, run ahead of the peer,
+// and make a strict peer (perftest waits for exactly the next value) wait
+// forever for a value it overwrote.
 func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Duration, error) {
 	var seen uint64
 	var rtts []time.Duration
 	if client {
 		rtts = make([]time.Duration, 0, p.Iters)
 	}
-	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.ownSGE(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.ownSGE(1), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+	postByte := s.slot(1) + s.Size - 1
 	var posted time.Time
 	for i := range p.Iters {
 		if client || i > 0 {
@@ -96,7 +104,7 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 			}
 		}
 		if s.Size > 0 {
-			s.Buf[s.Size-1] = byte(i + 1)
+			s.Buf[postByte] = byte(i + 1)
 		}
 		posted = time.Now()
 		if err := post(s, wr); err != nil {

@@ -114,44 +114,17 @@ func RunLocal(ctx context.Context, p Params, faults mem.Faults) ([]Result, error
 }
 
 func runLocalSize(ctx context.Context, p *Params, faults mem.Faults) (Result, error) {
-	fab := mem.NewFabric()
-	var devs [2]*rnic.Device
-	var sides [2]*Side
-	for i, a := range []string{"10.0.0.1", "10.0.0.2"} {
-		l, err := fab.NewLink(netip.MustParseAddr(a))
-		if err != nil {
-			return Result{}, err
-		}
-		f := faults
-		f.Seed += uint64(i) * 1000003
-		l.SetFaults(f)
-		if devs[i], err = rnic.Open(rnic.Config{Link: l, Name: []string{"client", "server"}[i], Window: p.Window}); err != nil {
-			return Result{}, err
-		}
-		defer devs[i].Close()
-		if sides[i], err = NewSide(devs[i], p, p.Size); err != nil {
-			return Result{}, err
-		}
+	client, server, closeAll, err := localPair(p, faults)
+	if err != nil {
+		return Result{}, err
 	}
-	client, server := sides[0], sides[1]
-	psns := [2]uint32{0x3341fd, 0x1a2b3c} // fixed, so runs replay alike
-	for i, s := range sides {
-		peer := sides[1-i]
-		s.RemoteAddr, s.RemoteKey = peer.MR.IOVA(), peer.MR.RKey()
-		err := s.QP.Connect(rnic.ConnectAttr{
-			Local: s.QP.Local(psns[i]), Remote: peer.QP.Local(psns[1-i]),
-			MTU: p.MTU, Access: s.MR.Access(), Timeout: p.Timeout,
-		})
-		if err != nil {
-			return Result{}, err
-		}
-	}
-	res := Result{Test: p.Test, Local: info(client, psns[0]), Remote: info(server, psns[1])}
+	defer closeAll()
+	res := Result{Test: p.Test, Local: info(client, localPSNs[0]), Remote: info(server, localPSNs[1])}
 	if p.Check {
 		client.fillPattern(1)
 		server.fillPattern(2)
 	}
-	pk0 := packets(devs[0].Counters()) + packets(devs[1].Counters())
+	pk0 := packets(client.Dev.Counters()) + packets(server.Dev.Counters())
 	ctx, stop := p.watch(ctx)
 	defer stop()
 	allocs, err := allocsDuring(func() error {
@@ -160,12 +133,63 @@ func runLocalSize(ctx context.Context, p *Params, faults mem.Faults) (Result, er
 		}
 		return runBW(ctx, p, client, server, &res)
 	})
-	res.Client, res.Server = devs[0].Counters(), devs[1].Counters()
+	res.Client, res.Server = client.Dev.Counters(), server.Dev.Counters()
 	res.Allocs, res.Packets = allocs, packets(res.Client)+packets(res.Server)-pk0
 	if err == nil && p.Check {
 		res.Checked = true
 	}
 	return res, err
+}
+
+// localPSNs are the two sides' first PSNs in a local run, fixed so that
+// runs replay alike.
+var localPSNs = [2]uint32{0x3341fd, 0x1a2b3c}
+
+// localPair opens two devices on an in-memory fabric, each with a side for
+// p's messages, and connects the sides. closeAll closes both devices.
+func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll func(), err error) {
+	fab := mem.NewFabric()
+	var devs []*rnic.Device
+	closeAll = func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	var sides [2]*Side
+	for i, a := range []string{"10.0.0.1", "10.0.0.2"} {
+		l, err := fab.NewLink(netip.MustParseAddr(a))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		f := faults
+		f.Seed += uint64(i) * 1000003
+		l.SetFaults(f)
+		d, err := rnic.Open(rnic.Config{Link: l, Name: []string{"client", "server"}[i], Window: p.Window})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		devs = append(devs, d)
+		if sides[i], err = NewSide(d, p, p.Size); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	for i, s := range sides {
+		peer := sides[1-i]
+		s.RemoteAddr, s.RemoteKey = peer.MR.IOVA(), peer.MR.RKey()
+		err := s.QP.Connect(rnic.ConnectAttr{
+			Local: s.QP.Local(localPSNs[i]), Remote: peer.QP.Local(localPSNs[1-i]),
+			MTU: p.MTU, Access: s.MR.Access(), Timeout: p.Timeout,
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return sides[0], sides[1], closeAll, nil
 }
 
 func info(s *Side, psn uint32) Info {
@@ -275,12 +299,14 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 		case ReadLat:
 			return checkSlots(client, server, 1)
 		case WriteLat:
-			// The client's message went to the server, which wrote its
-			// slot, now holding the client's bytes, back: both slots end
-			// equal, up to the poll byte each side set last.
+			// Each side's slot 0 holds what the other sent from its
+			// slot 1, up to the poll byte.
 			n := p.Size - 1
-			if string(server.Buf[:n]) != string(client.Buf[:n]) {
-				return fmt.Errorf("%w: write_lat message differs", ErrCheck)
+			for _, pair := range [][2]*Side{{client, server}, {server, client}} {
+				to, from := pair[0], pair[1]
+				if string(to.Buf[:n]) != string(from.Buf[from.slot(1):from.slot(1)+n]) {
+					return fmt.Errorf("%w: write_lat message differs", ErrCheck)
+				}
 			}
 		}
 	}

@@ -10,6 +10,8 @@
 #                                           x message size over IPv4, write and
 #                                           read over IPv6, and 1% loss for
 #                                           write, read and send, both ways
+#   sudo test/interop/interop.sh --only 3,13  only those cases of the quick
+#                                           matrix (or of --full, given first)
 #
 # The VM image is built once (debootstrap, about 2 minutes) and cached in
 # $GORXE_INTEROP_CACHE (default test/interop/cache). The host side is a
@@ -23,8 +25,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "interop.sh: needs root (debootstrap, qemu, TAP, namespaces)" >&2; exit 1; }
-full=false
-[ "${1:-}" = --full ] && full=true
+full=false only=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--full) full=true ;;
+	--only) only=,$2,; shift ;;
+	*) echo "interop.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
 
 cache=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}
 mkdir -p "$cache"
@@ -119,6 +128,11 @@ else
 		"rxe-server read_bw tap 1024 4 65536 1" "gorxe-server read_bw udp 4096 4 65536 1"
 		"rxe-server send_bw udp 1024 4 65536 1" "gorxe-server send_bw tap 4096 4 65536 1")
 fi
+if [ -n "$only" ]; then
+	picked=()
+	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
+	cases=("${picked[@]}")
+fi
 
 ns=gxinterop$$
 cleanup() {
@@ -156,6 +170,7 @@ args() { # test size
 # previous one's gorxe side is done (the host writes go.N to let case N
 # start, so servers are up before clients connect).
 {
+	echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
 	echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
 	n=0
 	for c in "${cases[@]}"; do
@@ -219,7 +234,7 @@ touch "$run/share/go.$n"
 for _ in $(seq 1 60); do grep -q "VM DONE" "$run/vm.log" && break; sleep 1; done
 
 echo
-echo "gorxe against kernel rxe + perftest $(grep -m1 -o 'perftest [0-9.]*' "$cache/debootstrap.log" 2>/dev/null || echo '(Debian bookworm)')"
+echo "gorxe against kernel rxe and stock perftest (Debian bookworm: $(sed -n 's/^=== versions: //p' "$run/share/vm.out"))"
 printf '%s\n' "${results[@]}"
 fails=$(printf '%s\n' "${results[@]}" | grep -c '^FAIL' || true)
 echo "${#results[@]} cases, $((${#results[@]} - fails)) passed, $fails failed"
