@@ -113,6 +113,27 @@ func (m *MR) ReadAt(iova uint64, dst []byte) error {
 	return nil
 }
 
+// Peek is ReadAt for a program that watches memory a peer writes with RDMA
+// WRITE, as perftest's latency tests poll a byte: it copies while no write
+// into the region is in progress, as a CPU sees each of a NIC's writes
+// whole. Reading the registered slice itself while a packet lands in it
+// is a data race in Go's memory model. Peek holds off the region's
+// writers while it copies, so it is for polling a few bytes, not for bulk
+// reads.
+func (m *MR) Peek(iova uint64, dst []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dead {
+		return ErrInvalidKey
+	}
+	off, ok := m.offset(iova, uint64(len(dst)))
+	if !ok {
+		return ErrBounds
+	}
+	copy(dst, m.buf[off:])
+	return nil
+}
+
 // WriteAt copies src into the region starting at iova. It copies everything
 // or nothing: ErrBounds if the range is not inside the region, ErrInvalidKey
 // if the region has been deregistered.

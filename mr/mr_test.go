@@ -290,6 +290,9 @@ func TestReadWriteAt(t *testing.T) {
 	if err := m.ReadAt(iova, got); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("ReadAt = %v, %v", got, err)
 	}
+	if err := m.Peek(iova+6, got[:3]); err != nil || !bytes.Equal(got[:3], want[6:9]) {
+		t.Fatalf("Peek = %v, %v", got[:3], err)
+	}
 
 	// Out of range: nothing is copied either way.
 	for _, tc := range []struct {
@@ -318,6 +321,9 @@ func TestReadWriteAt(t *testing.T) {
 			}
 			if !bytes.Equal(dst, src) {
 				t.Errorf("failed ReadAt changed dst to %v", dst)
+			}
+			if err := m.Peek(tc.iova, dst); err != ErrBounds || !bytes.Equal(dst, src) {
+				t.Errorf("Peek = %v, dst %v; want ErrBounds, dst untouched", err, dst)
 			}
 		})
 	}

@@ -20,7 +20,7 @@ func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, v int) err
 	for {
 		if w := s.MR.Writes(); w != *seen {
 			*seen = w
-			if s.Size == 0 || s.Buf[s.Size-1] == byte(v) {
+			if s.Size == 0 || s.pollByte() == byte(v) {
 				p.progressed()
 				return nil
 			}
@@ -33,6 +33,16 @@ func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, v int) err
 			return fmt.Errorf("perftest: waiting for the peer's write %d: %w", v, context.Cause(ctx))
 		}
 	}
+}
+
+// pollByte returns the last byte of slot 0, where the peer's write_lat
+// message puts its value, read as a CPU reads memory a NIC writes.
+func (s *Side) pollByte() byte {
+	var b [1]byte
+	if s.MR.Peek(s.MR.IOVA()+uint64(s.Size-1), b[:]) != nil {
+		return 0 // not while the side is open
+	}
+	return b[0]
 }
 
 // postOne posts one signaled work request and waits for its completion.

@@ -27,7 +27,6 @@ func TestWriteLatAnswersTheWholeWrite(t *testing.T) {
 	go func() { _, err := writeLat(ctx, server, &p, false); served <- err }()
 
 	var seen uint64
-	pollByte := func() byte { return client.Buf[p.Size-1] }
 	if err := waitWrite(ctx, client, &p, &seen, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +45,7 @@ func TestWriteLatAnswersTheWholeWrite(t *testing.T) {
 	client.Buf[client.slot(1)+p.Size-1] = 1
 	write(0, half)
 	time.Sleep(50 * time.Millisecond)
-	if b := pollByte(); b != 1 {
+	if b := client.pollByte(); b != 1 {
 		t.Fatalf("the server wrote %d after the first half of the client's message", b)
 	}
 	write(half, p.Size-half)
