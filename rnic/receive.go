@@ -123,17 +123,20 @@ func (d *Device) standAside() bool {
 func (d *Device) receiveLoop() {
 	defer d.wg.Done()
 	r := &d.rx
+	full := false // the last batch filled every buffer: more are likely waiting
 	for {
 		var n int
 		var err error
 		if r.poller != nil {
-			// Read under the lock, so that this batch cannot pass one a
-			// polling program read before it.
-			if r.poller.WaitReceive() != nil || !d.standAside() {
+			// Wait for the link only when it may be empty: the wait costs
+			// a system call of its own. Read under the lock, so that this
+			// batch cannot pass one a polling program read before it.
+			if !full && r.poller.WaitReceive() != nil || !d.standAside() {
 				return
 			}
 			r.mu.Lock()
 			n, err = r.poller.TryReceive(r.bufs, r.sizes)
+			full = n == len(r.bufs)
 		} else {
 			n, err = d.link.Receive(r.bufs, r.sizes)
 			r.mu.Lock()
