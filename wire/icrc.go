@@ -100,3 +100,75 @@ func slicing8(crc uint32, b []byte) uint32 {
 	}
 	return crc
 }
+
+// ICRCWithIPv4ID returns the ICRC of an IPv4 RoCE packet whose ICRC is
+// icrc, after its IP Identification changes from oldID to newID;
+// transportLen is the length of its transport, the BTH through the pad. A
+// sender that lets the kernel split one large UDP datagram into packets
+// (UDP GSO) needs it: the kernel numbers the packets' IDs in turn, and the
+// ICRC covers the ID.
+//
+// The CRC is linear: the ICRCs of two equally long packets differ by the
+// CRC, from a zero state and with no final inversion, of their difference.
+// Here that is the two ID bytes, 12 bytes into the CRC's input (the 8
+// bytes that stand for the LRH, then the IP header's first 4), followed by
+// as many zero bytes as the rest of the input has. Running a CRC over n
+// zero bytes multiplies its state by x^(8n) modulo the polynomial, which
+// takes a few dozen shifts instead of n table lookups.
+func ICRCWithIPv4ID(icrc uint32, oldID, newID uint16, transportLen int) uint32 {
+	d := oldID ^ newID
+	if d == 0 {
+		return icrc
+	}
+	var state uint32 // the CRC of the two bytes, from a zero state
+	for _, v := range [2]byte{byte(d >> 8), byte(d)} {
+		state = crc32.IEEETable[byte(state)^v] ^ state>>8
+	}
+	zeros := 8 + IPv4Len + UDPLen + transportLen - 14
+	return icrc ^ gfMul(xPow8n(zeros), state)
+}
+
+// The arithmetic of CRC-32 states as polynomials over GF(2) modulo the
+// IEEE polynomial, in hash/crc32's reflected form: bit 31 is x^0.
+const (
+	crcPoly = 0xedb88320
+	crcOne  = 1 << 31 // x^0
+)
+
+// gfMul returns a*b modulo the polynomial.
+func gfMul(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(crcOne); m != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+		}
+		if b&1 != 0 {
+			b = b>>1 ^ crcPoly
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
+
+// xPow2k holds x^(2^k) modulo the polynomial, for k from 0.
+var xPow2k = func() (t [64]uint32) {
+	p := uint32(crcOne >> 1) // x^1
+	for k := range t {
+		t[k] = p
+		p = gfMul(p, p)
+	}
+	return t
+}()
+
+// xPow8n returns x^(8n) modulo the polynomial: what n zero bytes multiply
+// a CRC state by.
+func xPow8n(n int) uint32 {
+	p := uint32(crcOne)
+	for k := 3; n > 0; n, k = n>>1, k+1 {
+		if n&1 != 0 {
+			p = gfMul(xPow2k[k], p)
+		}
+	}
+	return p
+}

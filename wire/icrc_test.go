@@ -1,6 +1,8 @@
 package wire_test
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 
@@ -159,5 +161,32 @@ func TestCheckICRCWithoutIP(t *testing.T) {
 	}
 	if _, err := p.Frame(); err != wire.ErrNoIPHeader {
 		t.Fatalf("Frame = %v, want ErrNoIPHeader", err)
+	}
+}
+
+// ICRCWithIPv4ID must give the ICRC that computing it afresh with the new
+// ID gives, for every length and ID.
+func TestICRCWithIPv4ID(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, tl := range []int{12, 13, 16, 28, 100, 1024 + 28, 4096 + 12, 4096 + 28, 9000} {
+		transport := make([]byte, tl)
+		for i := range transport {
+			transport[i] = byte(r.Uint32())
+		}
+		ip := make([]byte, wire.IPv4Len)
+		ip[0] = 0x45
+		for i := 1; i < wire.IPv4Len; i++ {
+			ip[i] = byte(r.Uint32())
+		}
+		udp := []byte{0xc0, 0x01, 0x12, 0xb7, 0, 0, 0, 0}
+		for _, ids := range [][2]uint16{{0, 1}, {0, 14}, {0, 63}, {5, 6}, {0x1234, 0xfedc}, {0xffff, 0}, {9, 9}} {
+			binary.BigEndian.PutUint16(ip[4:], ids[0])
+			before := wire.ComputeICRC(ip, udp, transport)
+			binary.BigEndian.PutUint16(ip[4:], ids[1])
+			want := wire.ComputeICRC(ip, udp, transport)
+			if got := wire.ICRCWithIPv4ID(before, ids[0], ids[1], tl); got != want {
+				t.Errorf("transport %d bytes, ID %#x to %#x: got %#08x, want %#08x", tl, ids[0], ids[1], got, want)
+			}
+		}
 	}
 }
