@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,6 +121,12 @@ func TestPingTAPHost(t *testing.T) {
 
 // TestCaptureDecodes captures the udp link's traffic on the veth: tshark
 // finds no malformed packet and gorxe decode verifies every ICRC.
+//
+// The link sends runs of packets as one datagram for the kernel to cut
+// (UDP GSO). A veth would carry the datagram uncut, so the test has the
+// kernel cut it before the veth, as it does for a NIC without
+// segmentation offload: the capture then shows the packets a peer gets,
+// with the IPv4 IDs the kernel numbered, which their ICRCs must cover.
 func TestCaptureDecodes(t *testing.T) {
 	needRoot(t)
 	if _, err := exec.LookPath("tshark"); err != nil {
@@ -127,6 +134,8 @@ func TestCaptureDecodes(t *testing.T) {
 	}
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 9000)
+	a.ip(t, "link", "set", "va", "gso_max_segs", "1")
+	b.ip(t, "link", "set", "vb", "gso_max_segs", "1")
 	file := filepath.Join(t.TempDir(), "roce.pcap")
 	capture := b.cmd(context.Background(), "tshark", "-i", "vb", "-w", file, "-f", "udp port 4791", "-q")
 	if err := capture.Start(); err != nil {
@@ -152,6 +161,10 @@ func TestCaptureDecodes(t *testing.T) {
 	}
 	if n := strings.Count(stdout(t, "tshark", "-r", file), "\n"); n < 100 {
 		t.Fatalf("only %d packets captured", n)
+	}
+	ids := strings.Fields(stdout(t, "tshark", "-r", file, "-T", "fields", "-e", "ip.id"))
+	if slices.IndexFunc(ids, func(id string) bool { return id != "0x0000" }) < 0 {
+		t.Errorf("every IPv4 ID is 0: the link sent no run of packets as one datagram")
 	}
 	var sum struct {
 		Summary struct {

@@ -31,6 +31,7 @@ type linkFlags struct {
 	bridge  string
 	port    uint
 	mtu     int
+	noGSO   bool
 	trace   bool
 }
 
@@ -41,6 +42,7 @@ func (l *linkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.bridge, "bridge", "", "attach the TAP device to this existing bridge (tap link)")
 	fs.UintVar(&l.port, "port", wire.UDPPort, "UDP port of RoCE v2")
 	fs.IntVar(&l.mtu, "link-mtu", 0, "the link's IP MTU (tap: default 1500; udp: the interface's); path MTU 4096 needs at least 4176")
+	fs.BoolVar(&l.noGSO, "no-gso", false, "udp link: send every packet as a datagram of its own, not runs of them as one datagram the kernel cuts (UDP GSO; a capture on the sending host then shows each packet)")
 	fs.BoolVar(&l.trace, "trace", false, "print every QP state change and transport event (retransmission, NAK, RNR wait, tail probe) to stderr")
 }
 
@@ -86,7 +88,7 @@ func (l *linkFlags) open() (link.Link, error) {
 	}
 	switch l.kind {
 	case "udp":
-		return udp.Open(udp.Config{Addr: pfx.Addr(), Port: uint16(l.port), MTU: l.mtu})
+		return udp.Open(udp.Config{Addr: pfx.Addr(), Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO})
 	case "tap":
 		return tap.Open(tap.Config{Name: l.tapName, Addrs: []netip.Prefix{pfx}, Bridge: l.bridge, MTU: l.mtu, Port: uint16(l.port)})
 	}

@@ -2,7 +2,9 @@ package udp
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
+	"net/netip"
 	"unsafe"
 
 	"golang.org/x/net/ipv4"
@@ -37,40 +39,57 @@ func sendTOS(tc byte) byte {
 	return tc
 }
 
+// Runs of packets go out as one datagram (UDP GSO).
+//
+// A QP sends a message as a run of equally long packets to one peer, and
+// the kernel's send path costs far more per datagram than the bytes it
+// copies. So the link hands the kernel each such run, up to gsoMaxSegments
+// packets, as one datagram with a UDP_SEGMENT control message, and the
+// kernel (or the NIC) cuts it back into the same packets. A run ends at a
+// packet to another destination or with another TOS byte, and after a
+// shorter packet: only the last segment may be short.
+//
+// Over IPv4 the ICRC covers the IP Identification. The device computed
+// every ICRC for ID 0, the ID the kernel gives a DF datagram from an
+// unconnected socket; when the kernel cuts a datagram it numbers the
+// segments' IDs on from there, so segment k leaves with ID k. Its ICRC
+// therefore goes in an iovec of its own, recomputed for ID k
+// (wire.ICRCWithIPv4ID), and the device's buffer is left as it was.
+// test/ checks the result on the wire, cut by the kernel's software
+// segmentation, against tshark and gorxe decode.
+//
+// A capture on the sending host sees the datagram before the cut, as it
+// sees TCP before segmentation offload. Config.NoGSO turns runs off, and
+// so does the first error that says the kernel cannot send them.
+const (
+	gsoMaxSegments = 64 // UDP_MAX_SEGMENTS before Linux 6.10, 128 since
+	gsoMaxV4       = 0xffff - wire.IPv4Len - wire.UDPLen
+	gsoMaxV6       = 0xffff - wire.UDPLen
+)
+
 // txScratch is one Send call's sendmmsg arguments. Send takes one from the
-// link's pool, so concurrent Sends do not share them.
+// link's pool, so concurrent Sends do not share them. Message i carries
+// count[i] packets, bufs[first[i]] and the count[i]-1 after it.
 type txScratch struct {
 	ms    [link.BatchSize]ipv4.Message // ipv4.Message and ipv6.Message are one type
-	iov   [link.BatchSize][1][]byte
+	iov   [2 * link.BatchSize][]byte   // each packet's payload, and its recomputed ICRC
 	addrs [link.BatchSize]net.UDPAddr
 	ips   [link.BatchSize][16]byte
-	oob   [link.BatchSize][txOOBWords]uint64 // one TOS control message each; uint64 for alignment
+	oob   [link.BatchSize][txOOBWords]uint64 // TOS and UDP_SEGMENT control messages; uint64 for alignment
+	icrcs [link.BatchSize][wire.ICRCLen]byte
+
+	// Per message: where its packets and iovecs start, how many malformed
+	// packets came before it, how many packets it has, their size (the
+	// first's), its payload bytes, its TOS byte.
+	first, iov0, bad, count, seg, bytes [link.BatchSize]int
+	tos                                 [link.BatchSize]byte
 }
 
-// txOOBWords is room for one control message carrying an int: CmsgSpace(4)
-// is 24 bytes on 64-bit Linux, 16 on 32-bit.
-const txOOBWords = 4
+// txOOBWords is room for two control messages of at most an int each:
+// CmsgSpace(4) is 24 bytes on 64-bit Linux.
+const txOOBWords = 6
 
-func (l *Link) newTxScratch() *txScratch {
-	s := new(txScratch)
-	level, typ := unix.IPPROTO_IP, unix.IP_TOS
-	if !l.v4 {
-		level, typ = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
-	}
-	for i := range s.ms {
-		s.ms[i].Buffers = s.iov[i][:]
-		s.ms[i].Addr = &s.addrs[i]
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&s.oob[i][0]))
-		h.Level, h.Type = int32(level), int32(typ)
-		h.SetLen(unix.CmsgLen(4))
-	}
-	return s
-}
-
-// oobBytes returns slot i's control message buffer.
-func (s *txScratch) oobBytes(i int) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s.oob[i][0])), unix.CmsgSpace(4))
-}
+func (l *Link) newTxScratch() *txScratch { return new(txScratch) }
 
 // Send sends the UDP payload of each packet to the destination address
 // and port in its headers. Packets that are malformed, of the other
@@ -85,7 +104,7 @@ func (l *Link) Send(bufs [][]byte) error {
 	defer l.txPool.Put(s)
 	for len(bufs) > 0 {
 		n := min(len(bufs), link.BatchSize)
-		if err := l.sendBatch(s, bufs[:n]); err != nil {
+		if err := l.sendBatch(s, bufs[:n], l.gso.Load()); err != nil {
 			return err
 		}
 		bufs = bufs[n:]
@@ -93,101 +112,207 @@ func (l *Link) Send(bufs [][]byte) error {
 	return nil
 }
 
-// sendBatch sends up to link.BatchSize packets.
-func (l *Link) sendBatch(s *txScratch, bufs [][]byte) error {
-	k := 0
-	for _, buf := range bufs {
-		if l.fill(s, k, buf) {
-			k++
-		} else {
-			l.stats.sendErrors.Add(1)
-		}
-	}
+// sendBatch sends up to link.BatchSize packets, runs of them as one
+// datagram if gso.
+func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
+	k, bad := l.build(s, bufs, gso)
 	defer func() {
-		for i := range k {
-			s.iov[i][0] = nil // do not keep the caller's buffers alive
-		}
+		clear(s.iov[:]) // do not keep the caller's buffers alive
 	}()
-	var sent, failed uint64
+	var sent, runs uint64
+	failed := uint64(bad)
 	for i := 0; i < k; {
 		n, err := l.write(s.ms[i:k], 0)
 		n = max(n, 0)
-		sent += uint64(n)
-		i += n
-		if err != nil {
-			if l.closedErr(err) {
-				l.stats.sent.Add(sent)
-				l.stats.sendErrors.Add(failed)
-				return link.ErrClosed
+		for _, c := range s.count[i : i+n] {
+			sent += uint64(c)
+			if c > 1 {
+				runs++
 			}
-			// sendmmsg fails only on its first datagram; the ones after
-			// it may still go (another destination, a smaller packet).
-			failed++
-			i++
-		} else if n == 0 {
-			failed += uint64(k - i) // not expected from sendmmsg; never spin
-			break
 		}
+		i += n
+		if err == nil {
+			if n == 0 {
+				for _, c := range s.count[i:k] {
+					failed += uint64(c) // not expected from sendmmsg; never spin
+				}
+				break
+			}
+			continue
+		}
+		if l.closedErr(err) {
+			l.stats.sent.Add(sent)
+			l.stats.runs.Add(runs)
+			l.stats.sendErrors.Add(failed)
+			return link.ErrClosed
+		}
+		if s.count[i] > 1 {
+			// The kernel refused a run: send the rest of the batch packet
+			// by packet, so that only the packets at fault are lost (and
+			// counted, with the malformed ones among the rest, then). If
+			// it cannot send runs at all, send none from now on.
+			if gsoUnsupported(err) {
+				l.gso.Store(false)
+			}
+			l.stats.sent.Add(sent)
+			l.stats.runs.Add(runs)
+			l.stats.sendErrors.Add(failed - uint64(bad-s.bad[i]))
+			return l.sendBatch(s, bufs[s.first[i]:], false)
+		}
+		// sendmmsg fails only on its first datagram; the ones after it
+		// may still go (another destination, a smaller packet).
+		failed += uint64(s.count[i])
+		i++
 	}
 	l.stats.sent.Add(sent)
+	l.stats.runs.Add(runs)
 	l.stats.sendErrors.Add(failed)
 	return nil
 }
 
-// fill points message i of s at the UDP payload of the packet in buf and
-// its destination, and reports whether the packet is one the link can send.
-func (l *Link) fill(s *txScratch, i int, buf []byte) bool {
+// gsoUnsupported reports whether a send error says the kernel cannot send
+// UDP_SEGMENT datagrams at all (no checksum offload on the device, a
+// kernel without UDP GSO), rather than that this one could not go.
+func gsoUnsupported(err error) bool {
+	return errors.Is(err, unix.EIO) || errors.Is(err, unix.ENOPROTOOPT) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
+// build fills s with bufs' packets, one message per run if gso, and
+// returns the number of messages and of packets it could not send
+// (malformed). A run's packets are as long as its first, which fits the
+// link's MTU, except that the last may be shorter.
+func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
+	nio := 0
+	maxBytes, maxSeg := gsoMaxV6, l.mtu-wire.IPv6Len-wire.UDPLen
+	if l.v4 {
+		maxBytes, maxSeg = gsoMaxV4, l.mtu-wire.IPv4Len-wire.UDPLen
+	}
+	for j, buf := range bufs {
+		dst, port, tos, payload, ok := l.parse(buf)
+		if !ok {
+			bad++
+			continue
+		}
+		if i := k - 1; gso && i >= 0 && s.count[i] < gsoMaxSegments && s.seg[i] <= maxSeg &&
+			len(payload) <= s.seg[i] && s.bytes[i] == s.count[i]*s.seg[i] && s.bytes[i]+len(payload) <= maxBytes &&
+			tos == s.tos[i] && port == uint16(s.addrs[i].Port) && dst == addrOf(&s.addrs[i]) {
+			if l.v4 {
+				// Segment count[i] of the run leaves with IP ID count[i].
+				n := len(payload) - wire.ICRCLen
+				icrc := binary.LittleEndian.Uint32(payload[n:])
+				icrc = wire.ICRCWithIPv4ID(icrc, 0, uint16(s.count[i]), n)
+				binary.LittleEndian.PutUint32(s.icrcs[j][:], icrc)
+				s.iov[nio], s.iov[nio+1] = payload[:n], s.icrcs[j][:]
+				nio += 2
+			} else {
+				s.iov[nio] = payload
+				nio++
+			}
+			s.count[i]++
+			s.bytes[i] += len(payload)
+			continue
+		}
+		s.first[k], s.bad[k], s.iov0[k], s.count[k], s.seg[k], s.bytes[k], s.tos[k] = j, bad, nio, 1, len(payload), len(payload), tos
+		a := &s.addrs[k]
+		a.IP = append(s.ips[k][:0], dst.AsSlice()...)
+		a.Port = int(port)
+		a.Zone = ""
+		if !l.v4 && l.zone != "" && a.IP.IsLinkLocalUnicast() {
+			a.Zone = l.zone
+		}
+		s.iov[nio] = payload
+		nio++
+		k++
+	}
+	for i := range k {
+		m := &s.ms[i]
+		end := nio
+		if i+1 < k {
+			end = s.iov0[i+1]
+		}
+		m.Buffers = s.iov[s.iov0[i]:end]
+		m.Addr = &s.addrs[i]
+		m.OOB = l.control(s, i)
+	}
+	return k, bad
+}
+
+// addrOf returns the address a message goes to.
+func addrOf(a *net.UDPAddr) netip.Addr {
+	ip, _ := netip.AddrFromSlice(a.IP)
+	return ip
+}
+
+// control returns message i's control messages: the TOS byte when it is
+// not the socket's, and the segment size when the message is a run.
+func (l *Link) control(s *txScratch, i int) []byte {
+	oob := unsafe.Slice((*byte)(unsafe.Pointer(&s.oob[i][0])), txOOBWords*8)
+	n := 0
+	put := func(level, typ int, v uint32, size int) {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[n]))
+		h.Level, h.Type = int32(level), int32(typ)
+		h.SetLen(unix.CmsgLen(size))
+		if size == 2 {
+			binary.NativeEndian.PutUint16(oob[n+unix.CmsgLen(0):], uint16(v))
+		} else {
+			binary.NativeEndian.PutUint32(oob[n+unix.CmsgLen(0):], v)
+		}
+		n += unix.CmsgSpace(size)
+	}
+	if tos := sendTOS(s.tos[i]); tos != defaultTOS {
+		if l.v4 {
+			put(unix.IPPROTO_IP, unix.IP_TOS, uint32(tos), 4)
+		} else {
+			put(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, uint32(tos), 4)
+		}
+	}
+	if s.count[i] > 1 {
+		put(unix.SOL_UDP, unix.UDP_SEGMENT, uint32(s.seg[i]), 2)
+	}
+	if n == 0 {
+		return nil
+	}
+	return oob[:n]
+}
+
+// parse returns the destination, TOS byte and UDP payload of the packet
+// in buf, and whether it is one the link can send.
+func (l *Link) parse(buf []byte) (dst netip.Addr, port uint16, tc byte, payload []byte, ok bool) {
 	if len(buf) < link.Headroom+1 {
-		return false
+		return
 	}
 	pkt := buf[link.Headroom:]
-	var tc byte
 	var udp []byte
-	a := &s.addrs[i]
 	switch pkt[0] >> 4 {
 	case 4:
 		ihl := int(pkt[0]&0x0f) * 4
 		if !l.v4 || ihl < wire.IPv4Len || len(pkt) < ihl+wire.UDPLen || pkt[9] != unix.IPPROTO_UDP {
-			return false
+			return
 		}
 		total := int(binary.BigEndian.Uint16(pkt[2:]))
 		if total < ihl+wire.UDPLen || total > len(pkt) {
-			return false
+			return
 		}
 		tc = pkt[1]
 		udp = pkt[ihl:total]
-		a.IP = append(s.ips[i][:0], pkt[16:20]...)
-		a.Zone = ""
+		dst = netip.AddrFrom4([4]byte(pkt[16:20]))
 	case 6:
 		if l.v4 || len(pkt) < wire.IPv6Len+wire.UDPLen || pkt[6] != unix.IPPROTO_UDP {
-			return false
+			return
 		}
 		total := wire.IPv6Len + int(binary.BigEndian.Uint16(pkt[4:]))
 		if total < wire.IPv6Len+wire.UDPLen || total > len(pkt) {
-			return false
+			return
 		}
 		tc = pkt[0]<<4 | pkt[1]>>4
 		udp = pkt[wire.IPv6Len:total]
-		a.IP = append(s.ips[i][:0], pkt[24:40]...)
-		a.Zone = ""
-		if l.zone != "" && a.IP.IsLinkLocalUnicast() {
-			a.Zone = l.zone
-		}
+		dst = netip.AddrFrom16([16]byte(pkt[24:40]))
 	default:
-		return false
+		return
 	}
 	ulen := int(binary.BigEndian.Uint16(udp[4:]))
-	if ulen < wire.UDPLen || ulen > len(udp) {
-		return false
+	if ulen < wire.UDPLen+wire.ICRCLen || ulen > len(udp) {
+		return
 	}
-	a.Port = int(binary.BigEndian.Uint16(udp[2:]))
-	s.iov[i][0] = udp[wire.UDPLen:ulen]
-	m := &s.ms[i]
-	m.OOB = nil
-	if tos := sendTOS(tc); tos != defaultTOS {
-		oob := s.oobBytes(i)
-		binary.NativeEndian.PutUint32(oob[unix.CmsgLen(0):], uint32(tos))
-		m.OOB = oob
-	}
-	return true
+	return dst, binary.BigEndian.Uint16(udp[2:]), tc, udp[wire.UDPLen:ulen], true
 }

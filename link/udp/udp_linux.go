@@ -43,6 +43,13 @@ type Config struct {
 	// SocketBuffer is the socket's send and receive buffer size in bytes;
 	// DefaultSocketBuffer when zero.
 	SocketBuffer int
+
+	// NoGSO sends every packet as a datagram of its own. By default a run
+	// of equally long packets to one peer goes to the kernel as one
+	// datagram that it cuts into those packets (UDP GSO): the packets on
+	// the wire are the same, but a capture on the sending host shows the
+	// uncut datagram.
+	NoGSO bool
 }
 
 // Errors returned by Open.
@@ -64,6 +71,7 @@ type Link struct {
 	raw    syscall.RawConn
 	write  func([]ipv4.Message, int) (int, error) // the x/net PacketConn's WriteBatch
 	closed atomic.Bool
+	gso    atomic.Bool // runs go out as one datagram (see send_linux.go)
 
 	txPool sync.Pool // *txScratch: Send may run on several goroutines at once
 	rx     rxScratch // Receive runs on one goroutine at a time
@@ -124,6 +132,7 @@ func Open(c Config) (*Link, error) {
 	} else {
 		l.write = ipv6.NewPacketConn(l.conn).WriteBatch
 	}
+	l.gso.Store(!c.NoGSO)
 	l.txPool.New = func() any { return l.newTxScratch() }
 	l.rx.init(l)
 	return l, nil
@@ -224,12 +233,13 @@ func (l *Link) Close() error {
 
 // counters are the link's statistics.
 type counters struct {
-	sent, sendErrors, received, truncated, receiveErrors atomic.Uint64
+	sent, runs, sendErrors, received, truncated, receiveErrors atomic.Uint64
 }
 
 // Stats counts what happened to a link's packets.
 type Stats struct {
 	Sent          uint64 // packets the kernel accepted for sending
+	Runs          uint64 // datagrams of several packets the kernel accepted, to cut into them (UDP GSO)
 	SendErrors    uint64 // packets not sent: malformed, wrong address family, or refused by the kernel (no route, too big, ...)
 	Received      uint64 // packets Receive returned
 	Truncated     uint64 // datagrams dropped because they did not fit a buffer, or their control messages were cut short
@@ -241,6 +251,7 @@ func (l *Link) Stats() Stats {
 	c := &l.stats
 	return Stats{
 		Sent:          c.sent.Load(),
+		Runs:          c.runs.Load(),
 		SendErrors:    c.sendErrors.Load(),
 		Received:      c.received.Load(),
 		Truncated:     c.truncated.Load(),

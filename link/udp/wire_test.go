@@ -135,3 +135,63 @@ func TestTooBig(t *testing.T) {
 		t.Errorf("Stats = %+v, want 2 sent, 1 send error", s)
 	}
 }
+
+// TestRunsOnTheWire sends runs of equally long packets, which the link
+// hands the kernel as one datagram each (UDP GSO), and captures them after
+// the kernel cut them, as it does for a NIC without segmentation offload:
+// the packets on the wire are the ones the device built, each with a valid
+// ICRC. Over IPv4 that means the ICRC of the IP ID the kernel numbered:
+// 0, 1, 2, ... along each run. A run ends after a shorter packet, and at
+// another TOS. With NoGSO every packet is a datagram of its own.
+func TestRunsOnTheWire(t *testing.T) {
+	type part struct{ n, size int }
+	parts := []part{{10, 1000}, {1, 400}, {5, 1000}, {3, 1000}}
+	wantIDs := []uint16{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1, 2, 3, 4, 0, 1, 2}
+	for _, noGSO := range []bool{false, true} {
+		p := netns.NewPair(t, 1500)
+		// Cut datagrams before the veth, which would carry them whole.
+		p.A.IP(t, "link", "set", p.IfA, "gso_max_segs", "1")
+		for _, fam := range [][2]netip.Addr{{p.A4, p.B4}, {p.A6, p.B6}} {
+			a := env{p.A}.open(t, udp.Config{Addr: fam[0], NoGSO: noGSO})
+			b := env{p.B}.open(t, udp.Config{Addr: fam[1]})
+			s := sniff(t, p.B, p.IfB)
+			var bufs [][]byte
+			psn := uint32(500)
+			for i, pt := range parts {
+				tc := uint8(0)
+				if i == 3 {
+					tc = 0x10 // another TOS: a run of its own
+				}
+				bufs = append(bufs, packets(t, a, b, psn, pt.n, pt.size, tc)...)
+				psn += uint32(pt.n)
+			}
+			if err := a.Send(bufs); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range bufs {
+				got, frame := s.next(t)
+				if err := got.CheckICRC(); err != nil {
+					t.Fatalf("%v noGSO=%v: packet %d: %v\n%x", fam[0], noGSO, i, err, frame)
+				}
+				sameRoCE(t, frame[14:], want[link.Headroom:])
+				if fam[0].Is4() {
+					id := binary.BigEndian.Uint16(got.IP[4:])
+					if want := map[bool]uint16{false: wantIDs[i], true: 0}[noGSO]; id != want {
+						t.Errorf("%v noGSO=%v: packet %d has IP ID %d, want %d", fam[0], noGSO, i, id, want)
+					}
+				}
+			}
+			got := collect(t, b, len(bufs))
+			for i := range bufs {
+				sameRoCE(t, got[i], bufs[i][link.Headroom:])
+			}
+			wantRuns := uint64(3)
+			if noGSO {
+				wantRuns = 0
+			}
+			if st := a.Stats(); st.Sent != uint64(len(bufs)) || st.Runs != wantRuns || st.SendErrors != 0 {
+				t.Errorf("%v noGSO=%v: Stats = %+v, want %d sent in %d runs", fam[0], noGSO, st, len(bufs), wantRuns)
+			}
+		}
+	}
+}
