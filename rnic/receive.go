@@ -34,6 +34,10 @@ type receiver struct {
 	// polling for Config.PollGrace without calling Flush; armed says it is set.
 	backstop *time.Timer
 	armed    atomic.Bool
+
+	// aside times the receive goroutine's standing aside; one timer for
+	// the device's life, so that waiting allocates nothing.
+	aside *time.Timer
 }
 
 func (r *receiver) init(d *Device, l link.Link) {
@@ -47,6 +51,8 @@ func (r *receiver) init(d *Device, l link.Link) {
 	r.resume = make(chan struct{}, 1)
 	r.backstop = time.AfterFunc(time.Hour, d.runLeftovers)
 	r.backstop.Stop()
+	r.aside = time.NewTimer(time.Hour)
+	r.aside.Stop()
 }
 
 // runLeftovers is the backstop: it runs what Poll left pending when the
@@ -93,22 +99,18 @@ const DefaultPollGrace = time.Millisecond
 // when the device is closing.
 func (d *Device) standAside() bool {
 	r := &d.rx
-	var t *time.Timer
 	for {
 		left := d.graceLeft()
 		if left == 0 {
 			return true
 		}
-		if t == nil {
-			t = time.NewTimer(left)
-			defer t.Stop()
-		} else {
-			t.Reset(left)
-		}
+		r.aside.Reset(left) // since Go 1.23 no stale tick survives a Reset or Stop
 		select {
-		case <-t.C:
+		case <-r.aside.C:
 		case <-r.resume:
+			r.aside.Stop()
 		case <-d.done:
+			r.aside.Stop()
 			return false
 		}
 	}
