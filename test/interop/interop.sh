@@ -12,9 +12,13 @@
 #                                           write, read and send, both ways
 #   sudo test/interop/interop.sh --only 3,13  only those cases of the quick
 #                                           matrix (or of --full, given first)
+#   sudo test/interop/interop.sh --suite trixie   the VM from another Debian
+#                                           release (default bookworm: perftest
+#                                           6.06; trixie has a 6.2x perftest)
 #
-# The VM image is built once (debootstrap, about 2 minutes) and cached in
-# $GORXE_INTEROP_CACHE (default test/interop/cache). The host side is a
+# The VM image is built once per Debian release (debootstrap, a few
+# minutes) and cached in $GORXE_INTEROP_CACHE/RELEASE (default
+# test/interop/cache). The host side is a
 # network namespace with a bridge; the VM's virtio NIC and gorxe's TAP
 # device join it, and gorxe's udp link uses the bridge's own address. Each
 # case runs perftest in the VM and gorxe on the host, one as server and the
@@ -25,18 +29,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "interop.sh: needs root (debootstrap, qemu, TAP, namespaces)" >&2; exit 1; }
-full=false only=""
+full=false only="" suite=bookworm
 while [ $# -gt 0 ]; do
 	case $1 in
 	--full) full=true ;;
 	--only) only=,$2,; shift ;;
+	--suite) suite=$2; shift ;;
 	*) echo "interop.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
 done
 
 cache=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}
-mkdir -p "$cache"
+img=$cache/$suite
+mkdir -p "$img"
 need=""
 command -v qemu-system-x86_64 >/dev/null || need="$need qemu-system-x86"
 command -v debootstrap >/dev/null || need="$need debootstrap"
@@ -46,16 +52,16 @@ if [ -n "$need" ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
 fi
 
-# The image: Debian bookworm with rdma-core, perftest and the kernel's rxe.
-if [ ! -f "$cache/rootfs.img" ]; then
+# The image: Debian $suite with rdma-core, perftest and the kernel's rxe.
+if [ ! -f "$img/rootfs.img" ]; then
 	mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
 	[ -n "$mirror" ] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list)
-	rm -rf "$cache/root"
-	echo "interop: building the VM image (debootstrap from $mirror)"
+	rm -rf "$img/root"
+	echo "interop: building the $suite VM image (debootstrap from $mirror)"
 	debootstrap --variant=minbase \
 		--include=rdma-core,ibverbs-utils,perftest,iproute2,kmod,linux-image-amd64,procps \
-		bookworm "$cache/root" "$mirror" > "$cache/debootstrap.log" 2>&1
-	cat > "$cache/root/sbin/gorxe-init" <<'EOF'
+		"$suite" "$img/root" "$mirror" > "$img/debootstrap.log" 2>&1
+	cat > "$img/root/sbin/gorxe-init" <<'EOF'
 #!/bin/sh
 # The VM's init: network, rxe, the shared folder, then the case script.
 mount -t proc proc /proc
@@ -79,12 +85,12 @@ for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "$(basename "
 echo "VM DONE"
 poweroff -f
 EOF
-	chmod +x "$cache/root/sbin/gorxe-init"
-	cp "$cache"/root/boot/vmlinuz-* "$cache/vmlinuz"
-	cp "$cache"/root/boot/initrd.img-* "$cache/initrd.img"
-	mkfs.ext4 -q -F -d "$cache/root" "$cache/rootfs.img.tmp" 2G
-	mv "$cache/rootfs.img.tmp" "$cache/rootfs.img"
-	rm -rf "$cache/root"
+	chmod +x "$img/root/sbin/gorxe-init"
+	cp "$img"/root/boot/vmlinuz-* "$img/vmlinuz"
+	cp "$img"/root/boot/initrd.img-* "$img/initrd.img"
+	mkfs.ext4 -q -F -d "$img/root" "$img/rootfs.img.tmp" 2G
+	mv "$img/rootfs.img.tmp" "$img/rootfs.img"
+	rm -rf "$img/root"
 fi
 
 go build -o "$cache/gorxe" ./cmd/gorxe
@@ -170,7 +176,7 @@ args() { # test size
 # previous one's gorxe side is done (the host writes go.N to let case N
 # start, so servers are up before clients connect).
 {
-	echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
+	echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest) ($(ib_write_bw --version 2>&1 | head -1)), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
 	echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
 	n=0
 	for c in "${cases[@]}"; do
@@ -189,9 +195,9 @@ args() { # test size
 } > "$run/share/vm.sh"
 
 ip netns exec $ns qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 768 -smp 1 \
-	-kernel "$cache/vmlinuz" -initrd "$cache/initrd.img" \
+	-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
 	-append "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 init=/sbin/gorxe-init" \
-	-drive file="$cache/rootfs.img",if=virtio,format=raw,snapshot=on \
+	-drive file="$img/rootfs.img",if=virtio,format=raw,snapshot=on \
 	-netdev tap,id=n0,ifname=vmtap0,script=no,downscript=no \
 	-device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:02 \
 	-virtfs local,path="$run/share",mount_tag=share,security_model=none \
@@ -234,7 +240,7 @@ touch "$run/share/go.$n"
 for _ in $(seq 1 60); do grep -q "VM DONE" "$run/vm.log" && break; sleep 1; done
 
 echo
-echo "gorxe against kernel rxe and stock perftest (Debian bookworm: $(sed -n 's/^=== versions: //p' "$run/share/vm.out"))"
+echo "gorxe against kernel rxe and stock perftest (Debian $suite: $(sed -n 's/^=== versions: //p' "$run/share/vm.out"))"
 printf '%s\n' "${results[@]}"
 fails=$(printf '%s\n' "${results[@]}" | grep -c '^FAIL' || true)
 echo "${#results[@]} cases, $((${#results[@]} - fails)) passed, $fails failed"
