@@ -5,7 +5,9 @@
 # same path and their ratio:
 #
 #   write_bw, read_bw  64 KiB messages, path MTU 4096, goodput in MB/s
-#                      against raw UDP: 4096-byte datagrams, sendmmsg/recvmmsg
+#                      against raw UDP: 4096-byte datagrams, sendmmsg/recvmmsg;
+#                      write_bw also against the same sent 15 at a time with
+#                      UDP GSO, as gorxe's udp link sends runs of packets
 #   write_lat          2-byte ping-pong round trip (2 x perftest's one-way
 #                      t_typical) against a raw UDP ping-pong's median, one
 #                      that sleeps in the Go runtime's poller and one that
@@ -47,6 +49,12 @@ inA "$tmp/udpraw" blast -addr 10.77.0.2:9000 -size 4096 -d "$((secs + 1))s"
 wait
 raw_bw=$(jq .MBps "$tmp/sink.json")
 raw_kpps=$(jq .kpps "$tmp/sink.json")
+# The same with UDP GSO, which gorxe's udp link uses for runs of packets.
+ip netns exec $B "$tmp/udpraw" sink -addr 10.77.0.2:9003 -d "${secs}s" > "$tmp/sink.json" &
+sleep 0.3
+inA "$tmp/udpraw" blast -addr 10.77.0.2:9003 -size 4096 -gso 15 -d "$((secs + 1))s"
+wait
+gso_bw=$(jq .MBps "$tmp/sink.json")
 ip netns exec $B "$tmp/udpraw" pong -addr 10.77.0.2:9001 & pong=$!
 sleep 0.3
 raw_rtt=$(inA "$tmp/udpraw" ping -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us)
@@ -83,13 +91,15 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
-echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s ($(printf %.0f $raw_kpps) kpps)"
+echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s ($(printf %.0f $raw_kpps) kpps); sent 15 at a time with UDP GSO: $(printf %.0f $gso_bw) MB/s"
 echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling"
 printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
 for m in write read; do
 	u=$(jq .bw_avg_MBps <<<"${res[udp.$m]}"); t=$(jq .bw_avg_MBps <<<"${res[tap.$m]}")
 	printf '%-28s %12.0f %12.0f %8s %12.0f %8s\n' "${m}_bw MB/s (64 KiB, MTU 4096)" "$raw_bw" "$u" "$(ratio $u $raw_bw)" "$t" "$(ratio $t $raw_bw)"
 done
+u=$(jq .bw_avg_MBps <<<"${res[udp.write]}")
+printf '%-28s %12.0f %12.0f %8s\n' "  against raw UDP with GSO" "$gso_bw" "$u" "$(ratio $u $gso_bw)"
 u=$(jq '.t_typical_us * 2' <<<"${res[udp.lat]}"); t=$(jq '.t_typical_us * 2' <<<"${res[tap.lat]}")
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(ratio $u $raw_rtt)" "$t" "$(ratio $t $raw_rtt)"
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(ratio $u $busy_rtt)" "$t" "$(ratio $t $busy_rtt)"

@@ -5,6 +5,7 @@
 //
 //	udpraw sink  -addr 10.77.0.2:9000 -d 5s              receive, then print JSON
 //	udpraw blast -addr 10.77.0.2:9000 -size 4096 -d 5s   send as fast as possible
+//	udpraw blast ... -gso 15                             the same, 15 datagrams per UDP GSO send
 //	udpraw pong  -addr 10.77.0.2:9001                    echo datagrams back
 //	udpraw ping  -addr 10.77.0.2:9001 -n 5000            round trips, then print JSON
 package main
@@ -33,6 +34,7 @@ func main() {
 	dur := fs.Duration("d", 5*time.Second, "how long to run (sink stops this long after the first datagram)")
 	n := fs.Int("n", 5000, "round trips (ping)")
 	batch := fs.Int("batch", 64, "datagrams per sendmmsg/recvmmsg call")
+	gso := fs.Int("gso", 0, "blast: send this many datagrams at a time as one UDP GSO send (UDP_SEGMENT), as gorxe's udp link does")
 	busy := fs.Bool("busy", false, "ping, pong: busy poll the socket instead of sleeping in the Go runtime's poller")
 	fs.Parse(os.Args[2:])
 	var err error
@@ -40,7 +42,7 @@ func main() {
 	case "sink":
 		err = sink(*addr, *dur, *batch)
 	case "blast":
-		err = blast(*addr, *size, *dur, *batch)
+		err = blast(*addr, *size, *dur, *batch, *gso)
 	case "pong":
 		err = pong(*addr, *busy)
 	case "ping":
@@ -96,19 +98,36 @@ func sink(addr string, d time.Duration, batch int) error {
 	})
 }
 
-func blast(addr string, size int, d time.Duration, batch int) error {
+func blast(addr string, size int, d time.Duration, batch, gso int) error {
 	dst, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return err
 	}
-	c, err := net.ListenPacket("udp", ":0")
+	c, err := net.ListenPacket("udp4", ":0")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	payload := make([]byte, size)
+	if gso > 1 {
+		// One send of gso datagrams; the batch holds the same number of
+		// datagrams as without GSO.
+		payload = make([]byte, size*gso)
+		batch = max(batch/gso, 1)
+		rc, err := c.(*net.UDPConn).SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, size) }); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("UDP_SEGMENT: %w", serr)
+		}
+	}
 	pc := ipv4.NewPacketConn(c)
 	msgs := make([]ipv4.Message, batch)
-	payload := make([]byte, size)
 	for i := range msgs {
 		msgs[i].Buffers = [][]byte{payload}
 		msgs[i].Addr = dst
