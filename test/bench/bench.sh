@@ -11,10 +11,12 @@
 #   write_lat          2-byte ping-pong round trip (2 x perftest's one-way
 #                      t_typical) against a raw UDP ping-pong's median, one
 #                      that sleeps in the Go runtime's poller and one that
-#                      busy polls its socket, as gorxe's tools busy poll
+#                      busy polls its socket, as gorxe's tools busy poll;
+#                      each the median of three rounds taken in turn
 #   allocs/packet      heap allocations per packet in the gorxe process
 #
-# Needs root (namespaces, TAP). Usage: sudo test/bench/bench.sh [SECONDS]
+# Each figure is the median of three rounds. Needs root (namespaces, TAP).
+# Usage: sudo test/bench/bench.sh [SECONDS]   (SECONDS per raw throughput run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-5}
@@ -42,27 +44,21 @@ inA() { ip netns exec $A "$@"; }
 inB() { ip netns exec $B "$@"; }
 inBR() { ip netns exec $BR "$@"; }
 
-# Raw UDP throughput and round trip on the veth path.
-ip netns exec $B "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" > "$tmp/sink.json" &
-sleep 0.3
-inA "$tmp/udpraw" blast -addr 10.77.0.2:9000 -size 4096 -d "$((secs + 1))s"
-wait
-raw_bw=$(jq .MBps "$tmp/sink.json")
-raw_kpps=$(jq .kpps "$tmp/sink.json")
-# The same with UDP GSO, which gorxe's udp link uses for runs of packets.
-ip netns exec $B "$tmp/udpraw" sink -addr 10.77.0.2:9003 -d "${secs}s" > "$tmp/sink.json" &
-sleep 0.3
-inA "$tmp/udpraw" blast -addr 10.77.0.2:9003 -size 4096 -gso 15 -d "$((secs + 1))s"
-wait
-gso_bw=$(jq .MBps "$tmp/sink.json")
-ip netns exec $B "$tmp/udpraw" pong -addr 10.77.0.2:9001 & pong=$!
-sleep 0.3
-raw_rtt=$(inA "$tmp/udpraw" ping -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us)
-kill $pong; wait $pong 2>/dev/null || true
-ip netns exec $B "$tmp/udpraw" pong -busy -addr 10.77.0.2:9002 & pong=$!
-sleep 0.3
-busy_rtt=$(inA "$tmp/udpraw" ping -busy -addr 10.77.0.2:9002 -size 2 -n 5000 | jq .rtt_median_us)
-kill $pong; wait $pong 2>/dev/null || true
+# raw_blast [-gso N]: MB/s of 4096-byte datagrams sent for secs seconds.
+raw_blast() {
+	ip netns exec $B "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" > "$tmp/sink.json" &
+	sleep 0.3
+	inA "$tmp/udpraw" blast -addr 10.77.0.2:9000 -size 4096 ${1:+"$@"} -d "$((secs + 1))s"
+	wait
+	jq .MBps "$tmp/sink.json"
+}
+# raw_ping [-busy]: the median round trip of 5000 2-byte ping-pongs.
+raw_ping() {
+	ip netns exec $B "$tmp/udpraw" pong ${1:-} -addr 10.77.0.2:9001 & local pong=$!
+	sleep 0.3
+	inA "$tmp/udpraw" ping ${1:-} -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us
+	kill $pong; wait $pong 2>/dev/null || true
+}
 
 # gorxe over a link: run TEST with ARGS as server in $2 and client in $3.
 iters_bw=$((secs * 2000))
@@ -81,26 +77,43 @@ udp() { gorxe_pair $1 $B $A --link udp --ip 10.77.0.2 "${@:2}" -- --link udp --i
 tap() { gorxe_pair $1 $BR $BR --link tap --bridge br0 --link-mtu 9000 --ip 10.78.0.2/24 "${@:2}" -- \
 	--link tap --bridge br0 --link-mtu 9000 --ip 10.78.0.1/24 "${@:2}" 127.0.0.1; }
 
-declare -A res
-for l in udp tap; do
-	res[$l.write]=$($l write_bw "${bw_args[@]}" -n $iters_bw)
-	res[$l.read]=$($l read_bw "${bw_args[@]}" -n $iters_bw)
-	res[$l.lat]=$($l write_lat -s 2 -n 5000 --json)
+# Three rounds, each measuring everything in turn; every figure is the
+# median of its three, as whatever else the machine does moves single runs
+# (the hypervisor's steal time among it). res keeps the last round's JSON,
+# for the allocation counts.
+declare -A res all
+for round in 1 2 3; do
+	all[raw.bw]+=" $(raw_blast)"
+	all[gso.bw]+=" $(raw_blast -gso 15)"
+	all[raw.rtt]+=" $(raw_ping)"
+	all[busy.rtt]+=" $(raw_ping -busy)"
+	for l in udp tap; do
+		res[$l.write]=$($l write_bw "${bw_args[@]}" -n $iters_bw)
+		res[$l.read]=$($l read_bw "${bw_args[@]}" -n $iters_bw)
+		res[$l.lat]=$($l write_lat -s 2 -n 5000 --json)
+		all[$l.write]+=" $(jq .bw_avg_MBps <<<"${res[$l.write]}")"
+		all[$l.read]+=" $(jq .bw_avg_MBps <<<"${res[$l.read]}")"
+		all[$l.lat]+=" $(jq '.t_typical_us * 2' <<<"${res[$l.lat]}")"
+	done
 done
+med() { printf '%s\n' ${all[$1]} | sort -g | sed -n 2p; }
+raw_bw=$(med raw.bw) gso_bw=$(med gso.bw) raw_rtt=$(med raw.rtt) busy_rtt=$(med busy.rtt)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
-echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s ($(printf %.0f $raw_kpps) kpps); sent 15 at a time with UDP GSO: $(printf %.0f $gso_bw) MB/s"
+echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s; sent 15 at a time with UDP GSO: $(printf %.0f $gso_bw) MB/s"
 echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling"
+echo "medians of three rounds:"
+for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt busy.rtt udp.lat tap.lat; do echo "  $k:${all[$k]}"; done
 printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
 for m in write read; do
-	u=$(jq .bw_avg_MBps <<<"${res[udp.$m]}"); t=$(jq .bw_avg_MBps <<<"${res[tap.$m]}")
+	u=$(med udp.$m) t=$(med tap.$m)
 	printf '%-28s %12.0f %12.0f %8s %12.0f %8s\n' "${m}_bw MB/s (64 KiB, MTU 4096)" "$raw_bw" "$u" "$(ratio $u $raw_bw)" "$t" "$(ratio $t $raw_bw)"
 done
-u=$(jq .bw_avg_MBps <<<"${res[udp.write]}")
+u=$(med udp.write)
 printf '%-28s %12.0f %12.0f %8s\n' "  against raw UDP with GSO" "$gso_bw" "$u" "$(ratio $u $gso_bw)"
-u=$(jq '.t_typical_us * 2' <<<"${res[udp.lat]}"); t=$(jq '.t_typical_us * 2' <<<"${res[tap.lat]}")
+u=$(med udp.lat) t=$(med tap.lat)
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(ratio $u $raw_rtt)" "$t" "$(ratio $t $raw_rtt)"
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(ratio $u $busy_rtt)" "$t" "$(ratio $t $busy_rtt)"
 for m in write read lat; do
