@@ -83,7 +83,7 @@ echo "VM READY"
 sh /mnt/vm.sh > /mnt/vm.out 2>&1
 for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "$(basename "$f") $(cat "$f")"; done > /mnt/counters.txt
 echo "VM DONE"
-poweroff -f
+poweroff -f || echo o > /proc/sysrq-trigger # trixie's minbase has no poweroff
 EOF
 	chmod +x "$img/root/sbin/gorxe-init"
 	cp "$img"/root/boot/vmlinuz-* "$img/vmlinuz"
@@ -187,14 +187,14 @@ args() { # test size
 		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
 		[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 		[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
-		echo "echo '=== case $n: ib_${t%%:*} $(args "$t" "$size") -m $m'"
+		echo "echo \"=== case $n: ib_${t%%:*} $(args "$t" "$size") -m $m (\$(grep MemAvailable /proc/meminfo))\""
 		echo "timeout 120 ib_${t%%:*} -d rxe0 $gid -F -m $m $(args "$t" "$size") $peer; echo \"=== exit $n \$?\""
 		[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		n=$((n + 1))
 	done
 } > "$run/share/vm.sh"
 
-ip netns exec $ns qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 768 -smp 1 \
+ip netns exec $ns qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 1 \
 	-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
 	-append "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 init=/sbin/gorxe-init" \
 	-drive file="$img/rootfs.img",if=virtio,format=raw,snapshot=on \
