@@ -102,6 +102,11 @@ func (m *MR) offset(iova, length uint64) (uint64, bool) {
 func (m *MR) ReadAt(iova uint64, dst []byte) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	return m.read(iova, dst)
+}
+
+// read is ReadAt's copy; m.mu must be held.
+func (m *MR) read(iova uint64, dst []byte) error {
 	if m.dead {
 		return ErrInvalidKey
 	}
@@ -123,15 +128,7 @@ func (m *MR) ReadAt(iova uint64, dst []byte) error {
 func (m *MR) Peek(iova uint64, dst []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.dead {
-		return ErrInvalidKey
-	}
-	off, ok := m.offset(iova, uint64(len(dst)))
-	if !ok {
-		return ErrBounds
-	}
-	copy(dst, m.buf[off:])
-	return nil
+	return m.read(iova, dst)
 }
 
 // WriteAt copies src into the region starting at iova. It copies everything
