@@ -172,76 +172,105 @@ args() { # test size
 	esac
 }
 
-# The VM's script: every case's perftest, in order, each after the
-# previous one's gorxe side is done (the host writes go.N to let case N
-# start, so servers are up before clients connect).
-{
-	echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest) ($(ib_write_bw --version 2>&1 | head -1)), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
-	echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
-	n=0
-	for c in "${cases[@]}"; do
-		set -- $c
-		dir=$1 t=$2 m=$4 ip=$5 size=$6 loss=$7
-		gid='-x 1'; [ "$ip" = 6 ] && gid='-x $gid6'
-		peer=""; [ "$dir" = gorxe-server ] && peer=10.9.0.1
-		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
-		[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
-		[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
-		echo "echo \"=== case $n: ib_${t%%:*} $(args "$t" "$size") -m $m (\$(grep MemAvailable /proc/meminfo))\""
-		echo "timeout 120 ib_${t%%:*} -d rxe0 $gid -F -m $m $(args "$t" "$size") $peer; echo \"=== exit $n \$?\""
-		[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
-		n=$((n + 1))
+# session N CASE...: boots VM number N and runs the given cases (indices
+# into cases) in it, setting line[CASE] and failed[CASE]. The VM's script
+# runs each case's perftest in order, each after the previous one's gorxe
+# side is done (the host writes go.CASE to let it start, so that servers
+# are up before clients connect, and go.end to stop).
+declare -A line failed
+session() {
+	local vm=$1; shift
+	local list=("$@") n
+	rm -f "$run/share"/go.* "$run/share/vm.out"
+	{
+		echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest) ($(ib_write_bw --version 2>&1 | head -1)), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
+		echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
+		for n in "${list[@]}"; do
+			set -- ${cases[$n]}
+			local dir=$1 t=$2 m=$4 ip=$5 size=$6 loss=$7
+			local gid='-x 1'; [ "$ip" = 6 ] && gid='-x $gid6'
+			local peer=""; [ "$dir" = gorxe-server ] && peer=10.9.0.1
+			echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
+			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
+			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
+			echo "echo \"=== case $n: ib_${t%%:*} $(args "$t" "$size") -m $m (\$(grep MemAvailable /proc/meminfo))\""
+			echo "timeout 120 ib_${t%%:*} -d rxe0 $gid -F -m $m $(args "$t" "$size") $peer; echo \"=== exit $n \$?\""
+			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
+		done
+		echo "while [ ! -f /mnt/go.end ]; do sleep 0.2; done"
+	} > "$run/share/vm.sh"
+
+	local log=$run/vm.$vm.log
+	ip netns exec $ns qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 1 \
+		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
+		-append "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 init=/sbin/gorxe-init" \
+		-drive file="$img/rootfs.img",if=virtio,format=raw,snapshot=on \
+		-netdev tap,id=n0,ifname=vmtap0,script=no,downscript=no \
+		-device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:02 \
+		-virtfs local,path="$run/share",mount_tag=share,security_model=none \
+		-nographic -no-reboot > "$log" 2>&1 &
+	local qemu=$!
+	for _ in $(seq 1 120); do grep -q "VM READY" "$log" && break; sleep 1; done
+	grep -q "VM READY" "$log" || { echo "interop: the VM did not come up; see $log" >&2; exit 1; }
+
+	for n in "${list[@]}"; do
+		set -- ${cases[$n]}
+		local dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7 link
+		case $l/$ip in
+		tap/4) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip 10.9.0.5/24" ;;
+		tap/6) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip fd09::5/64" ;;
+		udp/4) link="--link udp --ip 10.9.0.1" ;;
+		udp/6) link="--link udp --ip fd09::1" ;;
+		esac
+		local peer=""; [ "$dir" = rxe-server ] && peer=10.9.0.2
+		ip netns exec $ns tcpdump -i br0 -s 0 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > /dev/null 2>&1 &
+		local dump=$!
+		sleep 0.5
+		touch "$run/share/go.$n"
+		[ "$dir" = rxe-server ] && sleep 2 # perftest's server must be listening
+		[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
+		set +e
+		ip netns exec $ns timeout 150 "$cache/gorxe" ${t%%:*} $link -m $m $(args "$t" "$size") --give-up 30s $peer > "$run/gorxe.$n.out" 2>&1
+		local g=$?
+		set -e
+		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
+		sleep 0.5; kill $dump 2>/dev/null; wait $dump 2>/dev/null || true
+		local p verdict=pass lossnote="" note=""
+		p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
+		{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
+		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
+		[ "$loss" != 0 ] && lossnote="loss $loss%"
+		[ "$vm" != 1 ] && note=" (VM $vm)"
+		line[$n]=$(printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s gorxe=%s perftest=%s%s' "$verdict" "$dir" "$t" "$l" "$m" "$ip" "$size" "$lossnote" "$g" "${p:-?}" "$note")
+		echo "${line[$n]}"
 	done
-} > "$run/share/vm.sh"
+	touch "$run/share/go.end"
+	for _ in $(seq 1 60); do grep -q "VM DONE" "$log" && break; sleep 1; done
+	kill $qemu 2>/dev/null; wait $qemu 2>/dev/null || true
+	versions=$(sed -n 's/^=== versions: //p' "$run/share/vm.out")
+	cp "$run/share/vm.out" "$run/vm.$vm.out"
+	cp "$run/share/counters.txt" "$run/counters.$vm.txt" 2>/dev/null || true
+}
 
-ip netns exec $ns qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 1 \
-	-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
-	-append "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 init=/sbin/gorxe-init" \
-	-drive file="$img/rootfs.img",if=virtio,format=raw,snapshot=on \
-	-netdev tap,id=n0,ifname=vmtap0,script=no,downscript=no \
-	-device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:02 \
-	-virtfs local,path="$run/share",mount_tag=share,security_model=none \
-	-nographic -no-reboot > "$run/vm.log" 2>&1 &
-for _ in $(seq 1 120); do grep -q "VM READY" "$run/vm.log" && break; sleep 1; done
-grep -q "VM READY" "$run/vm.log" || { echo "interop: the VM did not come up; see $run/vm.log" >&2; exit 1; }
-
-results=()
-n=0
-for c in "${cases[@]}"; do
-	set -- $c
-	dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7
-	case $l/$ip in
-	tap/4) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip 10.9.0.5/24" ;;
-	tap/6) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip fd09::5/64" ;;
-	udp/4) link="--link udp --ip 10.9.0.1" ;;
-	udp/6) link="--link udp --ip fd09::1" ;;
-	esac
-	peer=""; [ "$dir" = rxe-server ] && peer=10.9.0.2
-	ip netns exec $ns tcpdump -i br0 -s 0 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > /dev/null 2>&1 &
-	dump=$!
-	sleep 0.5
-	touch "$run/share/go.$n"
-	[ "$dir" = rxe-server ] && sleep 2 # perftest's server must be listening
-	[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
-	set +e
-	ip netns exec $ns timeout 150 "$cache/gorxe" ${t%%:*} $link -m $m $(args "$t" "$size") --give-up 30s $peer > "$run/gorxe.$n.out" 2>&1
-	g=$?
-	set -e
-	for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
-	sleep 0.5; kill $dump 2>/dev/null; wait $dump 2>/dev/null || true
-	p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
-	verdict=pass; { [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
-	lossnote=""; [ "$loss" != 0 ] && lossnote="loss $loss%"
-	results+=("$(printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s gorxe=%s perftest=%s' "$verdict" "$dir" "$t" "$l" "$m" "$ip" "$size" "$lossnote" "$g" "${p:-?}")")
-	echo "${results[-1]}"
-	n=$((n + 1))
-done
-touch "$run/share/go.$n"
-for _ in $(seq 1 60); do grep -q "VM DONE" "$run/vm.log" && break; sleep 1; done
+session 1 "${!cases[@]}"
+# Under emulation the VM's virtio NIC has been seen to stop transmitting
+# for good (its kernel's NETDEV WATCHDOG: "transmit queue 0 timed out"),
+# failing every case after. That is the emulator's fault, not a verdict on
+# gorxe or rxe: the cases that failed then run again in a fresh VM, and
+# their lines say so. Any other failure stands.
+retry=()
+for n in "${!cases[@]}"; do [ "${failed[$n]}" = 1 ] && retry+=("$n"); done
+if [ ${#retry[@]} -gt 0 ] && grep -q "NETDEV WATCHDOG" "$run/vm.1.log"; then
+	echo "interop: the VM's NIC stopped transmitting (see $run/vm.1.log); running the ${#retry[@]} failed cases again in a fresh VM"
+	session 2 "${retry[@]}"
+fi
 
 echo
-echo "gorxe against kernel rxe and stock perftest (Debian $suite: $(sed -n 's/^=== versions: //p' "$run/share/vm.out"))"
-printf '%s\n' "${results[@]}"
-fails=$(printf '%s\n' "${results[@]}" | grep -c '^FAIL' || true)
-echo "${#results[@]} cases, $((${#results[@]} - fails)) passed, $fails failed"
+echo "gorxe against kernel rxe and stock perftest (Debian $suite: $versions)"
+fails=0
+for n in "${!cases[@]}"; do
+	echo "${line[$n]}"
+	[ "${failed[$n]}" = 1 ] && fails=$((fails + 1))
+done
+echo "${#cases[@]} cases, $((${#cases[@]} - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
