@@ -129,15 +129,50 @@ func TestPingTAPHost(t *testing.T) {
 // with the IPv4 IDs the kernel numbered, which their ICRCs must cover.
 func TestCaptureDecodes(t *testing.T) {
 	needRoot(t)
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Fatal("tshark is not installed: make test installs it")
-	}
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 9000)
 	a.ip(t, "link", "set", "va", "gso_max_segs", "1")
 	b.ip(t, "link", "set", "vb", "gso_max_segs", "1")
+	file := captureTests(t, a, b, b, "vb")
+	out := stdout(t, "tshark", "-r", file, "-d", "udp.port==4791,infiniband", "-Y", "_ws.malformed || _ws.expert.severity == error")
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("tshark finds malformed packets:\n%s", out)
+	}
+	if n := strings.Count(stdout(t, "tshark", "-r", file), "\n"); n < 100 {
+		t.Fatalf("only %d packets captured", n)
+	}
+	ids := strings.Fields(stdout(t, "tshark", "-r", file, "-T", "fields", "-e", "ip.id"))
+	if slices.IndexFunc(ids, func(id string) bool { return id != "0x0000" }) < 0 {
+		t.Errorf("every IPv4 ID is 0: the link sent no run of packets as one datagram")
+	}
+	if sum := decodeSummary(t, file); sum.RoCE < 100 || sum.BadICRC != 0 || sum.Bad != 0 || sum.GSO != 0 {
+		t.Fatalf("decode summary %+v", sum)
+	}
+}
+
+// TestCaptureUncutGSO captures on the sending host's veth, which carries
+// the udp link's GSO datagrams uncut: gorxe decode finds the packets in
+// them and verifies every ICRC.
+func TestCaptureUncutGSO(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	file := captureTests(t, a, b, a, "va")
+	if sum := decodeSummary(t, file); sum.RoCE < 100 || sum.BadICRC != 0 || sum.Bad != 0 || sum.GSO == 0 {
+		t.Fatalf("decode summary %+v, want uncut GSO datagrams and no bad packet", sum)
+	}
+}
+
+// captureTests runs write_bw, read_bw, send_bw and atomic_bw over the udp
+// link between a (client) and b (server), capturing with tshark on dev
+// in ns, and returns the capture file.
+func captureTests(t *testing.T, a, b, ns *netns, dev string) string {
+	t.Helper()
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Fatal("tshark is not installed: make test installs it")
+	}
 	file := filepath.Join(t.TempDir(), "roce.pcap")
-	capture := b.cmd(context.Background(), "tshark", "-i", "vb", "-w", file, "-f", "udp port 4791", "-q")
+	capture := ns.cmd(context.Background(), "tshark", "-i", dev, "-w", file, "-f", "udp port 4791", "-q")
 	if err := capture.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -155,31 +190,28 @@ func TestCaptureDecodes(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	capture.Process.Signal(syscall.SIGINT)
 	capture.Wait()
-	out := stdout(t, "tshark", "-r", file, "-d", "udp.port==4791,infiniband", "-Y", "_ws.malformed || _ws.expert.severity == error")
-	if strings.TrimSpace(out) != "" {
-		t.Errorf("tshark finds malformed packets:\n%s", out)
-	}
-	if n := strings.Count(stdout(t, "tshark", "-r", file), "\n"); n < 100 {
-		t.Fatalf("only %d packets captured", n)
-	}
-	ids := strings.Fields(stdout(t, "tshark", "-r", file, "-T", "fields", "-e", "ip.id"))
-	if slices.IndexFunc(ids, func(id string) bool { return id != "0x0000" }) < 0 {
-		t.Errorf("every IPv4 ID is 0: the link sent no run of packets as one datagram")
-	}
-	var sum struct {
-		Summary struct {
-			RoCE    int `json:"roce_packets"`
-			BadICRC int `json:"bad_icrc"`
-			Bad     int `json:"malformed"`
-		} `json:"summary"`
+	return file
+}
+
+// decodeSum is the summary gorxe decode --json ends with.
+type decodeSum struct {
+	RoCE    int `json:"roce_packets"`
+	BadICRC int `json:"bad_icrc"`
+	Bad     int `json:"malformed"`
+	GSO     int `json:"gso_datagrams"`
+}
+
+// decodeSummary returns gorxe decode's summary of a capture file.
+func decodeSummary(t *testing.T, file string) decodeSum {
+	t.Helper()
+	var out struct {
+		Summary decodeSum `json:"summary"`
 	}
 	lines := strings.Split(strings.TrimSpace(stdout(t, gorxeBin, "decode", "--json", file)), "\n")
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
 		t.Fatal(err)
 	}
-	if sum.Summary.RoCE < 100 || sum.Summary.BadICRC != 0 || sum.Summary.Bad != 0 {
-		t.Fatalf("decode summary %+v", sum.Summary)
-	}
+	return out.Summary
 }
 
 // TestKilledPeer: when one side is killed mid-test, the other exits with

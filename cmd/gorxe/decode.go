@@ -28,6 +28,10 @@ capture, one line each: its index among the RoCE packets, the time since the
 capture's first frame, addresses, the BTH, each extended header, the payload
 length and whether the ICRC verifies. A summary line ends the output.
 
+A capture taken on the host that sends with UDP GSO (gorxe's udp link does)
+shows runs of packets as one uncut datagram; decode finds the packets the
+kernel cut it into, verifies each ICRC, and marks each gso=K/N.
+
 With --json it prints one JSON object per packet per line (JSON Lines) and
 ends with {"summary": {...}}, all on standard output.
 
@@ -77,13 +81,20 @@ type summary struct {
 	RoCE      int `json:"roce_packets"` // UDP to port 4791, malformed ones included
 	Other     int `json:"other_frames"` // everything else, skipped
 	BadICRC   int `json:"bad_icrc"`
-	Malformed int `json:"malformed"` // RoCE packets wire.ParseIP rejected
+	Malformed int `json:"malformed"`               // RoCE packets wire.ParseIP rejected
+	GSO       int `json:"gso_datagrams,omitempty"` // uncut UDP GSO datagrams, counted in RoCE as their packets
+
+	gsoPackets int
 }
 
 // String formats the summary line of the text output.
 func (s summary) String() string {
-	return fmt.Sprintf("%d RoCE packets, %d other frames skipped, %d bad ICRC, %d malformed",
-		s.RoCE, s.Other, s.BadICRC, s.Malformed)
+	gso := ""
+	if s.GSO > 0 {
+		gso = fmt.Sprintf(" (%d of them from %d uncut GSO datagrams)", s.gsoPackets, s.GSO)
+	}
+	return fmt.Sprintf("%d RoCE packets%s, %d other frames skipped, %d bad ICRC, %d malformed",
+		s.RoCE, gso, s.Other, s.BadICRC, s.Malformed)
 }
 
 // Magic numbers that start a capture file, as the first four bytes read in
@@ -198,16 +209,28 @@ func decode(w io.Writer, r io.Reader, jsonOut bool) (summary, error) {
 			sum.Other++
 			continue
 		}
-		sum.RoCE++
-		rec := record{index: sum.RoCE, rel: ci.Timestamp.Sub(t0)}
-		if rec.err = wire.ParseIP(&rec.p, ip); rec.err != nil {
-			sum.Malformed++
-			rec.src, rec.dst = ipAddrs(ip)
-		} else {
-			rec.src, rec.dst = rec.p.Src().String(), rec.p.Dst().String()
-			if rec.icrcErr = rec.p.CheckICRC(); rec.icrcErr != nil {
-				sum.BadICRC++
+		rec := record{index: sum.RoCE + 1, rel: ci.Timestamp.Sub(t0)}
+		rec.parse(ip)
+		if rec.err != nil || rec.icrcErr != nil {
+			if segs, ok := wire.SplitGSO(ip); ok {
+				sum.GSO++
+				sum.gsoPackets += len(segs)
+				for k, seg := range segs {
+					sum.RoCE++
+					rec := record{index: sum.RoCE, rel: rec.rel, gso: fmt.Sprintf("%d/%d", k+1, len(segs))}
+					rec.parse(seg)
+					if err := out.packet(&rec); err != nil {
+						return sum, err
+					}
+				}
+				continue
 			}
+		}
+		sum.RoCE++
+		if rec.err != nil {
+			sum.Malformed++
+		} else if rec.icrcErr != nil {
+			sum.BadICRC++
 		}
 		if err := out.packet(&rec); err != nil {
 			return sum, err
@@ -266,6 +289,17 @@ type record struct {
 	p        wire.Packet
 	err      error // from wire.ParseIP; p is empty when set
 	icrcErr  error
+	gso      string // "K/N": packet K of the N an uncut GSO datagram holds
+}
+
+// parse parses ip, a packet from its IP header on, into r.
+func (r *record) parse(ip []byte) {
+	if r.err = wire.ParseIP(&r.p, ip); r.err != nil {
+		r.src, r.dst = ipAddrs(ip)
+		return
+	}
+	r.src, r.dst = r.p.Src().String(), r.p.Dst().String()
+	r.icrcErr = r.p.CheckICRC()
 }
 
 // seconds formats d as seconds with microseconds, as tshark shows relative
@@ -340,7 +374,11 @@ func textPrinter(w io.Writer) printer {
 			if p.IETH != nil {
 				fmt.Fprintf(&sb, " ieth(rkey=0x%08x)", uint32(p.IETH.RKey()))
 			}
-			fmt.Fprintf(&sb, " payload=%d icrc=%s\n", len(p.Payload), icrcWord(r.icrcErr, "BAD"))
+			fmt.Fprintf(&sb, " payload=%d icrc=%s", len(p.Payload), icrcWord(r.icrcErr, "BAD"))
+			if r.gso != "" {
+				fmt.Fprintf(&sb, " gso=%s", r.gso)
+			}
+			sb.WriteByte('\n')
 			_, err := io.WriteString(w, sb.String())
 			return err
 		},
@@ -394,7 +432,8 @@ type (
 		Imm        *jsonImm       `json:"imm,omitempty"`
 		IETH       *jsonIETH      `json:"ieth,omitempty"`
 		PayloadLen int            `json:"payload_len"`
-		ICRC       string         `json:"icrc"` // "ok" or "bad"
+		GSO        string         `json:"gso,omitempty"` // "K/N": packet K of an uncut GSO datagram of N
+		ICRC       string         `json:"icrc"`          // "ok" or "bad"
 	}
 	// jsonMalformed is a RoCE packet that wire.ParseIP rejected.
 	jsonMalformed struct {
@@ -471,7 +510,7 @@ func jsonPrinter(w io.Writer) printer {
 				DQPN: uint32(h.DestQP()), PSN: uint32(h.PSN()),
 				AckReq: h.AckReq(), SE: h.SE(), MigReq: h.MigReq(), PadCnt: h.PadCnt(),
 				FECN: h.FECN(), BECN: h.BECN(),
-				PayloadLen: len(p.Payload), ICRC: icrcWord(r.icrcErr, "bad"),
+				PayloadLen: len(p.Payload), ICRC: icrcWord(r.icrcErr, "bad"), GSO: r.gso,
 			}
 			if p.DETH != nil {
 				j.DETH = &jsonDETH{QKey: p.DETH.QKey(), SrcQP: uint32(p.DETH.SrcQP())}

@@ -1,0 +1,108 @@
+package wire
+
+import "encoding/binary"
+
+// minPacket is the shortest RoCE v2 packet: a BTH and the ICRC.
+const minPacket = 12 + ICRCLen
+
+// maxSegment bounds the packets SplitGSO looks for: a BTH, the largest
+// extended headers, a 4096-byte payload, pad and ICRC fit in it.
+const maxSegment = 4096 + 128
+
+// SplitGSO recognises an uncut UDP GSO datagram of RoCE v2 packets, given
+// from its IP header on, and returns the packets the kernel cuts it into,
+// each from its IP header on, in new buffers. A capture on the host that
+// sends such a datagram (gorxe's udp link does, for runs of equally long
+// packets) shows it uncut, as it shows TCP before segmentation offload.
+//
+// There is no segment size on the wire, so SplitGSO tries each: the one
+// at which the first segment's ICRC verifies, and then every other
+// segment's, is the one. Over IPv4 segment k carries the datagram's IP ID
+// plus k, as the kernel numbers them, and its ICRC covers that ID. It
+// returns ok false for anything else: a single packet, a datagram whose
+// segments do not all verify, a malformed header.
+func SplitGSO(ip []byte) (pkts [][]byte, ok bool) {
+	if len(ip) < 1 {
+		return nil, false
+	}
+	var hl, total int
+	var proto byte
+	switch ip[0] >> 4 {
+	case 4:
+		hl = int(ip[0]&0x0f) * 4
+		if hl < IPv4Len || len(ip) < hl+UDPLen {
+			return nil, false
+		}
+		total, proto = int(binary.BigEndian.Uint16(ip[2:])), ip[9]
+	case 6:
+		hl = IPv6Len
+		if len(ip) < hl+UDPLen {
+			return nil, false
+		}
+		total, proto = hl+int(binary.BigEndian.Uint16(ip[4:])), ip[6]
+	default:
+		return nil, false
+	}
+	if proto != 17 || total > len(ip) || total < hl+UDPLen {
+		return nil, false
+	}
+	payload := ip[hl+UDPLen : total]
+	for seg := minPacket; seg < len(payload) && seg <= maxSegment; seg++ {
+		if !segmentOK(ip[:hl], ip[hl:hl+UDPLen], payload, seg, 0) {
+			continue
+		}
+		n := (len(payload) + seg - 1) / seg
+		k := 1
+		for ; k < n && segmentOK(ip[:hl], ip[hl:hl+UDPLen], payload, seg, k); k++ {
+		}
+		if k < n {
+			continue
+		}
+		for k := range n {
+			pkts = append(pkts, segment(ip[:hl], ip[hl:hl+UDPLen], payload, seg, k))
+		}
+		return pkts, true
+	}
+	return nil, false
+}
+
+// segmentOK reports whether segment k of payload, cut every seg bytes,
+// is a packet whose ICRC verifies under the headers the kernel gives it.
+func segmentOK(ip, udp, payload []byte, seg, k int) bool {
+	chunk := payload[k*seg : min((k+1)*seg, len(payload))]
+	if len(chunk) < minPacket {
+		return false
+	}
+	var h [IPv6Len + UDPLen]byte
+	hdr := cutHeaders(h[:0], ip, udp, len(chunk), k)
+	body := chunk[:len(chunk)-ICRCLen]
+	return ComputeICRC(hdr[:len(ip)], hdr[len(ip):], body) == binary.LittleEndian.Uint32(chunk[len(body):])
+}
+
+// segment returns segment k of payload as a packet of its own.
+func segment(ip, udp, payload []byte, seg, k int) []byte {
+	chunk := payload[k*seg : min((k+1)*seg, len(payload))]
+	b := cutHeaders(make([]byte, 0, len(ip)+UDPLen+len(chunk)), ip, udp, len(chunk), k)
+	if b[0]>>4 == 4 {
+		binary.BigEndian.PutUint16(b[10:], 0)
+		binary.BigEndian.PutUint16(b[10:], ^onesSum(0, b[:len(ip)]))
+	}
+	return append(b, chunk...)
+}
+
+// cutHeaders appends to b the IP and UDP headers of segment k, n bytes of
+// UDP payload: the datagram's, with the lengths of the segment and, over
+// IPv4, the ID plus k. The UDP checksum is left as it was: the ICRC does
+// not cover it, and the kernel computes it anew.
+func cutHeaders(b, ip, udp []byte, n, k int) []byte {
+	b = append(append(b, ip...), udp...)
+	h := b[len(b)-len(ip)-UDPLen:]
+	if h[0]>>4 == 4 {
+		binary.BigEndian.PutUint16(h[2:], uint16(len(ip)+UDPLen+n))
+		binary.BigEndian.PutUint16(h[4:], binary.BigEndian.Uint16(ip[4:])+uint16(k))
+	} else {
+		binary.BigEndian.PutUint16(h[4:], uint16(UDPLen+n))
+	}
+	binary.BigEndian.PutUint16(h[len(ip)+4:], uint16(UDPLen+n))
+	return b
+}
