@@ -234,7 +234,8 @@ session() {
 		local g=$?
 		set -e
 		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
-		sleep 0.5; kill $dump 2>/dev/null; wait $dump 2>/dev/null || true
+		sleep 0.5; kill $dump 2>/dev/null || true
+		wait $dump 2>/dev/null || true
 		local p verdict=pass lossnote="" note=""
 		p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
 		{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
@@ -246,7 +247,8 @@ session() {
 	done
 	touch "$run/share/go.end"
 	for _ in $(seq 1 60); do grep -q "VM DONE" "$log" && break; sleep 1; done
-	kill $qemu 2>/dev/null; wait $qemu 2>/dev/null || true
+	kill $qemu 2>/dev/null || true # gone already if it powered off
+	wait $qemu 2>/dev/null || true
 	versions=$(sed -n 's/^=== versions: //p' "$run/share/vm.out")
 	cp "$run/share/vm.out" "$run/vm.$vm.out"
 	cp "$run/share/counters.txt" "$run/counters.$vm.txt" 2>/dev/null || true
