@@ -108,12 +108,24 @@ func AppendTransport(b []byte, h *Headers, payload []byte) []byte {
 
 // IPFields holds what a RoCE v2 packet's IP header says beyond its lengths.
 type IPFields struct {
-	Src, Dst     netip.Addr // both IPv4 or both IPv6; IPv4-mapped IPv6 counts as IPv4
+	Src, Dst     netip.Addr // both IPv4 or both IPv6; IPv4-mapped IPv6 counts as IPv4 unless IPv6 is set
 	TrafficClass uint8      // IPv4 TOS or IPv6 traffic class: DSCP and ECN
 	HopLimit     uint8      // IPv4 TTL or IPv6 hop limit
 	ID           uint16     // IPv4 Identification
 	DontFrag     bool       // IPv4 DF flag; RoCE v2 senders set it
 	FlowLabel    uint32     // IPv6 flow label (20 bits)
+	IPv6         bool       // an IPv6 header whatever the addresses, as a parsed IPv6 packet carrying IPv4-mapped ones has
+}
+
+// addrs returns the addresses as the IP header carries them, whether the
+// header is IPv4, and whether the pair makes a header at all.
+func (f *IPFields) addrs() (src, dst netip.Addr, v4, ok bool) {
+	if f.IPv6 {
+		return f.Src, f.Dst, false, f.Src.IsValid() && f.Dst.IsValid()
+	}
+	src, dst = f.Src.Unmap(), f.Dst.Unmap()
+	v4 = src.Is4()
+	return src, dst, v4, src.IsValid() && dst.IsValid() && v4 == dst.Is4()
 }
 
 // Frame describes a whole RoCE v2 packet from the IP header on.
@@ -129,7 +141,7 @@ type Frame struct {
 // Len returns the length of the whole packet, IP header through ICRC.
 func (f *Frame) Len() int {
 	ipLen := IPv4Len
-	if !f.IP.Src.Unmap().Is4() {
+	if _, _, v4, _ := f.IP.addrs(); !v4 {
 		ipLen = IPv6Len
 	}
 	return ipLen + UDPLen + f.TransportLen(len(f.Payload)) + ICRCLen
@@ -138,9 +150,8 @@ func (f *Frame) Len() int {
 // Append appends the whole packet, IP header through ICRC, to b. It fills in
 // the IP and UDP lengths, the IPv4 header checksum, the pad and the ICRC.
 func (f *Frame) Append(b []byte) ([]byte, error) {
-	src, dst := f.IP.Src.Unmap(), f.IP.Dst.Unmap()
-	v4 := src.Is4()
-	if !src.IsValid() || !dst.IsValid() || v4 != dst.Is4() {
+	src, dst, v4, ok := f.IP.addrs()
+	if !ok {
 		return b, ErrAddrFamily
 	}
 	info := &opTable[f.BTH.Opcode]
@@ -246,6 +257,7 @@ func (p *Packet) Frame() (Frame, error) {
 		f.IP.ID = binary.BigEndian.Uint16(p.IP[4:])
 		f.IP.DontFrag = p.IP[6]&0x40 != 0
 	} else {
+		f.IP.IPv6 = true
 		f.IP.HopLimit = p.IP[7]
 		f.IP.FlowLabel = binary.BigEndian.Uint32(p.IP[0:]) & 0xfffff
 	}

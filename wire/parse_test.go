@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"errors"
+	"net/netip"
 	"reflect"
 	"testing"
 
@@ -202,6 +203,35 @@ func TestHeaderLengths(t *testing.T) {
 		h := wire.Headers{BTH: bth.Fields{Opcode: tt.op}}
 		if h.Len() != tt.len {
 			t.Errorf("%v: header length %d, want %d", tt.op, h.Len(), tt.len)
+		}
+	}
+}
+
+// An IPv6 packet that carries IPv4-mapped addresses, one or both, builds
+// back into IPv6, byte for byte (FuzzParseIP found the first).
+func TestIPv6WithMappedAddresses(t *testing.T) {
+	for _, pair := range [][2]string{{"::ffff:10.0.0.1", "::ffff:10.0.0.2"}, {"fd00::1", "::ffff:10.0.0.2"}} {
+		f := wire.Frame{
+			IP:      wire.IPFields{Src: netip.MustParseAddr(pair[0]), Dst: netip.MustParseAddr(pair[1]), HopLimit: 64, IPv6: true},
+			SrcPort: 0xc000, DstPort: wire.UDPPort,
+			Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 0x11}},
+			Payload: []byte("mapped"),
+		}
+		b, err := f.Append(nil)
+		if err != nil || b[0]>>4 != 6 || len(b) != f.Len() {
+			t.Fatalf("%v: Append = %x, %v", pair, b, err)
+		}
+		var p wire.Packet
+		if err := wire.ParseIP(&p, b); err != nil {
+			t.Fatal(err)
+		}
+		fr, err := p.Frame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := fr.Append(nil)
+		if err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("%v: rebuilt\n%x, %v\nwant\n%x", pair, again, err, b)
 		}
 	}
 }
