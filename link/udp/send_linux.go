@@ -54,7 +54,7 @@ func sendTOS(tc byte) byte {
 // unconnected socket; when the kernel cuts a datagram it numbers the
 // segments' IDs on from there, so segment k leaves with ID k. Its ICRC
 // therefore goes in an iovec of its own, recomputed for ID k
-// (wire.ICRCWithIPv4ID), and the device's buffer is left as it was.
+// (wire.IDShift), and the device's buffer is left as it was.
 // test/ checks the result on the wire, cut by the kernel's software
 // segmentation, against tshark and gorxe decode.
 //
@@ -194,6 +194,10 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 	if l.v4 {
 		maxBytes, maxSeg = gsoMaxV4, l.mtu-wire.IPv4Len-wire.UDPLen
 	}
+	// The IDShift of the last transport length seen: a run's packets share
+	// one, but for its last, and finding it costs as much as an ICRC.
+	var shift wire.IDShift
+	shiftLen := -1
 	for j, buf := range bufs {
 		dst, port, tos, payload, ok := l.parse(buf)
 		if !ok {
@@ -206,8 +210,10 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 			if l.v4 {
 				// Segment count[i] of the run leaves with IP ID count[i].
 				n := len(payload) - wire.ICRCLen
-				icrc := binary.LittleEndian.Uint32(payload[n:])
-				icrc = wire.ICRCWithIPv4ID(icrc, 0, uint16(s.count[i]), n)
+				if n != shiftLen {
+					shift, shiftLen = wire.IPv4IDShift(n), n
+				}
+				icrc := shift.ICRC(binary.LittleEndian.Uint32(payload[n:]), 0, uint16(s.count[i]))
 				binary.LittleEndian.PutUint32(s.icrcs[j][:], icrc)
 				s.iov[nio], s.iov[nio+1] = payload[:n], s.icrcs[j][:]
 				nio += 2
