@@ -84,6 +84,7 @@ type txScratch struct {
 	ips   [link.BatchSize][16]byte
 	oob   [link.BatchSize][txOOBWords]uint64 // TOS and UDP_SEGMENT control messages; uint64 for alignment
 	icrcs [link.BatchSize][wire.ICRCLen]byte
+	dsts  [link.BatchSize]netip.Addr // addrs[i]'s address, to compare a packet's with
 
 	// Per message: where its packets and iovecs start, how many malformed
 	// packets came before it, how many packets it has, their size (the
@@ -95,8 +96,6 @@ type txScratch struct {
 // txOOBWords is room for two control messages of at most an int each:
 // CmsgSpace(4) is 24 bytes on 64-bit Linux.
 const txOOBWords = 6
-
-func (l *Link) newTxScratch() *txScratch { return new(txScratch) }
 
 // Send sends the UDP payload of each packet to the destination address
 // and port in its headers. Packets that are malformed, of the other
@@ -123,11 +122,14 @@ func (l *Link) Send(bufs [][]byte) error {
 // datagram if gso.
 func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
 	k, bad := l.build(s, bufs, gso)
-	defer func() {
-		clear(s.iov[:]) // do not keep the caller's buffers alive
-	}()
 	var sent, runs uint64
 	failed := uint64(bad)
+	defer func() {
+		clear(s.iov[:]) // do not keep the caller's buffers alive
+		l.stats.sent.Add(sent)
+		l.stats.runs.Add(runs)
+		l.stats.sendErrors.Add(failed)
+	}()
 	for i := 0; i < k; {
 		n, err := l.write(s.ms[i:k], 0)
 		n = max(n, 0)
@@ -148,9 +150,6 @@ func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
 			continue
 		}
 		if l.closedErr(err) {
-			l.stats.sent.Add(sent)
-			l.stats.runs.Add(runs)
-			l.stats.sendErrors.Add(failed)
 			return link.ErrClosed
 		}
 		if s.count[i] > 1 {
@@ -161,9 +160,7 @@ func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
 			if gsoUnsupported(err) {
 				l.gso.Store(false)
 			}
-			l.stats.sent.Add(sent)
-			l.stats.runs.Add(runs)
-			l.stats.sendErrors.Add(failed - uint64(bad-s.bad[i]))
+			failed -= uint64(bad - s.bad[i])
 			return l.sendBatch(s, bufs[s.first[i]:], false)
 		}
 		// sendmmsg fails only on its first datagram; the ones after it
@@ -171,9 +168,6 @@ func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
 		failed += uint64(s.count[i])
 		i++
 	}
-	l.stats.sent.Add(sent)
-	l.stats.runs.Add(runs)
-	l.stats.sendErrors.Add(failed)
 	return nil
 }
 
@@ -206,7 +200,7 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 		}
 		if i := k - 1; gso && i >= 0 && s.count[i] < gsoMaxSegments && s.seg[i] >= gsoMinSegment && s.seg[i] <= maxSeg &&
 			len(payload) <= s.seg[i] && s.bytes[i] == s.count[i]*s.seg[i] && s.bytes[i]+len(payload) <= maxBytes &&
-			tos == s.tos[i] && port == uint16(s.addrs[i].Port) && dst == addrOf(&s.addrs[i]) {
+			tos == s.tos[i] && port == uint16(s.addrs[i].Port) && dst == s.dsts[i] {
 			if l.v4 {
 				// Segment count[i] of the run leaves with IP ID count[i].
 				n := len(payload) - wire.ICRCLen
@@ -226,6 +220,7 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 			continue
 		}
 		s.first[k], s.bad[k], s.iov0[k], s.count[k], s.seg[k], s.bytes[k], s.tos[k] = j, bad, nio, 1, len(payload), len(payload), tos
+		s.dsts[k] = dst
 		a := &s.addrs[k]
 		a.IP = append(s.ips[k][:0], dst.AsSlice()...)
 		a.Port = int(port)
@@ -248,12 +243,6 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 		m.OOB = l.control(s, i)
 	}
 	return k, bad
-}
-
-// addrOf returns the address a message goes to.
-func addrOf(a *net.UDPAddr) netip.Addr {
-	ip, _ := netip.AddrFromSlice(a.IP)
-	return ip
 }
 
 // control returns message i's control messages: the TOS byte when it is

@@ -133,7 +133,7 @@ func Open(c Config) (*Link, error) {
 		l.write = ipv6.NewPacketConn(l.conn).WriteBatch
 	}
 	l.gso.Store(!c.NoGSO)
-	l.txPool.New = func() any { return l.newTxScratch() }
+	l.txPool.New = func() any { return new(txScratch) }
 	l.rx.init(l)
 	return l, nil
 }
