@@ -46,30 +46,33 @@ func SplitGSO(ip []byte) (pkts [][]byte, ok bool) {
 	if proto != 17 || total > len(ip) || total < hl+UDPLen {
 		return nil, false
 	}
-	payload := ip[hl+UDPLen : total]
+	ipHdr, udp, payload := ip[:hl], ip[hl:hl+UDPLen], ip[hl+UDPLen:total]
 	for seg := minPacket; seg < len(payload) && seg <= maxSegment; seg++ {
-		if !segmentOK(ip[:hl], ip[hl:hl+UDPLen], payload, seg, 0) {
-			continue
-		}
 		n := (len(payload) + seg - 1) / seg
-		k := 1
-		for ; k < n && segmentOK(ip[:hl], ip[hl:hl+UDPLen], payload, seg, k); k++ {
+		k := 0
+		for k < n && segmentOK(ipHdr, udp, cut(payload, seg, k), k) {
+			k++
 		}
 		if k < n {
 			continue
 		}
 		for k := range n {
-			pkts = append(pkts, segment(ip[:hl], ip[hl:hl+UDPLen], payload, seg, k))
+			pkts = append(pkts, segment(ipHdr, udp, cut(payload, seg, k), k))
 		}
 		return pkts, true
 	}
 	return nil, false
 }
 
-// segmentOK reports whether segment k of payload, cut every seg bytes,
-// is a packet whose ICRC verifies under the headers the kernel gives it.
-func segmentOK(ip, udp, payload []byte, seg, k int) bool {
-	chunk := payload[k*seg : min((k+1)*seg, len(payload))]
+// cut returns segment k of payload cut every seg bytes.
+func cut(payload []byte, seg, k int) []byte {
+	return payload[k*seg : min((k+1)*seg, len(payload))]
+}
+
+// segmentOK reports whether chunk, segment k of a datagram with headers
+// ip and udp, is a packet whose ICRC verifies under the headers the kernel
+// gives it.
+func segmentOK(ip, udp, chunk []byte, k int) bool {
 	if len(chunk) < minPacket {
 		return false
 	}
@@ -79,9 +82,9 @@ func segmentOK(ip, udp, payload []byte, seg, k int) bool {
 	return ComputeICRC(hdr[:len(ip)], hdr[len(ip):], body) == binary.LittleEndian.Uint32(chunk[len(body):])
 }
 
-// segment returns segment k of payload as a packet of its own.
-func segment(ip, udp, payload []byte, seg, k int) []byte {
-	chunk := payload[k*seg : min((k+1)*seg, len(payload))]
+// segment returns chunk, segment k of a datagram with headers ip and udp,
+// as a packet of its own.
+func segment(ip, udp, chunk []byte, k int) []byte {
 	b := cutHeaders(make([]byte, 0, len(ip)+UDPLen+len(chunk)), ip, udp, len(chunk), k)
 	if b[0]>>4 == 4 {
 		binary.BigEndian.PutUint16(b[10:], 0)
