@@ -42,11 +42,10 @@ ip -n $B addr add 10.77.0.2/24 dev vb; ip -n $B link set vb up
 ip -n $BR link add br0 mtu 9000 type bridge; ip -n $BR link set br0 up
 inA() { ip netns exec $A "$@"; }
 inB() { ip netns exec $B "$@"; }
-inBR() { ip netns exec $BR "$@"; }
 
 # raw_blast [-gso N]: MB/s of 4096-byte datagrams sent for secs seconds.
 raw_blast() {
-	ip netns exec $B "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" > "$tmp/sink.json" &
+	inB "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" > "$tmp/sink.json" &
 	sleep 0.3
 	inA "$tmp/udpraw" blast -addr 10.77.0.2:9000 -size 4096 ${1:+"$@"} -d "$((secs + 1))s"
 	wait
@@ -54,6 +53,8 @@ raw_blast() {
 }
 # raw_ping [-busy]: the median round trip of 5000 2-byte ping-pongs.
 raw_ping() {
+	# Not through inB: $! of a backgrounded function is its subshell,
+	# and killing that would leave pong holding the port.
 	ip netns exec $B "$tmp/udpraw" pong ${1:-} -addr 10.77.0.2:9001 & local pong=$!
 	sleep 0.3
 	inA "$tmp/udpraw" ping ${1:-} -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us
