@@ -76,9 +76,11 @@ func reap(ctx context.Context, s *Side, p *Params) error {
 // run_iter_lat_write does: the server writes first, each side writes value
 // i+1 once it has seen the peer's value i+1 (the server: value i), and the
 // last byte of each message carries the value. A side does not wait for
-// its WRITE's completion before it watches for the peer's: it reaps the
-// completion before its next WRITE. It returns the client's round trips,
-// from one of its writes to the arrival of the server's answer.
+// its WRITE's completion before it watches for the peer's: it reaps it
+// just after posting its next WRITE. The peer's ACK of a WRITE leaves
+// behind the peer's answer, so waiting for it before answering would put
+// one more packet on every round trip. It returns the client's round
+// trips, from one of its writes to the arrival of the server's answer.
 //
 // A side writes from slot 1 and its peer writes into slot 0, as perftest
 // keeps a send half and a receive half. Were they one place, a side would
@@ -108,17 +110,17 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 				rtts = append(rtts, time.Since(posted))
 			}
 		}
-		if i > 0 {
-			if err := reap(ctx, s, p); err != nil {
-				return nil, err
-			}
-		}
 		if s.Size > 0 {
 			s.Buf[postByte] = byte(i + 1)
 		}
 		posted = time.Now()
 		if err := post(s, wr); err != nil {
 			return nil, err
+		}
+		if i > 0 {
+			if err := reap(ctx, s, p); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if !client {
