@@ -237,9 +237,13 @@ func (l *Link) housekeep() {
 		// Receive holds rmu while it waits; between calls it is free for
 		// a moment, and the housekeeper only reads when Receive has not
 		// been entered since its last look, so a busy Receive keeps the
-		// zero-copy path to itself.
-		if calls := l.rxEntries.Load(); calls == seen && l.rmu.TryLock() {
-			l.drain(buf)
+		// zero-copy path to itself. A polled link it leaves alone (see
+		// WaitReceive); polled is looked at again under rmu, which
+		// WaitReceive takes after setting it.
+		if calls := l.rxEntries.Load(); calls == seen && !l.polled.Load() && l.rmu.TryLock() {
+			if !l.polled.Load() {
+				l.drain(buf)
+			}
 			l.rmu.Unlock()
 		} else {
 			seen = calls

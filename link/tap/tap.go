@@ -133,6 +133,7 @@ type Link struct {
 	rd        reader
 	stash     [][]byte // RoCE packets the housekeeper read, for Receive
 	rxEntries atomic.Uint64
+	polled    atomic.Bool // the device receives through link.Poller
 
 	nmu   sync.RWMutex
 	neigh map[netip.Addr]*neighbor
@@ -143,7 +144,10 @@ type Link struct {
 	stats stats
 }
 
-var _ link.Link = (*Link)(nil)
+var (
+	_ link.Link   = (*Link)(nil)
+	_ link.Poller = (*Link)(nil)
+)
 
 // Open creates the TAP device, configures and brings it up, attaches it to
 // the bridge, and announces the link's addresses with gratuitous ARP and
@@ -366,6 +370,48 @@ func (l *Link) write(frame []byte) error {
 // neighbour discovery and echo requests are answered on the way and never
 // returned.
 func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
+	return l.receive(bufs, sizes, true)
+}
+
+// TryReceive is Receive without the wait: it returns 0 at once when no
+// RoCE packet is waiting, having handled whatever other frames were. It
+// implements link.Poller.
+func (l *Link) TryReceive(bufs [][]byte, sizes []int) (int, error) {
+	l.polled.Store(true)
+	return l.receive(bufs, sizes, false)
+}
+
+// WaitReceive blocks until a frame is waiting in the TAP, without reading
+// it, or the link is closed. The frame may turn out not to be a RoCE
+// packet (an ARP request, a ping), so TryReceive after it may return 0. It
+// implements link.Poller.
+//
+// Once the link is polled the housekeeper stops reading the TAP: a frame
+// it read would wait in the stash, where no readiness of the TAP's file
+// announces it. A stash it filled before is reported here.
+func (l *Link) WaitReceive() error {
+	l.polled.Store(true)
+	l.rmu.Lock()
+	stashed := len(l.stash) > 0
+	l.rmu.Unlock()
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	if stashed {
+		return nil
+	}
+	if err := l.rd.wait(); err != nil {
+		if l.closed.Load() || errors.Is(err, os.ErrClosed) {
+			return link.ErrClosed
+		}
+		return fmt.Errorf("tap: wait %s: %w", l.name, err)
+	}
+	return nil
+}
+
+// receive reads the RoCE packets waiting, after any the housekeeper
+// stashed. Blocking, it waits for the first one.
+func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	l.rxEntries.Add(1)
 	l.rmu.Lock()
 	defer l.rmu.Unlock()
@@ -387,7 +433,7 @@ func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
 		// Only the first packet is waited for; after it, what is
 		// already queued in the kernel is taken without blocking.
 		frame := bufs[n][link.Headroom-ethLen:]
-		m, err := l.rd.read(frame, n == 0)
+		m, err := l.rd.read(frame, block && n == 0)
 		if err == unix.EAGAIN {
 			break
 		}
@@ -413,17 +459,40 @@ func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
 // allocating: fn is made once, and the buffer and results pass through
 // the struct.
 type reader struct {
-	rc    syscall.RawConn
-	fn    func(fd uintptr) bool
-	buf   []byte
-	n     int
-	err   error
-	block bool
+	rc     syscall.RawConn
+	fn     func(fd uintptr) bool
+	peekFn func(fd uintptr) bool
+	buf    []byte
+	n      int
+	err    error
+	block  bool
+	pfd    [1]unix.PollFd
 }
 
 func (r *reader) init(rc syscall.RawConn) {
 	r.rc = rc
 	r.fn = r.readFD
+	r.peekFn = r.peek
+}
+
+// wait blocks in the runtime poller until a frame is waiting, leaving it
+// there. Only one goroutine waits at a time (link.Poller's WaitReceive).
+func (r *reader) wait() error { return r.rc.Read(r.peekFn) }
+
+// peek reports whether a frame is waiting; a TAP has no MSG_PEEK, but
+// poll(2) with no timeout asks the same without reading. It runs after
+// RawConn.Read has reset the file's readiness, so a frame that arrives
+// after a "no" wakes the wait.
+func (r *reader) peek(fd uintptr) bool {
+	r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	for {
+		n, err := unix.Poll(r.pfd[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		// An error or POLLERR/POLLHUP is for the read to report.
+		return err != nil || n > 0
+	}
 }
 
 // read reads one frame into buf. If block is false and no frame is
