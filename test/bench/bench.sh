@@ -9,10 +9,12 @@
 #                      write_bw also against the same sent 15 at a time with
 #                      UDP GSO, as gorxe's udp link sends runs of packets
 #   write_lat          2-byte ping-pong round trip (2 x perftest's one-way
-#                      t_typical) against a raw UDP ping-pong's median, one
-#                      that sleeps in the Go runtime's poller and one that
-#                      busy polls its socket, as gorxe's tools busy poll;
-#                      each the median of three rounds taken in turn
+#                      t_typical) against a raw UDP ping-pong's median: one
+#                      that sleeps in the Go runtime's poller; one that busy
+#                      polls its socket, as gorxe's tools busy poll; and one
+#                      that busy polls and sends a 20-byte datagram behind
+#                      each message, as a reliable connection sends the ACK
+#                      of the message it answers (two datagrams each way)
 #   allocs/packet      heap allocations per packet in the gorxe process
 #
 # Each figure is the median of three rounds. Needs root (namespaces, TAP).
@@ -51,13 +53,13 @@ raw_blast() {
 	wait
 	jq .MBps "$tmp/sink.json"
 }
-# raw_ping [-busy]: the median round trip of 5000 2-byte ping-pongs.
+# raw_ping [-busy] [-ack]: the median round trip of 5000 2-byte ping-pongs.
 raw_ping() {
 	# Not through inB: $! of a backgrounded function is its subshell,
 	# and killing that would leave pong holding the port.
-	ip netns exec $B "$tmp/udpraw" pong ${1:-} -addr 10.77.0.2:9001 & local pong=$!
+	ip netns exec $B "$tmp/udpraw" pong "$@" -addr 10.77.0.2:9001 & local pong=$!
 	sleep 0.3
-	inA "$tmp/udpraw" ping ${1:-} -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us
+	inA "$tmp/udpraw" ping "$@" -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us
 	kill $pong; wait $pong 2>/dev/null || true
 }
 
@@ -88,6 +90,7 @@ for round in 1 2 3; do
 	all[gso.bw]+=" $(raw_blast -gso 15)"
 	all[raw.rtt]+=" $(raw_ping)"
 	all[busy.rtt]+=" $(raw_ping -busy)"
+	all[ack.rtt]+=" $(raw_ping -busy -ack)"
 	for l in udp tap; do
 		res[$l.write]=$($l write_bw "${bw_args[@]}" -n $iters_bw)
 		res[$l.read]=$($l read_bw "${bw_args[@]}" -n $iters_bw)
@@ -98,15 +101,15 @@ for round in 1 2 3; do
 	done
 done
 med() { printf '%s\n' ${all[$1]} | sort -g | sed -n 2p; }
-raw_bw=$(med raw.bw) gso_bw=$(med gso.bw) raw_rtt=$(med raw.rtt) busy_rtt=$(med busy.rtt)
+raw_bw=$(med raw.bw) gso_bw=$(med gso.bw) raw_rtt=$(med raw.rtt) busy_rtt=$(med busy.rtt) ack_rtt=$(med ack.rtt)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
 echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s; sent 15 at a time with UDP GSO: $(printf %.0f $gso_bw) MB/s"
-echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling"
+echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling, $(printf %.1f $ack_rtt) us busy polling with an ACK datagram each way"
 echo "medians of three rounds:"
-for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt busy.rtt udp.lat tap.lat; do echo "  $k:${all[$k]}"; done
+for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt busy.rtt ack.rtt udp.lat tap.lat; do echo "  $k:${all[$k]}"; done
 printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
 for m in write read; do
 	u=$(med udp.$m) t=$(med tap.$m)
@@ -117,6 +120,7 @@ printf '%-28s %12.0f %12.0f %8s\n' "  against raw UDP with GSO" "$gso_bw" "$u" "
 u=$(med udp.lat) t=$(med tap.lat)
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(ratio $u $raw_rtt)" "$t" "$(ratio $t $raw_rtt)"
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(ratio $u $busy_rtt)" "$t" "$(ratio $t $busy_rtt)"
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... with an ACK each way" "$ack_rtt" "$u" "$(ratio $u $ack_rtt)" "$t" "$(ratio $t $ack_rtt)"
 for m in write read lat; do
 	printf '%-28s %12s %12.3f %8s %12.3f\n' "allocs/packet ($m)" - "$(jq .allocs_per_packet <<<"${res[udp.$m]}")" "" "$(jq .allocs_per_packet <<<"${res[tap.$m]}")"
 done

@@ -8,6 +8,7 @@
 //	udpraw blast ... -gso 15                             the same, 15 datagrams per UDP GSO send
 //	udpraw pong  -addr 10.77.0.2:9001                    echo datagrams back
 //	udpraw ping  -addr 10.77.0.2:9001 -n 5000            round trips, then print JSON
+//	udpraw ping|pong ... -ack                            each side also sends an ACK-sized datagram behind each message
 package main
 
 import (
@@ -36,6 +37,7 @@ func main() {
 	batch := fs.Int("batch", 64, "datagrams per sendmmsg/recvmmsg call")
 	gso := fs.Int("gso", 0, "blast: send this many datagrams at a time as one UDP GSO send (UDP_SEGMENT), as gorxe's udp link does")
 	busy := fs.Bool("busy", false, "ping, pong: busy poll the socket instead of sleeping in the Go runtime's poller")
+	ack := fs.Bool("ack", false, "ping, pong: send a 20-byte datagram behind every message in the same sendmmsg, as a reliable connection's ACK of the message before")
 	fs.Parse(os.Args[2:])
 	var err error
 	switch os.Args[1] {
@@ -44,9 +46,9 @@ func main() {
 	case "blast":
 		err = blast(*addr, *size, *dur, *batch, *gso)
 	case "pong":
-		err = pong(*addr, *busy)
+		err = pong(*addr, *busy, *ack)
 	case "ping":
-		err = ping(*addr, *size, *n, *busy)
+		err = ping(*addr, *size, *n, *busy, *ack)
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
@@ -141,7 +143,7 @@ func blast(addr string, size int, d time.Duration, batch, gso int) error {
 	return nil
 }
 
-func pong(addr string, busy bool) error {
+func pong(addr string, busy, ack bool) error {
 	c, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return err
@@ -153,8 +155,28 @@ func pong(addr string, busy bool) error {
 		if err != nil {
 			return err
 		}
-		c.WriteTo(buf[:n], from)
+		if !ack {
+			c.WriteTo(buf[:n], from)
+		} else if !isAck(buf[:n]) {
+			sendWithAck(c, buf[:n], from)
+		}
 	}
+}
+
+// ackMessage stands for a RoCE ACK: its UDP payload is 20 bytes (BTH 12,
+// AETH 4, ICRC 4). Its first byte tells it from a message, whose bytes
+// are zero.
+var ackMessage = append([]byte{0xac}, make([]byte, 19)...)
+
+func isAck(b []byte) bool { return len(b) == len(ackMessage) && b[0] == ackMessage[0] }
+
+// sendWithAck sends msg and an ACK behind it in one sendmmsg, as gorxe's
+// udp link sends an answer and the ACK of the message it answers: on a
+// reliable connection every message costs two datagrams.
+func sendWithAck(c net.PacketConn, msg []byte, to net.Addr) error {
+	ms := []ipv4.Message{{Buffers: [][]byte{msg}, Addr: to}, {Buffers: [][]byte{ackMessage}, Addr: to}}
+	_, err := ipv4.NewPacketConn(c).WriteBatch(ms, 0)
+	return err
 }
 
 // readFrom reads one datagram. Busy, it spins on non-blocking reads, as
@@ -193,7 +215,7 @@ func readFrom(c *net.UDPConn, buf []byte, busy bool) (int, net.Addr, error) {
 	return n, nil, nil
 }
 
-func ping(addr string, size, n int, busy bool) error {
+func ping(addr string, size, n int, busy, ack bool) error {
 	dst, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return err
@@ -203,16 +225,27 @@ func ping(addr string, size, n int, busy bool) error {
 		return err
 	}
 	defer c.Close()
-	buf := make([]byte, max(size, 1))
+	msg, buf := make([]byte, size), make([]byte, max(size, 64))
 	rtts := make([]float64, 0, n)
 	for i := 0; i < n+100; i++ { // the first 100 warm up
 		c.SetReadDeadline(time.Now().Add(time.Second))
 		t0 := time.Now()
-		if _, err := c.WriteTo(buf[:size], dst); err != nil {
+		if ack {
+			err = sendWithAck(c, msg, dst)
+		} else {
+			_, err = c.WriteTo(msg, dst)
+		}
+		if err != nil {
 			return err
 		}
-		if _, _, err := readFrom(c.(*net.UDPConn), buf, busy); err != nil {
-			return fmt.Errorf("round trip %d: %w", i, err)
+		for {
+			m, _, err := readFrom(c.(*net.UDPConn), buf, busy)
+			if err != nil {
+				return fmt.Errorf("round trip %d: %w", i, err)
+			}
+			if !ack || !isAck(buf[:m]) {
+				break
+			}
 		}
 		if i >= 100 {
 			rtts = append(rtts, float64(time.Since(t0))/1e3)
