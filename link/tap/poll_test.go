@@ -157,6 +157,21 @@ func TestWaitReceive(t *testing.T) {
 	done := wait()
 	time.Sleep(idleTick + 20*time.Millisecond)
 	blocked(done, "on an empty TAP")
+
+	// A poll while the wait is under way answers at once: the wait must
+	// not hold the TAP's file against it (RawConn.Read holds its read
+	// lock while it waits).
+	polled := make(chan int, 1)
+	go func() { n, _ := b.TryReceive(r.bufs, r.sizes); polled <- n }()
+	select {
+	case n := <-polled:
+		if n != 0 {
+			t.Fatalf("TryReceive on an empty TAP = %d packets", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("TryReceive blocked behind WaitReceive")
+	}
+	blocked(done, "after a poll")
 	send()
 	expect(done, nil, "frame arriving")
 	pollN(t, b, r, 1)

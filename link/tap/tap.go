@@ -461,6 +461,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 type reader struct {
 	rc     syscall.RawConn
 	fn     func(fd uintptr) bool
+	tryFn  func(fd uintptr) // fn for Control, which never waits
 	peekFn func(fd uintptr) bool
 	buf    []byte
 	n      int
@@ -472,6 +473,7 @@ type reader struct {
 func (r *reader) init(rc syscall.RawConn) {
 	r.rc = rc
 	r.fn = r.readFD
+	r.tryFn = func(fd uintptr) { r.readFD(fd) }
 	r.peekFn = r.peek
 }
 
@@ -496,10 +498,17 @@ func (r *reader) peek(fd uintptr) bool {
 }
 
 // read reads one frame into buf. If block is false and no frame is
-// waiting it returns unix.EAGAIN.
+// waiting it returns unix.EAGAIN. Only a blocking read goes through
+// RawConn.Read, which holds the file's read lock while it waits: a
+// non-blocking one must not queue behind WaitReceive's wait.
 func (r *reader) read(buf []byte, block bool) (int, error) {
 	r.buf, r.block = buf, block
-	err := r.rc.Read(r.fn)
+	var err error
+	if block {
+		err = r.rc.Read(r.fn)
+	} else {
+		err = r.rc.Control(r.tryFn)
+	}
 	r.buf = nil
 	if err != nil {
 		return 0, err
