@@ -82,20 +82,27 @@ func reap(ctx context.Context, s *Side, p *Params) error {
 // one more packet on every round trip. It returns the client's round
 // trips, from one of its writes to the arrival of the server's answer.
 //
-// A side writes from slot 1 and its peer writes into slot 0, as perftest
-// keeps a send half and a receive half. Were they one place, a side would
-// find its own poll byte there already and answer the first packet of the
-// peer's multi-packet WRITE instead of its last, run ahead of the peer,
-// and make a strict peer (perftest waits for exactly the next value) wait
-// forever for a value it overwrote.
+// The peer writes into slot 0 and a side writes from slots 1 and 2 in
+// turn, as perftest keeps a send half and a receive half. Were they one
+// place, a side would find its own poll byte there already and answer the
+// first packet of the peer's multi-packet WRITE instead of its last, run
+// ahead of the peer, and make a strict peer (perftest waits for exactly
+// the next value) wait forever for a value it overwrote. Two send slots,
+// because a WRITE is reaped after the next is posted, and a buffer must
+// not change under a WRITE that may still be sent again.
 func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Duration, error) {
 	var seen uint64
 	var rtts []time.Duration
 	if client {
 		rtts = make([]time.Duration, 0, p.Iters)
 	}
-	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.ownSGE(1), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
-	postByte := s.slot(1) + s.Size - 1
+	copy(s.Buf[s.slot(2):s.slot(2)+s.Size], s.Buf[s.slot(1):s.slot(1)+s.Size]) // one message in both
+	var wrs [2]qp.SendWR
+	var postBytes [2]int
+	for k := range wrs {
+		wrs[k] = qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.ownSGE(1 + k), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+		postBytes[k] = s.slot(1+k) + s.Size - 1
+	}
 	var posted time.Time
 	for i := range p.Iters {
 		if client || i > 0 {
@@ -111,10 +118,10 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 			}
 		}
 		if s.Size > 0 {
-			s.Buf[postByte] = byte(i + 1)
+			s.Buf[postBytes[i%2]] = byte(i + 1)
 		}
 		posted = time.Now()
-		if err := post(s, wr); err != nil {
+		if err := post(s, wrs[i%2]); err != nil {
 			return nil, err
 		}
 		if i > 0 {

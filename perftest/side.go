@@ -38,13 +38,14 @@ type Side struct {
 }
 
 // slotCount is how many message slots a side's buffer holds: enough that a
-// slot is not reused while a message in it may still be in flight.
+// slot is not reused while a message in it may still be in flight, and at
+// least the three write_lat uses.
 func slotCount(p *Params, size int) int {
 	n := max(p.TxDepth, p.RxDepth, 16)
-	for n > 2 && n*max(size, 8) > 16<<20 {
+	for n > 3 && n*max(size, 8) > 16<<20 {
 		n /= 2
 	}
-	return n
+	return max(n, 3)
 }
 
 // NewSide allocates a side's resources on dev for messages of size bytes.
