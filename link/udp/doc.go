@@ -21,4 +21,8 @@
 // the device. The IPv4 Identification the sender used is not reported, so
 // the link has link.FlagNoIPv4ICRC; over IPv6 every field the ICRC covers
 // is known and the ICRC is checked as usual.
+//
+// The socket is not one the Go runtime polls: a busy-polling program
+// reads it with TryReceive, and the link waits in poll(2) itself when it
+// must (sock_linux.go says why).
 package udp

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/udp"
+	"github.com/gorxe/gorxe/link/udp/internal/netns"
 )
 
 // TestTryReceive checks the non-blocking receive: nothing waiting answers
@@ -121,4 +123,30 @@ func TestWaitReceive(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	b.Close()
 	expect(done, link.ErrClosed, "Close")
+}
+
+// TestSendWaitsForBuffer checks that a send the socket's buffer cannot take
+// waits for room instead of losing packets: the link polls for it itself,
+// its socket being outside the Go runtime's poller. A rate limit on the
+// namespace's loopback keeps sent packets charged to the small buffer.
+func TestSendWaitsForBuffer(t *testing.T) {
+	netns.Skip(t)
+	e := newEnv(t)
+	netns.Run(t, "tc", "-n", e.ns.Name, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "40mbit", "burst", "16kb", "limit", "4mb")
+	lo := netip.MustParseAddr("127.0.0.1")
+	a := e.open(t, udp.Config{Addr: lo, Port: e.freePort(t, lo), SocketBuffer: 8 << 10, NoGSO: true})
+	b := e.open(t, udp.Config{Addr: lo, Port: e.freePort(t, lo)})
+	const total = 512 // 512 KiB: 64 times the buffer, about 100 ms at the rate
+	sent := packets(t, a, b, 0, total, 1024, 0)
+	got := make(chan [][]byte, 1)
+	go func() { got <- collect(t, b, total) }()
+	if err := a.Send(sent); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.Sent != total || s.SendErrors != 0 {
+		t.Fatalf("sending %d packets through a full buffer: %+v", total, s)
+	}
+	for i, p := range <-got {
+		sameRoCE(t, p, sent[i][link.Headroom:])
+	}
 }

@@ -2,6 +2,7 @@ package udp
 
 import (
 	"encoding/binary"
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -10,9 +11,10 @@ import (
 	"github.com/gorxe/gorxe/wire"
 )
 
-// Receive calls recvmmsg itself rather than through x/net's ReadBatch,
-// which allocates a net.UDPAddr and its IP for every datagram: the device's
-// receive path must not allocate per packet.
+// Receive calls recvmmsg itself, on a socket the Go runtime does not poll
+// (see sock), and without x/net's ReadBatch, which allocates a net.UDPAddr
+// and its IP for every datagram: the device's receive path must not
+// allocate per packet.
 
 // The header the link writes in front of a received payload has the
 // fields the socket does not report set as a RoCE v2 sender sets them.
@@ -42,18 +44,13 @@ type rxScratch struct {
 	want    int                     // datagrams to ask for
 	n       int                     // datagrams the last call returned
 	errno   unix.Errno              // its error
-	recvFn  func(fd uintptr) bool   // r.recvmmsg, bound once so Read does not allocate
-	tryFn   func(fd uintptr)        // r.recvmmsg for Control, which does not wait
-	peekFn  func(fd uintptr) bool   // r.peek, for Read
-	peekBuf [1]byte
-	payload int // offset of the UDP payload from link.Headroom
+	recvFn  func(fd int)            // r.recvmmsg, bound once so that calls do not allocate
+	payload int                     // offset of the UDP payload from link.Headroom
 }
 
 func (r *rxScratch) init(l *Link) {
 	r.l = l
 	r.recvFn = r.recvmmsg
-	r.tryFn = func(fd uintptr) { r.recvmmsg(fd) } // EAGAIN leaves prepare's n = 0
-	r.peekFn = r.peek
 	r.payload = wire.IPv6Len + wire.UDPLen
 	if l.v4 {
 		r.payload = wire.IPv4Len + wire.UDPLen
@@ -104,38 +101,20 @@ func (r *rxScratch) prepare(bufs [][]byte) {
 	r.n, r.errno = 0, 0
 }
 
-// recvmmsg is the function Receive runs under the socket's RawConn: it
-// reports false, to wait for the socket to be readable, only when there is
-// nothing to read.
-func (r *rxScratch) recvmmsg(fd uintptr) bool {
+// recvmmsg reads the datagrams waiting, without waiting for any: none
+// leaves prepare's n = 0.
+func (r *rxScratch) recvmmsg(fd int) {
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
-			uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.want), 0, 0, 0)
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd),
+			uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.want), unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			return false
+			return
 		}
 		r.n, r.errno = int(n), errno
-		return true
-	}
-}
-
-// peek is the function WaitReceive runs under the socket's RawConn: it
-// reports whether a datagram (or a socket error) is waiting, leaving it
-// there.
-func (r *rxScratch) peek(fd uintptr) bool {
-	for {
-		_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd,
-			uintptr(unsafe.Pointer(&r.peekBuf[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-		switch errno {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		}
-		return true
+		return
 	}
 }
 
@@ -158,27 +137,18 @@ func (l *Link) TryReceive(bufs [][]byte, sizes []int) (int, error) {
 // WaitReceive blocks until a datagram is waiting, without reading it, or
 // the link is closed. It implements link.Poller.
 func (l *Link) WaitReceive() error {
-	if l.closed.Load() {
-		return link.ErrClosed
-	}
-	// The peek runs after RawRead has reset the socket's readiness, so a
-	// datagram that arrives after it answers EAGAIN wakes the wait.
-	if err := l.raw.Read(l.rx.peekFn); err != nil {
+	if err := l.sock.wait(unix.POLLIN); err != nil {
 		if l.closedErr(err) {
 			return link.ErrClosed
 		}
-		return err
+		return fmt.Errorf("udp: poll: %w", err)
 	}
 	return nil
 }
 
-// receive reads datagrams with recvmmsg, through the socket's RawConn: a
-// read that blocks waits in the Go runtime's poller, one that does not
-// answers 0 when the socket is empty.
+// receive reads datagrams with recvmmsg. Blocking, it waits in poll(2)
+// while the socket is empty; not, it answers 0.
 func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
-	if l.closed.Load() {
-		return 0, link.ErrClosed
-	}
 	want := min(len(bufs), len(sizes))
 	if want == 0 {
 		return 0, nil
@@ -186,17 +156,8 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	r := &l.rx
 	for {
 		r.prepare(bufs[:want])
-		var err error
-		if block {
-			err = l.raw.Read(r.recvFn)
-		} else {
-			err = l.raw.Control(r.tryFn)
-		}
-		if err != nil {
-			if l.closedErr(err) {
-				return 0, link.ErrClosed
-			}
-			return 0, err
+		if err := l.sock.do(r.recvFn); err != nil {
+			return 0, link.ErrClosed
 		}
 		if r.errno != 0 {
 			// A socket error (an ICMP error queued on the socket, for
@@ -207,8 +168,14 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 			}
 			continue
 		}
-		if r.n == 0 && !block {
-			return 0, nil
+		if r.n == 0 {
+			if !block {
+				return 0, nil
+			}
+			if err := l.WaitReceive(); err != nil {
+				return 0, err
+			}
+			continue
 		}
 		if k := r.finish(bufs, sizes); k > 0 || !block {
 			l.stats.received.Add(uint64(k))

@@ -3,11 +3,9 @@ package udp
 import (
 	"encoding/binary"
 	"errors"
-	"net"
 	"net/netip"
 	"unsafe"
 
-	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
@@ -78,13 +76,18 @@ const (
 // link's pool, so concurrent Sends do not share them. Message i carries
 // count[i] packets, bufs[first[i]] and the count[i]-1 after it.
 type txScratch struct {
-	ms    [link.BatchSize]ipv4.Message // ipv4.Message and ipv6.Message are one type
-	iov   [2 * link.BatchSize][]byte   // each packet's payload, and its recomputed ICRC
-	addrs [link.BatchSize]net.UDPAddr
-	ips   [link.BatchSize][16]byte
+	hdrs  [link.BatchSize]mmsghdr
+	iov   [2 * link.BatchSize]unix.Iovec // each packet's payload, and its recomputed ICRC
+	names [link.BatchSize]unix.RawSockaddrInet6
 	oob   [link.BatchSize][txOOBWords]uint64 // TOS and UDP_SEGMENT control messages; uint64 for alignment
 	icrcs [link.BatchSize][wire.ICRCLen]byte
-	dsts  [link.BatchSize]netip.Addr // addrs[i]'s address, to compare a packet's with
+	dsts  [link.BatchSize]netip.Addr // message i's destination
+	ports [link.BatchSize]uint16     // and port
+	n     int                        // sendmmsg's answer: messages sent
+	errno unix.Errno                 // or why the first could not go
+	fn    func(fd int)               // s.sendmmsg, bound once so that Send does not allocate
+	from  int                        // the first message sendmmsg is to send
+	k     int                        // the messages built
 
 	// Per message: where its packets and iovecs start, how many malformed
 	// packets came before it, how many packets it has, their size (the
@@ -131,8 +134,7 @@ func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
 		l.stats.sendErrors.Add(failed)
 	}()
 	for i := 0; i < k; {
-		n, err := l.write(s.ms[i:k], 0)
-		n = max(n, 0)
+		n, err := l.sendmmsg(s, i, k)
 		for _, c := range s.count[i : i+n] {
 			sent += uint64(c)
 			if c > 1 {
@@ -200,7 +202,7 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 		}
 		if i := k - 1; gso && i >= 0 && s.count[i] < gsoMaxSegments && s.seg[i] >= gsoMinSegment && s.seg[i] <= maxSeg &&
 			len(payload) <= s.seg[i] && s.bytes[i] == s.count[i]*s.seg[i] && s.bytes[i]+len(payload) <= maxBytes &&
-			tos == s.tos[i] && port == uint16(s.addrs[i].Port) && dst == s.dsts[i] {
+			tos == s.tos[i] && port == s.ports[i] && dst == s.dsts[i] {
 			if l.v4 {
 				// Segment count[i] of the run leaves with IP ID count[i].
 				n := len(payload) - wire.ICRCLen
@@ -209,10 +211,11 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 				}
 				icrc := shift.ICRC(binary.LittleEndian.Uint32(payload[n:]), 0, uint16(s.count[i]))
 				binary.LittleEndian.PutUint32(s.icrcs[j][:], icrc)
-				s.iov[nio], s.iov[nio+1] = payload[:n], s.icrcs[j][:]
+				setIovec(&s.iov[nio], payload[:n])
+				setIovec(&s.iov[nio+1], s.icrcs[j][:])
 				nio += 2
 			} else {
-				s.iov[nio] = payload
+				setIovec(&s.iov[nio], payload)
 				nio++
 			}
 			s.count[i]++
@@ -220,29 +223,85 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 			continue
 		}
 		s.first[k], s.bad[k], s.iov0[k], s.count[k], s.seg[k], s.bytes[k], s.tos[k] = j, bad, nio, 1, len(payload), len(payload), tos
-		s.dsts[k] = dst
-		a := &s.addrs[k]
-		a.IP = append(s.ips[k][:0], dst.AsSlice()...)
-		a.Port = int(port)
-		a.Zone = ""
-		if !l.v4 && l.zone != "" && a.IP.IsLinkLocalUnicast() {
-			a.Zone = l.zone
-		}
-		s.iov[nio] = payload
+		s.dsts[k], s.ports[k] = dst, port
+		setIovec(&s.iov[nio], payload)
 		nio++
 		k++
 	}
 	for i := range k {
-		m := &s.ms[i]
 		end := nio
 		if i+1 < k {
 			end = s.iov0[i+1]
 		}
-		m.Buffers = s.iov[s.iov0[i]:end]
-		m.Addr = &s.addrs[i]
-		m.OOB = l.control(s, i)
+		h := &s.hdrs[i].hdr
+		h.Iov = &s.iov[s.iov0[i]]
+		h.SetIovlen(end - s.iov0[i])
+		h.Name, h.Namelen = l.sockaddr(&s.names[i], s.dsts[i], s.ports[i])
+		oob := l.control(s, i)
+		h.Control = unsafe.SliceData(oob)
+		h.SetControllen(len(oob))
 	}
 	return k, bad
+}
+
+func setIovec(v *unix.Iovec, b []byte) {
+	v.Base = unsafe.SliceData(b)
+	v.SetLen(len(b))
+}
+
+// sockaddr writes dst:port as the socket family's address into name and
+// returns it as msghdr's name and length.
+func (l *Link) sockaddr(name *unix.RawSockaddrInet6, dst netip.Addr, port uint16) (*byte, uint32) {
+	if l.v4 {
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(name))
+		*sa = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: dst.As4()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], port)
+		return (*byte)(unsafe.Pointer(sa)), unix.SizeofSockaddrInet4
+	}
+	*name = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: dst.As16()}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&name.Port))[:], port)
+	if dst.IsLinkLocalUnicast() {
+		name.Scope_id = l.scope
+	}
+	return (*byte)(unsafe.Pointer(name)), unix.SizeofSockaddrInet6
+}
+
+// sendmmsg sends messages [from, k) of s, waiting in poll(2) while the
+// socket's buffer is full. It returns how many went, and the error that
+// stopped the first that did not.
+func (l *Link) sendmmsg(s *txScratch, from, k int) (int, error) {
+	s.from, s.k = from, k
+	for {
+		s.n, s.errno = 0, 0
+		if err := l.sock.do(s.fn); err != nil {
+			return 0, err
+		}
+		if s.errno != unix.EAGAIN {
+			break
+		}
+		if err := l.sock.wait(unix.POLLOUT); err != nil {
+			return 0, err
+		}
+	}
+	if s.errno != 0 {
+		return s.n, s.errno
+	}
+	return s.n, nil
+}
+
+func (s *txScratch) sendmmsg(fd int) {
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd),
+			uintptr(unsafe.Pointer(&s.hdrs[s.from])), uintptr(s.k-s.from), unix.MSG_DONTWAIT, 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno == 0 {
+			s.n = int(n)
+		}
+		s.errno = errno
+		return
+	}
 }
 
 // control returns message i's control messages: the TOS byte when it is

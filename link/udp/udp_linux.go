@@ -1,17 +1,13 @@
 package udp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
@@ -67,9 +63,8 @@ type Link struct {
 	port uint16
 	mtu  int
 
-	conn   *net.UDPConn
-	raw    syscall.RawConn
-	write  func([]ipv4.Message, int) (int, error) // the x/net PacketConn's WriteBatch
+	scope  uint32 // zone's interface index, for link-local destinations
+	sock   *sock
 	closed atomic.Bool
 	gso    atomic.Bool // runs go out as one datagram (see send_linux.go)
 
@@ -107,33 +102,24 @@ func Open(c Config) (*Link, error) {
 	}
 
 	l := &Link{addr: addr.WithZone(""), zone: addr.Zone(), v4: addr.Is4(), port: port, mtu: mtu}
-	network := "udp6"
-	if l.v4 {
-		network = "udp4"
-	}
-	var sockErr error
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		if err := rc.Control(func(fd uintptr) { sockErr = l.setSockopts(int(fd), bufSize) }); err != nil {
-			return err
+	if l.zone != "" {
+		ifc, err := net.InterfaceByName(l.zone)
+		if err != nil {
+			return nil, fmt.Errorf("udp: zone of %v: %w", c.Addr, err)
 		}
-		return sockErr
-	}}
-	pc, err := lc.ListenPacket(context.Background(), network, netip.AddrPortFrom(addr, port).String())
+		l.scope = uint32(ifc.Index)
+	}
+	var err error
+	l.sock, err = openSock(l.addr, port, l.scope, func(fd int) error { return l.setSockopts(fd, bufSize) })
 	if err != nil {
-		return nil, fmt.Errorf("udp: %w", err)
-	}
-	l.conn = pc.(*net.UDPConn)
-	if l.raw, err = l.conn.SyscallConn(); err != nil {
-		l.conn.Close()
-		return nil, fmt.Errorf("udp: %w", err)
-	}
-	if l.v4 {
-		l.write = ipv4.NewPacketConn(l.conn).WriteBatch
-	} else {
-		l.write = ipv6.NewPacketConn(l.conn).WriteBatch
+		return nil, fmt.Errorf("udp: bind %v: %w", netip.AddrPortFrom(addr, port), err)
 	}
 	l.gso.Store(!c.NoGSO)
-	l.txPool.New = func() any { return new(txScratch) }
+	l.txPool.New = func() any {
+		s := new(txScratch)
+		s.fn = s.sendmmsg
+		return s
+	}
 	l.rx.init(l)
 	return l, nil
 }
@@ -228,7 +214,7 @@ func (l *Link) Close() error {
 	if l.closed.Swap(true) {
 		return link.ErrClosed
 	}
-	return l.conn.Close()
+	return l.sock.close()
 }
 
 // counters are the link's statistics.
@@ -262,5 +248,5 @@ func (l *Link) Stats() Stats {
 // closedErr reports whether err, from an operation on the socket, means
 // the link has been closed.
 func (l *Link) closedErr(err error) bool {
-	return errors.Is(err, net.ErrClosed) || l.closed.Load()
+	return errors.Is(err, link.ErrClosed) || l.closed.Load()
 }
