@@ -208,8 +208,9 @@ type spinner struct {
 // network, so a latency test never sleeps, and short enough that an idle
 // side gives its CPU back within a fraction of a millisecond.
 const (
-	spins    = 8
-	spinTime = 200 * time.Microsecond
+	spins      = 8
+	spinTime   = 200 * time.Microsecond
+	yieldEvery = 32
 )
 
 func (sp *spinner) more(dev *rnic.Device) bool {
@@ -229,7 +230,10 @@ func (sp *spinner) more(dev *rnic.Device) bool {
 		dev.Flush() // nobody polls now: send what Poll left pending
 		return false
 	}
-	if !dev.Poll() {
+	// An empty poll yields now and then, not every time: Gosched is a
+	// trip through the scheduler, longer than the poll itself, and the
+	// other goroutines have the other Ps. With one P, they get it here.
+	if !dev.Poll() && sp.turns%yieldEvery == 0 {
 		runtime.Gosched()
 	}
 	return true

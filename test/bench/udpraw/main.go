@@ -12,13 +12,16 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
+	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
@@ -144,102 +147,50 @@ func blast(addr string, size int, d time.Duration, batch, gso int) error {
 }
 
 func pong(addr string, busy, ack bool) error {
-	c, err := net.ListenPacket("udp", addr)
+	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	e, err := newEndpoint(ap, busy)
+	if err != nil {
+		return err
+	}
+	defer e.close()
 	buf := make([]byte, 65536)
 	for {
-		n, from, err := readFrom(c.(*net.UDPConn), buf, busy)
+		n, from, err := e.recv(buf, time.Time{})
 		if err != nil {
 			return err
 		}
-		if !ack {
-			c.WriteTo(buf[:n], from)
-		} else if !isAck(buf[:n]) {
-			sendWithAck(c, buf[:n], from)
+		if !ack || !isAck(buf[:n]) {
+			e.send(buf[:n], from, ack)
 		}
 	}
-}
-
-// ackMessage stands for a RoCE ACK: its UDP payload is 20 bytes (BTH 12,
-// AETH 4, ICRC 4). Its first byte tells it from a message, whose bytes
-// are zero.
-var ackMessage = append([]byte{0xac}, make([]byte, 19)...)
-
-func isAck(b []byte) bool { return len(b) == len(ackMessage) && b[0] == ackMessage[0] }
-
-// sendWithAck sends msg and an ACK behind it in one sendmmsg, as gorxe's
-// udp link sends an answer and the ACK of the message it answers: on a
-// reliable connection every message costs two datagrams.
-func sendWithAck(c net.PacketConn, msg []byte, to net.Addr) error {
-	ms := []ipv4.Message{{Buffers: [][]byte{msg}, Addr: to}, {Buffers: [][]byte{ackMessage}, Addr: to}}
-	_, err := ipv4.NewPacketConn(c).WriteBatch(ms, 0)
-	return err
-}
-
-// readFrom reads one datagram. Busy, it spins on non-blocking reads, as
-// a busy-polling RDMA program (perftest, gorxe's tools) waits.
-func readFrom(c *net.UDPConn, buf []byte, busy bool) (int, net.Addr, error) {
-	if !busy {
-		return c.ReadFrom(buf)
-	}
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0, nil, err
-	}
-	var n int
-	var from unix.Sockaddr
-	var rerr error
-	err = rc.Control(func(fd uintptr) {
-		for {
-			n, from, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-			if rerr != unix.EAGAIN && rerr != unix.EINTR {
-				return
-			}
-		}
-	})
-	if err == nil {
-		err = rerr
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	switch a := from.(type) {
-	case *unix.SockaddrInet4:
-		return n, &net.UDPAddr{IP: a.Addr[:], Port: a.Port}, nil
-	case *unix.SockaddrInet6:
-		return n, &net.UDPAddr{IP: a.Addr[:], Port: a.Port}, nil
-	}
-	return n, nil, nil
 }
 
 func ping(addr string, size, n int, busy, ack bool) error {
-	dst, err := net.ResolveUDPAddr("udp", addr)
+	dst, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return err
 	}
-	c, err := net.ListenPacket("udp", ":0")
+	unspec := netip.IPv4Unspecified()
+	if dst.Addr().Is6() {
+		unspec = netip.IPv6Unspecified()
+	}
+	e, err := newEndpoint(netip.AddrPortFrom(unspec, 0), busy)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer e.close()
 	msg, buf := make([]byte, size), make([]byte, max(size, 64))
 	rtts := make([]float64, 0, n)
 	for i := 0; i < n+100; i++ { // the first 100 warm up
-		c.SetReadDeadline(time.Now().Add(time.Second))
 		t0 := time.Now()
-		if ack {
-			err = sendWithAck(c, msg, dst)
-		} else {
-			_, err = c.WriteTo(msg, dst)
-		}
-		if err != nil {
+		if err := e.send(msg, dst, ack); err != nil {
 			return err
 		}
 		for {
-			m, _, err := readFrom(c.(*net.UDPConn), buf, busy)
+			m, _, err := e.recv(buf, t0.Add(time.Second))
 			if err != nil {
 				return fmt.Errorf("round trip %d: %w", i, err)
 			}
@@ -256,3 +207,146 @@ func ping(addr string, size, n int, busy, ack bool) error {
 		"mode": "ping", "n": n, "rtt_median_us": rtts[len(rtts)/2], "rtt_min_us": rtts[0], "rtt_p99_us": rtts[len(rtts)*99/100],
 	})
 }
+
+// ackMessage stands for a RoCE ACK: its UDP payload is 20 bytes (BTH 12,
+// AETH 4, ICRC 4). Its first byte tells it from a message, whose bytes
+// are zero.
+var ackMessage = append([]byte{0xac}, make([]byte, 19)...)
+
+func isAck(b []byte) bool { return len(b) == len(ackMessage) && b[0] == ackMessage[0] }
+
+// An endpoint is one side of the ping-pong. send with ack sends an ACK
+// behind the message in the same sendmmsg, as gorxe's udp link sends an
+// answer and the ACK of the message it answers: on a reliable connection
+// every message costs two datagrams.
+type endpoint interface {
+	recv(buf []byte, deadline time.Time) (int, netip.AddrPort, error)
+	send(msg []byte, to netip.AddrPort, ack bool) error
+	close()
+}
+
+func newEndpoint(addr netip.AddrPort, busy bool) (endpoint, error) {
+	if busy {
+		return newBusyEndpoint(addr)
+	}
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		return nil, err
+	}
+	return &sleepingEndpoint{c: c, pc: ipv4.NewPacketConn(c)}, nil
+}
+
+// sleepingEndpoint waits in the Go runtime's poller, as an ordinary Go
+// program does.
+type sleepingEndpoint struct {
+	c  *net.UDPConn
+	pc *ipv4.PacketConn
+}
+
+func (e *sleepingEndpoint) recv(buf []byte, deadline time.Time) (int, netip.AddrPort, error) {
+	e.c.SetReadDeadline(deadline)
+	return e.c.ReadFromUDPAddrPort(buf)
+}
+
+func (e *sleepingEndpoint) send(msg []byte, to netip.AddrPort, ack bool) error {
+	if !ack {
+		_, err := e.c.WriteToUDPAddrPort(msg, to)
+		return err
+	}
+	a := net.UDPAddrFromAddrPort(to)
+	_, err := e.pc.WriteBatch([]ipv4.Message{{Buffers: [][]byte{msg}, Addr: a}, {Buffers: [][]byte{ackMessage}, Addr: a}}, 0)
+	return err
+}
+
+func (e *sleepingEndpoint) close() { e.c.Close() }
+
+// busyEndpoint spins on non-blocking reads, as a busy-polling RDMA
+// program (perftest, gorxe's tools) waits, on a socket the Go runtime
+// does not poll, as gorxe's udp link's is: a socket it polls wakes a
+// sleeping runtime thread for every datagram, and the best raw figure is
+// one without those.
+type busyEndpoint struct {
+	fd   int
+	hdrs [2]struct {
+		hdr unix.Msghdr
+		n   uint32
+	}
+	iov  [2]unix.Iovec
+	name unix.RawSockaddrInet6
+}
+
+func newBusyEndpoint(addr netip.AddrPort) (*busyEndpoint, error) {
+	family := unix.AF_INET
+	if addr.Addr().Is6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, sockaddr(addr)); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &busyEndpoint{fd: fd}, nil
+}
+
+func sockaddr(a netip.AddrPort) unix.Sockaddr {
+	if a.Addr().Is4() {
+		return &unix.SockaddrInet4{Port: int(a.Port()), Addr: a.Addr().As4()}
+	}
+	return &unix.SockaddrInet6{Port: int(a.Port()), Addr: a.Addr().As16()}
+}
+
+func (e *busyEndpoint) recv(buf []byte, deadline time.Time) (int, netip.AddrPort, error) {
+	for spins := 1; ; spins++ {
+		n, from, err := unix.Recvfrom(e.fd, buf, unix.MSG_DONTWAIT)
+		if err == nil {
+			switch a := from.(type) {
+			case *unix.SockaddrInet4:
+				return n, netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), nil
+			case *unix.SockaddrInet6:
+				return n, netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)), nil
+			}
+			return n, netip.AddrPort{}, nil
+		}
+		if err != unix.EAGAIN && err != unix.EINTR {
+			return 0, netip.AddrPort{}, err
+		}
+		if spins%1024 == 0 && !deadline.IsZero() && time.Now().After(deadline) {
+			return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+func (e *busyEndpoint) send(msg []byte, to netip.AddrPort, ack bool) error {
+	if !ack {
+		return unix.Sendto(e.fd, msg, 0, sockaddr(to))
+	}
+	// The same destination for both: one raw address, two messages.
+	namelen := uint32(unix.SizeofSockaddrInet6)
+	if to.Addr().Is4() {
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&e.name))
+		*sa = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: to.Addr().As4()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], to.Port())
+		namelen = unix.SizeofSockaddrInet4
+	} else {
+		e.name = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: to.Addr().As16()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&e.name.Port))[:], to.Port())
+	}
+	for i, b := range [2][]byte{msg, ackMessage} {
+		e.iov[i].Base = unsafe.SliceData(b)
+		e.iov[i].SetLen(len(b))
+		h := &e.hdrs[i].hdr
+		h.Name, h.Namelen = (*byte)(unsafe.Pointer(&e.name)), namelen
+		h.Iov = &e.iov[i]
+		h.SetIovlen(1)
+	}
+	_, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(e.fd), uintptr(unsafe.Pointer(&e.hdrs[0])), 2, 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func (e *busyEndpoint) close() { unix.Close(e.fd) }
