@@ -11,10 +11,12 @@
 #   write_lat          2-byte ping-pong round trip (2 x perftest's one-way
 #                      t_typical) against a raw UDP ping-pong's median: one
 #                      that sleeps in the Go runtime's poller; one that busy
-#                      polls its socket, as gorxe's tools busy poll; and one
-#                      that busy polls and sends a 20-byte datagram behind
-#                      each message, as a reliable connection sends the ACK
-#                      of the message it answers (two datagrams each way)
+#                      polls its socket, as gorxe's tools busy poll, on a
+#                      socket outside the runtime's poller, as gorxe's udp
+#                      link's; and one that busy polls and sends a 20-byte
+#                      datagram behind each message, as a reliable
+#                      connection sends the ACK of the message it answers
+#                      (two datagrams each way)
 #   allocs/packet      heap allocations per packet in the gorxe process
 #
 # Each figure is the median of three rounds. Needs root (namespaces, TAP).
