@@ -7,19 +7,21 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 )
 
 // openTAP creates a non-persistent TAP device named name (the kernel picks
 // "tapN" when name is empty) and returns its file and actual name. The
-// file is non-blocking, so the runtime poller waits on it and closing it
-// wakes a blocked read; the device disappears when the file is closed.
+// file is non-blocking and kept out of the Go runtime's poller (package
+// link/internal/pollfd says why); the device disappears when it is closed.
 //
 // This is what github.com/songgao/water does too, written out because
 // water opens the fd without O_CLOEXEC (a child the process execs keeps the
 // TAP alive after Close), leaks the fd when TUNSETIFF fails, and hides the
-// *os.File behind an io.ReadWriteCloser, while the rest of the setup (MTU,
+// file behind an io.ReadWriteCloser, while the rest of the setup (MTU,
 // queue length, up, bridge) needs golang.org/x/sys/unix anyway.
-func openTAP(name string) (*os.File, string, error) {
+func openTAP(name string) (*pollfd.FD, string, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("tap: open /dev/net/tun: %w", err)
@@ -34,7 +36,11 @@ func openTAP(name string) (*os.File, string, error) {
 		unix.Close(fd)
 		return nil, "", fmt.Errorf("tap: TUNSETIFF %q: %w", name, err)
 	}
-	return os.NewFile(uintptr(fd), "/dev/net/tun"), ifr.Name(), nil
+	f, err := pollfd.New(fd)
+	if err != nil {
+		return nil, "", fmt.Errorf("tap: %w", err)
+	}
+	return f, ifr.Name(), nil
 }
 
 // configure sets the TAP's MTU and transmit queue length (the ring of

@@ -159,8 +159,8 @@ func TestWaitReceive(t *testing.T) {
 	blocked(done, "on an empty TAP")
 
 	// A poll while the wait is under way answers at once: the wait must
-	// not hold the TAP's file against it (RawConn.Read holds its read
-	// lock while it waits).
+	// not hold the TAP's file against it (a RawConn.Read would: it holds
+	// the file's read lock while it waits).
 	polled := make(chan int, 1)
 	go func() { n, _ := b.TryReceive(r.bufs, r.sizes); polled <- n }()
 	select {

@@ -30,15 +30,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -106,7 +105,7 @@ type Config struct {
 
 // Link is gorxe's host on a TAP device. It implements link.Link.
 type Link struct {
-	file  *os.File
+	file  *pollfd.FD
 	name  string
 	mac   [6]byte
 	mtu   int
@@ -217,13 +216,8 @@ func Open(c Config) (*Link, error) {
 		f.Close()
 		return nil, err
 	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
 	l.file, l.name = f, name
-	l.rd.init(rc)
+	l.rd.file = f
 	l.announce()
 	l.wg.Add(1)
 	go l.housekeep()
@@ -349,10 +343,17 @@ func (l *Link) sourceFor(dst netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// write writes one Ethernet frame to the TAP.
+// write writes one Ethernet frame to the TAP, waiting for room if the
+// kernel has none.
 func (l *Link) write(frame []byte) error {
-	if _, err := l.file.Write(frame); err != nil {
-		if l.closed.Load() || errors.Is(err, os.ErrClosed) {
+	_, err := l.file.Write(frame)
+	for err == unix.EAGAIN {
+		if err = l.file.Wait(unix.POLLOUT); err == nil {
+			_, err = l.file.Write(frame)
+		}
+	}
+	if err != nil {
+		if l.closed.Load() || errors.Is(err, link.ErrClosed) {
 			return link.ErrClosed
 		}
 		// The kernel refused this frame (too big for the TAP, out of
@@ -400,8 +401,8 @@ func (l *Link) WaitReceive() error {
 	if stashed {
 		return nil
 	}
-	if err := l.rd.wait(); err != nil {
-		if l.closed.Load() || errors.Is(err, os.ErrClosed) {
+	if err := l.file.Wait(unix.POLLIN); err != nil {
+		if l.closed.Load() || errors.Is(err, link.ErrClosed) {
 			return link.ErrClosed
 		}
 		return fmt.Errorf("tap: wait %s: %w", l.name, err)
@@ -441,7 +442,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 			if n > 0 {
 				break // the next call reports it
 			}
-			if l.closed.Load() || errors.Is(err, os.ErrClosed) {
+			if l.closed.Load() || errors.Is(err, link.ErrClosed) {
 				return 0, link.ErrClosed
 			}
 			return 0, fmt.Errorf("tap: read %s: %w", l.name, err)
@@ -455,78 +456,22 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	return n, nil
 }
 
-// reader reads frames from the TAP through the runtime poller without
-// allocating: fn is made once, and the buffer and results pass through
-// the struct.
+// reader reads frames from the TAP.
 type reader struct {
-	rc     syscall.RawConn
-	fn     func(fd uintptr) bool
-	tryFn  func(fd uintptr) // fn for Control, which never waits
-	peekFn func(fd uintptr) bool
-	buf    []byte
-	n      int
-	err    error
-	block  bool
-	pfd    [1]unix.PollFd
-}
-
-func (r *reader) init(rc syscall.RawConn) {
-	r.rc = rc
-	r.fn = r.readFD
-	r.tryFn = func(fd uintptr) { r.readFD(fd) }
-	r.peekFn = r.peek
-}
-
-// wait blocks in the runtime poller until a frame is waiting, leaving it
-// there. Only one goroutine waits at a time (link.Poller's WaitReceive).
-func (r *reader) wait() error { return r.rc.Read(r.peekFn) }
-
-// peek reports whether a frame is waiting; a TAP has no MSG_PEEK, but
-// poll(2) with no timeout asks the same without reading. It runs after
-// RawConn.Read has reset the file's readiness, so a frame that arrives
-// after a "no" wakes the wait.
-func (r *reader) peek(fd uintptr) bool {
-	r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	for {
-		n, err := unix.Poll(r.pfd[:], 0)
-		if err == unix.EINTR {
-			continue
-		}
-		// An error or POLLERR/POLLHUP is for the read to report.
-		return err != nil || n > 0
-	}
+	file *pollfd.FD
 }
 
 // read reads one frame into buf. If block is false and no frame is
-// waiting it returns unix.EAGAIN. Only a blocking read goes through
-// RawConn.Read, which holds the file's read lock while it waits: a
-// non-blocking one must not queue behind WaitReceive's wait.
+// waiting it returns unix.EAGAIN.
 func (r *reader) read(buf []byte, block bool) (int, error) {
-	r.buf, r.block = buf, block
-	var err error
-	if block {
-		err = r.rc.Read(r.fn)
-	} else {
-		err = r.rc.Control(r.tryFn)
-	}
-	r.buf = nil
-	if err != nil {
-		return 0, err
-	}
-	return r.n, r.err
-}
-
-func (r *reader) readFD(fd uintptr) bool {
 	for {
-		n, err := unix.Read(int(fd), r.buf)
-		if err == unix.EINTR {
-			continue
+		n, err := r.file.Read(buf)
+		if err != unix.EAGAIN || !block {
+			return n, err
 		}
-		if err == unix.EAGAIN && r.block {
-			return false // wait for the poller
+		if err := r.file.Wait(unix.POLLIN); err != nil {
+			return 0, err
 		}
-		r.n, r.err = n, err
-		return true
 	}
 }
 

@@ -24,5 +24,5 @@
 //
 // The socket is not one the Go runtime polls: a busy-polling program
 // reads it with TryReceive, and the link waits in poll(2) itself when it
-// must (sock_linux.go says why).
+// must (package link/internal/pollfd says why).
 package udp

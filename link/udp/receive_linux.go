@@ -12,7 +12,7 @@ import (
 )
 
 // Receive calls recvmmsg itself, on a socket the Go runtime does not poll
-// (see sock), and without x/net's ReadBatch, which allocates a net.UDPAddr
+// (see openSock), and without x/net's ReadBatch, which allocates a net.UDPAddr
 // and its IP for every datagram: the device's receive path must not
 // allocate per packet.
 
@@ -137,7 +137,7 @@ func (l *Link) TryReceive(bufs [][]byte, sizes []int) (int, error) {
 // WaitReceive blocks until a datagram is waiting, without reading it, or
 // the link is closed. It implements link.Poller.
 func (l *Link) WaitReceive() error {
-	if err := l.sock.wait(unix.POLLIN); err != nil {
+	if err := l.sock.Wait(unix.POLLIN); err != nil {
 		if l.closedErr(err) {
 			return link.ErrClosed
 		}
@@ -156,7 +156,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	r := &l.rx
 	for {
 		r.prepare(bufs[:want])
-		if err := l.sock.do(r.recvFn); err != nil {
+		if err := l.sock.Do(r.recvFn); err != nil {
 			return 0, link.ErrClosed
 		}
 		if r.errno != 0 {

@@ -273,13 +273,13 @@ func (l *Link) sendmmsg(s *txScratch, from, k int) (int, error) {
 	s.from, s.k = from, k
 	for {
 		s.n, s.errno = 0, 0
-		if err := l.sock.do(s.fn); err != nil {
+		if err := l.sock.Do(s.fn); err != nil {
 			return 0, err
 		}
 		if s.errno != unix.EAGAIN {
 			break
 		}
-		if err := l.sock.wait(unix.POLLOUT); err != nil {
+		if err := l.sock.Wait(unix.POLLOUT); err != nil {
 			return 0, err
 		}
 	}

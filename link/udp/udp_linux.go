@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -64,7 +65,7 @@ type Link struct {
 	mtu  int
 
 	scope  uint32 // zone's interface index, for link-local destinations
-	sock   *sock
+	sock   *pollfd.FD
 	closed atomic.Bool
 	gso    atomic.Bool // runs go out as one datagram (see send_linux.go)
 
@@ -214,7 +215,7 @@ func (l *Link) Close() error {
 	if l.closed.Swap(true) {
 		return link.ErrClosed
 	}
-	return l.sock.close()
+	return l.sock.Close()
 }
 
 // counters are the link's statistics.

@@ -1,0 +1,100 @@
+//go:build linux
+
+package pollfd
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/link"
+)
+
+// pipe returns the read end of a new pipe as an FD, and its write end.
+func pipe(t *testing.T) (*FD, int) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(p[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(); unix.Close(p[1]) })
+	return f, p[1]
+}
+
+func waitFor(f *FD) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- f.Wait(unix.POLLIN) }()
+	return done
+}
+
+func TestWaitAndRead(t *testing.T) {
+	f, w := pipe(t)
+	var b [8]byte
+	if _, err := f.Read(b[:]); err != unix.EAGAIN {
+		t.Fatalf("Read of an empty pipe: %v, want EAGAIN", err)
+	}
+	done := waitFor(f)
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v with nothing to read", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// A Read while Wait blocks must not queue behind it.
+	if _, err := f.Read(b[:]); err != unix.EAGAIN {
+		t.Fatalf("Read during a Wait: %v, want EAGAIN", err)
+	}
+	unix.Write(w, []byte("x"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait still blocked after a write")
+	}
+	if err := f.Wait(unix.POLLIN); err != nil { // the byte is still there
+		t.Fatalf("Wait with a byte waiting: %v", err)
+	}
+	if n, err := f.Read(b[:]); n != 1 || err != nil || b[0] != 'x' {
+		t.Fatalf("Read = %d, %v, %q", n, err, b[:n])
+	}
+}
+
+func TestCloseWakesWait(t *testing.T) {
+	f, _ := pipe(t)
+	done := waitFor(f)
+	time.Sleep(20 * time.Millisecond)
+	if err := f.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, link.ErrClosed) {
+			t.Fatalf("Wait after Close: %v, want link.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake Wait")
+	}
+	var b [1]byte
+	if _, err := f.Read(b[:]); !errors.Is(err, link.ErrClosed) {
+		t.Fatalf("Read after Close: %v", err)
+	}
+	if _, err := f.Write(b[:]); !errors.Is(err, link.ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	if err := f.Do(func(int) { t.Error("Do ran after Close") }); !errors.Is(err, link.ErrClosed) {
+		t.Fatalf("Do after Close: %v", err)
+	}
+	if err := f.Wait(unix.POLLIN); !errors.Is(err, link.ErrClosed) {
+		t.Fatalf("Wait after Close: %v", err)
+	}
+	if err := f.Close(); !errors.Is(err, link.ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+}
