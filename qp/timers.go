@@ -56,10 +56,10 @@ func (q *QP) ackTimeout() time.Duration {
 // packet goes out, restarts the probe timer, and starts a round-trip
 // sample on an AckReq packet sent for the first time.
 func (t *timers) onPacketSent(q *QP, psn bth.PSN, ackReq, fresh bool) {
+	now := q.port.Now() // once: a clock read is a good part of a small packet's cost
 	if t.retransmit.IsZero() {
-		t.restartRetransmit(q)
+		t.restartRetransmitAt(q, now)
 	}
-	now := q.port.Now()
 	if ackReq && fresh && !t.rttPending {
 		t.rttPending, t.rttPSN, t.rttSent = true, psn, now
 	}
@@ -102,13 +102,22 @@ func (t *timers) armProbe(q *QP, now time.Time) {
 // restartRetransmit re-arms the timer after progress, or disarms it when
 // nothing is outstanding.
 func (t *timers) restartRetransmit(q *QP) {
+	if q.ackTimeout() == 0 || q.req.psn == q.comp.psn {
+		t.retransmit = time.Time{}
+		t.probe = time.Time{}
+		return
+	}
+	t.restartRetransmitAt(q, q.port.Now())
+}
+
+// restartRetransmitAt is restartRetransmit with the time given.
+func (t *timers) restartRetransmitAt(q *QP, now time.Time) {
 	d := q.ackTimeout()
 	if d == 0 || q.req.psn == q.comp.psn {
 		t.retransmit = time.Time{}
 		t.probe = time.Time{}
 		return
 	}
-	now := q.port.Now()
 	t.retransmit = now.Add(d)
 	t.armProbe(q, now)
 }

@@ -176,17 +176,18 @@ func (d *Device) Poll() bool {
 	}
 	d.markPolled()
 	r.mu.Lock() // wait out the receive goroutine's batch; it stands aside after
-	defer func() {
-		d.markPolled() // a batch can take a while to answer
-		r.mu.Unlock()
-	}()
+	defer r.mu.Unlock()
 	d.runTouched()
 	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
+	if n == 0 {
+		return false
+	}
 	d.process(n)
 	if len(r.touched) > 0 && r.armed.CompareAndSwap(false, true) {
 		r.backstop.Reset(d.pollGrace)
 	}
-	return n > 0
+	d.markPolled() // a batch can take a while to answer
+	return true
 }
 
 // Flush runs what Poll left pending: the QPs that got packets send the
