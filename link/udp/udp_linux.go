@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -59,12 +60,11 @@ var (
 // link.Link and link.SourcePorter.
 type Link struct {
 	addr netip.Addr // unmapped, without zone
-	zone string     // addr's IPv6 zone, also used for link-local destinations
 	v4   bool
 	port uint16
 	mtu  int
 
-	scope  uint32 // zone's interface index, for link-local destinations
+	scope  uint32 // the index of addr's IPv6 zone, for binding and for link-local destinations
 	sock   *pollfd.FD
 	closed atomic.Bool
 	gso    atomic.Bool // runs go out as one datagram (see send_linux.go)
@@ -102,15 +102,11 @@ func Open(c Config) (*Link, error) {
 		bufSize = DefaultSocketBuffer
 	}
 
-	l := &Link{addr: addr.WithZone(""), zone: addr.Zone(), v4: addr.Is4(), port: port, mtu: mtu}
-	if l.zone != "" {
-		ifc, err := net.InterfaceByName(l.zone)
-		if err != nil {
-			return nil, fmt.Errorf("udp: zone of %v: %w", c.Addr, err)
-		}
-		l.scope = uint32(ifc.Index)
-	}
+	l := &Link{addr: addr.WithZone(""), v4: addr.Is4(), port: port, mtu: mtu}
 	var err error
+	if l.scope, err = zoneIndex(addr.Zone()); err != nil {
+		return nil, fmt.Errorf("udp: zone of %v: %w", c.Addr, err)
+	}
 	l.sock, err = openSock(l.addr, port, l.scope, func(fd int) error { return l.setSockopts(fd, bufSize) })
 	if err != nil {
 		return nil, fmt.Errorf("udp: bind %v: %w", netip.AddrPortFrom(addr, port), err)
@@ -123,6 +119,22 @@ func Open(c Config) (*Link, error) {
 	}
 	l.rx.init(l)
 	return l, nil
+}
+
+// zoneIndex returns the interface index an IPv6 zone names, by name or
+// by number as the net package accepts it; 0 for no zone.
+func zoneIndex(zone string) (uint32, error) {
+	if zone == "" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	ifc, err := net.InterfaceByName(zone)
+	if err != nil {
+		return 0, err
+	}
+	return uint32(ifc.Index), nil
 }
 
 // minMTU is the smallest MTU a link accepts: IPv4's minimum, room for any

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 
@@ -367,5 +368,36 @@ func TestIPv6ZeroChecksum(t *testing.T) {
 	}
 	if err := got.CheckICRC(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLinkLocal opens links on IPv6 link-local addresses, one zone given
+// by interface name and one by index, as net.ParseIP's callers may, and
+// sends between them: the link must bind in the zone and send to the
+// peer's link-local address through it.
+func TestLinkLocal(t *testing.T) {
+	p := netns.NewPair(t, 0)
+	llA, llB := netip.MustParseAddr("fe80::a"), netip.MustParseAddr("fe80::b")
+	p.A.IP(t, "-6", "addr", "add", llA.String()+"/64", "dev", p.IfA, "nodad")
+	p.B.IP(t, "-6", "addr", "add", llB.String()+"/64", "dev", p.IfB, "nodad")
+	var ifB *net.Interface
+	if err := p.B.Do(func() (err error) { ifB, err = net.InterfaceByName(p.IfB); return err }); err != nil {
+		t.Fatal(err)
+	}
+	p.A.IP(t, "neigh", "replace", llB.String(), "lladdr", ifB.HardwareAddr.String(), "dev", p.IfA, "nud", "permanent")
+	a := env{p.A}.open(t, udp.Config{Addr: llA.WithZone(p.IfA)})
+	b := env{p.B}.open(t, udp.Config{Addr: llB.WithZone(fmt.Sprint(ifB.Index))})
+	want := packets(t, a, b, 1, 4, 100, 0x02)
+	if err := a.Send(want); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range collect(t, b, len(want)) {
+		sameRoCE(t, got, want[i][link.Headroom:])
+		if err := parse(t, got).CheckICRC(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := a.Stats(); s.SendErrors != 0 {
+		t.Fatalf("sender Stats = %+v", s)
 	}
 }
