@@ -291,7 +291,7 @@ func (l *Link) drain(buf []byte) {
 		if len(l.stash) >= maxStash {
 			return // leave the rest queued in the kernel
 		}
-		m, err := l.rd.read(buf, false)
+		m, err := l.read(buf, false)
 		if err != nil {
 			return
 		}

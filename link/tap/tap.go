@@ -125,11 +125,10 @@ type Link struct {
 	kick      chan struct{}
 	wg        sync.WaitGroup
 
-	// rmu is held by whoever reads the TAP: Receive, or the housekeeper
-	// when Receive has not been called for a while. rd and stash belong
-	// to its holder.
+	// rmu is held by whoever reads the TAP: Receive (or TryReceive), or
+	// the housekeeper when Receive has not been called for a while. stash
+	// belongs to its holder.
 	rmu       sync.Mutex
-	rd        reader
 	stash     [][]byte // RoCE packets the housekeeper read, for Receive
 	rxEntries atomic.Uint64
 	polled    atomic.Bool // the device receives through link.Poller
@@ -217,7 +216,6 @@ func Open(c Config) (*Link, error) {
 		return nil, err
 	}
 	l.file, l.name = f, name
-	l.rd.file = f
 	l.announce()
 	l.wg.Add(1)
 	go l.housekeep()
@@ -434,7 +432,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 		// Only the first packet is waited for; after it, what is
 		// already queued in the kernel is taken without blocking.
 		frame := bufs[n][link.Headroom-ethLen:]
-		m, err := l.rd.read(frame, block && n == 0)
+		m, err := l.read(frame, block && n == 0)
 		if err == unix.EAGAIN {
 			break
 		}
@@ -456,20 +454,15 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	return n, nil
 }
 
-// reader reads frames from the TAP.
-type reader struct {
-	file *pollfd.FD
-}
-
 // read reads one frame into buf. If block is false and no frame is
-// waiting it returns unix.EAGAIN.
-func (r *reader) read(buf []byte, block bool) (int, error) {
+// waiting it returns unix.EAGAIN. The caller holds rmu.
+func (l *Link) read(buf []byte, block bool) (int, error) {
 	for {
-		n, err := r.file.Read(buf)
+		n, err := l.file.Read(buf)
 		if err != unix.EAGAIN || !block {
 			return n, err
 		}
-		if err := r.file.Wait(unix.POLLIN); err != nil {
+		if err := l.file.Wait(unix.POLLIN); err != nil {
 			return 0, err
 		}
 	}
