@@ -101,22 +101,19 @@ func (t *timers) armProbe(q *QP, now time.Time) {
 
 // restartRetransmit re-arms the timer after progress, or disarms it when
 // nothing is outstanding.
-func (t *timers) restartRetransmit(q *QP) {
-	if q.ackTimeout() == 0 || q.req.psn == q.comp.psn {
-		t.retransmit = time.Time{}
-		t.probe = time.Time{}
-		return
-	}
-	t.restartRetransmitAt(q, q.port.Now())
-}
+func (t *timers) restartRetransmit(q *QP) { t.restartRetransmitAt(q, time.Time{}) }
 
-// restartRetransmitAt is restartRetransmit with the time given.
+// restartRetransmitAt is restartRetransmit at now; a zero now reads the
+// clock, and only if the timer is to be armed.
 func (t *timers) restartRetransmitAt(q *QP, now time.Time) {
 	d := q.ackTimeout()
 	if d == 0 || q.req.psn == q.comp.psn {
 		t.retransmit = time.Time{}
 		t.probe = time.Time{}
 		return
+	}
+	if now.IsZero() {
+		now = q.port.Now()
 	}
 	t.retransmit = now.Add(d)
 	t.armProbe(q, now)
