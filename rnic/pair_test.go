@@ -55,6 +55,19 @@ type pairOpts struct {
 	// udp puts the two devices on kernel UDP links on 127.0.0.1 and
 	// 127.0.0.2 instead of an in-memory fabric.
 	udp bool
+	// sendsA, with udp, sees each batch side A's device hands its link.
+	sendsA func(pkts [][]byte)
+}
+
+// recordingLink is a UDP link whose Sends are seen first.
+type recordingLink struct {
+	*udp.Link
+	sends func(pkts [][]byte)
+}
+
+func (l recordingLink) Send(pkts [][]byte) error {
+	l.sends(pkts)
+	return l.Link.Send(pkts)
 }
 
 func (o *pairOpts) defaults() {
@@ -97,6 +110,9 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 	var links [2]link.Link
 	if o.udp {
 		links = udpLinks(t)
+		if o.sendsA != nil {
+			links[0] = recordingLink{links[0].(*udp.Link), o.sendsA}
+		}
 	}
 	sides := make([]*side, 2)
 	for i := range sides {

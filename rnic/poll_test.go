@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -95,22 +96,24 @@ func (s *side) read(t testing.TB, n int) []byte {
 }
 
 // TestPollAnswerBeforeAck: a side that polls, sees the peer's WRITE land
-// and answers with its own sends the answer first and the ACK it owes in
-// the same batch behind it, so the peer can go on at once.
+// and answers with its own sends the answer first, alone, and the ACK it
+// owes in the next batch, so the peer can go on at once.
 func TestPollAnswerBeforeAck(t *testing.T) {
 	var mu sync.Mutex
-	var sent []bth.Opcode
-	trace := func(dir rnic.Direction, pkt []byte) {
-		if dir == rnic.Sent {
-			op, _ := opOf(pkt)
-			mu.Lock()
-			sent = append(sent, op)
-			mu.Unlock()
+	var sent [][]bth.Opcode // the batches A's device handed its link
+	sends := func(pkts [][]byte) {
+		var ops []bth.Opcode
+		for _, p := range pkts {
+			op, _ := opOf(p[link.Headroom:])
+			ops = append(ops, op)
 		}
+		mu.Lock()
+		sent = append(sent, ops)
+		mu.Unlock()
 	}
 	// A long grace: however slowly this test runs (-race, a loaded
 	// machine), the device does not take back what A left pending.
-	a, b := newPair(t, pairOpts{udp: true, packetTrace: trace, pollGrace: time.Minute})
+	a, b := newPair(t, pairOpts{udp: true, sendsA: sends, pollGrace: time.Minute})
 	for round := range 20 {
 		seen := a.mr.Writes()
 		a.dev.Poll() // A polls before B's WRITE arrives: the receive goroutine stands aside
@@ -125,8 +128,9 @@ func TestPollAnswerBeforeAck(t *testing.T) {
 		mu.Lock()
 		got := slices.Clone(sent)
 		mu.Unlock()
-		if len(got) < 2 || got[0] != bth.RCRDMAWriteOnly || got[1] != bth.RCAcknowledge {
-			t.Fatalf("round %d: A sent %v after B's WRITE landed, want its WRITE then the ACK", round, got)
+		want := [][]bth.Opcode{{bth.RCRDMAWriteOnly}, {bth.RCAcknowledge}}
+		if len(got) < 2 || !slices.Equal(got[0], want[0]) || !slices.Equal(got[1], want[1]) {
+			t.Fatalf("round %d: A sent the batches %v after B's WRITE landed, want %v", round, got, want)
 		}
 	}
 }
