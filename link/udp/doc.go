@@ -16,9 +16,10 @@
 // On receive, recvmmsg reads each UDP payload straight into the caller's
 // buffer behind room for the headers, and the link writes an IP and a UDP
 // header in front of it from what the socket reports: the source address
-// and port, the destination address (IP_PKTINFO, IPV6_PKTINFO) and the TOS
-// or traffic class byte (IP_RECVTOS, IPV6_RECVTCLASS), so ECN marks reach
-// the device. The IPv4 Identification the sender used is not reported, so
+// and port, and the TOS or traffic class byte (IP_RECVTOS,
+// IPV6_RECVTCLASS), so ECN marks reach the device. The destination is the
+// link's own address: the socket is bound to that unicast address, and
+// the kernel hands it only datagrams sent to it. The IPv4 Identification the sender used is not reported, so
 // the link has link.FlagNoIPv4ICRC; over IPv6 every field the ICRC covers
 // is known and the ICRC is checked as usual.
 //

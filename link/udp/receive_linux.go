@@ -29,10 +29,9 @@ type mmsghdr struct {
 	n   uint32
 }
 
-// rxOOBWords is room for the control messages a datagram carries: IPv4
-// IP_PKTINFO (32 bytes with its header) and IP_TOS (24), or IPv6
-// IPV6_PKTINFO (40) and IPV6_TCLASS (24), with some to spare.
-const rxOOBWords = 16
+// rxOOBWords is room for the control message a datagram carries, IP_TOS
+// or IPV6_TCLASS (24 bytes with its header), with room to spare.
+const rxOOBWords = 8
 
 // rxScratch is Receive's recvmmsg arguments, reused for every call.
 type rxScratch struct {
@@ -46,7 +45,16 @@ type rxScratch struct {
 	errno   unix.Errno              // its error
 	recvFn  func(fd int)            // r.recvmmsg, bound once so that calls do not allocate
 	payload int                     // offset of the UDP payload from link.Headroom
+	ask     int                     // TryReceive's next ask, see pollAsk
 }
+
+// pollAsk is how many datagrams TryReceive asks for after a call that
+// found the socket empty. A program that busy polls calls TryReceive
+// far more often than datagrams come, and each call first checks the
+// iovec of every buffer it asks for (prepare), so an empty poll costs
+// less when it asks for few. A call that fills its ask doubles the next,
+// up to len(bufs): a burst is read in full batches after a few calls.
+const pollAsk = 8
 
 func (r *rxScratch) init(l *Link) {
 	r.l = l
@@ -154,6 +162,9 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 		return 0, nil
 	}
 	r := &l.rx
+	if !block {
+		want = min(want, max(r.ask, pollAsk))
+	}
 	for {
 		r.prepare(bufs[:want])
 		if err := l.sock.Do(r.recvFn); err != nil {
@@ -167,6 +178,9 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 				return 0, nil
 			}
 			continue
+		}
+		if !block {
+			r.ask = 2 * r.n
 		}
 		if r.n == 0 {
 			if !block {
@@ -211,7 +225,6 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 	name := (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&r.names[i]))
 	oob := unsafe.Slice((*byte)(unsafe.Pointer(&r.oob[i][0])), r.hdrs[i].hdr.Controllen)
 	var tos byte
-	var dst []byte // the destination address from the pktinfo, if any
 	for len(oob) > 0 {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -221,12 +234,8 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 		switch {
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
 			tos = data[0]
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
-			dst = data[8:12] // ipi_addr: the header's destination address
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
 			tos = byte(binary.NativeEndian.Uint32(data))
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
-			dst = data[0:16]
 		}
 	}
 	// sin_port and sin6_port are both at offset 2, in network order.
@@ -242,11 +251,10 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 		ip[8], ip[9] = rxHopLimit, unix.IPPROTO_UDP
 		ip[10], ip[11] = 0, 0
 		copy(ip[12:16], name[4:8]) // sin_addr
-		if dst == nil {
-			a := l.addr.As4()
-			dst = a[:]
-		}
-		copy(ip[16:20], dst)
+		// The socket is bound to the link's address, so every datagram
+		// it gets was sent to it.
+		dst := l.addr.As4()
+		copy(ip[16:20], dst[:])
 		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
 	} else {
 		ipLen = wire.IPv6Len
@@ -255,11 +263,8 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
 		ip[6], ip[7] = unix.IPPROTO_UDP, rxHopLimit
 		copy(ip[8:24], name[8:24]) // sin6_addr
-		if dst == nil {
-			a := l.addr.As16()
-			dst = a[:]
-		}
-		copy(ip[24:40], dst)
+		dst := l.addr.As16()
+		copy(ip[24:40], dst[:])
 	}
 	udp := pkt[ipLen : ipLen+wire.UDPLen]
 	binary.BigEndian.PutUint16(udp[0:], sport)

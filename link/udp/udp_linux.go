@@ -154,7 +154,6 @@ func (l *Link) setSockopts(fd, bufSize int) error {
 			// makes the kernel send IP ID 0, which the device's ICRC assumes.
 			{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
 			{unix.IPPROTO_IP, unix.IP_TOS, defaultTOS, "IP_TOS"},
-			{unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO"},
 			{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
 		}
 	} else {
@@ -162,7 +161,6 @@ func (l *Link) setSockopts(fd, bufSize int) error {
 			{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1, "IPV6_V6ONLY"},
 			{unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO, "IPV6_MTU_DISCOVER"},
 			{unix.IPPROTO_IPV6, unix.IPV6_TCLASS, defaultTOS, "IPV6_TCLASS"},
-			{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO"},
 			{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"},
 			// Linux rxe sends RoCE v2 over IPv6 with a zero UDP checksum,
 			// which IPv6 forbids and a socket drops unless told not to
