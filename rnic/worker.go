@@ -72,7 +72,7 @@ func (w *worker) run() {
 	defer w.dev.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	w.wakeAt.Store(time.Now().Add(time.Hour).UnixNano())
+	w.wakeAt.Store(w.dev.now().Add(time.Hour).UnixNano())
 	for {
 		select {
 		case <-w.kick:
@@ -82,14 +82,14 @@ func (w *worker) run() {
 		}
 		w.runReady()
 		d := w.untilNextDeadline()
-		w.wakeAt.Store(time.Now().Add(d).UnixNano())
+		w.wakeAt.Store(w.dev.now().Add(d).UnixNano())
 		timer.Reset(d)
 	}
 }
 
 // runReady runs the QPs that asked to, and those whose timers are due.
 func (w *worker) runReady() {
-	now := time.Now()
+	now := w.dev.now()
 	w.mu.Lock()
 	for q := range w.ready {
 		w.runList = append(w.runList, q)
@@ -141,7 +141,7 @@ func (w *worker) untilNextDeadline() time.Duration {
 func (w *worker) MRs() *mr.Table    { return w.dev.mrs }
 func (w *worker) NewBuffer() []byte { return getBuffer() }
 func (w *worker) TxOffset() int     { return txOffset }
-func (w *worker) Now() time.Time    { return time.Now() }
+func (w *worker) Now() time.Time    { return w.dev.now() }
 
 // Timer wakes the worker when q's new deadline comes before the worker's
 // own. It may be called from any goroutine, with q's lock held.
