@@ -223,17 +223,28 @@ func (sp *spinner) more(dev *rnic.Device) bool {
 		sp.done = sp.turns > spins
 		return !sp.done
 	}
-	if sp.turns == 1 {
-		sp.start = time.Now()
-	} else if sp.turns%16 == 0 && time.Since(sp.start) > spinTime {
-		sp.done = true
-		dev.Flush() // nobody polls now: send what Poll left pending
-		return false
+	// The clock is read every 16 turns only, from the 16th: most waits
+	// in a latency test end within a few polls, and a clock read costs
+	// as much as an empty poll's own work.
+	if sp.turns%16 == 0 {
+		switch {
+		case sp.start.IsZero():
+			sp.start = time.Now()
+		case time.Since(sp.start) > spinTime:
+			sp.done = true
+			dev.Flush() // nobody polls now: send what Poll left pending
+			return false
+		}
 	}
-	// An empty poll yields now and then, not every time: Gosched is a
-	// trip through the scheduler, longer than the poll itself, and the
-	// other goroutines have the other Ps. With one P, they get it here.
-	if !dev.Poll() && sp.turns%yieldEvery == 0 {
+	// With one P, an empty poll yields now and then, so that the other
+	// goroutines (the device's among them) get to run; not every time,
+	// as Gosched is a trip through the scheduler, longer than the poll
+	// itself. With more, they have the other Ps, and a spinner must not
+	// yield: Gosched also wakes an idle thread to look for work, which
+	// then takes the goroutine or the CPU. Yielding every 32 polls with
+	// 2 Ps made a write_lat side hop between four threads, with 3000
+	// thread switches a second.
+	if !dev.Poll() && sp.turns%yieldEvery == 0 && runtime.GOMAXPROCS(0) == 1 {
 		runtime.Gosched()
 	}
 	return true
