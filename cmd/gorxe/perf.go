@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.Bool("json", false, "print each result as one JSON object")
 	fs.IntVar(&p.Window, "window", 0, "requester window in PSNs (gorxe; default 256)")
 	fs.DurationVar(&p.GiveUp, "give-up", 10*time.Second, "fail when no completion arrives for this long (gorxe; perftest waits forever)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file, for go tool pprof (gorxe)")
 	// perftest flags that name hardware, accepted and ignored as perftest
 	// itself ignores what does not apply.
 	fs.String("d", "", "device name (ignored)")
@@ -97,6 +99,15 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	if err := p.Validate(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage
+	}
+
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --cpuprofile: %v\n", name, err)
+			return exitError
+		}
+		defer stopProfile()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -181,4 +192,21 @@ func init() {
 	for _, t := range perftest.Tests {
 		commands = append(commands, perfCommand(t))
 	}
+}
+
+// startCPUProfile starts writing a CPU profile to path and returns the
+// function that finishes it.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
