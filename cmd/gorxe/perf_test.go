@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,6 +56,34 @@ func TestPerfTable(t *testing.T) {
 	}
 	if n := strings.Count(s, "\n 2 ") + strings.Count(s, "\n 4 "); n != 2 {
 		t.Errorf("-a should start at 2 bytes:\n%s", s)
+	}
+}
+
+// TestPerfCPUProfile: --cpuprofile leaves a profile behind, and a
+// path it cannot create is an error before the test runs.
+func TestPerfCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"write_bw", "-n", "2000", "--json", "--cpuprofile", path}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A profile is a gzipped protocol buffer.
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("the profile is not gzipped: %v", err)
+	}
+	if b, err := io.ReadAll(zr); err != nil || len(b) == 0 {
+		t.Fatalf("the profile holds %d bytes: %v", len(b), err)
+	}
+	errOut.Reset()
+	bad := filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.pprof")
+	if code := run([]string{"write_bw", "-n", "10", "--cpuprofile", bad}, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), "--cpuprofile") {
+		t.Errorf("an uncreatable profile: exit %d, stderr %q", code, errOut.String())
 	}
 }
 
