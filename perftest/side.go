@@ -204,12 +204,17 @@ type spinner struct {
 	done  bool
 }
 
-// Busy-poll limits. spinTime is longer than a round trip on a local
-// network, so a latency test never sleeps, and short enough that an idle
-// side gives its CPU back within a fraction of a millisecond.
+// Busy-poll limits. spinTime is far longer than a round trip on a local
+// network, and than the hiccups of a loaded machine (a virtual CPU the
+// hypervisor takes away for a while), so that a latency test never
+// sleeps: a side that slept wakes late, its peer then waits past its own
+// spin and sleeps too, and both go on at a fraction of their speed. With
+// 200 µs, write_lat's 99.9th percentile between two namespaces on a
+// 2-CPU VM was 52-291 µs in three runs, against 50-61 µs with 5 ms. An idle side still gives its CPU back within a few milliseconds
+// (perftest never does).
 const (
 	spins      = 8
-	spinTime   = 200 * time.Microsecond
+	spinTime   = 5 * time.Millisecond
 	yieldEvery = 32
 )
 
