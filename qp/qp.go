@@ -432,11 +432,12 @@ func (q *QP) Run() {
 	q.sendSome()
 }
 
-// unlock sends the packets built while the lock was held, then releases
-// it. Sending under the lock keeps each QP's packets in PSN order on the
-// wire however many goroutines drive it.
+// unlock sends the packets built while the lock was held, arms the
+// timers for them, then releases it. Sending under the lock keeps each
+// QP's packets in PSN order on the wire however many goroutines drive it.
 func (q *QP) unlock() {
 	q.flushTx()
+	q.tm.settle(q)
 	if d := q.tm.next(); !d.IsZero() && (q.told.IsZero() || d.Before(q.told)) {
 		q.told = d
 		q.port.Timer(q, d)

@@ -198,7 +198,7 @@ func (q *QP) sendPacket(w *sendWQE) {
 	if q.req.psn.After(q.req.sentMax) {
 		q.req.sentMax = q.req.psn
 	}
-	q.tm.onPacketSent(q, h.BTH.PSN, h.BTH.AckReq, fresh)
+	q.tm.onPacketSent(h.BTH.PSN, h.BTH.AckReq, fresh)
 	if last {
 		q.req.idx++
 		q.req.pkt = 0
