@@ -154,7 +154,7 @@ func (q *QP) retire(a bth.PSN) *sendWQE {
 // retransmission skips what is already acknowledged.
 func (q *QP) onProgress() {
 	q.tm.onAcked(q)
-	q.tm.probeSent = false
+	q.tm.probeSent, q.tm.probeDone = false, false
 	q.comp.retryLeft = q.attr.RetryCnt
 	q.comp.rnrLeft = q.attr.RNRRetry
 	q.comp.retrying = false

@@ -23,6 +23,7 @@ type timers struct {
 	rnr        time.Time
 	probe      time.Time
 	probeSent  bool // a probe is out; the next probe timeout goes back N
+	probeDone  bool // the probe went back N without progress: no more probes until there is some
 	rnrWait    bool // sending stops until the RNR timer expires
 
 	// Round-trip estimate, from one AckReq packet at a time (never a
@@ -113,7 +114,7 @@ func (q *QP) probeTimeout() time.Duration {
 }
 
 func (t *timers) armProbe(q *QP, now time.Time) {
-	if q.noProbe || q.ackTimeout() == 0 || q.req.sentMax == q.comp.psn {
+	if q.noProbe || t.probeDone || q.ackTimeout() == 0 || q.req.sentMax == q.comp.psn {
 		t.probe = time.Time{}
 		return
 	}
@@ -169,12 +170,20 @@ func (q *QP) runTimers(now time.Time) {
 // the first unacknowledged one, was lost again. The requester then goes
 // back to it at once, instead of after the local ACK timeout. Neither uses
 // up retry_cnt, which counts local ACK timeouts.
+//
+// That go-back is the probe's last word until the responder shows
+// progress: if it does not answer, it may be slow rather than silent (a
+// soft-RoCE peer in an emulated VM, with seconds of duplicates queued),
+// and a requester that sent its window again every two probe timeouts
+// would bury it in more. Only the local ACK timeout, which counts
+// against retry_cnt, goes back after that.
 func (q *QP) expiredProbe(now time.Time) {
 	if q.tm.probeSent {
 		q.tm.probeSent = false
+		q.tm.probeDone = true
 		q.tracef("no answer to the probe: go back to PSN %d", q.comp.psn)
 		q.goBack(q.comp.psn)
-		q.tm.armProbe(q, now)
+		q.tm.probe = time.Time{}
 		q.sendSome()
 		return
 	}

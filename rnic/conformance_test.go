@@ -187,6 +187,27 @@ func TestTailLossProbe(t *testing.T) {
 	}
 }
 
+// TestProbeSlowPeer: a responder that takes its time to answer (every ACK
+// of B lost for 200 ms, as a soft-RoCE peer in an emulated VM answers
+// seconds late when duplicates queue up) gets one probe and one go-back
+// from the probe, then only the go-backs of local ACK timeouts, not the
+// whole window again every two probe timeouts.
+func TestProbeSlowPeer(t *testing.T) {
+	a, b := newPair(t, pairOpts{timeout: 16, retryCnt: 7}) // 268 ms
+	quietUntil := time.Now().Add(200 * time.Millisecond)
+	b.link.SetFaults(mem.Faults{DropFunc: func([]byte, uint64) bool { return time.Now().Before(quietUntil) }})
+	fill(a.buf[:64<<10], 5)
+	a.postSend(t, writeWR(1, a, b, 0, 64<<10))
+	status(t, wait(t, a.scq, 1, 3*time.Second), cq.StatusSuccess)
+	if !bytes.Equal(a.buf[:64<<10], b.buf[:64<<10]) {
+		t.Fatal("data differs")
+	}
+	sa := a.stats()
+	if sa.TailProbes > 2 || sa.CompleterRetryErr > 2 {
+		t.Fatalf("%d probes and %d go-backs for one 200 ms silence; want at most 2 of each\n%s", sa.TailProbes, sa.CompleterRetryErr, a.traceText())
+	}
+}
+
 // TestRetryExceededDeadPeer: the peer is gone; after retry_cnt timeouts
 // the oldest WQE fails with RETRY_EXC_ERR and the others are flushed, in
 // bounded time.
