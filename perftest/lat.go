@@ -113,14 +113,20 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 			if err := waitWrite(ctx, s, p, &seen, v); err != nil {
 				return nil, err
 			}
-			if client && i > 0 {
-				rtts = append(rtts, clock()-posted)
+		}
+		if client {
+			// One clock read per round trip, as perftest takes one
+			// timestamp per post: it ends one round trip and starts the
+			// next.
+			now := clock()
+			if i > 0 {
+				rtts = append(rtts, now-posted)
 			}
+			posted = now
 		}
 		if s.Size > 0 {
 			s.Buf[postBytes[i%2]] = byte(i + 1)
 		}
-		posted = clock()
 		if err := post(s, wrs[i%2]); err != nil {
 			return nil, err
 		}
