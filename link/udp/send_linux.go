@@ -88,6 +88,7 @@ type txScratch struct {
 	fn    func(fd int)               // s.sendmmsg, bound once so that Send does not allocate
 	from  int                        // the first message sendmmsg is to send
 	k     int                        // the messages built
+	nio   int                        // the iovecs build filled
 
 	// Per message: where its packets and iovecs start, how many malformed
 	// packets came before it, how many packets it has, their size (the
@@ -127,8 +128,11 @@ func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
 	k, bad := l.build(s, bufs, gso)
 	var sent, runs uint64
 	failed := uint64(bad)
+	built := s.nio
 	defer func() {
-		clear(s.iov[:]) // do not keep the caller's buffers alive
+		// Do not keep the caller's buffers alive; a retry packet by packet
+		// below builds again, over fewer or more iovecs.
+		clear(s.iov[:max(built, s.nio)])
 		l.stats.sent.Add(sent)
 		l.stats.runs.Add(runs)
 		l.stats.sendErrors.Add(failed)
@@ -228,6 +232,7 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 		nio++
 		k++
 	}
+	s.nio = nio
 	for i := range k {
 		end := nio
 		if i+1 < k {
