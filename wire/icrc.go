@@ -69,6 +69,15 @@ func ComputeICRC(ip, udp, transport []byte) uint32 {
 	return crc32.Update(^slicing8(^uint32(icrcSeed), hdr[:n]), crc32.IEEETable, transport[t:])
 }
 
+// MaskedICRC returns the ICRC of pkt, a RoCE v2 packet from its IP header
+// through the pad whose variant fields (see ComputeICRC) already hold ones.
+// A sender that builds the packet itself can write ones there, take the
+// ICRC, and then write the real values: the CRC then runs over the packet
+// where it lies, at hash/crc32's speed, with no copy of its headers.
+func MaskedICRC(pkt []byte) uint32 {
+	return crc32.Update(icrcSeed, crc32.IEEETable, pkt)
+}
+
 // slicing8Table holds the tables of the slicing-by-8 CRC-32 (Intel's
 // "Slicing-by-8" algorithm): row 0 is the bytewise IEEE table, row k the
 // CRC of a byte followed by k zero bytes.

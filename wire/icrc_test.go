@@ -105,6 +105,26 @@ func TestICRCMaskedFields(t *testing.T) {
 	}
 }
 
+// TestMaskedICRC: with ones written into every bit the ICRC masks,
+// MaskedICRC over the whole packet is the packet's ICRC.
+func TestMaskedICRC(t *testing.T) {
+	for name, pkt := range samplePackets(t) {
+		t.Run(name, func(t *testing.T) {
+			var p wire.Packet
+			if err := wire.ParseIP(&p, pkt); err != nil {
+				t.Fatal(err)
+			}
+			b := append([]byte(nil), pkt[:len(pkt)-wire.ICRCLen]...)
+			for off, bits := range maskedBits(pkt) {
+				b[off] |= bits
+			}
+			if got := wire.MaskedICRC(b); got != p.ICRC() {
+				t.Errorf("MaskedICRC = %#08x, the packet carries %#08x", got, p.ICRC())
+			}
+		})
+	}
+}
+
 // TestICRCCoveredBytes flips each covered bit in turn, from the IP header
 // through the pad, and expects the packet to be refused: by the parser or
 // by the ICRC check.
