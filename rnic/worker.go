@@ -196,33 +196,44 @@ func (w *worker) Finish(q *qp.QP, buf []byte, n int) []byte {
 	binary.BigEndian.PutUint16(udp[0:], sport)
 	binary.BigEndian.PutUint16(udp[2:], d.cfg.Port)
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
-	binary.BigEndian.PutUint16(udp[6:], 0)
+	// The ICRC is taken over the packet where it lies, with ones in the
+	// fields it does not cover (wire.MaskedICRC); the real values are
+	// written after.
+	binary.BigEndian.PutUint16(udp[6:], 0xffff)
+	end := txOffset + n
+	bth4 := buf[txOffset+4] // FECN, BECN, Resv6
+	buf[txOffset+4] = 0xff
 	var ipStart int
 	if srcA.Is4() {
 		ipStart = txOffset - wire.UDPLen - wire.IPv4Len
 		ip := buf[ipStart : ipStart+wire.IPv4Len]
-		ip[0], ip[1] = 0x45, av.TrafficClass
+		ip[0], ip[1] = 0x45, 0xff
 		binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4Len+udpLen))
 		binary.BigEndian.PutUint32(ip[4:], 0x00004000) // ID 0, DF: what a kernel UDP socket sends
-		ip[8], ip[9] = hop, 17
-		ip[10], ip[11] = 0, 0
+		ip[8], ip[9] = 0xff, 17
+		ip[10], ip[11] = 0xff, 0xff
 		s, t := srcA.As4(), dstA.As4()
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], t[:])
+		binary.LittleEndian.PutUint32(buf[end:], wire.MaskedICRC(buf[ipStart:end]))
+		ip[1], ip[8] = av.TrafficClass, hop
+		ip[10], ip[11] = 0, 0
 		binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
 	} else {
 		ipStart = txOffset - wire.UDPLen - wire.IPv6Len
 		ip := buf[ipStart : ipStart+wire.IPv6Len]
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(av.TrafficClass)<<20|av.FlowLabel&0xfffff)
+		binary.BigEndian.PutUint32(ip[0:], 0x6fffffff)
 		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
-		ip[6], ip[7] = 17, hop
+		ip[6], ip[7] = 17, 0xff
 		s, t := srcA.As16(), dstA.As16()
 		copy(ip[8:24], s[:])
 		copy(ip[24:40], t[:])
+		binary.LittleEndian.PutUint32(buf[end:], wire.MaskedICRC(buf[ipStart:end]))
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(av.TrafficClass)<<20|av.FlowLabel&0xfffff)
+		ip[7] = hop
 	}
-	end := txOffset + n
-	icrc := wire.ComputeICRC(buf[ipStart:txOffset-wire.UDPLen], udp, buf[txOffset:end])
-	binary.LittleEndian.PutUint32(buf[end:], icrc)
+	binary.BigEndian.PutUint16(udp[6:], 0)
+	buf[txOffset+4] = bth4
 	end += wire.ICRCLen
 	if d.cfg.PacketTrace != nil {
 		d.cfg.PacketTrace(Sent, buf[ipStart:end])
