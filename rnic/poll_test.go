@@ -98,6 +98,11 @@ func (s *side) read(t testing.TB, n int) []byte {
 // TestPollAnswerBeforeAck: a side that polls, sees the peer's WRITE land
 // and answers with its own sends the answer first, alone, and the ACK it
 // owes in the next batch, so the peer can go on at once.
+//
+// A round may find the ACK sent already, by a Run the device's worker
+// makes for its own reasons (the first Run after Modify, a timer), and
+// then A's WRITE goes alone: that is allowed, but most rounds must show
+// the two batches, and no round the two packets in one batch.
 func TestPollAnswerBeforeAck(t *testing.T) {
 	var mu sync.Mutex
 	var sent [][]bth.Opcode // the batches A's device handed its link
@@ -114,7 +119,9 @@ func TestPollAnswerBeforeAck(t *testing.T) {
 	// A long grace: however slowly this test runs (-race, a loaded
 	// machine), the device does not take back what A left pending.
 	a, b := newPair(t, pairOpts{udp: true, sendsA: sends, pollGrace: time.Minute})
-	for round := range 20 {
+	const rounds = 20
+	answered := 0 // rounds that sent the WRITE, then the ACK on its own
+	for round := range rounds {
 		seen := a.mr.Writes()
 		a.dev.Poll() // A polls before B's WRITE arrives: the receive goroutine stands aside
 		b.postSend(t, writeWR(uint64(round), b, a, 0, 8))
@@ -129,9 +136,17 @@ func TestPollAnswerBeforeAck(t *testing.T) {
 		got := slices.Clone(sent)
 		mu.Unlock()
 		want := [][]bth.Opcode{{bth.RCRDMAWriteOnly}, {bth.RCAcknowledge}}
-		if len(got) < 2 || !slices.Equal(got[0], want[0]) || !slices.Equal(got[1], want[1]) {
+		switch {
+		case len(got) >= 2 && slices.Equal(got[0], want[0]) && slices.Equal(got[1], want[1]):
+			answered++
+		case len(got) >= 1 && slices.Equal(got[0], want[0]):
+			// The ACK left before the reset: see above.
+		default:
 			t.Fatalf("round %d: A sent the batches %v after B's WRITE landed, want %v", round, got, want)
 		}
+	}
+	if answered < rounds/2 {
+		t.Fatalf("only %d of %d rounds sent the WRITE and then the ACK it owed", answered, rounds)
 	}
 }
 
