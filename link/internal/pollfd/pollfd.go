@@ -63,47 +63,33 @@ func (f *FD) Do(fn func(fd int)) error {
 
 // Read reads once into b, without waiting: unix.EAGAIN when nothing is
 // there, link.ErrClosed once the FD is closed.
-func (f *FD) Read(b []byte) (int, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.closed.Load() {
-		return 0, link.ErrClosed
-	}
-	for {
-		n, err := rawIO(unix.SYS_READ, f.fd, b)
-		if err != unix.EINTR {
-			return n, err
-		}
-	}
-}
+func (f *FD) Read(b []byte) (int, error) { return f.io(unix.SYS_READ, b) }
 
 // Write writes b once, without waiting: unix.EAGAIN when there is no
 // room, link.ErrClosed once the FD is closed.
-func (f *FD) Write(b []byte) (int, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.closed.Load() {
-		return 0, link.ErrClosed
-	}
-	for {
-		n, err := rawIO(unix.SYS_WRITE, f.fd, b)
-		if err != unix.EINTR {
-			return n, err
-		}
-	}
-}
+func (f *FD) Write(b []byte) (int, error) { return f.io(unix.SYS_WRITE, b) }
 
-// rawIO is read(2) or write(2) of b as a raw system call, one the Go
+// io is read(2) or write(2) of b as a raw system call, one the Go
 // scheduler is not told of: the descriptor is non-blocking and b one
 // frame, so the call cannot block and is over in microseconds, and the
 // scheduler's bookkeeping would be a good part of its cost (60 ns on the
 // development VM, on every poll of a busy-polling program).
-func rawIO(trap uintptr, fd int, b []byte) (int, error) {
-	n, _, errno := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-	if errno != 0 {
+func (f *FD) io(trap uintptr, b []byte) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return 0, link.ErrClosed
+	}
+	for {
+		n, _, errno := unix.RawSyscall(trap, uintptr(f.fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+		switch errno {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		}
 		return 0, errno
 	}
-	return int(n), nil
 }
 
 // Wait blocks until the descriptor is ready for events (unix.POLLIN,
