@@ -303,14 +303,13 @@ func (l *Link) sendmmsg(s *txScratch, from, k int) (int, error) {
 const rawSendBytes = 16 << 10
 
 func (s *txScratch) sendmmsg(fd int) {
+	bytes := 0
+	for _, b := range s.bytes[s.from:s.k] {
+		bytes += b
+	}
 	syscall6 := unix.Syscall6
-	if bytes := 0; s.k-s.from <= rawSendBytes/64 {
-		for _, b := range s.bytes[s.from:s.k] {
-			bytes += b
-		}
-		if bytes <= rawSendBytes {
-			syscall6 = unix.RawSyscall6
-		}
+	if bytes <= rawSendBytes {
+		syscall6 = unix.RawSyscall6
 	}
 	for {
 		n, _, errno := syscall6(unix.SYS_SENDMMSG, uintptr(fd),
