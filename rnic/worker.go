@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"encoding/binary"
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,11 @@ func (w *worker) run() {
 			return
 		}
 		w.runReady()
+		// While the worker looks at its QPs' deadlines, a QP that arms a
+		// timer must kick it: one armed just after the look would
+		// otherwise be compared with the wake time of the turn now
+		// ending, found no earlier, and missed until some other wake.
+		w.wakeAt.Store(math.MaxInt64)
 		d := w.untilNextDeadline()
 		w.wakeAt.Store(w.dev.now().Add(d).UnixNano())
 		timer.Reset(d)
