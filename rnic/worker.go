@@ -224,7 +224,7 @@ func (w *worker) Finish(q *qp.QP, buf []byte, n int) []byte {
 		binary.LittleEndian.PutUint32(buf[end:], wire.MaskedICRC(buf[ipStart:end]))
 		ip[1], ip[8] = av.TrafficClass, hop
 		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
+		binary.BigEndian.PutUint16(ip[10:], wire.IPv4Checksum(ip))
 	} else {
 		ipStart = txOffset - wire.UDPLen - wire.IPv6Len
 		ip := buf[ipStart : ipStart+wire.IPv6Len]
@@ -258,15 +258,4 @@ func (w *worker) FreeBuffer(buf []byte) { putBuffer(buf) }
 // 0xC000 | hash_32(qpn, 14) (rxe_qp.c), constant for the QP's life.
 func rocePort(n bth.QPN) uint16 {
 	return 0xc000 | uint16(uint32(n)*0x61c88647>>(32-14))
-}
-
-func ipChecksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }

@@ -174,7 +174,7 @@ func (f *Frame) Append(b []byte) ([]byte, error) {
 		s, d := src.As4(), dst.As4()
 		copy(ip[12:], s[:])
 		copy(ip[16:], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ^onesSum(0, ip[:]))
+		binary.BigEndian.PutUint16(ip[10:], IPv4Checksum(ip[:]))
 		b = append(b, ip[:]...)
 	} else {
 		var ip [IPv6Len]byte
@@ -201,6 +201,10 @@ func (f *Frame) Append(b []byte) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// IPv4Checksum returns the header checksum (RFC 791, RFC 1071) of the
+// IPv4 header h, whose checksum field is zero.
+func IPv4Checksum(h []byte) uint16 { return ^onesSum(0, h) }
 
 // udpChecksum returns the UDP checksum of udp (header with a zero checksum
 // field, and payload) under the pseudo-header of the IP header ip (RFC 768,

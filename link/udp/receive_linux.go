@@ -260,7 +260,7 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 		// it gets was sent to it.
 		dst := l.addr.As4()
 		copy(ip[16:20], dst[:])
-		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
+		binary.BigEndian.PutUint16(ip[10:], wire.IPv4Checksum(ip))
 	} else {
 		ipLen = wire.IPv6Len
 		ip := pkt[:wire.IPv6Len]
@@ -277,17 +277,4 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
 	udp[6], udp[7] = 0, 0 // no checksum, as RoCE v2 senders send
 	return ipLen + udpLen
-}
-
-// ipv4Checksum returns the header checksum of a 20-byte IPv4 header whose
-// checksum field is zero (RFC 791, RFC 1071).
-func ipv4Checksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i < len(h); i += 2 {
-		s += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }
