@@ -210,8 +210,9 @@ type spinner struct {
 // sleeps: a side that slept wakes late, its peer then waits past its own
 // spin and sleeps too, and both go on at a fraction of their speed. With
 // 200 µs, write_lat's 99.9th percentile between two namespaces on a
-// 2-CPU VM was 52-291 µs in three runs, against 50-61 µs with 5 ms. An idle side still gives its CPU back within a few milliseconds
-// (perftest never does).
+// 2-CPU VM was 52-291 µs in three runs, against 50-61 µs with 5 ms. An
+// idle side still gives its CPU back within a few milliseconds (perftest
+// never does).
 const (
 	spins      = 8
 	spinTime   = 5 * time.Millisecond

@@ -19,9 +19,10 @@
 // and port, and the TOS or traffic class byte (IP_RECVTOS,
 // IPV6_RECVTCLASS), so ECN marks reach the device. The destination is the
 // link's own address: the socket is bound to that unicast address, and
-// the kernel hands it only datagrams sent to it. The IPv4 Identification the sender used is not reported, so
-// the link has link.FlagNoIPv4ICRC; over IPv6 every field the ICRC covers
-// is known and the ICRC is checked as usual.
+// the kernel hands it only datagrams sent to it. The IPv4 Identification
+// the sender used is not reported, so the link has link.FlagNoIPv4ICRC;
+// over IPv6 every field the ICRC covers is known and the ICRC is checked
+// as usual.
 //
 // The socket is not one the Go runtime polls: a busy-polling program
 // reads it with TryReceive, and the link waits in poll(2) itself when it
