@@ -33,7 +33,10 @@ func (q *QP) HandlePacket(p *wire.Packet) {
 	}
 }
 
-// handleResponse is the completer (IBTA Vol 1 §9.7.5.2; rxe_comp.c).
+// handleResponse is the completer (IBTA Vol 1 §9.7.5.2; rxe_comp.c). A
+// response may open the window, retire a fenced READ, or send the
+// requester back (a NAK, an implied NAK), so the requester sends what it
+// now can before the QP is unlocked: nothing else would make it.
 func (q *QP) handleResponse(p *wire.Packet) {
 	if q.attr.State != StateRTS && q.attr.State != StateSQD {
 		return
@@ -52,6 +55,7 @@ func (q *QP) handleResponse(p *wire.Packet) {
 		bth.RCRDMAReadResponseLast, bth.RCRDMAReadResponseOnly:
 		q.handleReadResponse(p, psn)
 	}
+	q.sendSome()
 }
 
 func (q *QP) handleAck(psn bth.PSN, syn aeth.Syndrome) {
@@ -65,7 +69,6 @@ func (q *QP) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 			// arrived: implied NAK (C9-114).
 			q.impliedNAK(w)
 		}
-		q.sendSome()
 	case aeth.TypeRNRNAK:
 		if psn.Before(q.comp.psn) {
 			return
@@ -97,7 +100,6 @@ func (q *QP) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 			if q.useRetry() {
 				q.goBack(psn)
 				q.tm.restartRetransmit(q)
-				q.sendSome()
 			}
 			return
 		}
@@ -231,7 +233,6 @@ func (q *QP) handleReadResponse(p *wire.Packet, r bth.PSN) {
 		q.answered(w)
 	}
 	q.onProgress()
-	q.sendSome()
 }
 
 func (q *QP) handleAtomicAck(r bth.PSN, orig uint64) {
@@ -248,5 +249,4 @@ func (q *QP) handleAtomicAck(r bth.PSN, orig uint64) {
 	q.comp.psn = r.Add(1)
 	q.answered(w)
 	q.onProgress()
-	q.sendSome()
 }

@@ -51,8 +51,9 @@ type Port interface {
 	FreeBuffer(buf []byte)
 	// Schedule asks the device to call q.Run soon, from its worker.
 	Schedule(q *QP)
-	// Timer tells the device that q needs Run at the given time, earlier
-	// than it last said.
+	// Timer tells the device that q needs Run at the given time. The QP
+	// says so after every change under its lock while a timer is armed;
+	// the device need only act on a time earlier than it waits for.
 	Timer(q *QP, at time.Time)
 	// Now returns the current time; tests may run a QP on a fake clock.
 	Now() time.Time
@@ -117,9 +118,8 @@ type QP struct {
 
 	sq   sendQueue
 	rq   recvQueue
-	tx   [][]byte  // packets built under the lock, sent when it is released
-	txb  [][]byte  // their buffers
-	told time.Time // the earliest deadline the device was told of
+	tx   [][]byte // packets built under the lock, sent when it is released
+	txb  [][]byte // their buffers
 	req  requester
 	comp completer
 	resp responder
@@ -426,7 +426,6 @@ func (q *QP) pushRecv(wc cq.WC) {
 func (q *QP) Run() {
 	q.mu.Lock()
 	defer q.unlock()
-	q.told = time.Time{} // the device asks again after every Run
 	q.runTimers(q.port.Now())
 	q.resp.flushAck(q)
 	q.sendSome()
@@ -438,8 +437,7 @@ func (q *QP) Run() {
 func (q *QP) unlock() {
 	q.flushTx()
 	q.tm.settle(q)
-	if d := q.tm.next(); !d.IsZero() && (q.told.IsZero() || d.Before(q.told)) {
-		q.told = d
+	if d := q.tm.next(); !d.IsZero() {
 		q.port.Timer(q, d)
 	}
 	q.mu.Unlock()

@@ -2,7 +2,11 @@ package qp
 
 import (
 	"testing"
+	"time"
 
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
@@ -39,5 +43,103 @@ func TestWindowRefillsInBatches(t *testing.T) {
 		if port.count != step.sent {
 			t.Fatalf("after ACKs of %d packets, %d sent in all, want %d", step.acked, port.count, step.sent)
 		}
+	}
+}
+
+// TestResponseResendsAtOnce: a response that sends the requester back
+// (here a READ response past the one awaited, an implied NAK) has it send
+// again before HandlePacket returns: going back disarms the retransmit
+// timer until the requester sends, so nothing else is sure to make it.
+func TestResponseResendsAtOnce(t *testing.T) {
+	q, port, m, _ := windowQP(t, 0)
+	if _, err := q.PostSend([]SendWR{{WRID: 3, Opcode: WRRDMARead, Flags: SendSignaled,
+		SGList: []SGE{{Addr: m.IOVA(), Length: 3 << 10, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if port.count != 1 {
+		t.Fatalf("posting a READ sent %d packets, want 1", port.count)
+	}
+	first := bth.PSN(rtsAttr.SQPSN)
+	buf := wire.AppendTransport(nil, &wire.Headers{
+		BTH: bth.Fields{Opcode: bth.RCRDMAReadResponseMiddle, PKey: 0xffff, DestQP: 0x11, PSN: first.Add(1)},
+	}, make([]byte, 1024))
+	buf = append(buf, 0, 0, 0, 0)
+	var resp wire.Packet
+	if err := wire.ParseUDPPayload(&resp, buf); err != nil {
+		t.Fatal(err)
+	}
+	q.HandlePacket(&resp)
+	if port.count != 2 {
+		t.Fatalf("after the READ response past the first, %d packets sent in all, want the READ sent again (2)", port.count)
+	}
+	var again wire.Packet // the fake port leaves the ICRC out
+	if err := wire.ParseUDPPayload(&again, append(port.last[:len(port.last):len(port.last)], 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if op, psn := again.BTH.Opcode(), again.BTH.PSN(); op != bth.RCRDMAReadRequest || psn != first {
+		t.Errorf("sent %v PSN %d, want the READ request again at PSN %d", op, psn, first)
+	}
+	if d := q.Deadline(); d.IsZero() {
+		t.Errorf("no timer armed for the READ sent again")
+	}
+}
+
+// timerPort records the deadlines a QP tells it of.
+type timerPort struct {
+	benchPort
+	told []time.Time
+}
+
+func (p *timerPort) Timer(q *QP, at time.Time) { p.told = append(p.told, at) }
+
+// TestTimerToldAfterIdle: a QP whose timers were disarmed by an ACK tells
+// the device of the deadline of its next request, though it is later than
+// one it told before. A device that had nothing to wait for sleeps until
+// told; were the QP to keep quiet, the lost request would never be resent.
+func TestTimerToldAfterIdle(t *testing.T) {
+	port := &timerPort{benchPort: benchPort{fakePort: fakePort{mrs: mr.NewTable()}, buf: make([]byte, 9100)}}
+	c, err := cq.New(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := port.mrs.AllocPD()
+	q, err := New(port, 0x11, InitAttr{Type: TypeRC, PD: pd, SendCQ: c, RecvCQ: c,
+		Cap: Cap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := port.mrs.Register(pd, make([]byte, 4096), 0x10000, mr.LocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		a Attr
+		m AttrMask
+	}{{initAttr, initMask}, {rtrAttr, rtrMask}, {rtsAttr, rtsMask}} {
+		if err := q.Modify(&s.a, s.m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := []SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
+		SGList: []SGE{{Addr: m.IOVA(), Length: 64, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}
+	ack := ackPacket(t)
+	psn := bth.PSN(rtsAttr.SQPSN)
+	for i := range 3 {
+		port.told = port.told[:0]
+		if _, err := q.PostSend(write); err != nil {
+			t.Fatal(err)
+		}
+		d := q.Deadline()
+		if d.IsZero() || len(port.told) == 0 || !port.told[len(port.told)-1].Equal(d) {
+			t.Fatalf("WRITE %d: deadline %v, the device was told %v", i, d, port.told)
+		}
+		ack.BTH.SetPSN(psn.Add(uint32(i)))
+		q.HandlePacket(ack)
+		if d := q.Deadline(); !d.IsZero() {
+			t.Fatalf("WRITE %d acknowledged, yet a timer is armed for %v", i, d)
+		}
+		// Past the first deadline (a probe timeout, 10 ms before a round
+		// trip is measured), so that the next comes later than it.
+		time.Sleep(15 * time.Millisecond)
 	}
 }
