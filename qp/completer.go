@@ -21,8 +21,9 @@ type completer struct {
 }
 
 // HandlePacket processes a packet addressed to this QP. The device has
-// parsed it and checked its ICRC.
-func (q *QP) HandlePacket(p *wire.Packet) {
+// parsed it and checked its ICRC. It reports whether the responder now
+// owes an ACK it has deferred, for FlushAck.
+func (q *QP) HandlePacket(p *wire.Packet) (ackOwed bool) {
 	q.mu.Lock()
 	defer q.unlock()
 	q.stats.RcvdPkts++
@@ -31,6 +32,7 @@ func (q *QP) HandlePacket(p *wire.Packet) {
 	} else {
 		q.handleRequest(p)
 	}
+	return q.resp.ackPending
 }
 
 // handleResponse is the completer (IBTA Vol 1 §9.7.5.2; rxe_comp.c). A

@@ -431,6 +431,17 @@ func (q *QP) Run() {
 	q.sendSome()
 }
 
+// FlushAck sends the ACK the responder deferred, if it still owes one. A
+// responder defers the ACK of the requests in a batch of packets, so that
+// one ACK covers them all; the device calls FlushAck once it has handed
+// the QP the whole batch, unless a PostSend on the QP has sent the ACK
+// already, behind its requests.
+func (q *QP) FlushAck() {
+	q.mu.Lock()
+	defer q.unlock()
+	q.resp.flushAck(q)
+}
+
 // unlock sends the packets built while the lock was held, arms the
 // timers for them, then releases it. Sending under the lock keeps each
 // QP's packets in PSN order on the wire however many goroutines drive it.

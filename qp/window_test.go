@@ -8,6 +8,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
+	"github.com/gorxe/gorxe/wire/reth"
 )
 
 // TestWindowRefillsInBatches: once the window is full, the requester
@@ -68,7 +69,9 @@ func TestResponseResendsAtOnce(t *testing.T) {
 	if err := wire.ParseUDPPayload(&resp, buf); err != nil {
 		t.Fatal(err)
 	}
-	q.HandlePacket(&resp)
+	if q.HandlePacket(&resp) {
+		t.Errorf("a READ response left the QP owing an ACK")
+	}
 	if port.count != 2 {
 		t.Fatalf("after the READ response past the first, %d packets sent in all, want the READ sent again (2)", port.count)
 	}
@@ -141,5 +144,41 @@ func TestTimerToldAfterIdle(t *testing.T) {
 		// Past the first deadline (a probe timeout, 10 ms before a round
 		// trip is measured), so that the next comes later than it.
 		time.Sleep(15 * time.Millisecond)
+	}
+}
+
+// TestFlushAck: a WRITE that asks for an ACK leaves the responder owing
+// one (HandlePacket says so), FlushAck sends it, and only once.
+func TestFlushAck(t *testing.T) {
+	q, port, m, _ := windowQP(t, 0)
+	buf := wire.AppendTransport(nil, &wire.Headers{
+		BTH:  bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(rtrAttr.RQPSN), AckReq: true},
+		RETH: reth.Fields{VA: m.IOVA(), RKey: reth.Key(m.RKey()), DMALen: 8},
+	}, make([]byte, 8))
+	buf = append(buf, 0, 0, 0, 0)
+	var w wire.Packet
+	if err := wire.ParseUDPPayload(&w, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !q.HandlePacket(&w) {
+		t.Fatal("a WRITE with AckReq left no ACK owed")
+	}
+	if port.count != 0 {
+		t.Fatalf("%d packets sent before FlushAck, want the ACK deferred", port.count)
+	}
+	q.FlushAck()
+	if port.count != 1 {
+		t.Fatalf("FlushAck sent %d packets, want the ACK", port.count)
+	}
+	var ack wire.Packet // the fake port leaves the ICRC out
+	if err := wire.ParseUDPPayload(&ack, append(port.last[:len(port.last):len(port.last)], 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if op, psn := ack.BTH.Opcode(), ack.BTH.PSN(); op != bth.RCAcknowledge || psn != bth.PSN(rtrAttr.RQPSN) {
+		t.Errorf("FlushAck sent %v PSN %d, want the ACK of PSN %d", op, psn, rtrAttr.RQPSN)
+	}
+	q.FlushAck()
+	if port.count != 1 {
+		t.Errorf("a second FlushAck sent %d more packets", port.count-1)
 	}
 }

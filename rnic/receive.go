@@ -20,7 +20,7 @@ type receiver struct {
 	bufs     [][]byte
 	sizes    []int
 	p        wire.Packet
-	touched  []*QP
+	owing    []*QP // QPs the batches since the last flushAcks left owing an ACK
 	noV4ICRC bool
 	poller   link.Poller // the link, if it can receive without blocking
 
@@ -32,7 +32,7 @@ type receiver struct {
 	polls    atomic.Uint32
 	resume   chan struct{}
 
-	// backstop runs what Poll left pending once the program has stopped
+	// backstop sends the ACKs Poll left owed once the program has stopped
 	// polling for Config.PollGrace without calling Flush; armed says it is set.
 	backstop *time.Timer
 	armed    atomic.Bool
@@ -57,7 +57,7 @@ func (r *receiver) init(d *Device, l link.Link) {
 	r.aside.Stop()
 }
 
-// runLeftovers is the backstop: it runs what Poll left pending when the
+// runLeftovers is the backstop: it sends the ACKs Poll left owed when the
 // program that polled has gone quiet, and otherwise looks again when it
 // would have.
 func (d *Device) runLeftovers() {
@@ -74,7 +74,7 @@ func (d *Device) runLeftovers() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	d.runTouched()
+	d.flushAcks()
 }
 
 // graceLeft returns how much longer the link stays with the program that
@@ -156,7 +156,7 @@ func (d *Device) receiveLoop() {
 			r.mu.Lock()
 		}
 		d.process(n)
-		d.runTouched()
+		d.flushAcks()
 		r.mu.Unlock()
 		if err != nil {
 			return
@@ -170,12 +170,12 @@ func (d *Device) receiveLoop() {
 // driver busy polls: the packet that ends the wait is then handled by the
 // goroutine that waits for it, with no wake-up between them.
 //
-// The QPs that got packets do not run at once: the ACKs they owe and the
-// packets their windows now allow go out at the next Poll, with the next
-// PostSend on the same QP, or at Flush. So a program that sees a peer's
-// message and answers it at once sends its answer first, and the ACK with
-// it. A program that stops polling calls Flush; if it does not, the device
-// runs them itself a little after the last Poll.
+// The ACKs that the batch's requests call for do not go at once: they go
+// at the next Poll, behind the next PostSend on the same QP, or at Flush.
+// So a program that sees a peer's message and answers it at once sends its
+// answer first, and the ACK after it. A program that stops polling calls
+// Flush; if it does not, the device sends them itself a little after the
+// last Poll.
 //
 // Poll does nothing when the link cannot receive without blocking
 // (CanPoll). If the receive goroutine is processing a batch, Poll waits
@@ -191,13 +191,13 @@ func (d *Device) Poll() bool {
 	}
 	r.mu.Lock() // wait out the receive goroutine's batch; it stands aside after
 	defer r.mu.Unlock()
-	d.runTouched()
+	d.flushAcks()
 	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
 	if n == 0 {
 		return false
 	}
 	d.process(n)
-	if len(r.touched) > 0 && r.armed.CompareAndSwap(false, true) {
+	if len(r.owing) > 0 && r.armed.CompareAndSwap(false, true) {
 		r.backstop.Reset(d.pollGrace)
 	}
 	if n >= markBatch {
@@ -206,10 +206,9 @@ func (d *Device) Poll() bool {
 	return true
 }
 
-// Flush runs what Poll left pending: the QPs that got packets send the
-// ACKs they owe and what their windows allow. It tells the device that
-// the program has stopped polling, so the receive goroutine takes the
-// link back at once.
+// Flush sends the ACKs Poll left owed. It tells the device that the
+// program has stopped polling, so the receive goroutine takes the link
+// back at once.
 func (d *Device) Flush() {
 	r := &d.rx
 	if r.lastPoll.Swap(0) != 0 {
@@ -220,7 +219,7 @@ func (d *Device) Flush() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	d.runTouched()
+	d.flushAcks()
 }
 
 // CanPoll reports whether Poll can do anything: whether the device's link
@@ -229,8 +228,8 @@ func (d *Device) CanPoll() bool { return d.rx.poller != nil }
 
 // process hands the first n packets of the receive buffers to their QPs,
 // dropping what is not a valid RoCE v2 packet for one of this device's
-// QPs, and notes each QP that got packets for runTouched. d.rx.mu must be
-// held.
+// QPs, and notes each QP that it left owing an ACK, for flushAcks. d.rx.mu
+// must be held.
 func (d *Device) process(n int) {
 	r := &d.rx
 	p := &r.p
@@ -256,31 +255,31 @@ func (d *Device) process(n int) {
 		if d.cfg.PacketTrace != nil {
 			d.cfg.PacketTrace(Received, pkt)
 		}
-		q.HandlePacket(p)
-		if !slices.Contains(r.touched, q) {
-			r.touched = append(r.touched, q)
+		if q.HandlePacket(p) && !slices.Contains(r.owing, q) {
+			r.owing = append(r.owing, q)
 		}
 	}
 }
 
-// runTouched runs each QP that got packets since it last ran, once, so
-// that one ACK covers all its packets. d.rx.mu must be held.
-func (d *Device) runTouched() {
+// flushAcks has each QP that the batches since it last ran left owing an
+// ACK send it, once: one ACK covers all the requests a QP got in them (or
+// none, if a PostSend sent it already). d.rx.mu must be held.
+func (d *Device) flushAcks() {
 	r := &d.rx
-	for _, q := range r.touched {
-		q.Run()
+	for _, q := range r.owing {
+		q.FlushAck()
 	}
-	clear(r.touched)
-	r.touched = r.touched[:0]
+	clear(r.owing)
+	r.owing = r.owing[:0]
 }
 
-// forget takes q, which is being destroyed, from the QPs waiting to run,
-// running it one last time: an ACK it owes is owed for work that was done.
+// forget takes q, which is being destroyed, from the QPs owing an ACK,
+// sending its ACK first: it is owed for work that was done.
 func (r *receiver) forget(q *QP) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if i := slices.Index(r.touched, q); i >= 0 {
-		r.touched = slices.Delete(r.touched, i, i+1)
-		q.Run()
+	if i := slices.Index(r.owing, q); i >= 0 {
+		r.owing = slices.Delete(r.owing, i, i+1)
+		q.FlushAck()
 	}
 }
