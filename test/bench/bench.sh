@@ -19,7 +19,13 @@
 #                      (two datagrams each way)
 #   allocs/packet      heap allocations per packet in the gorxe process
 #
-# Each figure is the median of three rounds. Needs root (namespaces, TAP).
+# Each throughput figure is the median of three rounds. The round trips
+# move with the machine's weather from one second to the next (on a
+# shared VM, by a half), so they are measured as LAT_PAIRS back-to-back
+# sets a round, each the three raw ping-pongs and then gorxe's write_lat
+# over both links; a latency ratio is the median of the sets' own ratios,
+# so that gorxe is compared with the raw path of the same moment.
+# Needs root (namespaces, TAP).
 # Usage: sudo test/bench/bench.sh [SECONDS]   (SECONDS per raw throughput run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -82,36 +88,48 @@ udp() { gorxe_pair $1 $B $A --link udp --ip 10.77.0.2 "${@:2}" -- --link udp --i
 tap() { gorxe_pair $1 $BR $BR --link tap --bridge br0 --link-mtu 9000 --ip 10.78.0.2/24 "${@:2}" -- \
 	--link tap --bridge br0 --link-mtu 9000 --ip 10.78.0.1/24 "${@:2}" 127.0.0.1; }
 
-# Three rounds, each measuring everything in turn; every figure is the
-# median of its three, as whatever else the machine does moves single runs
-# (the hypervisor's steal time among it). res keeps the last round's JSON,
-# for the allocation counts.
+# Three rounds, each measuring everything in turn, as whatever else the
+# machine does moves single runs (the hypervisor's steal time among it).
+# res keeps the last round's JSON, for the allocation counts; all keeps
+# every figure, and pair.* every latency set's ratios.
+pairs=${LAT_PAIRS:-3}
 declare -A res all
 for round in 1 2 3; do
+	for _ in $(seq $pairs); do
+		raw=$(raw_ping) busy=$(raw_ping -busy) ack=$(raw_ping -busy -ack)
+		all[raw.rtt]+=" $raw" all[busy.rtt]+=" $busy" all[ack.rtt]+=" $ack"
+		for l in udp tap; do
+			res[$l.lat]=$($l write_lat -s 2 -n 5000 --json)
+			rtt=$(jq '.t_typical_us * 2' <<<"${res[$l.lat]}")
+			all[$l.lat]+=" $rtt"
+			for b in raw busy ack; do
+				all[pair.$l.$b]+=" $(awk -v a="$rtt" -v b="${!b}" 'BEGIN { print a / b }')"
+			done
+		done
+	done
 	all[raw.bw]+=" $(raw_blast)"
 	all[gso.bw]+=" $(raw_blast -gso 15)"
-	all[raw.rtt]+=" $(raw_ping)"
-	all[busy.rtt]+=" $(raw_ping -busy)"
-	all[ack.rtt]+=" $(raw_ping -busy -ack)"
 	for l in udp tap; do
 		res[$l.write]=$($l write_bw "${bw_args[@]}" -n $iters_bw)
 		res[$l.read]=$($l read_bw "${bw_args[@]}" -n $iters_bw)
-		res[$l.lat]=$($l write_lat -s 2 -n 5000 --json)
 		all[$l.write]+=" $(jq .bw_avg_MBps <<<"${res[$l.write]}")"
 		all[$l.read]+=" $(jq .bw_avg_MBps <<<"${res[$l.read]}")"
-		all[$l.lat]+=" $(jq '.t_typical_us * 2' <<<"${res[$l.lat]}")"
 	done
 done
-med() { printf '%s\n' ${all[$1]} | sort -g | sed -n 2p; }
+# med prints the median of a figure's values (the lower middle one of an
+# even count).
+med() { printf '%s\n' ${all[$1]} | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 raw_bw=$(med raw.bw) gso_bw=$(med gso.bw) raw_rtt=$(med raw.rtt) busy_rtt=$(med busy.rtt) ack_rtt=$(med ack.rtt)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+pratio() { printf '%.2f' "$(med pair.$1.$2)"; }
 echo
 echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
 echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s; sent 15 at a time with UDP GSO: $(printf %.0f $gso_bw) MB/s"
 echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling, $(printf %.1f $ack_rtt) us busy polling with an ACK datagram each way"
-echo "medians of three rounds:"
+echo "every figure (throughput: one a round; round trips: $pairs sets a round):"
 for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt busy.rtt ack.rtt udp.lat tap.lat; do echo "  $k:${all[$k]}"; done
+echo "throughput: medians of three rounds; write_lat: median round trip, and the median of each set's ratio to the raw ping-pong of the same set:"
 printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
 for m in write read; do
 	u=$(med udp.$m) t=$(med tap.$m)
@@ -120,9 +138,9 @@ done
 u=$(med udp.write)
 printf '%-28s %12.0f %12.0f %8s\n' "  against raw UDP with GSO" "$gso_bw" "$u" "$(ratio $u $gso_bw)"
 u=$(med udp.lat) t=$(med tap.lat)
-printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(ratio $u $raw_rtt)" "$t" "$(ratio $t $raw_rtt)"
-printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(ratio $u $busy_rtt)" "$t" "$(ratio $t $busy_rtt)"
-printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... with an ACK each way" "$ack_rtt" "$u" "$(ratio $u $ack_rtt)" "$t" "$(ratio $t $ack_rtt)"
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(pratio udp raw)" "$t" "$(pratio tap raw)"
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(pratio udp busy)" "$t" "$(pratio tap busy)"
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... with an ACK each way" "$ack_rtt" "$u" "$(pratio udp ack)" "$t" "$(pratio tap ack)"
 for m in write read lat; do
 	printf '%-28s %12s %12.3f %8s %12.3f\n' "allocs/packet ($m)" - "$(jq .allocs_per_packet <<<"${res[udp.$m]}")" "" "$(jq .allocs_per_packet <<<"${res[tap.$m]}")"
 done
