@@ -103,10 +103,10 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		// An ACK the responder still owes (rnic.Device.Poll leaves them
 		// for later) goes out too, but after the new requests have gone,
 		// in a link batch of its own: a peer that waits for one of the
-		// requests (write_lat's answer) then does not wait for the ACK
-		// to be sent as well, which costs a microsecond on a kernel UDP
-		// socket. The ACK is not delayed either, whatever the program
-		// does next.
+		// requests (write_lat's answer) never waits for the ACK as well.
+		// The ACK is not delayed either, whatever the program does next.
+		// (Behind the requests in their own batch made no difference to
+		// write_lat's round trip that 30 paired runs could see.)
 		if q.resp.ackPending && len(q.tx) > 0 {
 			q.flushTx()
 		}
