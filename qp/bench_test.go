@@ -1,6 +1,7 @@
 package qp
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/gorxe/gorxe/cq"
@@ -12,17 +13,34 @@ import (
 )
 
 // benchPort reuses one buffer, keeps the last packet sent and counts them.
+// With keep set it gives out fresh buffers instead and keeps a copy of
+// every batch sent, for tests that look at more than the last packet.
 type benchPort struct {
 	fakePort
-	buf   []byte
-	last  []byte
-	count int
+	buf     []byte
+	last    []byte
+	count   int
+	keep    bool
+	batches [][][]byte
 }
 
-func (p *benchPort) NewBuffer() []byte { return p.buf }
+func (p *benchPort) NewBuffer() []byte {
+	if p.keep {
+		return make([]byte, len(p.buf))
+	}
+	return p.buf
+}
+
 func (p *benchPort) Send(pkts [][]byte) {
 	p.last = pkts[len(pkts)-1]
 	p.count += len(pkts)
+	if p.keep {
+		batch := make([][]byte, len(pkts))
+		for i, b := range pkts {
+			batch[i] = bytes.Clone(b)
+		}
+		p.batches = append(p.batches, batch)
+	}
 }
 
 // benchQP returns a QP in RTS on a benchPort, with a 64 KiB region.

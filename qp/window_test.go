@@ -182,3 +182,55 @@ func TestFlushAck(t *testing.T) {
 		t.Errorf("a second FlushAck sent %d more packets", port.count-1)
 	}
 }
+
+// TestPostSendCarriesOwedAck: a PostSend on a QP that owes an ACK sends
+// its request and then the ACK, in one link batch, and leaves nothing
+// owed.
+func TestPostSendCarriesOwedAck(t *testing.T) {
+	q, port, m, _ := windowQP(t, 0)
+	port.keep = true
+	buf := wire.AppendTransport(nil, &wire.Headers{
+		BTH:  bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(rtrAttr.RQPSN), AckReq: true},
+		RETH: reth.Fields{VA: m.IOVA(), RKey: reth.Key(m.RKey()), DMALen: 2},
+	}, make([]byte, 2))
+	buf = append(buf, 0, 0, 0, 0)
+	var w wire.Packet
+	if err := wire.ParseUDPPayload(&w, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !q.HandlePacket(&w) {
+		t.Fatal("a WRITE with AckReq left no ACK owed")
+	}
+	if _, err := q.PostSend([]SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
+		SGList: []SGE{{Addr: m.IOVA() + 64, Length: 2, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(port.batches) != 1 || len(port.batches[0]) != 2 {
+		t.Fatalf("PostSend sent batches of %v packets, want one of 2", batchSizes(port.batches))
+	}
+	want := []struct {
+		op  bth.Opcode
+		psn bth.PSN
+	}{{bth.RCRDMAWriteOnly, bth.PSN(rtsAttr.SQPSN)}, {bth.RCAcknowledge, bth.PSN(rtrAttr.RQPSN)}}
+	for i, b := range port.batches[0] {
+		var p wire.Packet // the fake port leaves the ICRC out
+		if err := wire.ParseUDPPayload(&p, append(b, 0, 0, 0, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if op, psn := p.BTH.Opcode(), p.BTH.PSN(); op != want[i].op || psn != want[i].psn {
+			t.Errorf("packet %d of the batch is %v PSN %d, want %v PSN %d", i, op, psn, want[i].op, want[i].psn)
+		}
+	}
+	q.FlushAck()
+	if port.count != 2 {
+		t.Errorf("FlushAck after PostSend sent %d more packets, want none", port.count-2)
+	}
+}
+
+func batchSizes(batches [][][]byte) []int {
+	n := make([]int, len(batches))
+	for i, b := range batches {
+		n[i] = len(b)
+	}
+	return n
+}

@@ -15,7 +15,7 @@ import (
 // BenchmarkPolledPingPong is write_lat's round trip with the waiting taken
 // out: one goroutine drives two devices on kernel UDP links over loopback.
 // A writes 2 bytes into B; B's Poll finds them, and B writes 2 bytes back
-// and then sends the ACK it owes A, in a second sendmmsg; A's Poll finds
+// with the ACK it owes A behind them, in one sendmmsg; A's Poll finds
 // them and the ACK of its write. Each side reaps its previous WRITE after posting the next, as
 // gorxe's write_lat does. So ns/op is the CPU that one round trip costs
 // gorxe and the kernel together: four datagrams, each sent and received.

@@ -96,13 +96,13 @@ func (s *side) read(t testing.TB, n int) []byte {
 }
 
 // TestPollAnswerBeforeAck: a side that polls, sees the peer's WRITE land
-// and answers with its own sends the answer first, alone, and the ACK it
-// owes in the next batch, so the peer can go on at once.
+// and answers with its own sends the answer first and the ACK it owes
+// behind it, in the same batch, so the peer can go on at once.
 //
 // A round may find the ACK sent already, by a Run the device's worker
 // makes for its own reasons (the first Run after Modify, a timer), and
 // then A's WRITE goes alone: that is allowed, but most rounds must show
-// the two batches, and no round the two packets in one batch.
+// the answer and the ACK, and no round the ACK before the answer.
 func TestPollAnswerBeforeAck(t *testing.T) {
 	var mu sync.Mutex
 	var sent [][]bth.Opcode // the batches A's device handed its link
@@ -120,7 +120,7 @@ func TestPollAnswerBeforeAck(t *testing.T) {
 	// machine), the device does not take back what A left pending.
 	a, b := newPair(t, pairOpts{udp: true, sendsA: sends, pollGrace: time.Minute})
 	const rounds = 20
-	answered := 0 // rounds that sent the WRITE, then the ACK on its own
+	answered := 0 // rounds that sent the WRITE with the ACK behind it
 	for round := range rounds {
 		seen := a.mr.Writes()
 		a.dev.Poll() // A polls before B's WRITE arrives: the receive goroutine stands aside
@@ -135,11 +135,11 @@ func TestPollAnswerBeforeAck(t *testing.T) {
 		mu.Lock()
 		got := slices.Clone(sent)
 		mu.Unlock()
-		want := [][]bth.Opcode{{bth.RCRDMAWriteOnly}, {bth.RCAcknowledge}}
+		want := [][]bth.Opcode{{bth.RCRDMAWriteOnly, bth.RCAcknowledge}}
 		switch {
-		case len(got) >= 2 && slices.Equal(got[0], want[0]) && slices.Equal(got[1], want[1]):
-			answered++
 		case len(got) >= 1 && slices.Equal(got[0], want[0]):
+			answered++
+		case len(got) >= 1 && slices.Equal(got[0], want[0][:1]):
 			// The ACK left before the reset: see above.
 		default:
 			t.Fatalf("round %d: A sent the batches %v after B's WRITE landed, want %v", round, got, want)
