@@ -151,18 +151,7 @@ func TestTimerToldAfterIdle(t *testing.T) {
 // one (HandlePacket says so), FlushAck sends it, and only once.
 func TestFlushAck(t *testing.T) {
 	q, port, m, _ := windowQP(t, 0)
-	buf := wire.AppendTransport(nil, &wire.Headers{
-		BTH:  bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(rtrAttr.RQPSN), AckReq: true},
-		RETH: reth.Fields{VA: m.IOVA(), RKey: reth.Key(m.RKey()), DMALen: 8},
-	}, make([]byte, 8))
-	buf = append(buf, 0, 0, 0, 0)
-	var w wire.Packet
-	if err := wire.ParseUDPPayload(&w, buf); err != nil {
-		t.Fatal(err)
-	}
-	if !q.HandlePacket(&w) {
-		t.Fatal("a WRITE with AckReq left no ACK owed")
-	}
+	owe(t, q, m, 8)
 	if port.count != 0 {
 		t.Fatalf("%d packets sent before FlushAck, want the ACK deferred", port.count)
 	}
@@ -189,18 +178,7 @@ func TestFlushAck(t *testing.T) {
 func TestPostSendCarriesOwedAck(t *testing.T) {
 	q, port, m, _ := windowQP(t, 0)
 	port.keep = true
-	buf := wire.AppendTransport(nil, &wire.Headers{
-		BTH:  bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(rtrAttr.RQPSN), AckReq: true},
-		RETH: reth.Fields{VA: m.IOVA(), RKey: reth.Key(m.RKey()), DMALen: 2},
-	}, make([]byte, 2))
-	buf = append(buf, 0, 0, 0, 0)
-	var w wire.Packet
-	if err := wire.ParseUDPPayload(&w, buf); err != nil {
-		t.Fatal(err)
-	}
-	if !q.HandlePacket(&w) {
-		t.Fatal("a WRITE with AckReq left no ACK owed")
-	}
+	owe(t, q, m, 2)
 	if _, err := q.PostSend([]SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
 		SGList: []SGE{{Addr: m.IOVA() + 64, Length: 2, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
 		t.Fatal(err)
@@ -224,6 +202,24 @@ func TestPostSendCarriesOwedAck(t *testing.T) {
 	q.FlushAck()
 	if port.count != 2 {
 		t.Errorf("FlushAck after PostSend sent %d more packets, want none", port.count-2)
+	}
+}
+
+// owe hands q the peer's first WRITE, of n bytes into m with AckReq, and
+// checks that it leaves the responder owing an ACK.
+func owe(t *testing.T, q *QP, m *mr.MR, n int) {
+	t.Helper()
+	buf := wire.AppendTransport(nil, &wire.Headers{
+		BTH:  bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(rtrAttr.RQPSN), AckReq: true},
+		RETH: reth.Fields{VA: m.IOVA(), RKey: reth.Key(m.RKey()), DMALen: uint32(n)},
+	}, make([]byte, n))
+	buf = append(buf, 0, 0, 0, 0) // an ICRC, not checked here
+	var w wire.Packet
+	if err := wire.ParseUDPPayload(&w, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !q.HandlePacket(&w) {
+		t.Fatal("a WRITE with AckReq left no ACK owed")
 	}
 }
 
