@@ -172,6 +172,15 @@ args() { # test size
 	esac
 }
 
+# caseline VERDICT CASE TEXT: a case's line in the table, TEXT after the
+# columns that describe the case.
+caseline() {
+	set -- "$1" "$3" ${cases[$2]} # VERDICT TEXT DIRECTION TEST LINK MTU IP SIZE LOSS
+	local lossnote=""
+	[ "$9" != 0 ] && lossnote="loss $9%"
+	printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s %s' "$1" "$3" "$4" "$5" "$6" "$7" "$8" "$lossnote" "$2"
+}
+
 # vm_answers: whether the VM's kernel still answers ping on the bridge.
 vm_answers() { ip netns exec $ns ping -c 3 -i 0.5 -W 2 -q 10.9.0.2 > /dev/null 2>&1; }
 
@@ -241,13 +250,12 @@ session() {
 		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
 		sleep 0.5; kill $dump 2>/dev/null || true
 		wait $dump 2>/dev/null || true
-		local p verdict=pass lossnote="" note=""
+		local p verdict=pass note=""
 		p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
 		{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
-		[ "$loss" != 0 ] && lossnote="loss $loss%"
 		[ "$vm" != 1 ] && note=" (VM $vm)"
-		line[$n]=$(printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s gorxe=%s perftest=%s%s' "$verdict" "$dir" "$t" "$l" "$m" "$ip" "$size" "$lossnote" "$g" "${p:-?}" "$note")
+		line[$n]=$(caseline $verdict $n "gorxe=$g perftest=${p:-?}$note")
 		echo "${line[$n]}"
 		i=$((i + 1))
 		# A case that failed because the VM's NIC stopped (see below)
@@ -257,9 +265,8 @@ session() {
 			dead=true
 			echo "interop: after case $n the VM no longer answers ping; the $((${#list[@]} - i)) cases after it are not run in this VM"
 			for k in "${list[@]:i}"; do
-				set -- ${cases[$k]}
 				failed[$k]=1
-				line[$k]=$(printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s not run: the VM stopped answering' FAIL "$1" "$2" "$3" "$4" "$5" "$6" "$([ "$7" != 0 ] && echo "loss $7%")")
+				line[$k]=$(caseline FAIL $k "not run: the VM stopped answering")
 			done
 			break
 		fi
