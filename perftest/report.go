@@ -101,8 +101,13 @@ type JSON struct {
 	Retransmits uint64 `json:"retransmits"`
 	ICRCErrors  uint64 `json:"icrc_errors"`
 	// Heap allocations of this process per packet its devices sent or
-	// received during the run itself: 0 in the steady state.
+	// received during the run itself: 0 in the steady state. Allocs and
+	// Packets are the two counts, so that the steady state can be told
+	// from a run's fixed cost: the difference of two runs of different
+	// lengths.
 	AllocsPerPacket *float64 `json:"allocs_per_packet,omitempty"`
+	Allocs          uint64   `json:"allocs"`
+	Packets         uint64   `json:"packets"`
 }
 
 // ToJSON converts a result; err is the run's error, if any.
@@ -123,6 +128,7 @@ func ToJSON(r *Result, p *Params, err error) JSON {
 			a := float64(r.Allocs) / float64(r.Packets)
 			j.AllocsPerPacket = &a
 		}
+		j.Allocs, j.Packets = r.Allocs, r.Packets
 		if r.Checked {
 			j.Check = "ok"
 		}

@@ -40,6 +40,13 @@ func TestPerfJSON(t *testing.T) {
 		if m["check"] != "ok" || m["test"] != c.args[0] || m["iters"] != float64(100) {
 			t.Errorf("%v: %v", c.args, m)
 		}
+		// Every test sends at least a packet a message; the allocations
+		// per packet are the two counts' quotient.
+		allocs, _ := m["allocs"].(float64)
+		packets, _ := m["packets"].(float64)
+		if per, _ := m["allocs_per_packet"].(float64); packets < 100 || per != allocs/packets {
+			t.Errorf("%v: allocs %v, packets %v, allocs_per_packet %v", c.args, m["allocs"], m["packets"], m["allocs_per_packet"])
+		}
 	}
 }
 
