@@ -17,7 +17,9 @@
 #                      datagram behind each message, as a reliable
 #                      connection sends the ACK of the message it answers
 #                      (two datagrams each way)
-#   allocs/packet      heap allocations per packet in the gorxe process
+#   allocs/packet      heap allocations per packet in the gorxe client,
+#                      over the whole run, and in the steady state: the
+#                      difference from a run a tenth as long
 #
 # Each throughput figure is the median of three rounds. The round trips
 # move with the machine's weather from one second to the next (on a
@@ -116,6 +118,17 @@ for round in 1 2 3; do
 		all[$l.read]+=" $(jq .bw_avg_MBps <<<"${res[$l.read]}")"
 	done
 done
+# The allocation counts of a run include its fixed cost (set-up, the
+# first packets); the steady state is the difference between the last
+# round's runs and runs a tenth as long, per packet of difference.
+declare -A short
+for l in udp tap; do
+	short[$l.write]=$($l write_bw "${bw_args[@]}" -n $((iters_bw / 10)))
+	short[$l.read]=$($l read_bw "${bw_args[@]}" -n $((iters_bw / 10)))
+	short[$l.lat]=$($l write_lat -s 2 -n 500 --json)
+done
+steady() { jq -n --argjson a "${res[$1]}" --argjson b "${short[$1]}" '($a.allocs - $b.allocs) / ($a.packets - $b.packets)'; }
+
 # med prints the median of a figure's values (the lower middle one of an
 # even count).
 med() { printf '%s\n' ${all[$1]} | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
@@ -142,5 +155,6 @@ printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rt
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(pratio udp busy)" "$t" "$(pratio tap busy)"
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... with an ACK each way" "$ack_rtt" "$u" "$(pratio udp ack)" "$t" "$(pratio tap ack)"
 for m in write read lat; do
-	printf '%-28s %12s %12.3f %8s %12.3f\n' "allocs/packet ($m)" - "$(jq .allocs_per_packet <<<"${res[udp.$m]}")" "" "$(jq .allocs_per_packet <<<"${res[tap.$m]}")"
+	printf '%-28s %12s %12.3f %8s %12.3f\n' "allocs/packet ($m), run" - "$(jq .allocs_per_packet <<<"${res[udp.$m]}")" "" "$(jq .allocs_per_packet <<<"${res[tap.$m]}")"
+	printf '%-28s %12s %12.4f %8s %12.4f\n' "  steady state" - "$(steady udp.$m)" "" "$(steady tap.$m)"
 done
