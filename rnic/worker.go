@@ -34,7 +34,17 @@ const txOffset = link.Headroom + wire.IPv6Len + wire.UDPLen
 type worker struct {
 	dev *Device
 
-	wakeAt atomic.Int64 // when the worker's timer fires, in Unix nanoseconds
+	// wakeAt is when the worker's timer fires, in Unix nanoseconds. A QP
+	// whose new deadline comes earlier lowers it, and kicks the worker
+	// unless scanning says the worker is reading its QPs' deadlines: it
+	// then takes the lowered wakeAt as its own when the scan is over.
+	wakeAt   atomic.Int64
+	scanning atomic.Bool
+	turns    atomic.Uint64 // turns taken, for tests and benchmarks
+
+	// scanned, when set (by tests), runs once the scan has read every
+	// QP's deadline, before it clears scanning.
+	scanned func()
 
 	mu    sync.Mutex
 	qps   map[*QP]struct{}
@@ -48,12 +58,14 @@ type worker struct {
 }
 
 func newWorker(d *Device) *worker {
-	return &worker{
+	w := &worker{
 		dev:   d,
 		qps:   make(map[*QP]struct{}),
 		ready: make(map[*qp.QP]struct{}),
 		kick:  make(chan struct{}, 1),
 	}
+	w.wakeAt.Store(math.MaxInt64) // no timer armed: the first one kicks
+	return w
 }
 
 func (w *worker) add(q *QP) {
@@ -73,7 +85,6 @@ func (w *worker) run() {
 	defer w.dev.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	w.wakeAt.Store(w.dev.now().Add(time.Hour).UnixNano())
 	for {
 		select {
 		case <-w.kick:
@@ -81,15 +92,49 @@ func (w *worker) run() {
 		case <-w.dev.done:
 			return
 		}
+		w.turns.Add(1)
 		w.runReady()
-		// While the worker looks at its QPs' deadlines, a QP that arms a
-		// timer must kick it: one armed just after the look would
-		// otherwise be compared with the wake time of the turn now
-		// ending, found no earlier, and missed until some other wake.
-		w.wakeAt.Store(math.MaxInt64)
-		d := w.untilNextDeadline()
-		w.wakeAt.Store(w.dev.now().Add(d).UnixNano())
-		timer.Reset(d)
+		timer.Reset(w.scan())
+	}
+}
+
+// scan returns how long the worker may sleep before a QP's timer is due,
+// and leaves that time in wakeAt. A QP that arms a timer while the scan
+// reads the deadlines, just after the scan looked at it, lowers wakeAt
+// and does not kick (Timer): scan takes the lowered time once it has
+// cleared scanning. The QPs' Timer calls do not then kick the worker for
+// every timer they arm during its scan, each kick bringing another scan:
+// with a QP posting every few microseconds, such kicks kept the worker
+// waking in a chain. Without the lowering, a timer armed during the scan
+// would be compared with the wake time of the turn now ending, found no
+// earlier, and missed until some other wake.
+func (w *worker) scan() time.Duration {
+	w.scanning.Store(true)
+	w.wakeAt.Store(math.MaxInt64)
+	w.lower(w.nextDeadline())
+	if w.scanned != nil {
+		w.scanned()
+	}
+	w.scanning.Store(false)
+	// A Timer that saw scanning set lowered wakeAt before the Store above,
+	// so this Load sees its time; one that did not has kicked the worker.
+	at := w.wakeAt.Load()
+	if at == math.MaxInt64 {
+		return time.Hour
+	}
+	return max(time.Duration(at-w.dev.now().UnixNano()), 0)
+}
+
+// lower sets wakeAt to at if at is earlier, and reports whether it did.
+func (w *worker) lower(at int64) bool {
+	for {
+		cur := w.wakeAt.Load()
+		if at >= cur {
+			return false
+		}
+		if w.wakeAt.CompareAndSwap(cur, at) {
+			return true
+		}
 	}
 }
 
@@ -127,19 +172,16 @@ func (w *worker) snapshot() []*QP {
 	return w.all
 }
 
-// untilNextDeadline returns how long the worker may sleep before a QP's
-// timer is due.
-func (w *worker) untilNextDeadline() time.Duration {
-	next := time.Time{}
+// nextDeadline returns the earliest of its QPs' deadlines in Unix
+// nanoseconds, or math.MaxInt64 when none has a timer armed.
+func (w *worker) nextDeadline() int64 {
+	next := int64(math.MaxInt64)
 	for _, q := range w.snapshot() {
-		if d := q.Deadline(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
-			next = d
+		if d := q.Deadline(); !d.IsZero() {
+			next = min(next, d.UnixNano())
 		}
 	}
-	if next.IsZero() {
-		return time.Hour
-	}
-	return max(time.Until(next), 0)
+	return next
 }
 
 // The qp.Port methods.
@@ -152,8 +194,7 @@ func (w *worker) Now() time.Time    { return w.dev.now() }
 // Timer wakes the worker when q's new deadline comes before the worker's
 // own. It may be called from any goroutine, with q's lock held.
 func (w *worker) Timer(q *qp.QP, at time.Time) {
-	if at.UnixNano() < w.wakeAt.Load() {
-		w.wakeAt.Store(at.UnixNano())
+	if w.lower(at.UnixNano()) && !w.scanning.Load() {
 		w.wake()
 	}
 }
