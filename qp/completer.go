@@ -45,7 +45,9 @@ func (q *QP) handleResponse(p *wire.Packet) {
 	}
 	psn := p.BTH.PSN()
 	if !psn.Before(q.req.sentMax) {
-		q.tracef("ghost response %v PSN %d ignored: nothing sent there", p.BTH.Opcode(), psn)
+		if q.trace != nil {
+			q.tracef("ghost response %v PSN %d ignored: nothing sent there", p.BTH.Opcode(), psn)
+		}
 		return
 	}
 	switch p.BTH.Opcode() {
@@ -77,7 +79,9 @@ func (q *QP) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 		}
 		q.retire(psn.Add(bth.PSNMask))
 		q.stats.RcvdRNRErr++
-		q.tracef("RNR NAK at PSN %d: peer has no receive posted, wait %v", psn, syn.RNRTimer())
+		if q.trace != nil {
+			q.tracef("RNR NAK at PSN %d: peer has no receive posted, wait %v", psn, syn.RNRTimer())
+		}
 		switch q.comp.rnrLeft {
 		case 7:
 		case 0:
@@ -96,7 +100,9 @@ func (q *QP) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 		}
 		q.retire(psn.Add(bth.PSNMask))
 		code := syn.NAKCode()
-		q.tracef("NAK %v at PSN %d", code, psn)
+		if q.trace != nil {
+			q.tracef("NAK %v at PSN %d", code, psn)
+		}
 		if code == aeth.NAKPSNSequenceError {
 			q.stats.RcvdSeqErr++
 			if q.useRetry() {
@@ -174,7 +180,9 @@ func (q *QP) impliedNAK(w *sendWQE) {
 	if q.comp.retrying {
 		return
 	}
-	q.tracef("implied NAK: answers to work request %d lost from PSN %d", w.wr.WRID, q.comp.psn)
+	if q.trace != nil {
+		q.tracef("implied NAK: answers to work request %d lost from PSN %d", w.wr.WRID, q.comp.psn)
+	}
 	if q.useRetry() {
 		q.goBack(q.comp.psn)
 		q.tm.restartRetransmit(q)

@@ -186,6 +186,12 @@ func (q *QP) SetTrace(fn func(q *QP, event string)) {
 	q.mu.Unlock()
 }
 
+// tracef reports an event to the trace function, if one is installed.
+// Its arguments are boxed into interfaces before the call, a heap
+// allocation each, traced or not: on the paths that loss, duplication or
+// a missing receive take in the steady state (NAKs, go-back-N, probes,
+// timeouts, RNR), the call sites check q.trace first, so that recovery
+// allocates nothing.
 func (q *QP) tracef(format string, args ...any) {
 	if q.trace != nil {
 		q.trace(q, fmt.Sprintf(format, args...))

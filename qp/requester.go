@@ -296,7 +296,9 @@ func (q *QP) goBack(psn bth.PSN) {
 	q.req.noAck = 0
 	q.comp.retrying = true
 	q.stats.CompleterRetryErr++
-	q.tracef("go back to PSN %d", psn)
+	if q.trace != nil {
+		q.tracef("go back to PSN %d", psn)
+	}
 }
 
 // seek moves the requester to psn: into the started WQE that holds it, or

@@ -70,7 +70,9 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	case d > 0:
 		q.stats.OutOfSeqRequest++
 		if !r.nakSent {
-			q.tracef("request PSN %d, expected %d: NAK sequence error", psn, r.psn)
+			if q.trace != nil {
+				q.tracef("request PSN %d, expected %d: NAK sequence error", psn, r.psn)
+			}
 			q.sendAck(aeth.NAK(aeth.NAKPSNSequenceError), r.psn)
 			r.nakSent = true
 		}
@@ -343,14 +345,18 @@ func (q *QP) duplicateRequest(p *wire.Packet, psn bth.PSN) {
 					return
 				}
 			}
-			q.tracef("duplicate READ PSN %d: replaying %d bytes", psn, f.DMALen)
+			if q.trace != nil {
+				q.tracef("duplicate READ PSN %d: replaying %d bytes", psn, f.DMALen)
+			}
 			q.sendReadResponses(m, psn, f.VA, f.DMALen)
 			return
 		}
 	case bth.RCCompareSwap, bth.RCFetchAdd:
 		for i := range r.res {
 			if res := &r.res[i]; res.valid && res.atomic && res.first == psn {
-				q.tracef("duplicate atomic PSN %d: answering the saved value", psn)
+				if q.trace != nil {
+					q.tracef("duplicate atomic PSN %d: answering the saved value", psn)
+				}
 				q.sendAtomicAck(psn, res.orig)
 				return
 			}
@@ -403,7 +409,9 @@ func (q *QP) transmitAck(syn aeth.Syndrome, psn bth.PSN) {
 
 func (q *QP) rnrNAK(psn bth.PSN) {
 	q.stats.SendRNRErr++
-	q.tracef("no receive posted for PSN %d: RNR NAK, timer %v", psn, aeth.RNRTimer(q.attr.MinRNRTimer))
+	if q.trace != nil {
+		q.tracef("no receive posted for PSN %d: RNR NAK, timer %v", psn, aeth.RNRTimer(q.attr.MinRNRTimer))
+	}
 	q.sendAck(aeth.RNRNAK(aeth.RNRTimer(q.attr.MinRNRTimer)), psn)
 	q.resp.nakSent = true
 }

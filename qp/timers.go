@@ -154,7 +154,9 @@ func (q *QP) runTimers(now time.Time) {
 	if q.tm.rnrWait && !now.Before(q.tm.rnr) {
 		q.tm.rnrWait = false
 		q.tm.rnr = time.Time{}
-		q.tracef("RNR wait over, resending from PSN %d", q.comp.psn)
+		if q.trace != nil {
+			q.tracef("RNR wait over, resending from PSN %d", q.comp.psn)
+		}
 	}
 	if !q.tm.retransmit.IsZero() && !now.Before(q.tm.retransmit) {
 		q.expiredRetransmit()
@@ -181,7 +183,9 @@ func (q *QP) expiredProbe(now time.Time) {
 	if q.tm.probeSent {
 		q.tm.probeSent = false
 		q.tm.probeDone = true
-		q.tracef("no answer to the probe: go back to PSN %d", q.comp.psn)
+		if q.trace != nil {
+			q.tracef("no answer to the probe: go back to PSN %d", q.comp.psn)
+		}
 		q.goBack(q.comp.psn)
 		q.tm.probe = time.Time{}
 		q.sendSome()
@@ -217,7 +221,9 @@ func (q *QP) sendProbe() {
 		q.req.idx, q.req.pkt, q.req.psn = i, uint32(last.Diff(w.first)), last
 		q.req.probe = true
 		q.stats.TailProbes++
-		q.tracef("no ACK for %v: probing with PSN %d", q.probeTimeout(), last)
+		if q.trace != nil {
+			q.tracef("no ACK for %v: probing with PSN %d", q.probeTimeout(), last)
+		}
 		q.sendPacket(w)
 		q.req, q.tm.probe = saved, savedProbe
 		return
@@ -232,7 +238,9 @@ func (q *QP) expiredRetransmit() {
 		return
 	}
 	q.stats.RetransmitTimeouts++
-	q.tracef("local ACK timeout at PSN %d", q.comp.psn)
+	if q.trace != nil {
+		q.tracef("local ACK timeout at PSN %d", q.comp.psn)
+	}
 	if !q.useRetry() {
 		return
 	}
