@@ -2,6 +2,7 @@ package rnic_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -19,15 +20,19 @@ import (
 //	go test ./rnic -run '^$' -bench GoBackN -benchtime 1x
 //
 // It reports lossless and lossy goodput, their ratio, the ideal and
-// ratio/ideal, which should stay at 0.8 or more.
+// ratio/ideal, which should stay at 0.8 or more; and the heap allocations
+// the lossy transfer makes beyond the lossless one per go-back-N, which
+// should be 0: loss recovery allocates nothing.
 func BenchmarkGoBackN(b *testing.B) {
 	for _, w := range []int{64, 256} {
 		b.Run("window="+itoa(w), func(b *testing.B) {
 			const p = 1.0 / 256
 			const msg, total = 64 << 10, 64 << 20
-			run := func(loss float64) (float64, qp.Counters) {
-				a, bb := newPair(b, pairOpts{bufSize: msg, window: w, mtu: qp.MTU1024})
+			run := func(loss float64) (float64, qp.Counters, uint64) {
+				a, bb := newPair(b, pairOpts{bufSize: msg, window: w, mtu: qp.MTU1024, noTrace: true})
 				a.link.SetFaults(mem.Faults{Drop: loss, Seed: 42})
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
 				start := time.Now()
 				n := total / msg
 				for i := 0; i < n; {
@@ -43,11 +48,12 @@ func BenchmarkGoBackN(b *testing.B) {
 					i += k
 				}
 				el := time.Since(start)
-				return float64(total) / el.Seconds() / 1e6, a.stats().Counters
+				runtime.ReadMemStats(&after)
+				return float64(total) / el.Seconds() / 1e6, a.stats().Counters, after.Mallocs - before.Mallocs
 			}
 			for range b.N {
-				clean, _ := run(0)
-				lossy, c := run(p)
+				clean, _, cleanAllocs := run(0)
+				lossy, c, lossyAllocs := run(p)
 				ideal := (1 - p) / (1 + float64(w-1)*p)
 				ratio := lossy / clean
 				b.ReportMetric(clean, "MB/s-lossless")
@@ -55,6 +61,7 @@ func BenchmarkGoBackN(b *testing.B) {
 				b.ReportMetric(ratio, "efficiency")
 				b.ReportMetric(ideal, "ideal")
 				b.ReportMetric(ratio/ideal, "of-ideal")
+				b.ReportMetric((float64(lossyAllocs)-float64(cleanAllocs))/float64(max(c.CompleterRetryErr, 1)), "allocs/go-back")
 				b.Logf("window %d: lossless %.0f MB/s, p=1/256 %.0f MB/s: efficiency %.3f, ideal %.3f, %.2f of ideal (go-back-N %d, probes %d, timeouts %d)",
 					w, clean, lossy, ratio, ideal, ratio/ideal, c.CompleterRetryErr, c.TailProbes, c.RetransmitTimeouts)
 			}

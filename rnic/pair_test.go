@@ -57,6 +57,9 @@ type pairOpts struct {
 	udp bool
 	// sendsA, with udp, sees each batch side A's device hands its link.
 	sendsA func(pkts [][]byte)
+	// noTrace leaves the devices without a Trace function, as a program
+	// that does not trace runs them (their QPs then format nothing).
+	noTrace bool
 }
 
 // recordingLink is a UDP link whose Sends are seen first.
@@ -131,6 +134,9 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 			s.trace = append(s.trace, line)
 			s.traceM.Unlock()
 		}}
+		if o.noTrace {
+			cfg.Trace = nil
+		}
 		if i == 0 {
 			cfg.PacketTrace = o.packetTrace
 		}
