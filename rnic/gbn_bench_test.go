@@ -56,14 +56,15 @@ func BenchmarkGoBackN(b *testing.B) {
 				lossy, c, lossyAllocs := run(p)
 				ideal := (1 - p) / (1 + float64(w-1)*p)
 				ratio := lossy / clean
+				perGoBack := (float64(lossyAllocs) - float64(cleanAllocs)) / float64(max(c.CompleterRetryErr, 1))
 				b.ReportMetric(clean, "MB/s-lossless")
 				b.ReportMetric(lossy, "MB/s-lossy")
 				b.ReportMetric(ratio, "efficiency")
 				b.ReportMetric(ideal, "ideal")
 				b.ReportMetric(ratio/ideal, "of-ideal")
-				b.ReportMetric((float64(lossyAllocs)-float64(cleanAllocs))/float64(max(c.CompleterRetryErr, 1)), "allocs/go-back")
-				b.Logf("window %d: lossless %.0f MB/s, p=1/256 %.0f MB/s: efficiency %.3f, ideal %.3f, %.2f of ideal (go-back-N %d, probes %d, timeouts %d)",
-					w, clean, lossy, ratio, ideal, ratio/ideal, c.CompleterRetryErr, c.TailProbes, c.RetransmitTimeouts)
+				b.ReportMetric(perGoBack, "allocs/go-back")
+				b.Logf("window %d: lossless %.0f MB/s, p=1/256 %.0f MB/s: efficiency %.3f, ideal %.3f, %.2f of ideal (go-back-N %d, probes %d, timeouts %d; %.2f allocations per go-back-N)",
+					w, clean, lossy, ratio, ideal, ratio/ideal, c.CompleterRetryErr, c.TailProbes, c.RetransmitTimeouts, perGoBack)
 			}
 		})
 	}
