@@ -1,8 +1,11 @@
 package udp_test
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,7 +162,26 @@ func TestSendWaitsForBuffer(t *testing.T) {
 	if s := a.Stats(); s.Sent != total || s.SendErrors != 0 {
 		t.Fatalf("sending %d packets through a full buffer: %+v", total, s)
 	}
-	for i, p := range <-got {
+	pkts := <-got
+	for i, p := range pkts {
+		if !bytes.Equal(parse(t, p).Transport(), parse(t, sent[i][link.Headroom:]).Transport()) {
+			// Say where a packet went missing: the link's counts, the
+			// kernel's UDP drop counters and the shaper's drops.
+			snmp, _ := exec.Command("ip", "netns", "exec", e.ns.Name, "cat", "/proc/net/snmp").Output()
+			qdisc, _ := exec.Command("tc", "-n", e.ns.Name, "-s", "qdisc", "show", "dev", "lo").Output()
+			t.Logf("packet %d of %d differs; sender %+v; receiver %+v\n%s\n%s", i, total, a.Stats(), b.Stats(), udpCounters(snmp), qdisc)
+		}
 		sameRoCE(t, p, sent[i][link.Headroom:])
 	}
+}
+
+// udpCounters returns the Udp lines of /proc/net/snmp.
+func udpCounters(snmp []byte) string {
+	var out []string
+	for _, l := range strings.Split(string(snmp), "\n") {
+		if strings.HasPrefix(l, "Udp:") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
