@@ -14,6 +14,7 @@ import (
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // Result is what one size of a test produced.
@@ -143,7 +144,7 @@ func runLocalSize(ctx context.Context, p *Params, faults mem.Faults) (Result, er
 
 // localPSNs are the two sides' first PSNs in a local run, fixed so that
 // runs replay alike.
-var localPSNs = [2]uint32{0x3341fd, 0x1a2b3c}
+var localPSNs = [2]bth.PSN{0x3341fd, 0x1a2b3c}
 
 // localPair opens two devices on an in-memory fabric, each with a side for
 // p's messages, and connects the sides. closeAll closes both devices.
@@ -192,8 +193,8 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 	return sides[0], sides[1], closeAll, nil
 }
 
-func info(s *Side, psn uint32) Info {
-	return Info{QPN: uint32(s.QP.Num()), PSN: psn, RKey: uint32(s.MR.RKey()), VAddr: s.MR.IOVA(), GID: s.Dev.GIDs()[0]}
+func info(s *Side, psn bth.PSN) Info {
+	return Info{QPN: uint32(s.QP.Num()), PSN: uint32(psn), RKey: uint32(s.MR.RKey()), VAddr: s.MR.IOVA(), GID: s.Dev.GIDs()[0]}
 }
 
 func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // RemoteOptions say how one side of a test across hosts runs.
@@ -77,8 +78,8 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	side.RemoteAddr, side.RemoteKey = remote.VAddr, mr.Key(remote.RKey)
 	rd := uint8(min(max(remote.OutReads, 1), maxOutReads))
 	err = side.QP.Connect(rnic.ConnectAttr{
-		Local:       rnic.Endpoint{PSN: local.PSN},
-		Remote:      rnic.Endpoint{QPN: remote.QPN, PSN: remote.PSN, GID: netip.AddrFrom16(remote.GID)},
+		Local:       rnic.Endpoint{PSN: bth.PSN(local.PSN)},
+		Remote:      rnic.Endpoint{QPN: bth.QPN(remote.QPN), PSN: bth.PSN(remote.PSN), GID: netip.AddrFrom16(remote.GID)},
 		MTU:         mtu,
 		Access:      side.MR.Access(),
 		SGIDIndex:   uint8(opt.GIDIndex),

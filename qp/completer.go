@@ -9,38 +9,48 @@ import (
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
-// completer tracks what the responder has answered.
+// completer matches ACKs, NAKs, READ responses and atomic ACKs to the
+// outstanding send work requests, completes them in order, and decides
+// when the requester goes back N (IBTA Vol 1 §9.7.5.2; rxe_comp.c). It
+// owns the retry counts.
 type completer struct {
+	q         *QP
 	psn       bth.PSN // the oldest PSN not yet acknowledged or answered
 	retryLeft uint8   // retries left of retry_cnt
 	rnrLeft   uint8   // retries left of rnr_retry
-	// retrying is set by a go-back-N and cleared by progress: while it is
-	// set, further gaps in READ responses (the rest of the lost burst) do
-	// not start another retransmission.
-	retrying bool
+	state     recoveryState
 }
 
-// HandlePacket processes a packet addressed to this QP. The device has
-// parsed it and checked its ICRC. It reports whether the responder now
-// owes an ACK it has deferred, for FlushAck.
-func (q *QP) HandlePacket(p *wire.Packet) (ackOwed bool) {
-	q.mu.Lock()
-	defer q.unlock()
-	q.stats.RcvdPkts++
-	if p.Info.Response {
-		q.handleResponse(p)
-	} else {
-		q.handleRequest(p)
-	}
-	return q.resp.ackPending
+// recoveryState says whether a go-back-N is under way.
+type recoveryState uint8
+
+const (
+	// recoveryNone: every answer so far came in order.
+	recoveryNone recoveryState = iota
+	// recoveryGoBackN: the requester went back after a loss, and no
+	// answer has shown progress since. Further gaps in READ responses
+	// (the rest of the lost burst) start no other retransmission.
+	recoveryGoBackN
+)
+
+// start resets the completer for a requester starting at psn.
+func (c *completer) start(psn bth.PSN) {
+	*c = completer{q: c.q, psn: psn, retryLeft: c.q.attr.RetryCnt, rnrLeft: c.q.attr.RNRRetry}
 }
 
-// handleResponse is the completer (IBTA Vol 1 §9.7.5.2; rxe_comp.c). A
-// response may open the window, retire a fenced READ, or send the
-// requester back (a NAK, an implied NAK), so the requester sends what it
-// now can before the QP is unlocked: nothing else would make it.
-func (q *QP) handleResponse(p *wire.Packet) {
-	if q.attr.State != StateRTS && q.attr.State != StateSQD {
+// oldest returns the oldest PSN not yet acknowledged or answered.
+func (c *completer) oldest() bth.PSN { return c.psn }
+
+// setRetries takes new retry_cnt and rnr_retry attributes.
+func (c *completer) setRetries(retry, rnr uint8) { c.retryLeft, c.rnrLeft = retry, rnr }
+
+// handleResponse takes a response packet. A response may open the window,
+// retire a fenced READ, or send the requester back (a NAK, an implied
+// NAK), so the requester sends what it now can before the QP is unlocked:
+// nothing else would make it.
+func (c *completer) handleResponse(p *wire.Packet) {
+	q := c.q
+	if !q.canSend() {
 		return
 	}
 	psn := p.BTH.PSN()
@@ -52,63 +62,65 @@ func (q *QP) handleResponse(p *wire.Packet) {
 	}
 	switch p.BTH.Opcode() {
 	case bth.RCAcknowledge:
-		q.handleAck(psn, p.AETH.Syndrome())
+		c.handleAck(psn, p.AETH.Syndrome())
 	case bth.RCAtomicAcknowledge:
-		q.handleAtomicAck(psn, p.AtomicAck.OrigData())
+		c.handleAtomicAck(psn, p.AtomicAck.OrigData())
 	case bth.RCRDMAReadResponseFirst, bth.RCRDMAReadResponseMiddle,
 		bth.RCRDMAReadResponseLast, bth.RCRDMAReadResponseOnly:
-		q.handleReadResponse(p, psn)
+		c.handleReadResponse(p, psn)
 	}
-	q.sendSome()
+	q.req.sendSome()
 }
 
-func (q *QP) handleAck(psn bth.PSN, syn aeth.Syndrome) {
-	if psn.Before(q.comp.psn.Add(bth.PSNMask)) { // before comp.psn - 1: stale
+// handleAck takes an ACK or NAK. An ACK's syndrome may carry a credit
+// count (0..30, or 31 for none advertised) as hardware responders send
+// it: gorxe's requester does not limit itself by credits, so every ACK
+// counts alike and none stalls the sender (IBTA §9.7.5.1.2 lets a
+// requester ignore them when it does not run end-to-end flow control).
+func (c *completer) handleAck(psn bth.PSN, syn aeth.Syndrome) {
+	q := c.q
+	if psn.Before(c.psn.Add(bth.PSNMask)) { // before comp.psn - 1: stale
 		return
 	}
 	switch syn.Type() {
 	case aeth.TypeACK:
-		if w := q.retire(psn); w != nil && w.isReadOrAtomic() && !w.first.After(psn) {
+		if w := c.retire(psn); w != nil && w.isReadOrAtomic() && !w.first.After(psn) {
 			// The responder is past a READ or atomic whose answer never
 			// arrived: implied NAK (C9-114).
-			q.impliedNAK(w)
+			c.impliedNAK(w)
 		}
 	case aeth.TypeRNRNAK:
-		if psn.Before(q.comp.psn) {
+		if psn.Before(c.psn) {
 			return
 		}
-		q.retire(psn.Add(bth.PSNMask))
+		c.retire(psn.Add(bth.PSNMask))
 		q.stats.RcvdRNRErr++
 		if q.trace != nil {
 			q.tracef("RNR NAK at PSN %d: peer has no receive posted, wait %v", psn, syn.RNRTimer())
 		}
-		switch q.comp.rnrLeft {
+		switch c.rnrLeft {
 		case 7:
 		case 0:
 			q.stats.RNRNakRetryErr++
 			q.enterError(q.sq.at(q.sq.head), cq.StatusRNRRetryExcErr)
 			return
 		default:
-			q.comp.rnrLeft--
+			c.rnrLeft--
 		}
-		q.seek(psn)
-		q.req.noAck = 0
-		q.tm.startRNRWait(q, syn.RNRTimer())
+		q.req.goBack(psn)
+		q.tm.startRNRWait(syn.RNRTimer())
 	case aeth.TypeNAK:
-		if psn.Before(q.comp.psn) {
+		if psn.Before(c.psn) {
 			return
 		}
-		q.retire(psn.Add(bth.PSNMask))
+		c.retire(psn.Add(bth.PSNMask))
 		code := syn.NAKCode()
 		if q.trace != nil {
 			q.tracef("NAK %v at PSN %d", code, psn)
 		}
 		if code == aeth.NAKPSNSequenceError {
 			q.stats.RcvdSeqErr++
-			if q.useRetry() {
-				q.goBack(psn)
-				q.tm.restartRetransmit(q)
-			}
+			c.retransmit(psn)
 			return
 		}
 		status := cq.StatusRemOpErr
@@ -124,15 +136,39 @@ func (q *QP) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 	}
 }
 
+// retransmit sends the requester back to psn, if a retry is left: the
+// answer to a sequence NAK, an implied NAK, or a local ACK timeout.
+func (c *completer) retransmit(psn bth.PSN) {
+	if !c.useRetry() {
+		return
+	}
+	c.goBack(psn)
+	c.q.tm.restartRetransmit()
+}
+
+// goBack starts a go-back-N from psn, whatever retries are left: the
+// requester resends from there, and the completer notes the recovery.
+func (c *completer) goBack(psn bth.PSN) {
+	q := c.q
+	q.req.goBack(psn)
+	q.tm.onRetransmit()
+	c.state = recoveryGoBackN
+	q.stats.CompleterRetryErr++
+	if q.trace != nil {
+		q.tracef("go back to PSN %d", psn)
+	}
+}
+
 // retire completes, in order, the SEND and RDMA WRITE work requests that
 // every PSN up to and including a acknowledges. It stops at the first WQE
 // that a does not finish (a READ or atomic waits for its own answer) and
 // returns it, or nil when the queue is done.
-func (q *QP) retire(a bth.PSN) *sendWQE {
+func (c *completer) retire(a bth.PSN) *sendWQE {
+	q := c.q
 	progress := false
 	defer func() {
 		if progress {
-			q.onProgress()
+			c.onProgress()
 		}
 	}()
 	for q.sq.head != q.sq.tail {
@@ -144,49 +180,45 @@ func (q *QP) retire(a bth.PSN) *sendWQE {
 			return w
 		}
 		if w.last.After(a) {
-			if next := a.Add(1); next.After(q.comp.psn) {
-				q.comp.psn = next
+			if next := a.Add(1); next.After(c.psn) {
+				c.psn = next
 				progress = true
 			}
 			return w
 		}
-		if next := w.last.Add(1); next.After(q.comp.psn) {
-			q.comp.psn = next
+		if next := w.last.Add(1); next.After(c.psn) {
+			c.psn = next
 		}
 		progress = true
-		q.answered(w)
+		c.answered(w)
 	}
 	return nil
 }
 
-// onProgress runs after the completer moved comp.psn forward: retries are
-// restored, the timer restarts, and a requester left behind by a
-// retransmission skips what is already acknowledged.
-func (q *QP) onProgress() {
-	q.tm.onAcked(q)
-	q.tm.probeSent, q.tm.probeDone = false, false
-	q.comp.retryLeft = q.attr.RetryCnt
-	q.comp.rnrLeft = q.attr.RNRRetry
-	q.comp.retrying = false
-	if q.req.psn.Before(q.comp.psn) {
-		q.seek(q.comp.psn)
-	}
-	q.tm.restartRetransmit(q)
+// onProgress runs after the completer moved its PSN forward: retries are
+// restored, the recovery is over, the timers restart, and a requester
+// left behind by a retransmission skips what is already acknowledged.
+func (c *completer) onProgress() {
+	q := c.q
+	q.tm.onAcked(c.psn)
+	c.retryLeft = q.attr.RetryCnt
+	c.rnrLeft = q.attr.RNRRetry
+	c.state = recoveryNone
+	q.req.skipTo(c.psn)
+	q.tm.restartRetransmit()
 }
 
 // impliedNAK retransmits from the oldest unanswered PSN of w, a READ or
 // atomic whose responses were lost, once per loss.
-func (q *QP) impliedNAK(w *sendWQE) {
-	if q.comp.retrying {
+func (c *completer) impliedNAK(w *sendWQE) {
+	q := c.q
+	if c.state == recoveryGoBackN {
 		return
 	}
 	if q.trace != nil {
-		q.tracef("implied NAK: answers to work request %d lost from PSN %d", w.wr.WRID, q.comp.psn)
+		q.tracef("implied NAK: answers to work request %d lost from PSN %d", w.wr.WRID, c.psn)
 	}
-	if q.useRetry() {
-		q.goBack(q.comp.psn)
-		q.tm.restartRetransmit(q)
-	}
+	c.retransmit(c.psn)
 }
 
 // awaiting returns the READ (read set) or atomic WQE that a response with
@@ -194,33 +226,35 @@ func (q *QP) impliedNAK(w *sendWQE) {
 // acknowledges every SEND and WRITE before it, which are retired first. A
 // response past the one awaited means those between were lost (implied
 // NAK); a response before it is a duplicate. Both return nil.
-func (q *QP) awaiting(r bth.PSN, read bool) *sendWQE {
-	if r.Before(q.comp.psn) {
+func (c *completer) awaiting(r bth.PSN, read bool) *sendWQE {
+	if r.Before(c.psn) {
 		return nil
 	}
-	w := q.retire(r.Add(bth.PSNMask))
+	w := c.retire(r.Add(bth.PSNMask))
 	if w == nil || (w.wr.Opcode == WRRDMARead) != read || !w.isReadOrAtomic() || !r.InRange(w.first, w.last) {
 		if w != nil && w.isReadOrAtomic() && w.last.Before(r) {
-			q.impliedNAK(w)
+			c.impliedNAK(w)
 		}
 		return nil
 	}
-	if r != q.comp.psn {
-		q.impliedNAK(w) // a response before this one was lost
+	if r != c.psn {
+		c.impliedNAK(w) // a response before this one was lost
 		return nil
 	}
 	return w
 }
 
 // answered retires w, at the head of the queue, now fully answered.
-func (q *QP) answered(w *sendWQE) {
+func (c *completer) answered(w *sendWQE) {
+	q := c.q
 	w.acked = true
 	q.sq.head++
 	q.completeSend(w, cq.StatusSuccess)
 }
 
-func (q *QP) handleReadResponse(p *wire.Packet, r bth.PSN) {
-	w := q.awaiting(r, true)
+func (c *completer) handleReadResponse(p *wire.Packet, r bth.PSN) {
+	q := c.q
+	w := c.awaiting(r, true)
 	if w == nil {
 		return
 	}
@@ -238,15 +272,16 @@ func (q *QP) handleReadResponse(p *wire.Packet, r bth.PSN) {
 		q.enterError(w, cq.StatusLocProtErr)
 		return
 	}
-	q.comp.psn = r.Add(1)
+	c.psn = r.Add(1)
 	if r == w.last {
-		q.answered(w)
+		c.answered(w)
 	}
-	q.onProgress()
+	c.onProgress()
 }
 
-func (q *QP) handleAtomicAck(r bth.PSN, orig uint64) {
-	w := q.awaiting(r, false) // an atomic's one PSN: first == last == r
+func (c *completer) handleAtomicAck(r bth.PSN, orig uint64) {
+	q := c.q
+	w := c.awaiting(r, false) // an atomic's one PSN: first == last == r
 	if w == nil {
 		return
 	}
@@ -256,7 +291,38 @@ func (q *QP) handleAtomicAck(r bth.PSN, orig uint64) {
 		q.enterError(w, cq.StatusLocProtErr)
 		return
 	}
-	q.comp.psn = r.Add(1)
-	q.answered(w)
-	q.onProgress()
+	c.psn = r.Add(1)
+	c.answered(w)
+	c.onProgress()
+}
+
+// expiredRetransmit handles a local ACK timeout: the requester goes back to
+// the oldest unacknowledged PSN, unless retry_cnt is used up.
+func (c *completer) expiredRetransmit() {
+	q := c.q
+	if !q.req.outstanding() || !q.canSend() {
+		return
+	}
+	q.stats.RetransmitTimeouts++
+	if q.trace != nil {
+		q.tracef("local ACK timeout at PSN %d", c.psn)
+	}
+	c.retransmit(c.psn)
+	q.req.sendSome()
+}
+
+// useRetry takes one retry from retry_cnt (7 is unlimited, as rxe), or
+// fails the oldest work request with RETRY_EXC_ERR when none are left.
+func (c *completer) useRetry() bool {
+	q := c.q
+	switch c.retryLeft {
+	case 7:
+		return true
+	case 0:
+		q.stats.RetryExceededErr++
+		q.enterError(q.sq.at(q.sq.head), cq.StatusRetryExcErr)
+		return false
+	}
+	c.retryLeft--
+	return true
 }

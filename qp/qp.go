@@ -10,6 +10,12 @@
 //     atomic ACKs to outstanding work requests, retransmits go-back-N, and
 //     produces work completions in order.
 //
+// Each engine is a type that owns its state (requester, responder,
+// completer, and timers for the deadlines); the QP composes them, holds
+// the lock, and owns what they share: the attributes, the work queues and
+// the batch of packets going out. An engine changes another's state only
+// through the other's methods.
+//
 // A QP does no I/O of its own: its device hands it arriving packets
 // (HandlePacket), lets it run when a timer is due or it asked to (Run), and
 // sends what it builds (Port). Every method takes the QP's lock, so the
@@ -23,41 +29,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )
-
-// Port is what a QP needs from the device that owns it.
-type Port interface {
-	// MRs returns the device's memory region table.
-	MRs() *mr.Table
-	// NewBuffer returns a buffer for one outgoing packet. The QP writes the
-	// transport headers, payload and pad from TxOffset on.
-	NewBuffer() []byte
-	// TxOffset returns where, in a buffer from NewBuffer, the transport
-	// headers start: room for the link, IP and UDP headers.
-	TxOffset() int
-	// Finish completes the packet whose transport (BTH through pad) is
-	// buf[TxOffset:TxOffset+n] for q's peer: it adds the IP and UDP headers
-	// and the ICRC, and returns the packet as the link takes it (with the
-	// link's headroom in front), or nil if it cannot go out.
-	Finish(q *QP, buf []byte, n int) []byte
-	// Send transmits packets made by Finish. The port does not keep them.
-	Send(pkts [][]byte)
-	// FreeBuffer returns a buffer from NewBuffer once its packet is sent.
-	FreeBuffer(buf []byte)
-	// Schedule asks the device to call q.Run soon, from its worker.
-	Schedule(q *QP)
-	// Timer tells the device that q needs Run at the given time. The QP
-	// says so after every change under its lock while a timer is armed;
-	// the device need only act on a time earlier than it waits for.
-	Timer(q *QP, at time.Time)
-	// Now returns the current time; tests may run a QP on a fake clock.
-	Now() time.Time
-}
 
 // Limits of a QP.
 const (
@@ -114,6 +92,7 @@ type QP struct {
 
 	attr  Attr
 	mtu   int
+	path  TxDesc // where packets to the peer go, from the attributes
 	stats Counters
 
 	sq   sendQueue
@@ -155,6 +134,7 @@ func New(port Port, num bth.QPN, ia InitAttr) (*QP, error) {
 	if q.window <= 0 {
 		q.window = DefaultWindow
 	}
+	q.req.q, q.comp.q, q.resp.q, q.tm.q = q, q, q, q
 	q.attr.Cap = ia.Cap
 	q.attr.PathMTU = MTU256
 	q.mtu = MTU256.Bytes()
@@ -286,11 +266,12 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 	}
 	q.apply(attr, mask)
 	q.attr.State = next
+	q.path = q.txDesc()
 	switch {
 	case next == StateRTR && cur == StateInit:
-		q.resp.start(q)
+		q.resp.start()
 	case next == StateRTS && cur == StateRTR:
-		q.req.start(q)
+		q.req.start()
 	}
 	q.tracef("state %v -> %v", cur, next)
 	if next == StateRTS {
@@ -342,14 +323,17 @@ func (q *QP) apply(a *Attr, mask AttrMask) {
 	set(AttrAV, func() { q.attr.AV = a.AV })
 	set(AttrPathMTU, func() { q.attr.PathMTU = a.PathMTU; q.mtu = a.PathMTU.Bytes() })
 	set(AttrTimeout, func() { q.attr.Timeout = a.Timeout })
-	set(AttrRetryCnt, func() { q.attr.RetryCnt = a.RetryCnt; q.comp.retryLeft = a.RetryCnt })
-	set(AttrRNRRetry, func() { q.attr.RNRRetry = a.RNRRetry; q.comp.rnrLeft = a.RNRRetry })
+	set(AttrRetryCnt, func() { q.attr.RetryCnt = a.RetryCnt })
+	set(AttrRNRRetry, func() { q.attr.RNRRetry = a.RNRRetry })
 	set(AttrRQPSN, func() { q.attr.RQPSN = a.RQPSN })
 	set(AttrSQPSN, func() { q.attr.SQPSN = a.SQPSN })
 	set(AttrMinRNRTimer, func() { q.attr.MinRNRTimer = a.MinRNRTimer })
 	set(AttrDestQPN, func() { q.attr.DestQPNum = a.DestQPNum })
 	set(AttrMaxQPRdAtomic, func() { q.attr.MaxRdAtomic = a.MaxRdAtomic })
 	set(AttrMaxDestRdAtomic, func() { q.attr.MaxDestRdAtomic = a.MaxDestRdAtomic })
+	if mask&(AttrRetryCnt|AttrRNRRetry) != 0 {
+		q.comp.setRetries(q.attr.RetryCnt, q.attr.RNRRetry)
+	}
 }
 
 // reset returns the QP to RESET: queues emptied without completions, as
@@ -360,10 +344,11 @@ func (q *QP) reset() {
 	q.mtu = MTU256.Bytes()
 	q.sq.init(cp)
 	q.rq.init(cp)
-	q.req = requester{}
-	q.comp = completer{}
-	q.resp = responder{}
-	q.tm = timers{}
+	q.path = TxDesc{}
+	q.req = requester{q: q}
+	q.comp = completer{q: q}
+	q.resp.reset()
+	q.tm.reset()
 }
 
 // enterError moves the QP to ERR (IBTA Vol 1 §10.3.1): the work request
@@ -381,7 +366,8 @@ func (q *QP) enterError(failed *sendWQE, status cq.Status) {
 		q.tracef("work request %d (%v) failed: %v", failed.wr.WRID, failed.wr.Opcode, status)
 	}
 	q.tracef("state %v -> ERR", prev)
-	q.tm = timers{}
+	q.tm.stop()
+	q.resp.abandon()
 	q.flush()
 }
 
@@ -399,13 +385,12 @@ func (q *QP) flush() {
 		}
 		q.sq.head++
 	}
-	q.req.idx, q.req.pkt = q.sq.head, 0
+	q.req.rewind()
 	for q.rq.head != q.rq.tail {
 		r := q.rq.at(q.rq.head)
 		q.pushRecv(cq.WC{WRID: r.wrid, Status: cq.StatusWRFlushErr, Opcode: cq.OpRecv})
 		q.rq.head++
 	}
-	q.resp.wqe = nil
 }
 
 // pushSend and pushRecv deliver a completion; a CQ that overflows moves
@@ -426,15 +411,35 @@ func (q *QP) pushRecv(wc cq.WC) {
 	}
 }
 
-// Run lets the QP do what is due: fire expired timers, send what its
-// window allows, and flush a deferred ACK. The device calls it from its
-// worker after Schedule and when Deadline has passed.
+// canSend reports whether the QP's state lets its requester and completer
+// work: RTS, or SQD while the send queue drains.
+func (q *QP) canSend() bool { return q.attr.State == StateRTS || q.attr.State == StateSQD }
+
+// HandlePacket processes a packet addressed to this QP. The device has
+// parsed it and checked its ICRC. It reports whether the responder now
+// owes an ACK it has deferred, for FlushAck.
+func (q *QP) HandlePacket(p *wire.Packet) (ackOwed bool) {
+	q.mu.Lock()
+	defer q.unlock()
+	q.stats.RcvdPkts++
+	if p.Info.Response {
+		q.comp.handleResponse(p)
+	} else {
+		q.resp.handleRequest(p)
+	}
+	return q.resp.ackPending
+}
+
+// Run lets the QP do what is due: fire expired timers, send the next
+// burst of queued answers, send what its window allows, and flush a
+// deferred ACK. The device calls it from its worker after Schedule and
+// when Deadline has passed.
 func (q *QP) Run() {
 	q.mu.Lock()
 	defer q.unlock()
-	q.runTimers(q.port.Now())
-	q.resp.flushAck(q)
-	q.sendSome()
+	q.tm.run(q.port.Now())
+	q.resp.sendReplies(maxBurst)
+	q.req.sendSome()
 }
 
 // FlushAck sends the ACK the responder deferred, if it still owes one. A
@@ -445,7 +450,7 @@ func (q *QP) Run() {
 func (q *QP) FlushAck() {
 	q.mu.Lock()
 	defer q.unlock()
-	q.resp.flushAck(q)
+	q.resp.flushAck()
 }
 
 // unlock sends the packets built while the lock was held, arms the
@@ -453,17 +458,39 @@ func (q *QP) FlushAck() {
 // QP's packets in PSN order on the wire however many goroutines drive it.
 func (q *QP) unlock() {
 	q.flushTx()
-	q.tm.settle(q)
+	q.tm.settle()
 	if d := q.tm.next(); !d.IsZero() {
 		q.port.Timer(q, d)
 	}
 	q.mu.Unlock()
 }
 
+// headers returns the headers of a packet to the peer: a BTH with opcode
+// and psn, the default P_Key and the peer's QPN.
+func (q *QP) headers(op bth.Opcode, psn bth.PSN) wire.Headers {
+	return wire.Headers{BTH: bth.Fields{Opcode: op, PKey: bth.DefaultPKey, DestQP: q.attr.DestQPNum, PSN: psn}}
+}
+
+// build encodes h and n bytes of payload, which fill writes (fill may be
+// nil when n is 0), pads the packet, and queues it for the peer.
+func (q *QP) build(h *wire.Headers, n uint32, fill func(dst []byte)) {
+	buf := q.port.NewBuffer()
+	t := buf[q.txOff:]
+	off := h.Encode(t)
+	if n > 0 {
+		fill(t[off : off+int(n)])
+	}
+	off += int(n)
+	pad := wire.PadLen(int(n))
+	clear(t[off : off+pad])
+	bth.Header(t).SetPadCnt(pad)
+	q.queueTx(buf, off+pad)
+}
+
 // queueTx completes a built packet and queues it, sending the queue when
 // it holds a link batch.
 func (q *QP) queueTx(buf []byte, n int) {
-	pkt := q.port.Finish(q, buf, n)
+	pkt := q.port.Finish(&q.path, buf, n)
 	if pkt == nil {
 		q.port.FreeBuffer(buf)
 		return
@@ -493,14 +520,27 @@ func (q *QP) flushTx() {
 }
 
 // Deadline returns when the QP next needs Run for a timer, or the zero
-// time when no timer is armed.
-func (q *QP) Deadline() time.Time {
+// Time when no timer is armed.
+func (q *QP) Deadline() monotime.Time {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.tm.next()
 }
 
-// TxPath returns the address vector the QP's packets follow. It is meant
-// for Port.Transmit, which runs with the QP's lock held; other callers use
-// Query.
-func (q *QP) TxPath() AddressVector { return q.attr.AV }
+// txDesc returns the transmit descriptor of packets to the peer, from the
+// address vector and the QPNs. Its UDP source port is the one rdma-core,
+// the kernel's rxe and mlx5 and irdma all derive from the flow label, or
+// when that is 0 from the two QPNs, so that both directions of a
+// connection hash alike in ECMP.
+func (q *QP) txDesc() TxDesc {
+	av := &q.attr.AV
+	return TxDesc{
+		SGIDIndex:    av.SGIDIndex,
+		DGID:         av.DGID,
+		DestQPN:      q.attr.DestQPNum,
+		TrafficClass: av.TrafficClass,
+		FlowLabel:    av.FlowLabel,
+		HopLimit:     av.HopLimit,
+		SrcPort:      wire.UDPSourcePort(av.FlowLabel, q.num, q.attr.DestQPNum),
+	}
+}

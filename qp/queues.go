@@ -99,7 +99,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	if q.attr.State == StateErr {
 		q.flush()
 	} else {
-		q.sendSome() // the doorbell: the caller's goroutine sends
+		q.req.sendSome() // the doorbell: the caller's goroutine sends
 		// An ACK the responder still owes (rnic.Device.Poll leaves them
 		// for later) goes out too, behind the new requests in the same
 		// link batch. A link hands on a batch's packets in order, so a
@@ -108,7 +108,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		// its trip through the kernel; and the two cost one system call,
 		// not two (BenchmarkRawPingPong, BenchmarkPolledPingPong). The
 		// ACK is not delayed either, whatever the program does next.
-		q.resp.flushAck(q)
+		q.resp.flushAck()
 	}
 	return len(wrs), nil
 }

@@ -8,27 +8,55 @@ import (
 	"github.com/gorxe/gorxe/wire/reth"
 )
 
-// requester is the send side's position: the WQE being sent (idx, between
-// sq.head and sq.tail), the packet within it, and the next PSN.
+// requester turns send work requests into packets (IBTA Vol 1 §9.7.1;
+// rxe_req.c): segmentation by path MTU, PSNs, AckReq, a bounded window.
+// Its position is the WQE being sent (idx, between sq.head and sq.tail),
+// the packet within it, and the next PSN. The completer moves it back
+// (goBack) and forward (skipTo); nothing else writes it.
 type requester struct {
+	q       *QP
 	idx     uint64
 	pkt     uint32
 	psn     bth.PSN
 	sentMax bth.PSN // one past the highest PSN ever sent: later PSNs are ghosts
 	noAck   int     // packets sent since the last one with AckReq
-	probe   bool    // the packet being sent is a tail-loss probe
-	full    bool    // the window filled: wait for a batch's worth of room
+	state   sendState
 	hdr     wire.Headers
-	started bool
 }
 
-func (r *requester) start(q *QP) {
-	psn := bth.PSN(q.attr.SQPSN)
-	q.req = requester{idx: q.sq.head, psn: psn, sentMax: psn, started: true}
-	q.comp.psn = q.req.psn
-	q.comp.retryLeft = q.attr.RetryCnt
-	q.comp.rnrLeft = q.attr.RNRRetry
+// sendState is why the requester is or is not sending.
+type sendState uint8
+
+const (
+	// sendIdle: not started (before RTS), or its queue is empty.
+	sendIdle sendState = iota
+	// sendReady: it sends whatever the window and limits allow.
+	sendReady
+	// sendWindowFull: the window filled; sending resumes once ACKs have
+	// opened an ackInterval's worth of it, so that packets go to the link
+	// in batches rather than a few per ACK.
+	sendWindowFull
+)
+
+// start positions the requester at the head of the send queue with the
+// QP's initial send PSN, as the QP enters RTS.
+func (r *requester) start() {
+	q := r.q
+	psn := q.attr.SQPSN
+	*r = requester{q: q, idx: q.sq.head, psn: psn, sentMax: psn, state: sendReady}
+	q.comp.start(psn)
 }
+
+// nextPSN returns the PSN the requester sends next.
+func (r *requester) nextPSN() bth.PSN { return r.psn }
+
+// outstanding reports whether the requester stands past the oldest
+// unanswered PSN: whether it has packets out that it has not gone back on.
+func (r *requester) outstanding() bool { return r.psn != r.q.comp.oldest() }
+
+// unanswered reports whether any PSN ever sent is still unanswered, gone
+// back on or not.
+func (r *requester) unanswered() bool { return r.sentMax != r.q.comp.oldest() }
 
 // maxBurst bounds how many packets one call sends while it holds the QP,
 // so that the receive loop, which needs the lock to take ACKs, and other
@@ -40,62 +68,61 @@ const maxBurst = 256
 //
 // In SQD the send queue drains: work requests already started are sent to
 // the end (retransmissions included), and no new one starts.
-func (q *QP) sendSome() {
-	if q.attr.State != StateRTS && q.attr.State != StateSQD || q.tm.rnrWait {
+func (r *requester) sendSome() {
+	q := r.q
+	if !q.canSend() || q.tm.rnrWaiting() {
 		return
 	}
-	for n := 0; q.req.idx != q.sq.tail; n++ {
+	for n := 0; r.idx != q.sq.tail; n++ {
 		if n == maxBurst {
 			q.port.Schedule(q) // let others have the lock; the device calls Run
 			return
 		}
-		if !q.windowRoom() {
+		if !r.windowRoom() {
 			return
 		}
-		w := q.sq.at(q.req.idx)
+		w := q.sq.at(r.idx)
 		if q.attr.State == StateSQD && !w.started {
 			return
 		}
-		if q.req.pkt == 0 && !q.canStart(w) {
+		if r.pkt == 0 && !r.canStart(w) {
 			return
 		}
-		if !w.started {
-			if !q.startWQE(w) {
-				return
-			}
+		if !w.started && !r.startWQE(w) {
+			return
 		}
-		q.sendPacket(w)
+		r.sendPacket(w, false)
 		if q.attr.State == StateErr {
 			return
 		}
 	}
 }
 
-// windowRoom reports whether the window lets another packet go. Once the
-// window has filled, sending resumes only when ACKs have opened an
-// ackInterval's worth of it, so that the packets go to the link in
-// batches rather than a few per ACK.
-func (q *QP) windowRoom() bool {
-	room := int32(q.window) - q.req.psn.Diff(q.comp.psn)
+// windowRoom reports whether the window lets another packet go.
+func (r *requester) windowRoom() bool {
+	room := int32(r.q.window) - r.psn.Diff(r.q.comp.oldest())
 	switch {
 	case room <= 0:
-		q.req.full = true
+		r.state = sendWindowFull
 		return false
-	case q.req.full && room < int32(q.ackInterval()):
+	case r.state == sendWindowFull && room < int32(r.ackInterval()):
 		return false
 	}
-	q.req.full = false
+	r.state = sendReady
 	return true
 }
 
 // canStart applies the limits on starting a WQE: max_rd_atomic for READs
-// and atomics, and the fence, which waits for every earlier READ and atomic.
-func (q *QP) canStart(w *sendWQE) bool {
+// and atomics (never more than the peer's max_dest_rd_atomic, which the
+// application passes as this QP's max_rd_atomic), and the fence, which
+// waits for every earlier READ and atomic.
+func (r *requester) canStart(w *sendWQE) bool {
+	q := r.q
 	if !w.isReadOrAtomic() && w.wr.Flags&SendFence == 0 {
 		return true
 	}
 	outstanding := 0
-	for i := q.sq.head; i != q.req.idx; i++ {
+	for i := q.sq.head; i != r.idx; i++ {
 		if o := q.sq.at(i); o.isReadOrAtomic() && !o.acked {
 			outstanding++
 		}
@@ -108,7 +135,8 @@ func (q *QP) canStart(w *sendWQE) bool {
 
 // startWQE resolves the WQE's local buffers and assigns its PSNs. A bad
 // lkey or range fails the WQE with LOC_PROT_ERR and the QP moves to ERR.
-func (q *QP) startWQE(w *sendWQE) bool {
+func (r *requester) startWQE(w *sendWQE) bool {
+	q := r.q
 	need := mr.Access(0)
 	if w.isReadOrAtomic() {
 		need = mr.LocalWrite // responses are written into local memory
@@ -127,7 +155,7 @@ func (q *QP) startWQE(w *sendWQE) bool {
 	if w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd && w.length > 0 {
 		w.npkts = (w.length + uint32(q.mtu) - 1) / uint32(q.mtu)
 	}
-	w.first = q.req.psn
+	w.first = r.psn
 	w.last = w.first.Add(w.npkts - 1)
 	w.started = true
 	if w.wr.Opcode != WRSend && w.wr.Opcode != WRSendWithImm && w.wr.Opcode != WRSendWithInv {
@@ -136,20 +164,22 @@ func (q *QP) startWQE(w *sendWQE) bool {
 	return true
 }
 
-// sendPacket builds and transmits packet q.req.pkt of w.
-func (q *QP) sendPacket(w *sendWQE) {
-	k := q.req.pkt
+// sendPacket builds and transmits packet r.pkt of w. A probe asks for an
+// ACK whatever its place in the window.
+func (r *requester) sendPacket(w *sendWQE, probe bool) {
+	q := r.q
+	k := r.pkt
 	off := k * uint32(q.mtu)
 	first, last := k == 0, k == w.npkts-1
-	h := &q.req.hdr
-	*h = wire.Headers{BTH: bth.Fields{PKey: bth.DefaultPKey, DestQP: bth.QPN(q.attr.DestQPNum), PSN: q.req.psn}}
+	h := &r.hdr
+	*h = q.headers(0, r.psn)
 	var payload uint32
 	switch w.wr.Opcode {
 	case WRRDMARead:
 		// One request asks for every remaining response; after a retry
 		// it asks only for what is missing (IBTA C9-88, rxe req_retry).
 		h.BTH.Opcode = bth.RCRDMAReadRequest
-		h.RETH = reth.Fields{VA: w.wr.RemoteAddr + uint64(off), RKey: reth.Key(w.wr.RKey), DMALen: w.length - off}
+		h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr+uint64(off), reth.Key(w.wr.RKey), w.length-off
 		last = true
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 		h.BTH.Opcode = bth.RCFetchAdd
@@ -164,54 +194,43 @@ func (q *QP) sendPacket(w *sendWQE) {
 		payload = min(w.length-off, uint32(q.mtu))
 		h.BTH.Opcode = sendOpcode(w.wr.Opcode, first, last)
 		if first && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
-			h.RETH = reth.Fields{VA: w.wr.RemoteAddr, RKey: reth.Key(w.wr.RKey), DMALen: w.length}
+			h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr, reth.Key(w.wr.RKey), w.length
 		}
 		h.Imm = w.wr.ImmData
 		h.IETH = reth.Key(w.wr.InvalidateRKey)
 		h.BTH.SE = last && w.wr.Flags&SendSolicited != 0
 	}
-	q.req.noAck++
-	if last || q.req.noAck >= q.ackInterval() || q.req.probe {
+	r.noAck++
+	if last || r.noAck >= r.ackInterval() || probe {
 		h.BTH.AckReq = true
-		q.req.noAck = 0
+		r.noAck = 0
 	}
-	fresh := q.req.psn == q.req.sentMax
+	fresh := r.psn == r.sentMax
 
-	buf := q.port.NewBuffer()
-	t := buf[q.txOff:]
-	n := h.Encode(t)
-	if payload > 0 {
-		q.gather(w, off, t[n:n+int(payload)])
-	}
-	n += int(payload)
-	pad := wire.PadLen(int(payload))
-	clear(t[n : n+pad])
-	bth.Header(t).SetPadCnt(pad)
-	n += pad
-	q.queueTx(buf, n)
+	q.build(h, payload, func(dst []byte) { q.gather(w, off, dst) })
 
 	if w.wr.Opcode == WRRDMARead {
-		q.req.psn = w.last.Add(1)
+		r.psn = w.last.Add(1)
 	} else {
-		q.req.psn = q.req.psn.Add(1)
+		r.psn = r.psn.Add(1)
 	}
-	if q.req.psn.After(q.req.sentMax) {
-		q.req.sentMax = q.req.psn
+	if r.psn.After(r.sentMax) {
+		r.sentMax = r.psn
 	}
 	q.tm.onPacketSent(h.BTH.PSN, h.BTH.AckReq, fresh)
 	if last {
-		q.req.idx++
-		q.req.pkt = 0
+		r.idx++
+		r.pkt = 0
 	} else {
-		q.req.pkt++
+		r.pkt++
 	}
 }
 
 // ackInterval is how many packets go out between two with AckReq: at most
 // MaxAckInterval, and a quarter of the window, so that ACKs arrive while
 // the window still has room and the pipe never drains waiting for one.
-func (q *QP) ackInterval() int {
-	return max(min(MaxAckInterval, q.window/4), 1)
+func (r *requester) ackInterval() int {
+	return max(min(MaxAckInterval, r.q.window/4), 1)
 }
 
 // sendOpcode picks the SEND or RDMA WRITE opcode for a packet's place in
@@ -290,33 +309,73 @@ func forEachSGE(sges []SGE, off uint32, n int, fn func(i int, addr uint64, lo, h
 // goBack rewinds the requester to psn, which the completer has not seen
 // acknowledged, to send everything from there again (go-back-N, IBTA Vol 1
 // §9.7.5.2).
-func (q *QP) goBack(psn bth.PSN) {
-	q.seek(psn)
-	q.tm.rttPending = false // Karn: no samples across a retransmission
-	q.req.noAck = 0
-	q.comp.retrying = true
-	q.stats.CompleterRetryErr++
-	if q.trace != nil {
-		q.tracef("go back to PSN %d", psn)
+func (r *requester) goBack(psn bth.PSN) {
+	r.seek(psn)
+	r.noAck = 0
+}
+
+// skipTo moves a requester that a retransmission left behind psn, the
+// oldest PSN not yet acknowledged, forward to it: what lies before is
+// acknowledged and need not go again.
+func (r *requester) skipTo(psn bth.PSN) {
+	if r.psn.Before(psn) {
+		r.seek(psn)
 	}
 }
 
 // seek moves the requester to psn: into the started WQE that holds it, or
 // to the first WQE not yet started.
-func (q *QP) seek(psn bth.PSN) {
+func (r *requester) seek(psn bth.PSN) {
+	q := r.q
 	for i := q.sq.head; i != q.sq.tail; i++ {
 		w := q.sq.at(i)
 		if !w.started {
-			q.req.idx, q.req.pkt = i, 0
-			q.req.psn = psn
+			r.idx, r.pkt, r.psn = i, 0, psn
 			return
 		}
 		if psn.InRange(w.first, w.last) {
-			q.req.idx = i
-			q.req.pkt = uint32(psn.Diff(w.first)) // a READ asks again for what is missing
-			q.req.psn = psn
+			r.idx = i
+			r.pkt = uint32(psn.Diff(w.first)) // a READ asks again for what is missing
+			r.psn = psn
 			return
 		}
 	}
-	q.req.idx, q.req.pkt, q.req.psn = q.sq.tail, 0, psn
+	r.idx, r.pkt, r.psn = q.sq.tail, 0, psn
+}
+
+// rewind puts the requester back at the head of the send queue, which a
+// flush has emptied.
+func (r *requester) rewind() { r.idx, r.pkt = r.q.sq.head, 0 }
+
+// resendLast sends the last packet sent again, asking for an ACK, without
+// moving the requester: the tail-loss probe. If it was lost, it now
+// arrives in order and is acknowledged; if only what followed was lost,
+// the responder NAKs the gap it now sees; if it arrived, the responder
+// acknowledges the duplicate. A READ or atomic is not probed: its
+// duplicate would make the responder replay it. It reports whether a
+// probe went out.
+func (r *requester) resendLast() bool {
+	q := r.q
+	if !q.canSend() || !r.unanswered() {
+		return false
+	}
+	last := r.sentMax.Add(bth.PSNMask)
+	for i := q.sq.head; i != q.sq.tail; i++ {
+		w := q.sq.at(i)
+		if !w.started {
+			return false
+		}
+		if !last.InRange(w.first, w.last) {
+			continue
+		}
+		if w.isReadOrAtomic() {
+			return false
+		}
+		idx, pkt, psn, noAck, state := r.idx, r.pkt, r.psn, r.noAck, r.state
+		r.idx, r.pkt, r.psn = i, uint32(last.Diff(w.first)), last
+		r.sendPacket(w, true)
+		r.idx, r.pkt, r.psn, r.noAck, r.state = idx, pkt, psn, noAck, state
+		return true
+	}
+	return false
 }

@@ -8,15 +8,23 @@ import (
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
-// responder executes requests in PSN order (IBTA Vol 1 §9.7.4; rxe_resp.c).
+// responder executes requests in PSN order and answers them (IBTA Vol 1
+// §9.7.4, §9.7.5.1; rxe_resp.c).
+//
+// Its answers leave in PSN order through one queue (replies): a READ's
+// responses, an atomic's ACK, and the ACKs and NAKs behind them. When the
+// queue is empty, as it is but for READs, an answer goes at once; a READ
+// sends its first burst on the path that received the request and leaves
+// the rest to the device's worker, a burst a turn, so that one large READ
+// holds neither the QP nor the device's receive path for its whole length.
 type responder struct {
-	psn     bth.PSN  // the expected PSN
-	msn     aeth.MSN // messages completed
-	nakSent bool     // a sequence or RNR NAK for psn is out: drop until psn arrives
+	q     *QP
+	psn   bth.PSN  // the expected PSN
+	msn   aeth.MSN // messages completed
+	nak   nakState
+	inMsg msgState
 
 	// The message in progress, between its FIRST and LAST packets.
-	inSend    bool
-	inWrite   bool
 	wqe       *recvWQE // the receive WQE a SEND is filling
 	wqeMRs    []*mr.MR
 	sendOff   uint32
@@ -29,10 +37,33 @@ type responder struct {
 	res     []resource
 	resNext int
 
+	replies replyQueue
+
 	ackPending bool // an ACK is deferred, to be merged with later ones
 	ackPSN     bth.PSN
 	hdr        wire.Headers
 }
+
+// nakState says whether the responder is silent after a NAK.
+type nakState uint8
+
+const (
+	nakNone nakState = iota
+	// nakSequence: a PSN sequence error NAK is out; packets are dropped
+	// until the expected PSN arrives (C9-96).
+	nakSequence
+	// nakRNR: an RNR NAK is out; the requester resends from its PSN.
+	nakRNR
+)
+
+// msgState is the multi-packet message in progress, if any (C9-91).
+type msgState uint8
+
+const (
+	msgNone msgState = iota
+	msgSend
+	msgWrite
+)
 
 // resource remembers a READ or atomic request and its result.
 type resource struct {
@@ -46,15 +77,34 @@ type resource struct {
 	orig   uint64
 }
 
-func (r *responder) start(q *QP) {
-	q.resp = responder{
-		psn: bth.PSN(q.attr.RQPSN),
-		res: make([]resource, max(int(q.attr.MaxDestRdAtomic), 1)),
+// start readies the responder for the QP's initial receive PSN, as the QP
+// enters RTR.
+func (r *responder) start() {
+	q := r.q
+	n := max(int(q.attr.MaxDestRdAtomic), 1)
+	*r = responder{
+		q:       q,
+		psn:     q.attr.RQPSN,
+		res:     make([]resource, n),
+		replies: newReplyQueue(n),
 	}
 }
 
+// reset forgets everything, as the QP returns to RESET.
+func (r *responder) reset() { *r = responder{q: r.q} }
+
+// abandon drops the message in progress and the answers not yet sent, as
+// the QP enters ERR.
+func (r *responder) abandon() {
+	r.wqe = nil
+	r.inMsg = msgNone
+	r.replies.clear()
+	r.ackPending = false
+}
+
 // handleRequest is the responder's receive path.
-func (q *QP) handleRequest(p *wire.Packet) {
+func (r *responder) handleRequest(p *wire.Packet) {
+	q := r.q
 	switch q.attr.State {
 	case StateRTR, StateRTS, StateSQD:
 	default:
@@ -64,80 +114,85 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	if op.Service() != bth.ServiceRC {
 		return // rxe drops opcodes of another service silently
 	}
-	r := &q.resp
 	psn := p.BTH.PSN()
 	switch d := psn.Diff(r.psn); {
 	case d > 0:
 		q.stats.OutOfSeqRequest++
-		if !r.nakSent {
+		if r.nak == nakNone {
 			if q.trace != nil {
 				q.tracef("request PSN %d, expected %d: NAK sequence error", psn, r.psn)
 			}
-			q.sendAck(aeth.NAK(aeth.NAKPSNSequenceError), r.psn)
-			r.nakSent = true
+			r.sendAck(aeth.NAK(aeth.NAKPSNSequenceError), r.psn)
+			r.nak = nakSequence
 		}
 		return
 	case d < 0:
 		q.stats.DuplicateRequest++
-		q.duplicateRequest(p, psn)
+		r.duplicateRequest(p, psn)
 		return
 	}
-	r.nakSent = false
+	if r.replies.full() {
+		// More READs and atomics than max_dest_rd_atomic are waiting to
+		// be answered: the requester broke its limit. The request is not
+		// taken; the requester's go-back-N brings it again.
+		return
+	}
+	r.nak = nakNone
 	info := p.Info
-	if !q.inSequence(op, info.Position) {
+	if !r.inSequence(op, info.Position) {
 		q.tracef("opcode %v out of sequence", op)
-		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
-	if info.Payload && !q.payloadLenOK(info.Position, len(p.Payload)) {
+	if info.Payload && !r.payloadLenOK(info.Position, len(p.Payload)) {
 		q.tracef("%v PSN %d: %d-byte payload breaks the path MTU rule (C9-92)", op, psn, len(p.Payload))
-		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
 	switch op {
 	case bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast, bth.RCSendLastWithImm,
 		bth.RCSendOnly, bth.RCSendOnlyWithImm, bth.RCSendLastWithInvalidate, bth.RCSendOnlyWithInvalidate:
-		q.executeSend(p, psn)
+		r.executeSend(p, psn)
 	case bth.RCRDMAWriteFirst, bth.RCRDMAWriteMiddle, bth.RCRDMAWriteLast, bth.RCRDMAWriteLastWithImm,
 		bth.RCRDMAWriteOnly, bth.RCRDMAWriteOnlyWithImm:
-		q.executeWrite(p, psn)
+		r.executeWrite(p, psn)
 	case bth.RCRDMAReadRequest:
-		q.executeRead(p, psn)
+		r.executeRead(p, psn)
 	case bth.RCCompareSwap, bth.RCFetchAdd:
-		q.executeAtomic(p, psn)
+		r.executeAtomic(p, psn)
 	default: // FLUSH and ATOMIC_WRITE are not supported yet
-		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 	}
 }
 
 // inSequence checks the opcode against the message in progress (C9-91).
-func (q *QP) inSequence(op bth.Opcode, pos wire.Position) bool {
-	r := &q.resp
+func (r *responder) inSequence(op bth.Opcode, pos wire.Position) bool {
 	isSend := op <= bth.RCSendOnlyWithImm || op == bth.RCSendLastWithInvalidate || op == bth.RCSendOnlyWithInvalidate
 	isWrite := op >= bth.RCRDMAWriteFirst && op <= bth.RCRDMAWriteOnlyWithImm
 	switch {
 	case pos == wire.Middle || pos == wire.Last:
-		return isSend && r.inSend || isWrite && r.inWrite
+		return isSend && r.inMsg == msgSend || isWrite && r.inMsg == msgWrite
 	default: // a new message
-		return !r.inSend && !r.inWrite
+		return r.inMsg == msgNone
 	}
 }
 
 // payloadLenOK applies C9-92: FIRST and MIDDLE packets carry exactly one
 // path MTU; LAST and ONLY packets at most one.
-func (q *QP) payloadLenOK(pos wire.Position, n int) bool {
+func (r *responder) payloadLenOK(pos wire.Position, n int) bool {
+	mtu := r.q.mtu
 	if pos == wire.First || pos == wire.Middle {
-		return n == q.mtu
+		return n == mtu
 	}
-	return n <= q.mtu && (pos != wire.Last || n > 0)
+	return n <= mtu && (pos != wire.Last || n > 0)
 }
 
-func (q *QP) executeSend(p *wire.Packet, psn bth.PSN) {
-	r := &q.resp
+func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
+	q := r.q
 	pos := p.Info.Position
 	if pos&wire.First != 0 {
 		if q.rq.head == q.rq.tail {
-			q.rnrNAK(psn)
+			r.rnrNAK(psn)
 			return
 		}
 		r.wqe = q.rq.at(q.rq.head)
@@ -146,7 +201,7 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN) {
 			m, _, err := q.port.MRs().Lookup(s.LKey, q.pd, s.Addr, uint64(s.Length), mr.LocalWrite)
 			if err != nil {
 				q.tracef("receive work request %d: SGE %v: %v", r.wqe.wrid, s.LKey, err)
-				q.failRecv(cq.StatusLocProtErr, aeth.NAKRemoteOperation, psn)
+				r.failRecv(cq.StatusLocProtErr, aeth.NAKRemoteOperation, psn)
 				return
 			}
 			r.wqeMRs = append(r.wqeMRs, m)
@@ -155,16 +210,18 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN) {
 	}
 	if uint64(r.sendOff)+uint64(len(p.Payload)) > r.wqe.length {
 		q.tracef("SEND of more than the %d bytes the receive work request %d holds", r.wqe.length, r.wqe.wrid)
-		q.failRecv(cq.StatusLocLenErr, aeth.NAKInvalidRequest, psn)
+		r.failRecv(cq.StatusLocLenErr, aeth.NAKInvalidRequest, psn)
 		return
 	}
 	if !scatter(r.wqe.sges, r.wqeMRs, r.sendOff, p.Payload) {
-		q.failRecv(cq.StatusLocProtErr, aeth.NAKRemoteOperation, psn)
+		r.failRecv(cq.StatusLocProtErr, aeth.NAKRemoteOperation, psn)
 		return
 	}
 	r.sendOff += uint32(len(p.Payload))
-	r.inSend = pos&wire.Last == 0
-	if pos&wire.Last != 0 {
+	if pos&wire.Last == 0 {
+		r.inMsg = msgSend
+	} else {
+		r.inMsg = msgNone
 		wc := cq.WC{WRID: r.wqe.wrid, Opcode: cq.OpRecv, ByteLen: r.sendOff}
 		if p.ImmDt != nil {
 			wc.ImmData, wc.Flags = p.ImmDt.Imm(), cq.FlagWithImm
@@ -179,16 +236,16 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN) {
 		r.msn = (r.msn + 1) & aeth.MSNMask
 		q.pushRecv(wc)
 	}
-	q.accepted(p, psn)
+	r.accepted(p, psn)
 }
 
-func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
-	r := &q.resp
+func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
+	q := r.q
 	pos := p.Info.Position
 	if pos&wire.First != 0 {
 		if q.attr.AccessFlags&mr.RemoteWrite == 0 {
 			q.tracef("RDMA WRITE to a QP without REMOTE_WRITE access")
-			q.fatalNAK(aeth.NAKInvalidRequest, psn)
+			r.fatalNAK(aeth.NAKInvalidRequest, psn)
 			return
 		}
 		f := p.RETH.Fields()
@@ -197,7 +254,7 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 			m, _, err := q.port.MRs().Lookup(mr.Key(f.RKey), q.pd, f.VA, uint64(f.DMALen), mr.RemoteWrite)
 			if err != nil {
 				q.tracef("RDMA WRITE rkey %v va %#x len %d: %v", mr.Key(f.RKey), f.VA, f.DMALen, err)
-				q.fatalNAK(aeth.NAKRemoteAccess, psn)
+				r.fatalNAK(aeth.NAKRemoteAccess, psn)
 				return
 			}
 			r.writeMR = m
@@ -207,24 +264,26 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 	n := uint32(len(p.Payload))
 	if n > r.writeLeft || pos&wire.Last != 0 && n != r.writeLeft {
 		q.tracef("RDMA WRITE carries %d bytes where %d remain of %d", n, r.writeLeft, r.writeLen)
-		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
 	imm := p.ImmDt != nil
 	if imm && q.rq.head == q.rq.tail {
-		q.rnrNAK(psn) // WRITE with immediate consumes a receive
+		r.rnrNAK(psn) // WRITE with immediate consumes a receive
 		return
 	}
 	if n > 0 {
 		if err := r.writeMR.WriteAt(r.writeVA, p.Payload); err != nil {
-			q.fatalNAK(aeth.NAKRemoteAccess, psn)
+			r.fatalNAK(aeth.NAKRemoteAccess, psn)
 			return
 		}
 	}
 	r.writeVA += uint64(n)
 	r.writeLeft -= n
-	r.inWrite = pos&wire.Last == 0
-	if pos&wire.Last != 0 {
+	if pos&wire.Last == 0 {
+		r.inMsg = msgWrite
+	} else {
+		r.inMsg = msgNone
 		r.msn = (r.msn + 1) & aeth.MSNMask
 		if imm {
 			w := q.rq.at(q.rq.head)
@@ -235,13 +294,14 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 			})
 		}
 	}
-	q.accepted(p, psn)
+	r.accepted(p, psn)
 }
 
-func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
+func (r *responder) executeRead(p *wire.Packet, psn bth.PSN) {
+	q := r.q
 	if q.attr.AccessFlags&mr.RemoteRead == 0 || q.attr.MaxDestRdAtomic == 0 {
 		q.tracef("RDMA READ to a QP without REMOTE_READ access or max_dest_rd_atomic")
-		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
 	f := p.RETH.Fields()
@@ -251,42 +311,43 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 		m, _, err = q.port.MRs().Lookup(mr.Key(f.RKey), q.pd, f.VA, uint64(f.DMALen), mr.RemoteRead)
 		if err != nil {
 			q.tracef("RDMA READ rkey %v va %#x len %d: %v", mr.Key(f.RKey), f.VA, f.DMALen, err)
-			q.fatalNAK(aeth.NAKRemoteAccess, psn)
+			r.fatalNAK(aeth.NAKRemoteAccess, psn)
 			return
 		}
 	}
-	n := q.readPackets(f.DMALen)
-	res := q.newResource()
+	n := r.readPackets(f.DMALen)
+	res := r.newResource()
 	*res = resource{valid: true, first: psn, last: psn.Add(n - 1), va: f.VA, rkey: mr.Key(f.RKey), length: f.DMALen}
 	q.stats.RDMARecvs++
-	r := &q.resp
 	r.msn = (r.msn + 1) & aeth.MSNMask // C9-148: counted when executed
 	r.psn = res.last.Add(1)
-	q.sendReadResponses(m, psn, f.VA, f.DMALen)
+	r.queueRead(m, psn, f.VA, f.DMALen)
 }
 
 // readPackets returns how many responses, and so PSNs, a READ of n bytes
 // takes: at least one.
-func (q *QP) readPackets(n uint32) uint32 {
-	return max((n+uint32(q.mtu)-1)/uint32(q.mtu), 1)
+func (r *responder) readPackets(n uint32) uint32 {
+	mtu := uint32(r.q.mtu)
+	return max((n+mtu-1)/mtu, 1)
 }
 
-func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
+func (r *responder) executeAtomic(p *wire.Packet, psn bth.PSN) {
+	q := r.q
 	if q.attr.AccessFlags&mr.RemoteAtomic == 0 || q.attr.MaxDestRdAtomic == 0 {
 		q.tracef("atomic to a QP without REMOTE_ATOMIC access or max_dest_rd_atomic")
-		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
 	f := p.AtomicETH.Fields()
 	if f.VA%8 != 0 {
 		q.tracef("atomic at %#x is not 8-byte aligned", f.VA)
-		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
 	m, _, err := q.port.MRs().Lookup(mr.Key(f.RKey), q.pd, f.VA, 8, mr.RemoteAtomic)
 	if err != nil {
 		q.tracef("atomic rkey %v va %#x: %v", mr.Key(f.RKey), f.VA, err)
-		q.fatalNAK(aeth.NAKRemoteAccess, psn)
+		r.fatalNAK(aeth.NAKRemoteAccess, psn)
 		return
 	}
 	var orig uint64
@@ -297,23 +358,21 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	}
 	if err != nil {
 		q.tracef("atomic at %#x: %v", f.VA, err)
-		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
-	res := q.newResource()
+	res := r.newResource()
 	*res = resource{valid: true, atomic: true, first: psn, last: psn, va: f.VA, rkey: mr.Key(f.RKey), orig: orig}
 	q.stats.RDMARecvs++
-	r := &q.resp
 	r.msn = (r.msn + 1) & aeth.MSNMask
 	r.psn = psn.Add(1)
-	q.sendAtomicAck(psn, orig)
+	r.queueAtomicAck(psn, orig)
 }
 
 // newResource takes the next slot of the ring; like rxe, gorxe does not
 // refuse a requester that exceeds max_dest_rd_atomic but recycles the
 // oldest entry.
-func (q *QP) newResource() *resource {
-	r := &q.resp
+func (r *responder) newResource() *resource {
 	res := &r.res[r.resNext]
 	r.resNext = (r.resNext + 1) % len(r.res)
 	return res
@@ -323,8 +382,8 @@ func (q *QP) newResource() *resource {
 // (IBTA Vol 1 §9.7.5.1.1): SEND and WRITE are acknowledged again, READs
 // replayed from their saved request, atomics answered with the saved
 // original value and never executed twice.
-func (q *QP) duplicateRequest(p *wire.Packet, psn bth.PSN) {
-	r := &q.resp
+func (r *responder) duplicateRequest(p *wire.Packet, psn bth.PSN) {
+	q := r.q
 	switch op := p.BTH.Opcode(); op {
 	case bth.RCRDMAReadRequest:
 		f := p.RETH.Fields()
@@ -341,14 +400,15 @@ func (q *QP) duplicateRequest(p *wire.Packet, psn bth.PSN) {
 			if f.DMALen > 0 {
 				var err error
 				if m, _, err = q.port.MRs().Lookup(mr.Key(f.RKey), q.pd, f.VA, uint64(f.DMALen), mr.RemoteRead); err != nil {
-					q.fatalNAK(aeth.NAKRemoteAccess, psn)
+					r.fatalNAK(aeth.NAKRemoteAccess, psn)
 					return
 				}
 			}
 			if q.trace != nil {
 				q.tracef("duplicate READ PSN %d: replaying %d bytes", psn, f.DMALen)
 			}
-			q.sendReadResponses(m, psn, f.VA, f.DMALen)
+			r.replies.dropRead(psn) // what is still queued of the first answer
+			r.queueRead(m, psn, f.VA, f.DMALen)
 			return
 		}
 	case bth.RCCompareSwap, bth.RCFetchAdd:
@@ -357,131 +417,183 @@ func (q *QP) duplicateRequest(p *wire.Packet, psn bth.PSN) {
 				if q.trace != nil {
 					q.tracef("duplicate atomic PSN %d: answering the saved value", psn)
 				}
-				q.sendAtomicAck(psn, res.orig)
+				r.queueAtomicAck(psn, res.orig)
 				return
 			}
 		}
 	default:
 		// Acknowledge everything received so far (C9-105).
-		q.deferAck(r.psn.Add(bth.PSNMask))
+		r.deferAck(r.psn.Add(bth.PSNMask))
 	}
 }
 
 // accepted finishes a SEND or WRITE packet: the expected PSN moves on and
 // an ACK is due if the requester asked for one.
-func (q *QP) accepted(p *wire.Packet, psn bth.PSN) {
-	q.resp.psn = psn.Add(1)
+func (r *responder) accepted(p *wire.Packet, psn bth.PSN) {
+	r.psn = psn.Add(1)
 	if p.BTH.AckReq() {
-		q.deferAck(psn)
+		r.deferAck(psn)
 	}
 }
 
 // deferAck schedules an ACK of psn. ACKs are cumulative, so one sent at the
-// end of the batch covers every one deferred before it.
-func (q *QP) deferAck(psn bth.PSN) {
-	r := &q.resp
+// end of the batch covers every one deferred before it. Behind queued
+// answers, the ACK waits its turn in the queue.
+func (r *responder) deferAck(psn bth.PSN) {
+	if !r.replies.empty() {
+		r.replies.push(reply{kind: replyAck, syn: aeth.ACK(aeth.UnlimitedCredits), psn: psn})
+		return
+	}
 	if r.ackPending {
-		q.stats.AckDeferred++
+		r.q.stats.AckDeferred++
 	}
 	r.ackPending, r.ackPSN = true, psn
 }
 
-// flushAck sends the deferred ACK, if any.
-func (r *responder) flushAck(q *QP) {
-	if r.ackPending {
+// flushAck sends the deferred ACK, if any. An ACK is deferred only while
+// no answer is queued, and every answer queued flushes it first, so it is
+// never sent ahead of an answer to an earlier request.
+func (r *responder) flushAck() {
+	if r.ackPending && r.replies.empty() {
 		r.ackPending = false
-		q.transmitAck(aeth.ACK(aeth.UnlimitedCredits), r.ackPSN)
+		r.transmitAck(aeth.ACK(aeth.UnlimitedCredits), r.ackPSN)
 	}
 }
 
-// sendAck sends an ACK or NAK now, after any deferred one.
-func (q *QP) sendAck(syn aeth.Syndrome, psn bth.PSN) {
-	q.resp.flushAck(q)
-	q.transmitAck(syn, psn)
+// sendAck sends an ACK or NAK after any deferred one and any answer still
+// queued.
+func (r *responder) sendAck(syn aeth.Syndrome, psn bth.PSN) {
+	if !r.replies.empty() {
+		r.replies.push(reply{kind: replyAck, syn: syn, psn: psn})
+		r.q.port.Schedule(r.q)
+		return
+	}
+	r.flushAck()
+	r.transmitAck(syn, psn)
 }
 
-func (q *QP) transmitAck(syn aeth.Syndrome, psn bth.PSN) {
-	h := &q.resp.hdr
-	*h = wire.Headers{BTH: bth.Fields{Opcode: bth.RCAcknowledge, PKey: bth.DefaultPKey, DestQP: bth.QPN(q.attr.DestQPNum), PSN: psn}}
-	h.AETH.Syndrome, h.AETH.MSN = syn, q.resp.msn
-	q.transmit(h, nil, 0, 0)
+func (r *responder) transmitAck(syn aeth.Syndrome, psn bth.PSN) {
+	h := &r.hdr
+	*h = r.q.headers(bth.RCAcknowledge, psn)
+	h.AETH.Syndrome, h.AETH.MSN = syn, r.msn
+	r.q.build(h, 0, nil)
 }
 
-func (q *QP) rnrNAK(psn bth.PSN) {
+func (r *responder) rnrNAK(psn bth.PSN) {
+	q := r.q
 	q.stats.SendRNRErr++
 	if q.trace != nil {
 		q.tracef("no receive posted for PSN %d: RNR NAK, timer %v", psn, aeth.RNRTimer(q.attr.MinRNRTimer))
 	}
-	q.sendAck(aeth.RNRNAK(aeth.RNRTimer(q.attr.MinRNRTimer)), psn)
-	q.resp.nakSent = true
+	r.sendAck(aeth.RNRNAK(aeth.RNRTimer(q.attr.MinRNRTimer)), psn)
+	r.nak = nakRNR
 }
 
 // fatalNAK answers a request the responder cannot execute with a NAK and
-// moves the QP to ERR (IBTA Vol 1 §9.9.2, class B and C errors).
-func (q *QP) fatalNAK(code aeth.NAKCode, psn bth.PSN) {
-	q.sendAck(aeth.NAK(code), psn)
-	q.enterError(nil, 0)
+// moves the QP to ERR (IBTA Vol 1 §9.9.2, class B and C errors). The NAK
+// goes at once: answers still queued are not sent from ERR.
+func (r *responder) fatalNAK(code aeth.NAKCode, psn bth.PSN) {
+	r.replies.clear()
+	r.flushAck()
+	r.transmitAck(aeth.NAK(code), psn)
+	r.q.enterError(nil, 0)
 }
 
 // failRecv completes the receive WQE being filled with status, NAKs the
 // requester and moves the QP to ERR.
-func (q *QP) failRecv(status cq.Status, code aeth.NAKCode, psn bth.PSN) {
-	r := &q.resp
+func (r *responder) failRecv(status cq.Status, code aeth.NAKCode, psn bth.PSN) {
+	q := r.q
 	if r.wqe != nil {
 		q.pushRecv(cq.WC{WRID: r.wqe.wrid, Status: status, Opcode: cq.OpRecv})
 		q.rq.head++
 		r.wqe = nil
 	}
-	q.fatalNAK(code, psn)
+	r.fatalNAK(code, psn)
 }
 
-// sendReadResponses sends the responses to a READ of length bytes at va
-// from m, with PSNs from psn on (IBTA Vol 1 §9.7.5.1.3). The first and last
-// carry an AETH.
-func (q *QP) sendReadResponses(m *mr.MR, psn bth.PSN, va uint64, length uint32) {
-	q.resp.flushAck(q)
-	n := q.readPackets(length)
-	h := &q.resp.hdr
-	for i := range n {
+// queueRead queues the responses to a READ of length bytes at va from m,
+// with PSNs from psn on (IBTA Vol 1 §9.7.5.1.3), and sends the first burst.
+func (r *responder) queueRead(m *mr.MR, psn bth.PSN, va uint64, length uint32) {
+	r.flushAck()
+	n := r.readPackets(length)
+	r.replies.push(reply{kind: replyRead, m: m, psn: psn, va: va, left: length, n: n})
+	r.sendReplies(readBurst)
+}
+
+// queueAtomicAck answers an atomic, in order behind any queued answers.
+func (r *responder) queueAtomicAck(psn bth.PSN, orig uint64) {
+	r.flushAck()
+	r.replies.push(reply{kind: replyAtomic, psn: psn, orig: orig})
+	r.sendReplies(readBurst)
+}
+
+// readBurst is how many responses the path that executed a request sends
+// before it leaves the rest to the worker: enough for a READ of a few
+// path MTUs to go at once, few enough that the receive path soon moves on.
+const readBurst = 64
+
+// sendReplies sends up to budget packets from the head of the reply queue,
+// then the deferred ACK if the queue is empty; if answers remain, it asks
+// the device to run the QP again.
+func (r *responder) sendReplies(budget int) {
+	q := r.q
+	for budget > 0 && !r.replies.empty() {
+		rp := r.replies.front()
+		switch rp.kind {
+		case replyRead:
+			budget -= r.sendReadResponses(rp, budget)
+			if rp.i < rp.n {
+				continue
+			}
+		case replyAtomic:
+			h := &r.hdr
+			*h = q.headers(bth.RCAtomicAcknowledge, rp.psn)
+			h.AETH.Syndrome, h.AETH.MSN = aeth.ACK(aeth.UnlimitedCredits), r.msn
+			h.AtomicAck = rp.orig
+			q.build(h, 0, nil)
+			budget--
+		case replyAck:
+			r.transmitAck(rp.syn, rp.psn)
+			budget--
+		}
+		r.replies.pop()
+	}
+	if r.replies.empty() {
+		r.flushAck()
+		return
+	}
+	q.port.Schedule(q)
+}
+
+// sendReadResponses sends up to budget of a READ's remaining responses;
+// the first and last carry an AETH. It returns how many it sent.
+func (r *responder) sendReadResponses(rp *reply, budget int) int {
+	q := r.q
+	mtu := uint32(q.mtu)
+	h := &r.hdr
+	sent := 0
+	for ; rp.i < rp.n && sent < budget; sent++ {
 		op := bth.RCRDMAReadResponseMiddle
 		switch {
-		case n == 1:
+		case rp.n == 1:
 			op = bth.RCRDMAReadResponseOnly
-		case i == 0:
+		case rp.i == 0:
 			op = bth.RCRDMAReadResponseFirst
-		case i == n-1:
+		case rp.i == rp.n-1:
 			op = bth.RCRDMAReadResponseLast
 		}
-		*h = wire.Headers{BTH: bth.Fields{Opcode: op, PKey: bth.DefaultPKey, DestQP: bth.QPN(q.attr.DestQPNum), PSN: psn.Add(i)}}
-		h.AETH.Syndrome, h.AETH.MSN = aeth.ACK(aeth.UnlimitedCredits), q.resp.msn
-		off := i * uint32(q.mtu)
-		q.transmit(h, m, va+uint64(off), min(length-off, uint32(q.mtu)))
+		*h = q.headers(op, rp.psn.Add(rp.i))
+		h.AETH.Syndrome, h.AETH.MSN = aeth.ACK(aeth.UnlimitedCredits), r.msn
+		n := min(rp.left, mtu)
+		m, va := rp.m, rp.va
+		q.build(h, n, func(dst []byte) {
+			if m.ReadAt(va, dst) != nil {
+				clear(dst) // the region went away mid-reply
+			}
+		})
+		rp.va += uint64(n)
+		rp.left -= n
+		rp.i++
 	}
-}
-
-func (q *QP) sendAtomicAck(psn bth.PSN, orig uint64) {
-	q.resp.flushAck(q)
-	h := &q.resp.hdr
-	*h = wire.Headers{BTH: bth.Fields{Opcode: bth.RCAtomicAcknowledge, PKey: bth.DefaultPKey, DestQP: bth.QPN(q.attr.DestQPNum), PSN: psn}}
-	h.AETH.Syndrome, h.AETH.MSN = aeth.ACK(aeth.UnlimitedCredits), q.resp.msn
-	h.AtomicAck = orig
-	q.transmit(h, nil, 0, 0)
-}
-
-// transmit builds a response packet from h and n bytes of payload read
-// from m at va, and hands it to the port.
-func (q *QP) transmit(h *wire.Headers, m *mr.MR, va uint64, n uint32) {
-	buf := q.port.NewBuffer()
-	t := buf[q.txOff:]
-	off := h.Encode(t)
-	if n > 0 {
-		if m.ReadAt(va, t[off:off+int(n)]) != nil {
-			clear(t[off : off+int(n)]) // the region went away mid-reply
-		}
-	}
-	off += int(n)
-	pad := wire.PadLen(int(n))
-	clear(t[off : off+pad])
-	bth.Header(t).SetPadCnt(pad)
-	q.queueTx(buf, off+pad)
+	return sent
 }

@@ -7,28 +7,33 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
-// fakePort is a Port that records what a QP transmits.
+// fakePort is a Port that records what a QP transmits, on a manual
+// clock that only advance moves.
 type fakePort struct {
 	mrs  *mr.Table
 	sent [][]byte
+	now  monotime.Time
 }
 
-func (p *fakePort) MRs() *mr.Table                         { return p.mrs }
-func (p *fakePort) NewBuffer() []byte                      { return make([]byte, 9100) }
-func (p *fakePort) TxOffset() int                          { return 80 }
-func (p *fakePort) Finish(q *QP, buf []byte, n int) []byte { return buf[80 : 80+n] }
+func (p *fakePort) MRs() *mr.Table                              { return p.mrs }
+func (p *fakePort) NewBuffer() []byte                           { return make([]byte, 9100) }
+func (p *fakePort) TxOffset() int                               { return 80 }
+func (p *fakePort) Finish(tx *TxDesc, buf []byte, n int) []byte { return buf[80 : 80+n] }
 func (p *fakePort) Send(pkts [][]byte) {
 	for _, b := range pkts {
 		p.sent = append(p.sent, append([]byte(nil), b...))
 	}
 }
-func (p *fakePort) FreeBuffer(buf []byte)     {}
-func (p *fakePort) Schedule(q *QP)            {}
-func (p *fakePort) Timer(q *QP, at time.Time) {}
-func (p *fakePort) Now() time.Time            { return time.Now() }
+func (p *fakePort) FreeBuffer(buf []byte)            {}
+func (p *fakePort) Schedule(r Runner)                {}
+func (p *fakePort) Timer(r Runner, at monotime.Time) {}
+func (p *fakePort) Now() monotime.Time               { return p.now + 1 }
+func (p *fakePort) advance(d time.Duration)          { p.now = p.now.Add(d) }
 
 func newTestQP(t *testing.T) (*QP, *cq.CQ) {
 	t.Helper()
@@ -131,7 +136,7 @@ func toRTR(q *QP) error  { return q.Modify(&rtrAttr, rtrMask) }
 func toErr(q *QP) error  { return q.Modify(&Attr{State: StateErr}, AttrState) }
 
 func withMTU(a Attr, m MTU) Attr       { a.PathMTU = m; return a }
-func withDest(a Attr, d uint32) Attr   { a.DestQPNum = d; return a }
+func withDest(a Attr, d bth.QPN) Attr  { a.DestQPNum = d; return a }
 func withRetry(a Attr, r uint8) Attr   { a.RetryCnt = r; return a }
 func withTimeout(a Attr, v uint8) Attr { a.Timeout = v; return a }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // Type is a queue pair's transport service, numbered as rdma-core's
@@ -131,15 +132,15 @@ type Attr struct {
 	Port            uint8
 	QKey            uint32
 	AV              AddressVector
-	Timeout         uint8 // local ACK timeout: 4.096 µs × 2^Timeout; 0 means none
-	RetryCnt        uint8 // retries after timeouts and sequence NAKs; 7 retries forever, as rxe does
-	RNRRetry        uint8 // retries after RNR NAKs; 7 means forever
-	MinRNRTimer     uint8 // RNR timer this QP's responder asks for (aeth.RNRTimer)
-	RQPSN           uint32
-	SQPSN           uint32
-	DestQPNum       uint32
-	MaxRdAtomic     uint8 // RDMA READs and atomics this requester keeps outstanding
-	MaxDestRdAtomic uint8 // RDMA READs and atomics this responder remembers
+	Timeout         uint8   // local ACK timeout: 4.096 µs × 2^Timeout; 0 means none
+	RetryCnt        uint8   // retries after timeouts and sequence NAKs; 7 retries forever, as rxe does
+	RNRRetry        uint8   // retries after RNR NAKs; 7 means forever
+	MinRNRTimer     uint8   // RNR timer this QP's responder asks for (aeth.RNRTimer)
+	RQPSN           bth.PSN // the first PSN the responder expects
+	SQPSN           bth.PSN // the requester's first PSN
+	DestQPNum       bth.QPN // the peer QP
+	MaxRdAtomic     uint8   // RDMA READs and atomics this requester keeps outstanding
+	MaxDestRdAtomic uint8   // RDMA READs and atomics this responder remembers
 	Cap             Cap
 }
 

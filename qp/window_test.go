@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -17,7 +18,7 @@ import (
 func TestWindowRefillsInBatches(t *testing.T) {
 	const window = 16 // ackInterval 4
 	q, port, m, _ := windowQP(t, window)
-	if got := q.ackInterval(); got != 4 {
+	if got := q.req.ackInterval(); got != 4 {
 		t.Fatalf("ackInterval = %d with window %d, want 4", got, window)
 	}
 	if _, err := q.PostSend([]SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
@@ -90,10 +91,10 @@ func TestResponseResendsAtOnce(t *testing.T) {
 // timerPort records the deadlines a QP tells it of.
 type timerPort struct {
 	benchPort
-	told []time.Time
+	told []monotime.Time
 }
 
-func (p *timerPort) Timer(q *QP, at time.Time) { p.told = append(p.told, at) }
+func (p *timerPort) Timer(r Runner, at monotime.Time) { p.told = append(p.told, at) }
 
 // TestTimerToldAfterIdle: a QP whose timers were disarmed by an ACK tells
 // the device of the deadline of its next request, though it is later than
@@ -133,7 +134,7 @@ func TestTimerToldAfterIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := q.Deadline()
-		if d.IsZero() || len(port.told) == 0 || !port.told[len(port.told)-1].Equal(d) {
+		if d.IsZero() || len(port.told) == 0 || port.told[len(port.told)-1] != d {
 			t.Fatalf("WRITE %d: deadline %v, the device was told %v", i, d, port.told)
 		}
 		ack.BTH.SetPSN(psn.Add(uint32(i)))
@@ -143,7 +144,7 @@ func TestTimerToldAfterIdle(t *testing.T) {
 		}
 		// Past the first deadline (a probe timeout, 10 ms before a round
 		// trip is measured), so that the next comes later than it.
-		time.Sleep(15 * time.Millisecond)
+		port.advance(15 * time.Millisecond)
 	}
 }
 

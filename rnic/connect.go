@@ -6,14 +6,15 @@ import (
 
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // Endpoint is what two sides of an RC connection tell each other out of
 // band before they connect, as perftest exchanges it over TCP: the QP
 // number, the first PSN the side will send, and its GID.
 type Endpoint struct {
-	QPN uint32
-	PSN uint32
+	QPN bth.QPN
+	PSN bth.PSN
 	GID netip.Addr
 }
 
@@ -35,8 +36,8 @@ type ConnectAttr struct {
 }
 
 // Local returns this QP's endpoint for the peer, with the given first PSN.
-func (q *QP) Local(psn uint32) Endpoint {
-	return Endpoint{QPN: uint32(q.Num()), PSN: psn, GID: q.dev.gids[0]}
+func (q *QP) Local(psn bth.PSN) Endpoint {
+	return Endpoint{QPN: q.Num(), PSN: psn, GID: q.dev.gids[0]}
 }
 
 // Connect moves a QP in RESET through INIT and RTR to RTS, connected to

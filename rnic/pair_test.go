@@ -16,6 +16,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // side is one end of a connected RC pair.
@@ -44,7 +45,7 @@ type pairOpts struct {
 	minRNRTimer uint8
 	access      mr.Access
 	maxRd       uint8
-	sqPSN       uint32 // the first PSN each side sends; 0 means 0x123456
+	sqPSN       bth.PSN // the first PSN each side sends; 0 means 0x123456
 	v6          bool
 	window      int
 	depth       int
@@ -174,7 +175,7 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		must(t, s.qp.Modify(&qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: o.access},
 			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags))
 		must(t, s.qp.Modify(&qp.Attr{
-			State: qp.StateRTR, PathMTU: o.mtu, DestQPNum: uint32(peer.qp.Num()), RQPSN: o.sqPSN,
+			State: qp.StateRTR, PathMTU: o.mtu, DestQPNum: peer.qp.Num(), RQPSN: o.sqPSN,
 			MaxDestRdAtomic: o.maxRd, MinRNRTimer: o.minRNRTimer,
 			AV: qp.AddressVector{DGID: peer.dev.GIDs()[0], HopLimit: 64},
 		}, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer))

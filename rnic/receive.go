@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/wire"
 )
@@ -24,8 +25,8 @@ type receiver struct {
 	noV4ICRC bool
 	poller   link.Poller // the link, if it can receive without blocking
 
-	// lastPoll is when a program last called Poll (monotonic nanoseconds
-	// since the device opened), 0 after Flush, noted every markEvery
+	// lastPoll is when a program last called Poll (a monotime.Time), 0
+	// after Flush, noted every markEvery
 	// calls (polls counts them); resume wakes a receive goroutine that
 	// stood aside for a polling program, on Flush.
 	lastPoll atomic.Int64
@@ -85,11 +86,11 @@ func (d *Device) graceLeft() time.Duration {
 	if last == 0 {
 		return 0
 	}
-	return max(d.pollGrace-time.Duration(d.clock()-last), 0)
+	return max(d.pollGrace-d.clock.Now().Sub(monotime.Time(last)), 0)
 }
 
 // markPolled records that a program is polling now.
-func (d *Device) markPolled() { d.rx.lastPoll.Store(max(d.clock(), 1)) }
+func (d *Device) markPolled() { d.rx.lastPoll.Store(int64(d.clock.Now())) }
 
 // Poll reads the clock to note that a program polls (markPolled) only
 // every markEvery calls, and after a batch of markBatch packets or more:
@@ -255,7 +256,7 @@ func (d *Device) process(n int) {
 		if d.cfg.PacketTrace != nil {
 			d.cfg.PacketTrace(Received, pkt)
 		}
-		if q.HandlePacket(p) && !slices.Contains(r.owing, q) {
+		if q.e.HandlePacket(p) && !slices.Contains(r.owing, q) {
 			r.owing = append(r.owing, q)
 		}
 	}
@@ -267,7 +268,7 @@ func (d *Device) process(n int) {
 func (d *Device) flushAcks() {
 	r := &d.rx
 	for _, q := range r.owing {
-		q.FlushAck()
+		q.e.FlushAck()
 	}
 	clear(r.owing)
 	r.owing = r.owing[:0]
@@ -280,6 +281,6 @@ func (r *receiver) forget(q *QP) {
 	defer r.mu.Unlock()
 	if i := slices.Index(r.owing, q); i >= 0 {
 		r.owing = slices.Delete(r.owing, i, i+1)
-		q.FlushAck()
+		q.e.FlushAck()
 	}
 }

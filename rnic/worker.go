@@ -1,40 +1,24 @@
 package rnic
 
 import (
-	"encoding/binary"
 	"math"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/gorxe/gorxe/link"
-	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
-	"github.com/gorxe/gorxe/wire/bth"
 )
-
-// Packet buffers are fixed-size arrays from one pool, shared by the
-// receive loop (which fills them) and the workers (which free them).
-var bufferPool = sync.Pool{New: func() any { return new([link.BufferSize]byte) }}
-
-func getBuffer() []byte { return bufferPool.Get().(*[link.BufferSize]byte)[:] }
-
-func putBuffer(b []byte) { bufferPool.Put((*[link.BufferSize]byte)(b[:link.BufferSize])) }
-
-// txOffset is where a QP writes the transport headers in a buffer: after
-// the link headroom and room for an IPv6 and a UDP header.
-const txOffset = link.Headroom + wire.IPv6Len + wire.UDPLen
 
 // worker runs the timers of a set of QPs (hashed by QPN) and the work
 // they ask for with Schedule; received packets and posted work requests
-// are processed by the goroutines that bring them. It is the qp.Port of
-// its QPs.
+// are processed by the goroutines that bring them. It is the
+// qp.Scheduler of its QPs.
 type worker struct {
 	dev *Device
 
-	// wakeAt is when the worker's timer fires, in Unix nanoseconds. A QP
+	// wakeAt is when the worker's timer fires, a monotime.Time. A QP
 	// whose new deadline comes earlier lowers it, and kicks the worker
 	// unless scanning says the worker is reading its QPs' deadlines: it
 	// then takes the lowered wakeAt as its own when the scan is over.
@@ -48,11 +32,11 @@ type worker struct {
 
 	mu    sync.Mutex
 	qps   map[*QP]struct{}
-	ready map[*qp.QP]struct{} // QPs that asked to run
+	ready map[qp.Runner]struct{} // QPs that asked to run
 	kick  chan struct{}
 
 	// Owned by the worker goroutine.
-	runList []*qp.QP
+	runList []qp.Runner
 	all     []*QP
 	pkt     wire.Packet
 }
@@ -61,7 +45,7 @@ func newWorker(d *Device) *worker {
 	w := &worker{
 		dev:   d,
 		qps:   make(map[*QP]struct{}),
-		ready: make(map[*qp.QP]struct{}),
+		ready: make(map[qp.Runner]struct{}),
 		kick:  make(chan struct{}, 1),
 	}
 	w.wakeAt.Store(math.MaxInt64) // no timer armed: the first one kicks
@@ -77,7 +61,7 @@ func (w *worker) add(q *QP) {
 func (w *worker) remove(q *QP) {
 	w.mu.Lock()
 	delete(w.qps, q)
-	delete(w.ready, q.QP)
+	delete(w.ready, q.e)
 	w.mu.Unlock()
 }
 
@@ -122,7 +106,7 @@ func (w *worker) scan() time.Duration {
 	if at == math.MaxInt64 {
 		return time.Hour
 	}
-	return max(time.Duration(at-w.dev.now().UnixNano()), 0)
+	return max(w.dev.clock.Until(monotime.Time(at)), 0)
 }
 
 // lower sets wakeAt to at if at is earlier, and reports whether it did.
@@ -140,7 +124,7 @@ func (w *worker) lower(at int64) bool {
 
 // runReady runs the QPs that asked to, and those whose timers are due.
 func (w *worker) runReady() {
-	now := w.dev.now()
+	now := w.dev.clock.Now()
 	w.mu.Lock()
 	for q := range w.ready {
 		w.runList = append(w.runList, q)
@@ -150,8 +134,8 @@ func (w *worker) runReady() {
 	// Deadline takes the QP's lock, and Schedule takes w.mu with it held:
 	// never hold w.mu while asking a QP.
 	for _, q := range w.snapshot() {
-		if d := q.Deadline(); !d.IsZero() && !now.Before(d) {
-			w.runList = append(w.runList, q.QP)
+		if d := q.e.Deadline(); !d.IsZero() && !now.Before(d) {
+			w.runList = append(w.runList, q.e)
 		}
 	}
 	for _, q := range w.runList {
@@ -172,29 +156,22 @@ func (w *worker) snapshot() []*QP {
 	return w.all
 }
 
-// nextDeadline returns the earliest of its QPs' deadlines in Unix
-// nanoseconds, or math.MaxInt64 when none has a timer armed.
+// nextDeadline returns the earliest of its QPs' deadlines, or
+// math.MaxInt64 when none has a timer armed.
 func (w *worker) nextDeadline() int64 {
 	next := int64(math.MaxInt64)
 	for _, q := range w.snapshot() {
-		if d := q.Deadline(); !d.IsZero() {
-			next = min(next, d.UnixNano())
+		if d := q.e.Deadline(); !d.IsZero() {
+			next = min(next, int64(d))
 		}
 	}
 	return next
 }
 
-// The qp.Port methods.
-
-func (w *worker) MRs() *mr.Table    { return w.dev.mrs }
-func (w *worker) NewBuffer() []byte { return getBuffer() }
-func (w *worker) TxOffset() int     { return txOffset }
-func (w *worker) Now() time.Time    { return w.dev.now() }
-
-// Timer wakes the worker when q's new deadline comes before the worker's
-// own. It may be called from any goroutine, with q's lock held.
-func (w *worker) Timer(q *qp.QP, at time.Time) {
-	if w.lower(at.UnixNano()) && !w.scanning.Load() {
+// Timer wakes the worker when r's new deadline comes before the worker's
+// own. It may be called from any goroutine, with r's lock held.
+func (w *worker) Timer(r qp.Runner, at monotime.Time) {
+	if w.lower(int64(at)) && !w.scanning.Load() {
 		w.wake()
 	}
 }
@@ -207,96 +184,11 @@ func (w *worker) wake() {
 	}
 }
 
-// Schedule marks q to run on the worker's next turn. It may be called from
-// any goroutine, with q's lock held.
-func (w *worker) Schedule(q *qp.QP) {
+// Schedule marks r to run on the worker's next turn. It may be called from
+// any goroutine, with r's lock held.
+func (w *worker) Schedule(r qp.Runner) {
 	w.mu.Lock()
-	w.ready[q] = struct{}{}
+	w.ready[r] = struct{}{}
 	w.mu.Unlock()
 	w.wake()
-}
-
-// Finish puts the IP and UDP headers in front of a QP's packet and the
-// ICRC after it, and returns the packet with the link's headroom in front.
-// It runs inside a QP method, on whichever goroutine holds the QP.
-func (w *worker) Finish(q *qp.QP, buf []byte, n int) []byte {
-	av := q.TxPath()
-	d := w.dev
-	var src netip.Addr
-	if int(av.SGIDIndex) < len(d.gids) {
-		src = d.gids[av.SGIDIndex]
-	}
-	srcA, dstA := src.Unmap(), av.DGID.Unmap()
-	if !srcA.IsValid() || srcA.Is4() != dstA.Is4() {
-		return nil // no usable source address: the packet cannot go out
-	}
-	hop := av.HopLimit
-	if hop == 0 {
-		hop = 64
-	}
-	udpLen := wire.UDPLen + n + wire.ICRCLen
-	udp := buf[txOffset-wire.UDPLen : txOffset]
-	sport := w.dev.srcPort
-	if sport == 0 {
-		sport = rocePort(q.Num())
-	}
-	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], d.cfg.Port)
-	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
-	// The ICRC is taken over the packet where it lies, with ones in the
-	// fields it does not cover (wire.MaskedICRC); the real values are
-	// written after.
-	binary.BigEndian.PutUint16(udp[6:], 0xffff)
-	end := txOffset + n
-	bth4 := buf[txOffset+4] // FECN, BECN, Resv6
-	buf[txOffset+4] = 0xff
-	var ipStart int
-	if srcA.Is4() {
-		ipStart = txOffset - wire.UDPLen - wire.IPv4Len
-		ip := buf[ipStart : ipStart+wire.IPv4Len]
-		ip[0], ip[1] = 0x45, 0xff
-		binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4Len+udpLen))
-		binary.BigEndian.PutUint32(ip[4:], 0x00004000) // ID 0, DF: what a kernel UDP socket sends
-		ip[8], ip[9] = 0xff, 17
-		ip[10], ip[11] = 0xff, 0xff
-		s, t := srcA.As4(), dstA.As4()
-		copy(ip[12:16], s[:])
-		copy(ip[16:20], t[:])
-		binary.LittleEndian.PutUint32(buf[end:], wire.MaskedICRC(buf[ipStart:end]))
-		ip[1], ip[8] = av.TrafficClass, hop
-		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], wire.IPv4Checksum(ip))
-	} else {
-		ipStart = txOffset - wire.UDPLen - wire.IPv6Len
-		ip := buf[ipStart : ipStart+wire.IPv6Len]
-		binary.BigEndian.PutUint32(ip[0:], 0x6fffffff)
-		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
-		ip[6], ip[7] = 17, 0xff
-		s, t := srcA.As16(), dstA.As16()
-		copy(ip[8:24], s[:])
-		copy(ip[24:40], t[:])
-		binary.LittleEndian.PutUint32(buf[end:], wire.MaskedICRC(buf[ipStart:end]))
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(av.TrafficClass)<<20|av.FlowLabel&0xfffff)
-		ip[7] = hop
-	}
-	binary.BigEndian.PutUint16(udp[6:], 0)
-	buf[txOffset+4] = bth4
-	end += wire.ICRCLen
-	if d.cfg.PacketTrace != nil {
-		d.cfg.PacketTrace(Sent, buf[ipStart:end])
-	}
-	return buf[ipStart-link.Headroom : end]
-}
-
-// Send hands packets to the link. A link that cannot send loses them, as
-// a wire would; the transport recovers.
-func (w *worker) Send(pkts [][]byte) { _ = w.dev.link.Send(pkts) }
-
-// FreeBuffer returns a packet buffer to the pool.
-func (w *worker) FreeBuffer(buf []byte) { putBuffer(buf) }
-
-// rocePort returns a QP's UDP source port as rxe chooses it:
-// 0xC000 | hash_32(qpn, 14) (rxe_qp.c), constant for the QP's life.
-func rocePort(n bth.QPN) uint16 {
-	return 0xc000 | uint16(uint32(n)*0x61c88647>>(32-14))
 }

@@ -3,6 +3,8 @@ package rnic
 import (
 	"testing"
 	"time"
+
+	"github.com/gorxe/gorxe/internal/monotime"
 )
 
 // TestWorkerTimers: a QP that arms a timer earlier than the worker's wake
@@ -11,7 +13,7 @@ import (
 // kick would bring another scan), yet the worker sleeps no later than the
 // earliest of them.
 func TestWorkerTimers(t *testing.T) {
-	d := &Device{epoch: time.Now()}
+	d := &Device{clock: monotime.NewClock()}
 	w := newWorker(d)
 	kicked := func() bool {
 		select {
@@ -24,7 +26,7 @@ func TestWorkerTimers(t *testing.T) {
 	if got := w.scan(); got != time.Hour {
 		t.Fatalf("with no timer armed the worker sleeps %v, want an hour", got)
 	}
-	now := d.now()
+	now := d.clock.Now()
 	w.Timer(nil, now.Add(time.Second))
 	if !kicked() {
 		t.Error("the first timer armed did not kick the worker")
@@ -45,8 +47,8 @@ func TestWorkerTimers(t *testing.T) {
 	if kicked() {
 		t.Error("timers armed during the scan kicked the worker")
 	}
-	if got := w.wakeAt.Load(); got != earliest.UnixNano() {
-		t.Errorf("after the scan the worker wakes at %v, want the earliest timer armed during it, %v", time.Unix(0, got), earliest)
+	if got := monotime.Time(w.wakeAt.Load()); got != earliest {
+		t.Errorf("after the scan the worker wakes at %v, want the earliest timer armed during it, %v", got, earliest)
 	}
 	if sleep > 20*time.Millisecond {
 		t.Errorf("the worker sleeps %v, past the earliest timer (20ms from the start)", sleep)

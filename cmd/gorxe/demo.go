@@ -243,7 +243,7 @@ type demoSide struct {
 	scq  *cq.CQ
 	rcq  *cq.CQ
 	qp   *rnic.QP
-	psn  uint32
+	psn  bth.PSN
 }
 
 func newDemo(log *demoLog) (*demo, error) {
