@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
@@ -72,119 +73,131 @@ func readWR(id uint64, a, b *side, off, n int) qp.SendWR {
 // after it tells the requester so (C9-114): it retransmits from the READ
 // at once, without waiting for its timer.
 func TestImpliedNAK(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3}) // 4.3 s: a timeout would fail the test
-	fill(b.buf[:512], 1)
-	b.dropNth(bth.RCRDMAReadResponseOnly, 1)
-	a.postSend(t, readWR(1, a, b, 0, 512), writeWR(2, a, b, 4096, 100))
-	status(t, wait(t, a.scq, 2, 2*time.Second), cq.StatusSuccess, cq.StatusSuccess)
-	if !bytes.Equal(a.buf[:512], b.buf[:512]) {
-		t.Fatal("READ data differs")
-	}
-	sa, sb := a.stats(), b.stats()
-	if sa.CompleterRetryErr != 1 || sa.RetransmitTimeouts != 0 {
-		t.Fatalf("requester: %d go-back-N, %d timeouts; want 1 and 0\n%s", sa.CompleterRetryErr, sa.RetransmitTimeouts, a.traceText())
-	}
-	if sb.DuplicateRequest != 2 { // the READ, replayed, and the WRITE, re-ACKed
-		t.Fatalf("responder saw %d duplicates, want 2", sb.DuplicateRequest)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3}) // 4.3 s: a timeout would fail the test
+		fill(b.buf[:512], 1)
+		b.dropNth(bth.RCRDMAReadResponseOnly, 1)
+		a.postSend(t, readWR(1, a, b, 0, 512), writeWR(2, a, b, 4096, 100))
+		status(t, wait(t, a.scq, 2, 2*time.Second), cq.StatusSuccess, cq.StatusSuccess)
+		if !bytes.Equal(a.buf[:512], b.buf[:512]) {
+			t.Fatal("READ data differs")
+		}
+		sa, sb := a.stats(), b.stats()
+		if sa.CompleterRetryErr != 1 || sa.RetransmitTimeouts != 0 {
+			t.Fatalf("requester: %d go-back-N, %d timeouts; want 1 and 0\n%s", sa.CompleterRetryErr, sa.RetransmitTimeouts, a.traceText())
+		}
+		if sb.DuplicateRequest != 2 { // the READ, replayed, and the WRITE, re-ACKed
+			t.Fatalf("responder saw %d duplicates, want 2", sb.DuplicateRequest)
+		}
+	})
 }
 
 // TestAckTimeoutRetry: the only ACK is lost; the local ACK timer fires, the
 // WRITE is sent again, the responder acknowledges the duplicate. (The
 // tail-loss probe, which would recover sooner, is off.)
 func TestAckTimeoutRetry(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: true}) // 67 ms
-	b.dropNth(bth.RCAcknowledge, 1)
-	fill(a.buf[:3000], 2)
-	a.postSend(t, writeWR(1, a, b, 0, 3000))
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-	if !bytes.Equal(a.buf[:3000], b.buf[:3000]) {
-		t.Fatal("data differs")
-	}
-	sa, sb := a.stats(), b.stats()
-	if sa.RetransmitTimeouts != 1 || sa.CompleterRetryErr != 1 || sb.DuplicateRequest != 3 {
-		t.Fatalf("timeouts %d retries %d duplicates %d; want 1, 1, 3", sa.RetransmitTimeouts, sa.CompleterRetryErr, sb.DuplicateRequest)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: true}) // 67 ms
+		b.dropNth(bth.RCAcknowledge, 1)
+		fill(a.buf[:3000], 2)
+		a.postSend(t, writeWR(1, a, b, 0, 3000))
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+		if !bytes.Equal(a.buf[:3000], b.buf[:3000]) {
+			t.Fatal("data differs")
+		}
+		sa, sb := a.stats(), b.stats()
+		if sa.RetransmitTimeouts != 1 || sa.CompleterRetryErr != 1 || sb.DuplicateRequest != 3 {
+			t.Fatalf("timeouts %d retries %d duplicates %d; want 1, 1, 3", sa.RetransmitTimeouts, sa.CompleterRetryErr, sb.DuplicateRequest)
+		}
+	})
 }
 
 // TestPSNSequenceError: a middle packet is lost; the responder NAKs the
 // gap once and drops what follows; the requester goes back to the NAKed PSN.
 func TestPSNSequenceError(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3})
-	a.dropNth(bth.RCRDMAWriteMiddle, 1)
-	fill(a.buf[:8*1024], 3)
-	a.postSend(t, writeWR(1, a, b, 0, 8*1024)) // 8 packets: FIRST, 6 MIDDLE, LAST
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-	if !bytes.Equal(a.buf[:8*1024], b.buf[:8*1024]) {
-		t.Fatal("data differs")
-	}
-	sa, sb := a.stats(), b.stats()
-	if sa.RcvdSeqErr != 1 || sa.CompleterRetryErr != 1 || sa.RetransmitTimeouts != 0 {
-		t.Fatalf("requester: %d sequence NAKs, %d go-back-N, %d timeouts; want 1, 1, 0", sa.RcvdSeqErr, sa.CompleterRetryErr, sa.RetransmitTimeouts)
-	}
-	if sb.OutOfSeqRequest != 6 { // the 6 packets after the lost one
-		t.Fatalf("responder dropped %d out-of-sequence requests, want 6", sb.OutOfSeqRequest)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3})
+		a.dropNth(bth.RCRDMAWriteMiddle, 1)
+		fill(a.buf[:8*1024], 3)
+		a.postSend(t, writeWR(1, a, b, 0, 8*1024)) // 8 packets: FIRST, 6 MIDDLE, LAST
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+		if !bytes.Equal(a.buf[:8*1024], b.buf[:8*1024]) {
+			t.Fatal("data differs")
+		}
+		sa, sb := a.stats(), b.stats()
+		if sa.RcvdSeqErr != 1 || sa.CompleterRetryErr != 1 || sa.RetransmitTimeouts != 0 {
+			t.Fatalf("requester: %d sequence NAKs, %d go-back-N, %d timeouts; want 1, 1, 0", sa.RcvdSeqErr, sa.CompleterRetryErr, sa.RetransmitTimeouts)
+		}
+		if sb.OutOfSeqRequest != 6 { // the 6 packets after the lost one
+			t.Fatalf("responder dropped %d out-of-sequence requests, want 6", sb.OutOfSeqRequest)
+		}
+	})
 }
 
 // TestRNRThenSuccess: a SEND arrives before its receive is posted; the
 // responder answers RNR NAK, the requester waits the RNR timer and retries
 // until the receive is there.
 func TestRNRThenSuccess(t *testing.T) {
-	a, b := newPair(t, pairOpts{rnrRetry: 7, minRNRTimer: 14}) // 1.28 ms
-	copy(a.buf, "late receive")
-	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 12)}})
-	time.Sleep(20 * time.Millisecond)
-	if b.stats().SendRNRErr == 0 {
-		t.Fatal("no RNR NAK sent")
-	}
-	b.postRecv(t, qp.RecvWR{WRID: 5, SGList: []qp.SGE{b.sge(0, 64)}})
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-	if wc := wait(t, b.rcq, 1, time.Second)[0]; wc.WRID != 5 || string(b.buf[:wc.ByteLen]) != "late receive" {
-		t.Fatalf("receive %+v %q", wc, b.buf[:12])
-	}
-	if sa := a.stats(); sa.RcvdRNRErr == 0 || sa.RcvdRNRErr != b.stats().SendRNRErr {
-		t.Fatalf("requester got %d RNR NAKs, responder sent %d", sa.RcvdRNRErr, b.stats().SendRNRErr)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{rnrRetry: 7, minRNRTimer: 14}) // 1.28 ms
+		copy(a.buf, "late receive")
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 12)}})
+		time.Sleep(20 * time.Millisecond)
+		if b.stats().SendRNRErr == 0 {
+			t.Fatal("no RNR NAK sent")
+		}
+		b.postRecv(t, qp.RecvWR{WRID: 5, SGList: []qp.SGE{b.sge(0, 64)}})
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+		if wc := wait(t, b.rcq, 1, time.Second)[0]; wc.WRID != 5 || string(b.buf[:wc.ByteLen]) != "late receive" {
+			t.Fatalf("receive %+v %q", wc, b.buf[:12])
+		}
+		if sa := a.stats(); sa.RcvdRNRErr == 0 || sa.RcvdRNRErr != b.stats().SendRNRErr {
+			t.Fatalf("requester got %d RNR NAKs, responder sent %d", sa.RcvdRNRErr, b.stats().SendRNRErr)
+		}
+	})
 }
 
 // TestRNRRetryExhausted: rnr_retry 2 allows three tries; then the WQE fails
 // with RNR_RETRY_EXC_ERR and the rest are flushed.
 func TestRNRRetryExhausted(t *testing.T) {
-	a, b := newPair(t, pairOpts{rnrRetry: 2, minRNRTimer: 1})
-	a.postSend(t,
-		qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 8)}},
-		qp.SendWR{WRID: 2, Opcode: qp.WRSend, SGList: []qp.SGE{a.sge(0, 8)}}, // unsignaled, but flushed
-		writeWR(3, a, b, 0, 8))
-	status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusRNRRetryExcErr, cq.StatusWRFlushErr, cq.StatusWRFlushErr)
-	sa := a.stats()
-	if sa.RcvdRNRErr != 3 || sa.RNRNakRetryErr != 1 || b.stats().SendRNRErr != 3 {
-		t.Fatalf("RNR NAKs received %d, exhausted %d, sent %d; want 3, 1, 3", sa.RcvdRNRErr, sa.RNRNakRetryErr, b.stats().SendRNRErr)
-	}
-	if st := a.qp.State(); st != qp.StateErr {
-		t.Fatalf("requester QP in %v, want ERR", st)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{rnrRetry: 2, minRNRTimer: 1})
+		a.postSend(t,
+			qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 8)}},
+			qp.SendWR{WRID: 2, Opcode: qp.WRSend, SGList: []qp.SGE{a.sge(0, 8)}}, // unsignaled, but flushed
+			writeWR(3, a, b, 0, 8))
+		status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusRNRRetryExcErr, cq.StatusWRFlushErr, cq.StatusWRFlushErr)
+		sa := a.stats()
+		if sa.RcvdRNRErr != 3 || sa.RNRNakRetryErr != 1 || b.stats().SendRNRErr != 3 {
+			t.Fatalf("RNR NAKs received %d, exhausted %d, sent %d; want 3, 1, 3", sa.RcvdRNRErr, sa.RNRNakRetryErr, b.stats().SendRNRErr)
+		}
+		if st := a.qp.State(); st != qp.StateErr {
+			t.Fatalf("requester QP in %v, want ERR", st)
+		}
+	})
 }
 
 // TestTailLossProbe: the last packet of a WRITE is lost, so no later packet
 // reveals the gap; the requester's probe resends it long before the local
 // ACK timeout would.
 func TestTailLossProbe(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3}) // 4.3 s
-	a.dropNth(bth.RCRDMAWriteLast, 1)
-	fill(a.buf[:3000], 21)
-	start := time.Now()
-	a.postSend(t, writeWR(1, a, b, 0, 3000))
-	status(t, wait(t, a.scq, 1, 4*time.Second), cq.StatusSuccess)
-	if el := time.Since(start); el > time.Second {
-		t.Fatalf("recovery took %v", el)
-	}
-	if !bytes.Equal(a.buf[:3000], b.buf[:3000]) {
-		t.Fatal("data differs")
-	}
-	if sa := a.stats(); sa.TailProbes != 1 || sa.RetransmitTimeouts != 0 {
-		t.Fatalf("%d probes, %d timeouts; want 1 and 0\n%s", sa.TailProbes, sa.RetransmitTimeouts, a.traceText())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3}) // 4.3 s
+		a.dropNth(bth.RCRDMAWriteLast, 1)
+		fill(a.buf[:3000], 21)
+		start := time.Now()
+		a.postSend(t, writeWR(1, a, b, 0, 3000))
+		status(t, wait(t, a.scq, 1, 4*time.Second), cq.StatusSuccess)
+		if el := time.Since(start); el > time.Second {
+			t.Fatalf("recovery took %v", el)
+		}
+		if !bytes.Equal(a.buf[:3000], b.buf[:3000]) {
+			t.Fatal("data differs")
+		}
+		if sa := a.stats(); sa.TailProbes != 1 || sa.RetransmitTimeouts != 0 {
+			t.Fatalf("%d probes, %d timeouts; want 1 and 0\n%s", sa.TailProbes, sa.RetransmitTimeouts, a.traceText())
+		}
+	})
 }
 
 // TestProbeSlowPeer: a responder that takes its time to answer (every ACK
@@ -193,40 +206,44 @@ func TestTailLossProbe(t *testing.T) {
 // from the probe, then only the go-backs of local ACK timeouts, not the
 // whole window again every two probe timeouts.
 func TestProbeSlowPeer(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 16, retryCnt: 7}) // 268 ms
-	quietUntil := time.Now().Add(200 * time.Millisecond)
-	b.link.SetFaults(mem.Faults{DropFunc: func([]byte, uint64) bool { return time.Now().Before(quietUntil) }})
-	fill(a.buf[:64<<10], 5)
-	a.postSend(t, writeWR(1, a, b, 0, 64<<10))
-	status(t, wait(t, a.scq, 1, 3*time.Second), cq.StatusSuccess)
-	if !bytes.Equal(a.buf[:64<<10], b.buf[:64<<10]) {
-		t.Fatal("data differs")
-	}
-	sa := a.stats()
-	if sa.TailProbes > 2 || sa.CompleterRetryErr > 2 {
-		t.Fatalf("%d probes and %d go-backs for one 200 ms silence; want at most 2 of each\n%s", sa.TailProbes, sa.CompleterRetryErr, a.traceText())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 16, retryCnt: 7}) // 268 ms
+		quietUntil := time.Now().Add(200 * time.Millisecond)
+		b.link.SetFaults(mem.Faults{DropFunc: func([]byte, uint64) bool { return time.Now().Before(quietUntil) }})
+		fill(a.buf[:64<<10], 5)
+		a.postSend(t, writeWR(1, a, b, 0, 64<<10))
+		status(t, wait(t, a.scq, 1, 3*time.Second), cq.StatusSuccess)
+		if !bytes.Equal(a.buf[:64<<10], b.buf[:64<<10]) {
+			t.Fatal("data differs")
+		}
+		sa := a.stats()
+		if sa.TailProbes > 2 || sa.CompleterRetryErr > 2 {
+			t.Fatalf("%d probes and %d go-backs for one 200 ms silence; want at most 2 of each\n%s", sa.TailProbes, sa.CompleterRetryErr, a.traceText())
+		}
+	})
 }
 
 // TestRetryExceededDeadPeer: the peer is gone; after retry_cnt timeouts
 // the oldest WQE fails with RETRY_EXC_ERR and the others are flushed, in
 // bounded time.
 func TestRetryExceededDeadPeer(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 10, retryCnt: 2}) // 4.2 ms
-	b.dev.Close()
-	start := time.Now()
-	a.postSend(t, writeWR(1, a, b, 0, 100), writeWR(2, a, b, 0, 100), readWR(3, a, b, 0, 100))
-	status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusRetryExcErr, cq.StatusWRFlushErr, cq.StatusWRFlushErr)
-	if el := time.Since(start); el > time.Second {
-		t.Fatalf("took %v", el)
-	}
-	sa := a.stats()
-	if sa.RetransmitTimeouts != 3 || sa.RetryExceededErr != 1 {
-		t.Fatalf("timeouts %d, retry exceeded %d; want 3 and 1", sa.RetransmitTimeouts, sa.RetryExceededErr)
-	}
-	if st := a.qp.State(); st != qp.StateErr {
-		t.Fatalf("QP in %v, want ERR", st)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 10, retryCnt: 2}) // 4.2 ms
+		b.dev.Close()
+		start := time.Now()
+		a.postSend(t, writeWR(1, a, b, 0, 100), writeWR(2, a, b, 0, 100), readWR(3, a, b, 0, 100))
+		status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusRetryExcErr, cq.StatusWRFlushErr, cq.StatusWRFlushErr)
+		if el := time.Since(start); el > time.Second {
+			t.Fatalf("took %v", el)
+		}
+		sa := a.stats()
+		if sa.RetransmitTimeouts != 3 || sa.RetryExceededErr != 1 {
+			t.Fatalf("timeouts %d, retry exceeded %d; want 3 and 1", sa.RetransmitTimeouts, sa.RetryExceededErr)
+		}
+		if st := a.qp.State(); st != qp.StateErr {
+			t.Fatalf("QP in %v, want ERR", st)
+		}
+	})
 }
 
 // TestRemoteAccessErrors: a bad rkey, a range outside the region, and a
@@ -264,13 +281,15 @@ func TestRemoteAccessErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := newPair(t, pairOpts{bufSize: 4096})
-			a.postSend(t, c.wr(a, b), writeWR(2, a, b, 0, 8))
-			status(t, wait(t, a.scq, 2, 2*time.Second), cq.StatusRemAccessErr, cq.StatusWRFlushErr)
-			waitState(t, b.qp, qp.StateErr)
-			if a.qp.State() != qp.StateErr {
-				t.Fatalf("requester in %v", a.qp.State())
-			}
+			synctest.Test(t, func(t *testing.T) {
+				a, b := newPair(t, pairOpts{bufSize: 4096})
+				a.postSend(t, c.wr(a, b), writeWR(2, a, b, 0, 8))
+				status(t, wait(t, a.scq, 2, 2*time.Second), cq.StatusRemAccessErr, cq.StatusWRFlushErr)
+				waitState(t, b.qp, qp.StateErr)
+				if a.qp.State() != qp.StateErr {
+					t.Fatalf("requester in %v", a.qp.State())
+				}
+			})
 		})
 	}
 }
@@ -279,34 +298,38 @@ func TestRemoteAccessErrors(t *testing.T) {
 // WRITE (remote access error); a QP without REMOTE_READ refuses a READ
 // (invalid request).
 func TestWrongAccessRights(t *testing.T) {
-	a, b := newPair(t, pairOpts{})
-	ro, err := b.dev.RegMR(b.pd, make([]byte, 4096), mr.LocalWrite|mr.RemoteRead)
-	must(t, err)
-	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
-		SGList: []qp.SGE{a.sge(0, 16)}, RemoteAddr: ro.IOVA(), RKey: ro.RKey()})
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemAccessErr)
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{})
+		ro, err := b.dev.RegMR(b.pd, make([]byte, 4096), mr.LocalWrite|mr.RemoteRead)
+		must(t, err)
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+			SGList: []qp.SGE{a.sge(0, 16)}, RemoteAddr: ro.IOVA(), RKey: ro.RKey()})
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemAccessErr)
 
-	a, b = newPair(t, pairOpts{access: mr.LocalWrite | mr.RemoteWrite})
-	a.postSend(t, readWR(1, a, b, 0, 16))
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemInvReqErr)
+		a, b = newPair(t, pairOpts{access: mr.LocalWrite | mr.RemoteWrite})
+		a.postSend(t, readWR(1, a, b, 0, 16))
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemInvReqErr)
+	})
 }
 
 // TestLocalErrors: a bad lkey fails locally with LOC_PROT_ERR; a SEND longer
 // than the receive buffer fails the receive with LOC_LEN_ERR and the send
 // with REM_INV_REQ_ERR.
 func TestLocalErrors(t *testing.T) {
-	a, b := newPair(t, pairOpts{})
-	bad := a.sge(0, 16)
-	bad.LKey ^= 0x77
-	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGList: []qp.SGE{bad},
-		RemoteAddr: b.addr(0), RKey: b.mr.RKey()})
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusLocProtErr)
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{})
+		bad := a.sge(0, 16)
+		bad.LKey ^= 0x77
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGList: []qp.SGE{bad},
+			RemoteAddr: b.addr(0), RKey: b.mr.RKey()})
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusLocProtErr)
 
-	a, b = newPair(t, pairOpts{})
-	b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{b.sge(0, 100)}}, qp.RecvWR{WRID: 2, SGList: []qp.SGE{b.sge(0, 100)}})
-	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 101)}})
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemInvReqErr)
-	status(t, wait(t, b.rcq, 2, 2*time.Second), cq.StatusLocLenErr, cq.StatusWRFlushErr)
+		a, b = newPair(t, pairOpts{})
+		b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{b.sge(0, 100)}}, qp.RecvWR{WRID: 2, SGList: []qp.SGE{b.sge(0, 100)}})
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 101)}})
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemInvReqErr)
+		status(t, wait(t, b.rcq, 2, 2*time.Second), cq.StatusLocLenErr, cq.StatusWRFlushErr)
+	})
 }
 
 func waitState(t testing.TB, q *rnic.QP, want qp.State) {
@@ -323,21 +346,23 @@ func waitState(t testing.TB, q *rnic.QP, want qp.State) {
 // TestGhostACK: an ACK for a PSN the requester never sent is ignored: it
 // completes nothing, and the connection goes on.
 func TestGhostACK(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 12, retryCnt: 7})
-	var hold atomic.Bool
-	hold.Store(true)
-	b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool { return hold.Load() }})
-	a.postSend(t, writeWR(1, a, b, 0, 64))
-	// A third host forges ACKs: one far ahead, one for what was sent.
-	f := forger(t, a)
-	f(0x123456+1000, aeth.ACK(31))
-	f(0x123456+1, aeth.NAK(aeth.NAKRemoteAccess))
-	expectNone(t, a.scq, 30*time.Millisecond)
-	if a.qp.State() != qp.StateRTS {
-		t.Fatalf("QP in %v after ghost ACKs", a.qp.State())
-	}
-	hold.Store(false)
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 12, retryCnt: 7})
+		var hold atomic.Bool
+		hold.Store(true)
+		b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool { return hold.Load() }})
+		a.postSend(t, writeWR(1, a, b, 0, 64))
+		// A third host forges ACKs: one far ahead, one for what was sent.
+		f := forger(t, a)
+		f(0x123456+1000, aeth.ACK(31))
+		f(0x123456+1, aeth.NAK(aeth.NAKRemoteAccess))
+		expectNone(t, a.scq, 30*time.Millisecond)
+		if a.qp.State() != qp.StateRTS {
+			t.Fatalf("QP in %v after ghost ACKs", a.qp.State())
+		}
+		hold.Store(false)
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+	})
 }
 
 // forger returns a function that sends an ACK to s's QP from a third host.
@@ -364,188 +389,206 @@ func forger(t *testing.T, s *side) func(psn bth.PSN, syn aeth.Syndrome) {
 // the requester asks again for what is missing, and the responder answers
 // that tail of the original READ from its saved state.
 func TestDuplicateReadSubRange(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3})
-	var reqs []uint32 // DMA lengths of the READ requests B receives
-	var seen atomic.Int32
-	b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
-		o, _ := opOf(pkt)
-		return o == bth.RCRDMAReadResponseMiddle && seen.Add(1) == 2 // the third of 6 responses
-	}})
-	a.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
-		var p wire.Packet
-		if wire.ParseIP(&p, pkt) == nil && p.BTH.Opcode() == bth.RCRDMAReadRequest {
-			reqs = append(reqs, p.RETH.DMALen())
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3})
+		var reqs []uint32 // DMA lengths of the READ requests B receives
+		var seen atomic.Int32
+		b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
+			o, _ := opOf(pkt)
+			return o == bth.RCRDMAReadResponseMiddle && seen.Add(1) == 2 // the third of 6 responses
+		}})
+		a.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
+			var p wire.Packet
+			if wire.ParseIP(&p, pkt) == nil && p.BTH.Opcode() == bth.RCRDMAReadRequest {
+				reqs = append(reqs, p.RETH.DMALen())
+			}
+			return false
+		}})
+		fill(b.buf[:6*1024], 6)
+		a.postSend(t, readWR(1, a, b, 0, 6*1024))
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+		if !bytes.Equal(a.buf[:6*1024], b.buf[:6*1024]) {
+			t.Fatal("READ data differs")
 		}
-		return false
-	}})
-	fill(b.buf[:6*1024], 6)
-	a.postSend(t, readWR(1, a, b, 0, 6*1024))
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-	if !bytes.Equal(a.buf[:6*1024], b.buf[:6*1024]) {
-		t.Fatal("READ data differs")
-	}
-	if len(reqs) != 2 || reqs[0] != 6*1024 || reqs[1] != 4*1024 {
-		t.Fatalf("READ requests for %v bytes, want [6144 4096]", reqs)
-	}
-	if d := b.stats().DuplicateRequest; d != 1 {
-		t.Fatalf("responder saw %d duplicates, want 1", d)
-	}
+		if len(reqs) != 2 || reqs[0] != 6*1024 || reqs[1] != 4*1024 {
+			t.Fatalf("READ requests for %v bytes, want [6144 4096]", reqs)
+		}
+		if d := b.stats().DuplicateRequest; d != 1 {
+			t.Fatalf("responder saw %d duplicates, want 1", d)
+		}
+	})
 }
 
 // TestDuplicateAtomicNotExecutedTwice: the ATOMIC ACK is lost; the retried
 // FETCH_ADD is answered with the saved original value and not executed
 // again: the remote word moves once.
 func TestDuplicateAtomicNotExecutedTwice(t *testing.T) {
-	a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3})
-	binary.NativeEndian.PutUint64(b.buf[8:], 1000)
-	b.dropNth(bth.RCAtomicAcknowledge, 1)
-	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.SendSignaled,
-		SGList: []qp.SGE{a.sge(0, 8)}, RemoteAddr: b.addr(8), RKey: b.mr.RKey(), CompareAdd: 1})
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-	if got := binary.NativeEndian.Uint64(a.buf); got != 1000 {
-		t.Fatalf("original value %d, want 1000", got)
-	}
-	if got := binary.NativeEndian.Uint64(b.buf[8:]); got != 1001 {
-		t.Fatalf("remote value %d, want 1001: executed more than once", got)
-	}
-	if d := b.stats().DuplicateRequest; d != 1 {
-		t.Fatalf("responder saw %d duplicates, want 1", d)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3})
+		binary.NativeEndian.PutUint64(b.buf[8:], 1000)
+		b.dropNth(bth.RCAtomicAcknowledge, 1)
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.SendSignaled,
+			SGList: []qp.SGE{a.sge(0, 8)}, RemoteAddr: b.addr(8), RKey: b.mr.RKey(), CompareAdd: 1})
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+		if got := binary.NativeEndian.Uint64(a.buf); got != 1000 {
+			t.Fatalf("original value %d, want 1000", got)
+		}
+		if got := binary.NativeEndian.Uint64(b.buf[8:]); got != 1001 {
+			t.Fatalf("remote value %d, want 1001: executed more than once", got)
+		}
+		if d := b.stats().DuplicateRequest; d != 1 {
+			t.Fatalf("responder saw %d duplicates, want 1", d)
+		}
+	})
 }
 
 // TestPSNWrap: PSNs run past 0xFFFFFF back to 0 in the middle of messages.
 func TestPSNWrap(t *testing.T) {
-	a, b := newPair(t, pairOpts{sqPSN: 0xfffff0})
-	n := 64 * 1024 // 64 packets: PSN 0xfffff0 .. 0x2f
-	fill(a.buf[:n], 7)
-	fill(b.buf[n:2*n], 8)
-	a.postSend(t, writeWR(1, a, b, 0, n), readWR(2, a, b, n, n))
-	b.postRecv(t, qp.RecvWR{WRID: 3, SGList: []qp.SGE{b.sge(4*n, n)}})
-	a.postSend(t, qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, n)}})
-	status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusSuccess, cq.StatusSuccess, cq.StatusSuccess)
-	status(t, wait(t, b.rcq, 1, 2*time.Second), cq.StatusSuccess)
-	if !bytes.Equal(a.buf[:n], b.buf[:n]) || !bytes.Equal(a.buf[n:2*n], b.buf[n:2*n]) || !bytes.Equal(a.buf[:n], b.buf[4*n:5*n]) {
-		t.Fatal("data differs across the PSN wrap")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{sqPSN: 0xfffff0})
+		n := 64 * 1024 // 64 packets: PSN 0xfffff0 .. 0x2f
+		fill(a.buf[:n], 7)
+		fill(b.buf[n:2*n], 8)
+		a.postSend(t, writeWR(1, a, b, 0, n), readWR(2, a, b, n, n))
+		b.postRecv(t, qp.RecvWR{WRID: 3, SGList: []qp.SGE{b.sge(4*n, n)}})
+		a.postSend(t, qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, n)}})
+		status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusSuccess, cq.StatusSuccess, cq.StatusSuccess)
+		status(t, wait(t, b.rcq, 1, 2*time.Second), cq.StatusSuccess)
+		if !bytes.Equal(a.buf[:n], b.buf[:n]) || !bytes.Equal(a.buf[n:2*n], b.buf[n:2*n]) || !bytes.Equal(a.buf[:n], b.buf[4*n:5*n]) {
+			t.Fatal("data differs across the PSN wrap")
+		}
+	})
 }
 
 // TestZeroLength: zero-byte SEND, WRITE and READ. A zero-length WRITE or
 // READ names no memory, so its rkey and address are not checked (C9-88).
 func TestZeroLength(t *testing.T) {
-	a, b := newPair(t, pairOpts{})
-	b.postRecv(t, qp.RecvWR{WRID: 1})
-	a.postSend(t,
-		qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled},
-		qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, RemoteAddr: 0xdead, RKey: 0xbad},
-		qp.SendWR{WRID: 3, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled, RemoteAddr: 0xdead, RKey: 0xbad},
-	)
-	status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusSuccess, cq.StatusSuccess, cq.StatusSuccess)
-	if wc := wait(t, b.rcq, 1, time.Second)[0]; wc.Status != cq.StatusSuccess || wc.ByteLen != 0 {
-		t.Fatalf("receive %+v", wc)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{})
+		b.postRecv(t, qp.RecvWR{WRID: 1})
+		a.postSend(t,
+			qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled},
+			qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, RemoteAddr: 0xdead, RKey: 0xbad},
+			qp.SendWR{WRID: 3, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled, RemoteAddr: 0xdead, RKey: 0xbad},
+		)
+		status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusSuccess, cq.StatusSuccess, cq.StatusSuccess)
+		if wc := wait(t, b.rcq, 1, time.Second)[0]; wc.Status != cq.StatusSuccess || wc.ByteLen != 0 {
+			t.Fatalf("receive %+v", wc)
+		}
+	})
 }
 
 // TestLargeMessages: WRITE, READ and SEND of more than 8 MiB.
 func TestLargeMessages(t *testing.T) {
-	const n = 9 << 20
-	a, b := newPair(t, pairOpts{bufSize: 2 * n, mtu: qp.MTU4096})
-	fill(a.buf[:n], 9)
-	fill(b.buf[n:], 10)
-	a.postSend(t, writeWR(1, a, b, 0, n), readWR(2, a, b, n, n))
-	status(t, wait(t, a.scq, 2, 10*time.Second), cq.StatusSuccess, cq.StatusSuccess)
-	if !bytes.Equal(a.buf, b.buf) {
-		t.Fatal("data differs")
-	}
-	fill(a.buf[:n], 11)
-	b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{b.sge(n, n)}})
-	a.postSend(t, qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, n)}})
-	status(t, wait(t, a.scq, 1, 10*time.Second), cq.StatusSuccess)
-	if wc := wait(t, b.rcq, 1, time.Second)[0]; wc.ByteLen != n || !bytes.Equal(a.buf[:n], b.buf[n:]) {
-		t.Fatalf("SEND of %d bytes: %+v", n, wc)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const n = 9 << 20
+		a, b := newPair(t, pairOpts{bufSize: 2 * n, mtu: qp.MTU4096})
+		fill(a.buf[:n], 9)
+		fill(b.buf[n:], 10)
+		a.postSend(t, writeWR(1, a, b, 0, n), readWR(2, a, b, n, n))
+		status(t, wait(t, a.scq, 2, 10*time.Second), cq.StatusSuccess, cq.StatusSuccess)
+		if !bytes.Equal(a.buf, b.buf) {
+			t.Fatal("data differs")
+		}
+		fill(a.buf[:n], 11)
+		b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{b.sge(n, n)}})
+		a.postSend(t, qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, n)}})
+		status(t, wait(t, a.scq, 1, 10*time.Second), cq.StatusSuccess)
+		if wc := wait(t, b.rcq, 1, time.Second)[0]; wc.ByteLen != n || !bytes.Equal(a.buf[:n], b.buf[n:]) {
+			t.Fatalf("SEND of %d bytes: %+v", n, wc)
+		}
+	})
 }
 
 // TestSGELists: a SEND gathered from three SGEs is scattered over two; a
 // WRITE gathers from four.
 func TestSGELists(t *testing.T) {
-	a, b := newPair(t, pairOpts{mtu: qp.MTU256})
-	fill(a.buf[:4096], 12)
-	b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{b.sge(1000, 300), b.sge(5000, 700)}})
-	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled,
-		SGList: []qp.SGE{a.sge(0, 100), a.sge(2000, 500), a.sge(3000, 400)}})
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-	if wc := wait(t, b.rcq, 1, time.Second)[0]; wc.ByteLen != 1000 {
-		t.Fatalf("receive %+v", wc)
-	}
-	want := append(append(append([]byte{}, a.buf[:100]...), a.buf[2000:2500]...), a.buf[3000:3400]...)
-	got := append(append([]byte{}, b.buf[1000:1300]...), b.buf[5000:5700]...)
-	if !bytes.Equal(got, want) {
-		t.Fatal("scattered SEND differs")
-	}
-	a.postSend(t, qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
-		SGList:     []qp.SGE{a.sge(0, 10), a.sge(100, 300), a.sge(700, 1), a.sge(900, 600)},
-		RemoteAddr: b.addr(10000), RKey: b.mr.RKey()})
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-	want = append(append(append(append([]byte{}, a.buf[:10]...), a.buf[100:400]...), a.buf[700:701]...), a.buf[900:1500]...)
-	if !bytes.Equal(b.buf[10000:10000+len(want)], want) {
-		t.Fatal("gathered WRITE differs")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{mtu: qp.MTU256})
+		fill(a.buf[:4096], 12)
+		b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{b.sge(1000, 300), b.sge(5000, 700)}})
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled,
+			SGList: []qp.SGE{a.sge(0, 100), a.sge(2000, 500), a.sge(3000, 400)}})
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+		if wc := wait(t, b.rcq, 1, time.Second)[0]; wc.ByteLen != 1000 {
+			t.Fatalf("receive %+v", wc)
+		}
+		want := append(append(append([]byte{}, a.buf[:100]...), a.buf[2000:2500]...), a.buf[3000:3400]...)
+		got := append(append([]byte{}, b.buf[1000:1300]...), b.buf[5000:5700]...)
+		if !bytes.Equal(got, want) {
+			t.Fatal("scattered SEND differs")
+		}
+		a.postSend(t, qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+			SGList:     []qp.SGE{a.sge(0, 10), a.sge(100, 300), a.sge(700, 1), a.sge(900, 600)},
+			RemoteAddr: b.addr(10000), RKey: b.mr.RKey()})
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+		want = append(append(append(append([]byte{}, a.buf[:10]...), a.buf[100:400]...), a.buf[700:701]...), a.buf[900:1500]...)
+		if !bytes.Equal(b.buf[10000:10000+len(want)], want) {
+			t.Fatal("gathered WRITE differs")
+		}
+	})
 }
 
 // TestRemoteOperationalError: the responder cannot use the receive buffer
 // it was given (a bad lkey): its receive completes with LOC_PROT_ERR and it
 // NAKs remote operational error, which fails the SEND with REM_OP_ERR.
 func TestRemoteOperationalError(t *testing.T) {
-	a, b := newPair(t, pairOpts{})
-	bad := b.sge(0, 64)
-	bad.LKey ^= 0x99
-	b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{bad}})
-	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 8)}})
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemOpErr)
-	status(t, wait(t, b.rcq, 1, 2*time.Second), cq.StatusLocProtErr)
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{})
+		bad := b.sge(0, 64)
+		bad.LKey ^= 0x99
+		b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{bad}})
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 8)}})
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusRemOpErr)
+		status(t, wait(t, b.rcq, 1, 2*time.Second), cq.StatusLocProtErr)
+	})
 }
 
 // TestMaxRdAtomic: with max_rd_atomic 2, never more than two READs or
 // atomics are outstanding, however many are posted.
 func TestMaxRdAtomic(t *testing.T) {
-	var outstanding, peak atomic.Int32
-	trace := func(dir rnic.Direction, pkt []byte) {
-		switch op, _ := opOf(pkt); {
-		case dir == rnic.Sent && (op == bth.RCRDMAReadRequest || op == bth.RCFetchAdd):
-			if n := outstanding.Add(1); n > peak.Load() {
-				peak.Store(n)
+	synctest.Test(t, func(t *testing.T) {
+		var outstanding, peak atomic.Int32
+		trace := func(dir rnic.Direction, pkt []byte) {
+			switch op, _ := opOf(pkt); {
+			case dir == rnic.Sent && (op == bth.RCRDMAReadRequest || op == bth.RCFetchAdd):
+				if n := outstanding.Add(1); n > peak.Load() {
+					peak.Store(n)
+				}
+			case dir == rnic.Received && (op == bth.RCRDMAReadResponseLast || op == bth.RCRDMAReadResponseOnly || op == bth.RCAtomicAcknowledge):
+				outstanding.Add(-1)
 			}
-		case dir == rnic.Received && (op == bth.RCRDMAReadResponseLast || op == bth.RCRDMAReadResponseOnly || op == bth.RCAtomicAcknowledge):
-			outstanding.Add(-1)
 		}
-	}
-	a, b := newPair(t, pairOpts{maxRd: 2, packetTrace: trace})
-	b.link.SetFaults(mem.Faults{Delay: time.Millisecond}) // responses take long: the limit must bite
-	var wrs []qp.SendWR
-	for i := range 8 {
-		wrs = append(wrs, readWR(uint64(i), a, b, i*4096, 3000))
-	}
-	wrs = append(wrs, qp.SendWR{WRID: 8, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.SendSignaled,
-		SGList: []qp.SGE{a.sge(60000, 8)}, RemoteAddr: b.addr(60000), RKey: b.mr.RKey(), CompareAdd: 1})
-	a.postSend(t, wrs...)
-	wcs := wait(t, a.scq, 9, 5*time.Second)
-	for i, wc := range wcs {
-		if wc.Status != cq.StatusSuccess || wc.WRID != uint64(i) {
-			t.Fatalf("completion %d: %+v", i, wc)
+		a, b := newPair(t, pairOpts{maxRd: 2, packetTrace: trace})
+		b.link.SetFaults(mem.Faults{Delay: time.Millisecond}) // responses take long: the limit must bite
+		var wrs []qp.SendWR
+		for i := range 8 {
+			wrs = append(wrs, readWR(uint64(i), a, b, i*4096, 3000))
 		}
-	}
-	if p := peak.Load(); p != 2 {
-		t.Fatalf("at most %d READs and atomics were outstanding, want exactly 2", p)
-	}
+		wrs = append(wrs, qp.SendWR{WRID: 8, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.SendSignaled,
+			SGList: []qp.SGE{a.sge(60000, 8)}, RemoteAddr: b.addr(60000), RKey: b.mr.RKey(), CompareAdd: 1})
+		a.postSend(t, wrs...)
+		wcs := wait(t, a.scq, 9, 5*time.Second)
+		for i, wc := range wcs {
+			if wc.Status != cq.StatusSuccess || wc.WRID != uint64(i) {
+				t.Fatalf("completion %d: %+v", i, wc)
+			}
+		}
+		if p := peak.Load(); p != 2 {
+			t.Fatalf("at most %d READs and atomics were outstanding, want exactly 2", p)
+		}
+	})
 }
 
 // TestSQDDrains: in SQD the requester finishes what it started and starts
 // nothing new until the QP is back in RTS.
 func TestSQDDrains(t *testing.T) {
-	a, b := newPair(t, pairOpts{})
-	must(t, a.qp.Modify(&qp.Attr{State: qp.StateSQD}, qp.AttrState))
-	a.postSend(t, writeWR(1, a, b, 0, 100))
-	expectNone(t, a.scq, 20*time.Millisecond)
-	must(t, a.qp.Modify(&qp.Attr{State: qp.StateRTS}, qp.AttrState))
-	status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{})
+		must(t, a.qp.Modify(&qp.Attr{State: qp.StateSQD}, qp.AttrState))
+		a.postSend(t, writeWR(1, a, b, 0, 100))
+		expectNone(t, a.scq, 20*time.Millisecond)
+		must(t, a.qp.Modify(&qp.Attr{State: qp.StateRTS}, qp.AttrState))
+		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+	})
 }

@@ -3,8 +3,8 @@ package rnic_test
 import (
 	"errors"
 	"net/netip"
-	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
@@ -16,10 +16,11 @@ import (
 )
 
 // TestNoGoroutineOutlivesClose: after Close, every goroutine a device and
-// its link started has returned, even with traffic in flight.
+// its link started has returned, even with traffic in flight. The test
+// runs in a synctest bubble, which fails it if any goroutine started in
+// the bubble is still blocked when the test function returns.
 func TestNoGoroutineOutlivesClose(t *testing.T) {
-	before := runtime.NumGoroutine()
-	func() {
+	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{})
 		a.link.SetFaults(mem.Faults{Delay: time.Millisecond, Reorder: 4})
 		a.postSend(t, writeWR(1, a, b, 0, 1<<19), readWR(2, a, b, 0, 1<<19))
@@ -29,70 +30,67 @@ func TestNoGoroutineOutlivesClose(t *testing.T) {
 		if err := a.dev.Close(); !errors.Is(err, rnic.ErrClosed) {
 			t.Fatalf("second Close: %v", err)
 		}
-	}()
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines before, %d after Close:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		synctest.Wait()
+	})
 }
 
 // TestCQOverflowIsVisible: a CQ too small for its completions reports the
 // overrun to the poller, and the QP that overran it moves to ERR.
 func TestCQOverflowIsVisible(t *testing.T) {
-	a, b := newPair(t, pairOpts{depth: 4})
-	wrs := make([]qp.SendWR, 4)
-	for i := range wrs {
-		wrs[i] = writeWR(uint64(i), a, b, 0, 8)
-	}
-	a.postSend(t, wrs...)
-	time.Sleep(50 * time.Millisecond)
-	a.postSend(t, writeWR(9, a, b, 0, 8)) // the fifth completion has no room
-	waitState(t, a.qp, qp.StateErr)
-	var buf [8]cq.WC
-	if _, err := a.scq.Poll(buf[:]); !errors.Is(err, cq.ErrOverflow) {
-		t.Fatalf("Poll after overrun: %v, want ErrOverflow", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{depth: 4})
+		wrs := make([]qp.SendWR, 4)
+		for i := range wrs {
+			wrs[i] = writeWR(uint64(i), a, b, 0, 8)
+		}
+		a.postSend(t, wrs...)
+		time.Sleep(50 * time.Millisecond)
+		a.postSend(t, writeWR(9, a, b, 0, 8)) // the fifth completion has no room
+		waitState(t, a.qp, qp.StateErr)
+		var buf [8]cq.WC
+		if _, err := a.scq.Poll(buf[:]); !errors.Is(err, cq.ErrOverflow) {
+			t.Fatalf("Poll after overrun: %v, want ErrOverflow", err)
+		}
+	})
 }
 
 // TestDropsAreCounted: packets for no QP, with a bad ICRC, or not RoCE at
 // all are dropped and counted.
 func TestDropsAreCounted(t *testing.T) {
-	a, _ := newPair(t, pairOpts{})
-	l, err := a.fabric.NewLink(netip.MustParseAddr("10.0.0.50"))
-	must(t, err)
-	defer l.Close()
-	frame := func(dqpn bth.QPN) []byte {
-		f := wire.Frame{
-			IP:      wire.IPFields{Src: netip.MustParseAddr("10.0.0.50"), Dst: netip.MustParseAddr("10.0.0.1"), HopLimit: 64},
-			SrcPort: 1, DstPort: wire.UDPPort,
-			Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: dqpn}},
-			Payload: []byte("x"),
-		}
-		b, err := f.Append(make([]byte, 32))
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := newPair(t, pairOpts{})
+		l, err := a.fabric.NewLink(netip.MustParseAddr("10.0.0.50"))
 		must(t, err)
-		return b
-	}
-	noQP := frame(0x7777)
-	badICRC := frame(a.qp.Num())
-	badICRC[len(badICRC)-1] ^= 1
-	notRoCE := frame(a.qp.Num())
-	notRoCE[32+wire.IPv4Len+3] = 0x99 // UDP destination port 4761
-	must(t, l.Send([][]byte{noQP, badICRC, notRoCE}))
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		c := a.dev.Counters()
-		if c.NoQP == 1 && c.ICRCErrors == 1 && c.Malformed == 1 {
-			break
+		defer l.Close()
+		frame := func(dqpn bth.QPN) []byte {
+			f := wire.Frame{
+				IP:      wire.IPFields{Src: netip.MustParseAddr("10.0.0.50"), Dst: netip.MustParseAddr("10.0.0.1"), HopLimit: 64},
+				SrcPort: 1, DstPort: wire.UDPPort,
+				Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: dqpn}},
+				Payload: []byte("x"),
+			}
+			b, err := f.Append(make([]byte, 32))
+			must(t, err)
+			return b
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counters %+v", c)
+		noQP := frame(0x7777)
+		badICRC := frame(a.qp.Num())
+		badICRC[len(badICRC)-1] ^= 1
+		notRoCE := frame(a.qp.Num())
+		notRoCE[32+wire.IPv4Len+3] = 0x99 // UDP destination port 4761
+		must(t, l.Send([][]byte{noQP, badICRC, notRoCE}))
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			c := a.dev.Counters()
+			if c.NoQP == 1 && c.ICRCErrors == 1 && c.Malformed == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("counters %+v", c)
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(time.Millisecond)
-	}
+	})
 }
 
 // TestQPNumbers: QPNs are 24-bit, never 0 or 1, and unique.
