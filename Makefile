@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full bench bench-gbn bench-net
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full bench bench-gbn bench-net bench-fairness
 
 all: build
 
@@ -83,3 +83,9 @@ bench-net:
 # keeps under random loss 1/256.
 bench-gbn:
 	$(GO) test ./rnic -run '^$$' -bench GoBackN -benchtime 1x -v | grep -E 'window|ok'
+
+# bench-fairness prints the round trip of 64-byte WRITEs on one QP of a
+# device, alone and while another QP of it serves 256 MiB READs, and how
+# long one READ takes.
+bench-fairness:
+	$(GO) test ./rnic -run '^$$' -bench ReadFairness -benchtime 1x -v | grep -E 'alone|ok'

@@ -15,9 +15,10 @@ import (
 // fakePort is a Port that records what a QP transmits, on a manual
 // clock that only advance moves.
 type fakePort struct {
-	mrs  *mr.Table
-	sent [][]byte
-	now  monotime.Time
+	mrs       *mr.Table
+	sent      [][]byte
+	now       monotime.Time
+	scheduled int // Schedule calls
 }
 
 func (p *fakePort) MRs() *mr.Table                              { return p.mrs }
@@ -30,7 +31,7 @@ func (p *fakePort) Send(pkts [][]byte) {
 	}
 }
 func (p *fakePort) FreeBuffer(buf []byte)            {}
-func (p *fakePort) Schedule(r Runner)                {}
+func (p *fakePort) Schedule(r Runner)                { p.scheduled++ }
 func (p *fakePort) Timer(r Runner, at monotime.Time) {}
 func (p *fakePort) Now() monotime.Time               { return p.now + 1 }
 func (p *fakePort) advance(d time.Duration)          { p.now = p.now.Add(d) }
