@@ -179,8 +179,8 @@ func (q *QP) sendPacket(w *sendWQE) {
 
 	buf := q.port.NewBuffer()
 	t := buf[q.txOff:]
-	n := h.Encode(t)
-	if payload > 0 {
+	n, err := h.Encode(t)
+	if payload > 0 && err == nil {
 		q.gather(w, off, t[n:n+int(payload)])
 	}
 	n += int(payload)
@@ -188,7 +188,14 @@ func (q *QP) sendPacket(w *sendWQE) {
 	clear(t[n : n+pad])
 	bth.Header(t).SetPadCnt(pad)
 	n += pad
-	q.queueTx(buf, n)
+	if err != nil {
+		// The QP chose the opcode itself, so this is a bug. Nothing goes
+		// out: the packet is lost, and the retry limit ends the QP.
+		q.port.FreeBuffer(buf)
+		q.tracef("requester: %v", err)
+	} else {
+		q.queueTx(buf, n)
+	}
 
 	if w.wr.Opcode == WRRDMARead {
 		q.req.psn = w.last.Add(1)

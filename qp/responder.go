@@ -473,7 +473,13 @@ func (q *QP) sendAtomicAck(psn bth.PSN, orig uint64) {
 func (q *QP) transmit(h *wire.Headers, m *mr.MR, va uint64, n uint32) {
 	buf := q.port.NewBuffer()
 	t := buf[q.txOff:]
-	off := h.Encode(t)
+	off, err := h.Encode(t)
+	if err != nil {
+		// The QP chose the opcode itself, so this is a bug: send nothing.
+		q.port.FreeBuffer(buf)
+		q.tracef("responder: %v", err)
+		return
+	}
 	if n > 0 {
 		if m.ReadAt(va, t[off:off+int(n)]) != nil {
 			clear(t[off : off+int(n)]) // the region went away mid-reply

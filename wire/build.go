@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/binary"
+	"fmt"
+	"io"
 	"net/netip"
 
 	"github.com/gorxe/gorxe/wire/aeth"
@@ -31,13 +33,18 @@ type Headers struct {
 // opcode gorxe does not build.
 func (h *Headers) Len() int { return opTable[h.BTH.Opcode].HdrLen }
 
-// Encode writes the BTH and the extended headers into b, which must hold
-// Len bytes, and returns how many it wrote, or 0 for an unknown opcode.
-// The CNP's reserved bytes are written as zeros.
-func (h *Headers) Encode(b []byte) int {
+// Encode writes the BTH and the extended headers into b and returns how
+// many bytes it wrote, Len. The CNP's reserved bytes are written as zeros.
+// It writes nothing and returns ErrOpcode, wrapped with the opcode, for an
+// opcode gorxe does not build, and io.ErrShortBuffer if b is shorter than
+// Len.
+func (h *Headers) Encode(b []byte) (int, error) {
 	info := &opTable[h.BTH.Opcode]
-	if info.HdrLen == 0 || len(b) < info.HdrLen {
-		return 0
+	if info.HdrLen == 0 {
+		return 0, fmt.Errorf("%w %v", ErrOpcode, h.BTH.Opcode)
+	}
+	if len(b) < info.HdrLen {
+		return 0, io.ErrShortBuffer
 	}
 	bth.Header(b).Encode(&h.BTH)
 	off := bth.Len
@@ -77,7 +84,7 @@ func (h *Headers) Encode(b []byte) int {
 		clear(b[off : off+CNPReservedLen])
 		off += CNPReservedLen
 	}
-	return off
+	return off, nil
 }
 
 // PadLen returns the number of pad bytes that align a payload of n bytes to
@@ -90,20 +97,24 @@ func (h *Headers) TransportLen(n int) int { return h.Len() + n + PadLen(n) }
 
 // AppendTransport appends the BTH, the extended headers, payload and zero
 // pad bytes to b, setting the BTH pad count from the payload's length. The
-// ICRC is not appended. It returns b unchanged if the opcode is unknown or
-// payload is non-empty on an opcode that carries none.
-func AppendTransport(b []byte, h *Headers, payload []byte) []byte {
+// ICRC is not appended. It returns b unchanged and ErrOpcode for an opcode
+// gorxe does not build, or ErrPayload for a payload on an opcode that
+// carries none, each wrapped with the opcode.
+func AppendTransport(b []byte, h *Headers, payload []byte) ([]byte, error) {
 	info := &opTable[h.BTH.Opcode]
-	if info.HdrLen == 0 || len(payload) > 0 && !info.Payload {
-		return b
+	if info.HdrLen == 0 {
+		return b, fmt.Errorf("%w %v", ErrOpcode, h.BTH.Opcode)
+	}
+	if len(payload) > 0 && !info.Payload {
+		return b, fmt.Errorf("%w %v", ErrPayload, h.BTH.Opcode)
 	}
 	n := len(b)
 	pad := PadLen(len(payload))
 	b = append(b, make([]byte, info.HdrLen)...)
-	h.Encode(b[n:])
+	h.Encode(b[n:]) // cannot fail: the opcode is known and b[n:] is HdrLen long
 	bth.Header(b[n:]).SetPadCnt(pad)
 	b = append(b, payload...)
-	return append(b, make([]byte, pad)...)
+	return append(b, make([]byte, pad)...), nil
 }
 
 // IPFields holds what a RoCE v2 packet's IP header says beyond its lengths.
@@ -145,32 +156,29 @@ func (f *Frame) Len() int {
 
 // Append appends the whole packet, IP header through ICRC, to b. It fills in
 // the IP and UDP lengths, the IPv4 header checksum, the pad and the ICRC.
+// It returns b unchanged and ErrAddrFamily, or AppendTransport's error.
 func (f *Frame) Append(b []byte) ([]byte, error) {
 	if _, _, _, ok := f.IP.addrs(); !ok {
 		return b, ErrAddrFamily
 	}
-	info := &opTable[f.BTH.Opcode]
-	if info.HdrLen == 0 {
-		return b, ErrOpcode
-	}
-	if len(f.Payload) > 0 && !info.Payload {
-		return b, ErrPayload
-	}
 	start := len(b)
-	b = append(b, make([]byte, f.IP.Len()+UDPLen)...)
-	transport := len(b)
-	b = AppendTransport(b, &f.Headers, f.Payload)
-	n := len(b) - transport
-	b = append(b, make([]byte, ICRCLen)...)
+	p := append(b, make([]byte, f.IP.Len()+UDPLen)...)
+	transport := len(p)
+	p, err := AppendTransport(p, &f.Headers, f.Payload)
+	if err != nil {
+		return b, err
+	}
+	n := len(p) - transport
+	p = append(p, make([]byte, ICRCLen)...)
 	r := RoCEFields{IP: f.IP, SrcPort: f.SrcPort, DstPort: f.DstPort}
-	if _, err := PutRoCEHeaders(b, transport, n, &r); err != nil {
-		return b[:start], err
+	if _, err := PutRoCEHeaders(p, transport, n, &r); err != nil {
+		return b, err
 	}
 	if f.UDPChecksum {
-		udp := b[transport-UDPLen:]
-		UDP(udp).SetChecksum(computeUDPChecksum(b[start:transport-UDPLen], udp))
+		udp := p[transport-UDPLen:]
+		UDP(udp).SetChecksum(computeUDPChecksum(p[start:transport-UDPLen], udp))
 	}
-	return b, nil
+	return p, nil
 }
 
 // Len returns the length of the IP header the fields make: IPv4Len or

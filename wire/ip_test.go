@@ -196,7 +196,10 @@ func TestPutRoCEHeaders(t *testing.T) {
 		}, SrcPort: 0xc789, DstPort: wire.UDPPort},
 	} {
 		t.Run(f.IP.Src.String(), func(t *testing.T) {
-			tr := wire.AppendTransport(nil, &h, []byte("hello"))
+			tr, err := wire.AppendTransport(nil, &h, []byte("hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			var p wire.Packet
 			if err := wire.ParseUDPPayload(&p, append(tr, 0, 0, 0, 0)); err != nil {
 				t.Fatal(err)
@@ -263,7 +266,7 @@ func TestPutRoCEHeadersAllocs(t *testing.T) {
 // transport at offset 64, as a sender has them.
 func putBench(v6 bool) (f wire.RoCEFields, buf []byte, n int) {
 	h := wire.Headers{BTH: bth.Fields{Opcode: bth.RCRDMAWriteFirst, PKey: 0xffff, DestQP: 0x11, PSN: 1}}
-	tr := wire.AppendTransport(nil, &h, make([]byte, 1024))
+	tr, _ := wire.AppendTransport(nil, &h, make([]byte, 1024))
 	buf = make([]byte, 64+len(tr)+wire.ICRCLen)
 	copy(buf[64:], tr)
 	f = wire.RoCEFields{
