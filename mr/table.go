@@ -23,6 +23,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"unsafe"
+
+	"github.com/gorxe/gorxe/wire/reth"
 )
 
 // Errors returned by Lookup and by the data movement methods. They are plain
@@ -60,11 +62,10 @@ var (
 )
 
 // Key is a memory region key: the lkey a local work request names in its
-// scatter/gather list and the rkey a peer puts in a RETH or AtomicETH.
-type Key uint32
-
-// String returns k as eight hex digits, like "0x1a2b3c4d".
-func (k Key) String() string { return fmt.Sprintf("%#08x", uint32(k)) }
+// scatter/gather list and the rkey a peer puts in a RETH or AtomicETH. It
+// is the key type the wire carries, so a key read from a header needs no
+// conversion.
+type Key = reth.Key
 
 // PD is a protection domain. A region can only be reached from queue pairs
 // of the same PD. PDs are created by Table.AllocPD.

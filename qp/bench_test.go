@@ -103,7 +103,7 @@ func BenchmarkRequesterWrite(b *testing.B) {
 
 // ackPacket returns a parsed ACK for QP 0x11; set its PSN before use.
 func ackPacket(tb testing.TB) *wire.Packet {
-	buf := wire.AppendTransport(nil, &wire.Headers{
+	buf, _ := wire.AppendTransport(nil, &wire.Headers{
 		BTH:  bth.Fields{Opcode: bth.RCAcknowledge, PKey: 0xffff, DestQP: 0x11},
 		AETH: aeth.Fields{Syndrome: aeth.ACK(aeth.UnlimitedCredits)},
 	}, nil)
@@ -120,7 +120,7 @@ func ackPacket(tb testing.TB) *wire.Packet {
 // the rkey and range, place the payload, and send the ACK.
 func BenchmarkResponderWrite(b *testing.B) {
 	q, port, m, _ := benchQP(b)
-	pkt := wire.AppendTransport(nil, &wire.Headers{
+	pkt, _ := wire.AppendTransport(nil, &wire.Headers{
 		BTH:  bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, AckReq: true},
 		RETH: reth.Fields{VA: m.IOVA(), RKey: reth.Key(m.RKey()), DMALen: 1024},
 	}, make([]byte, 1024))

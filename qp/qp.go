@@ -472,11 +472,18 @@ func (q *QP) headers(op bth.Opcode, psn bth.PSN) wire.Headers {
 }
 
 // build encodes h and n bytes of payload, which fill writes (fill may be
-// nil when n is 0), pads the packet, and queues it for the peer.
+// nil when n is 0), pads the packet, and queues it for the peer. Headers
+// that do not encode are a bug in the engine that chose them: the packet
+// is not sent, and the trace says why.
 func (q *QP) build(h *wire.Headers, n uint32, fill func(dst []byte)) {
 	buf := q.port.NewBuffer()
 	t := buf[q.txOff:]
-	off := h.Encode(t)
+	off, err := h.Encode(t)
+	if err != nil {
+		q.port.FreeBuffer(buf)
+		q.tracef("packet %v PSN %d not sent: %v", h.BTH.Opcode, h.BTH.PSN, err)
+		return
+	}
 	if n > 0 {
 		fill(t[off : off+int(n)])
 	}

@@ -14,7 +14,10 @@ import (
 func request(t testing.TB, h wire.Headers, payload []byte) *wire.Packet {
 	t.Helper()
 	h.BTH.PKey, h.BTH.DestQP = 0xffff, 0x11
-	buf := wire.AppendTransport(nil, &h, payload)
+	buf, err := wire.AppendTransport(nil, &h, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
 	buf = append(buf, 0, 0, 0, 0)
 	p := new(wire.Packet)
 	if err := wire.ParseUDPPayload(p, buf); err != nil {

@@ -179,7 +179,7 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 		// One request asks for every remaining response; after a retry
 		// it asks only for what is missing (IBTA C9-88, rxe req_retry).
 		h.BTH.Opcode = bth.RCRDMAReadRequest
-		h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr+uint64(off), reth.Key(w.wr.RKey), w.length-off
+		h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr+uint64(off), w.wr.RKey, w.length-off
 		last = true
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 		h.BTH.Opcode = bth.RCFetchAdd
@@ -189,12 +189,12 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 		} else {
 			h.AtomicETH.SwapAdd = w.wr.CompareAdd
 		}
-		h.AtomicETH.VA, h.AtomicETH.RKey = w.wr.RemoteAddr, reth.Key(w.wr.RKey)
+		h.AtomicETH.VA, h.AtomicETH.RKey = w.wr.RemoteAddr, w.wr.RKey
 	default:
 		payload = min(w.length-off, uint32(q.mtu))
 		h.BTH.Opcode = sendOpcode(w.wr.Opcode, first, last)
 		if first && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
-			h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr, reth.Key(w.wr.RKey), w.length
+			h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr, w.wr.RKey, w.length
 		}
 		h.Imm = w.wr.ImmData
 		h.IETH = reth.Key(w.wr.InvalidateRKey)

@@ -251,9 +251,9 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 		f := p.RETH.Fields()
 		r.writeMR, r.writeVA, r.writeLeft, r.writeLen = nil, f.VA, f.DMALen, f.DMALen
 		if f.DMALen > 0 { // a zero-length WRITE names no memory (C9-88)
-			m, _, err := q.port.MRs().Lookup(mr.Key(f.RKey), q.pd, f.VA, uint64(f.DMALen), mr.RemoteWrite)
+			m, _, err := q.port.MRs().Lookup(f.RKey, q.pd, f.VA, uint64(f.DMALen), mr.RemoteWrite)
 			if err != nil {
-				q.tracef("RDMA WRITE rkey %v va %#x len %d: %v", mr.Key(f.RKey), f.VA, f.DMALen, err)
+				q.tracef("RDMA WRITE rkey %v va %#x len %d: %v", f.RKey, f.VA, f.DMALen, err)
 				r.fatalNAK(aeth.NAKRemoteAccess, psn)
 				return
 			}
@@ -308,16 +308,16 @@ func (r *responder) executeRead(p *wire.Packet, psn bth.PSN) {
 	var m *mr.MR
 	if f.DMALen > 0 {
 		var err error
-		m, _, err = q.port.MRs().Lookup(mr.Key(f.RKey), q.pd, f.VA, uint64(f.DMALen), mr.RemoteRead)
+		m, _, err = q.port.MRs().Lookup(f.RKey, q.pd, f.VA, uint64(f.DMALen), mr.RemoteRead)
 		if err != nil {
-			q.tracef("RDMA READ rkey %v va %#x len %d: %v", mr.Key(f.RKey), f.VA, f.DMALen, err)
+			q.tracef("RDMA READ rkey %v va %#x len %d: %v", f.RKey, f.VA, f.DMALen, err)
 			r.fatalNAK(aeth.NAKRemoteAccess, psn)
 			return
 		}
 	}
 	n := r.readPackets(f.DMALen)
 	res := r.newResource()
-	*res = resource{valid: true, first: psn, last: psn.Add(n - 1), va: f.VA, rkey: mr.Key(f.RKey), length: f.DMALen}
+	*res = resource{valid: true, first: psn, last: psn.Add(n - 1), va: f.VA, rkey: f.RKey, length: f.DMALen}
 	q.stats.RDMARecvs++
 	r.msn = (r.msn + 1) & aeth.MSNMask // C9-148: counted when executed
 	r.psn = res.last.Add(1)
@@ -344,9 +344,9 @@ func (r *responder) executeAtomic(p *wire.Packet, psn bth.PSN) {
 		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
-	m, _, err := q.port.MRs().Lookup(mr.Key(f.RKey), q.pd, f.VA, 8, mr.RemoteAtomic)
+	m, _, err := q.port.MRs().Lookup(f.RKey, q.pd, f.VA, 8, mr.RemoteAtomic)
 	if err != nil {
-		q.tracef("atomic rkey %v va %#x: %v", mr.Key(f.RKey), f.VA, err)
+		q.tracef("atomic rkey %v va %#x: %v", f.RKey, f.VA, err)
 		r.fatalNAK(aeth.NAKRemoteAccess, psn)
 		return
 	}
@@ -362,7 +362,7 @@ func (r *responder) executeAtomic(p *wire.Packet, psn bth.PSN) {
 		return
 	}
 	res := r.newResource()
-	*res = resource{valid: true, atomic: true, first: psn, last: psn, va: f.VA, rkey: mr.Key(f.RKey), orig: orig}
+	*res = resource{valid: true, atomic: true, first: psn, last: psn, va: f.VA, rkey: f.RKey, orig: orig}
 	q.stats.RDMARecvs++
 	r.msn = (r.msn + 1) & aeth.MSNMask
 	r.psn = psn.Add(1)
@@ -393,13 +393,13 @@ func (r *responder) duplicateRequest(p *wire.Packet, psn bth.PSN) {
 				continue
 			}
 			// A retried READ asks for a tail of the original (C9-107).
-			if f.VA < res.va || uint64(f.VA)+uint64(f.DMALen) > res.va+uint64(res.length) || mr.Key(f.RKey) != res.rkey {
+			if f.VA < res.va || uint64(f.VA)+uint64(f.DMALen) > res.va+uint64(res.length) || f.RKey != res.rkey {
 				return
 			}
 			var m *mr.MR
 			if f.DMALen > 0 {
 				var err error
-				if m, _, err = q.port.MRs().Lookup(mr.Key(f.RKey), q.pd, f.VA, uint64(f.DMALen), mr.RemoteRead); err != nil {
+				if m, _, err = q.port.MRs().Lookup(f.RKey, q.pd, f.VA, uint64(f.DMALen), mr.RemoteRead); err != nil {
 					r.fatalNAK(aeth.NAKRemoteAccess, psn)
 					return
 				}

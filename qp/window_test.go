@@ -62,7 +62,7 @@ func TestResponseResendsAtOnce(t *testing.T) {
 		t.Fatalf("posting a READ sent %d packets, want 1", port.count)
 	}
 	first := bth.PSN(rtsAttr.SQPSN)
-	buf := wire.AppendTransport(nil, &wire.Headers{
+	buf, _ := wire.AppendTransport(nil, &wire.Headers{
 		BTH: bth.Fields{Opcode: bth.RCRDMAReadResponseMiddle, PKey: 0xffff, DestQP: 0x11, PSN: first.Add(1)},
 	}, make([]byte, 1024))
 	buf = append(buf, 0, 0, 0, 0)
@@ -210,7 +210,7 @@ func TestPostSendCarriesOwedAck(t *testing.T) {
 // checks that it leaves the responder owing an ACK.
 func owe(t *testing.T, q *QP, m *mr.MR, n int) {
 	t.Helper()
-	buf := wire.AppendTransport(nil, &wire.Headers{
+	buf, _ := wire.AppendTransport(nil, &wire.Headers{
 		BTH:  bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(rtrAttr.RQPSN), AckReq: true},
 		RETH: reth.Fields{VA: m.IOVA(), RKey: reth.Key(m.RKey()), DMALen: uint32(n)},
 	}, make([]byte, n))

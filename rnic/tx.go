@@ -1,7 +1,6 @@
 package rnic
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"sync"
 
@@ -60,58 +59,24 @@ func (t *transmitter) Finish(tx *qp.TxDesc, buf []byte, n int) []byte {
 	if hop == 0 {
 		hop = 64
 	}
-	udpLen := wire.UDPLen + n + wire.ICRCLen
-	udp := buf[txOffset-wire.UDPLen : txOffset]
 	sport := t.srcPort
 	if sport == 0 {
 		sport = tx.SrcPort
 	}
-	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], t.dport)
-	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
-	// The ICRC is taken over the packet where it lies, with ones in the
-	// fields it does not cover (wire.MaskedICRC); the real values are
-	// written after.
-	binary.BigEndian.PutUint16(udp[6:], 0xffff)
-	end := txOffset + n
-	bth4 := buf[txOffset+4] // FECN, BECN, Resv6
-	buf[txOffset+4] = 0xff
-	var ipStart int
-	if srcA.Is4() {
-		ipStart = txOffset - wire.UDPLen - wire.IPv4Len
-		ip := buf[ipStart : ipStart+wire.IPv4Len]
-		ip[0], ip[1] = 0x45, 0xff
-		binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4Len+udpLen))
-		binary.BigEndian.PutUint32(ip[4:], 0x00004000) // ID 0, DF: what a kernel UDP socket sends
-		ip[8], ip[9] = 0xff, 17
-		ip[10], ip[11] = 0xff, 0xff
-		s, d := srcA.As4(), dstA.As4()
-		copy(ip[12:16], s[:])
-		copy(ip[16:20], d[:])
-		binary.LittleEndian.PutUint32(buf[end:], wire.MaskedICRC(buf[ipStart:end]))
-		ip[1], ip[8] = tx.TrafficClass, hop
-		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], wire.IPv4Checksum(ip))
-	} else {
-		ipStart = txOffset - wire.UDPLen - wire.IPv6Len
-		ip := buf[ipStart : ipStart+wire.IPv6Len]
-		binary.BigEndian.PutUint32(ip[0:], 0x6fffffff)
-		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
-		ip[6], ip[7] = 17, 0xff
-		s, d := srcA.As16(), dstA.As16()
-		copy(ip[8:24], s[:])
-		copy(ip[24:40], d[:])
-		binary.LittleEndian.PutUint32(buf[end:], wire.MaskedICRC(buf[ipStart:end]))
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(tx.TrafficClass)<<20|tx.FlowLabel&0xfffff)
-		ip[7] = hop
+	start, err := wire.PutRoCEHeaders(buf, txOffset, n, &wire.RoCEFields{
+		// DF and IP ID 0, as a kernel UDP socket sends them.
+		IP:      wire.IPFields{Src: srcA, Dst: dstA, TrafficClass: tx.TrafficClass, FlowLabel: tx.FlowLabel, HopLimit: hop, DontFrag: true},
+		SrcPort: sport, DstPort: t.dport,
+	})
+	if err != nil {
+		t.noRoute()
+		return nil
 	}
-	binary.BigEndian.PutUint16(udp[6:], 0)
-	buf[txOffset+4] = bth4
-	end += wire.ICRCLen
+	end := txOffset + n + wire.ICRCLen
 	if t.trace != nil {
-		t.trace(Sent, buf[ipStart:end])
+		t.trace(Sent, buf[start:end])
 	}
-	return buf[ipStart-link.Headroom : end]
+	return buf[start-link.Headroom : end]
 }
 
 // Send hands packets to the link. A link that cannot send loses them, as

@@ -126,6 +126,6 @@ func BenchmarkAppendTransport(b *testing.B) {
 	buf := make([]byte, 0, 2048)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = wire.AppendTransport(buf[:0], &h, payload)
+		buf, _ = wire.AppendTransport(buf[:0], &h, payload)
 	}
 }

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/binary"
+	"fmt"
+	"io"
 	"net/netip"
 
 	"github.com/gorxe/gorxe/wire/aeth"
@@ -31,13 +33,18 @@ type Headers struct {
 // opcode gorxe does not build.
 func (h *Headers) Len() int { return opTable[h.BTH.Opcode].HdrLen }
 
-// Encode writes the BTH and the extended headers into b, which must hold
-// Len bytes, and returns how many it wrote, or 0 for an unknown opcode.
-// The CNP's reserved bytes are written as zeros.
-func (h *Headers) Encode(b []byte) int {
+// Encode writes the BTH and the extended headers into b and returns how
+// many bytes it wrote, Len. The CNP's reserved bytes are written as zeros.
+// It writes nothing and returns ErrOpcode, wrapped with the opcode, for an
+// opcode gorxe does not build, and io.ErrShortBuffer if b is shorter than
+// Len.
+func (h *Headers) Encode(b []byte) (int, error) {
 	info := &opTable[h.BTH.Opcode]
-	if info.HdrLen == 0 || len(b) < info.HdrLen {
-		return 0
+	if info.HdrLen == 0 {
+		return 0, fmt.Errorf("%w %v", ErrOpcode, h.BTH.Opcode)
+	}
+	if len(b) < info.HdrLen {
+		return 0, io.ErrShortBuffer
 	}
 	bth.Header(b).Encode(&h.BTH)
 	off := bth.Len
@@ -77,7 +84,7 @@ func (h *Headers) Encode(b []byte) int {
 		clear(b[off : off+CNPReservedLen])
 		off += CNPReservedLen
 	}
-	return off
+	return off, nil
 }
 
 // PadLen returns the number of pad bytes that align a payload of n bytes to
@@ -90,20 +97,24 @@ func (h *Headers) TransportLen(n int) int { return h.Len() + n + PadLen(n) }
 
 // AppendTransport appends the BTH, the extended headers, payload and zero
 // pad bytes to b, setting the BTH pad count from the payload's length. The
-// ICRC is not appended. It returns b unchanged if the opcode is unknown or
-// payload is non-empty on an opcode that carries none.
-func AppendTransport(b []byte, h *Headers, payload []byte) []byte {
+// ICRC is not appended. It returns b unchanged and ErrOpcode for an opcode
+// gorxe does not build, or ErrPayload for a payload on an opcode that
+// carries none, each wrapped with the opcode.
+func AppendTransport(b []byte, h *Headers, payload []byte) ([]byte, error) {
 	info := &opTable[h.BTH.Opcode]
-	if info.HdrLen == 0 || len(payload) > 0 && !info.Payload {
-		return b
+	if info.HdrLen == 0 {
+		return b, fmt.Errorf("%w %v", ErrOpcode, h.BTH.Opcode)
+	}
+	if len(payload) > 0 && !info.Payload {
+		return b, fmt.Errorf("%w %v", ErrPayload, h.BTH.Opcode)
 	}
 	n := len(b)
 	pad := PadLen(len(payload))
 	b = append(b, make([]byte, info.HdrLen)...)
-	h.Encode(b[n:])
+	h.Encode(b[n:]) // cannot fail: the opcode is known and b[n:] is HdrLen long
 	bth.Header(b[n:]).SetPadCnt(pad)
 	b = append(b, payload...)
-	return append(b, make([]byte, pad)...)
+	return append(b, make([]byte, pad)...), nil
 }
 
 // IPFields holds what a RoCE v2 packet's IP header says beyond its lengths.
@@ -140,105 +151,138 @@ type Frame struct {
 
 // Len returns the length of the whole packet, IP header through ICRC.
 func (f *Frame) Len() int {
-	ipLen := IPv4Len
-	if _, _, v4, _ := f.IP.addrs(); !v4 {
-		ipLen = IPv6Len
-	}
-	return ipLen + UDPLen + f.TransportLen(len(f.Payload)) + ICRCLen
+	return f.IP.Len() + UDPLen + f.TransportLen(len(f.Payload)) + ICRCLen
 }
 
 // Append appends the whole packet, IP header through ICRC, to b. It fills in
 // the IP and UDP lengths, the IPv4 header checksum, the pad and the ICRC.
+// It returns b unchanged and ErrAddrFamily, or AppendTransport's error.
 func (f *Frame) Append(b []byte) ([]byte, error) {
-	src, dst, v4, ok := f.IP.addrs()
-	if !ok {
+	if _, _, _, ok := f.IP.addrs(); !ok {
 		return b, ErrAddrFamily
 	}
-	info := &opTable[f.BTH.Opcode]
-	if info.HdrLen == 0 {
-		return b, ErrOpcode
-	}
-	if len(f.Payload) > 0 && !info.Payload {
-		return b, ErrPayload
-	}
 	start := len(b)
-	tlen := f.TransportLen(len(f.Payload))
-	udpLen := UDPLen + tlen + ICRCLen
-	if v4 {
-		ip := [IPv4Len]byte{0: 0x45, 1: f.IP.TrafficClass, 8: f.IP.HopLimit, 9: 17}
-		binary.BigEndian.PutUint16(ip[2:], uint16(IPv4Len+udpLen))
-		binary.BigEndian.PutUint16(ip[4:], f.IP.ID)
-		if f.IP.DontFrag {
-			ip[6] = 0x40
-		}
-		s, d := src.As4(), dst.As4()
-		copy(ip[12:], s[:])
-		copy(ip[16:], d[:])
-		binary.BigEndian.PutUint16(ip[10:], IPv4Checksum(ip[:]))
-		b = append(b, ip[:]...)
-	} else {
-		var ip [IPv6Len]byte
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(f.IP.TrafficClass)<<20|f.IP.FlowLabel&0xfffff)
-		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
-		ip[6], ip[7] = 17, f.IP.HopLimit
-		s, d := src.As16(), dst.As16()
-		copy(ip[8:], s[:])
-		copy(ip[24:], d[:])
-		b = append(b, ip[:]...)
+	p := append(b, make([]byte, f.IP.Len()+UDPLen)...)
+	transport := len(p)
+	p, err := AppendTransport(p, &f.Headers, f.Payload)
+	if err != nil {
+		return b, err
 	}
-	ipEnd := len(b)
-	b = binary.BigEndian.AppendUint16(b, f.SrcPort)
-	b = binary.BigEndian.AppendUint16(b, f.DstPort)
-	b = binary.BigEndian.AppendUint16(b, uint16(udpLen))
-	b = append(b, 0, 0)
-	b = AppendTransport(b, &f.Headers, f.Payload)
-	pkt := b[start:]
-	icrc := ComputeICRC(pkt[:ipEnd-start], pkt[ipEnd-start:ipEnd-start+UDPLen], pkt[ipEnd-start+UDPLen:])
-	b = binary.LittleEndian.AppendUint32(b, icrc)
+	n := len(p) - transport
+	p = append(p, make([]byte, ICRCLen)...)
+	r := RoCEFields{IP: f.IP, SrcPort: f.SrcPort, DstPort: f.DstPort}
+	if _, err := PutRoCEHeaders(p, transport, n, &r); err != nil {
+		return b, err
+	}
 	if f.UDPChecksum {
-		udp := b[ipEnd:]
-		binary.BigEndian.PutUint16(udp[6:], udpChecksum(b[start:ipEnd], udp))
+		udp := p[transport-UDPLen:]
+		UDP(udp).SetChecksum(computeUDPChecksum(p[start:transport-UDPLen], udp))
 	}
-	return b, nil
+	return p, nil
 }
 
-// IPv4Checksum returns the header checksum (RFC 791, RFC 1071) of the
-// IPv4 header h, whose checksum field is zero.
-func IPv4Checksum(h []byte) uint16 { return ^onesSum(0, h) }
-
-// udpChecksum returns the UDP checksum of udp (header with a zero checksum
-// field, and payload) under the pseudo-header of the IP header ip (RFC 768,
-// RFC 8200 §8.1). A sum of zero is sent as 0xFFFF.
-func udpChecksum(ip, udp []byte) uint16 {
-	var sum uint32
-	if ip[0]>>4 == 4 {
-		sum = uint32(onesSum(sum, ip[12:20]))
-	} else {
-		sum = uint32(onesSum(sum, ip[8:40]))
+// Len returns the length of the IP header the fields make: IPv4Len or
+// IPv6Len.
+func (f *IPFields) Len() int {
+	if _, _, v4, _ := f.addrs(); v4 {
+		return IPv4Len
 	}
-	sum += 17 + uint32(len(udp))
-	c := ^onesSum(sum, udp)
+	return IPv6Len
+}
+
+// RoCEFields holds what the IP and UDP headers of a RoCE v2 packet say
+// beyond their lengths and checksums: what its sender chooses.
+type RoCEFields struct {
+	IP               IPFields
+	SrcPort, DstPort uint16 // the flow's entropy; UDPPort
+}
+
+// bthFECNBECN is the offset of the BTH byte that holds FECN, BECN and
+// Resv6, which the ICRC does not cover.
+const bthFECNBECN = 4
+
+// PutRoCEHeaders finishes a RoCE v2 packet whose transport, the BTH
+// through the pad, is buf[transport:transport+n]. It writes in front of
+// the transport the IP and UDP headers f describes, with their lengths,
+// the IPv4 header checksum and a zero UDP checksum, and after it the ICRC,
+// and returns where the IP header starts: the packet is
+// buf[start:transport+n+ICRCLen]. buf must have room for the headers
+// (f.IP.Len()+UDPLen bytes) before the transport and for the ICRC after
+// it. It returns ErrAddrFamily if f's addresses make no IP header.
+//
+// The ICRC is computed over the packet where it lies (MaskedICRC): the
+// headers are first written with ones in every field the ICRC does not
+// cover, including the BTH's FECN and BECN byte, and then with their real
+// values. PutRoCEHeaders allocates nothing.
+func PutRoCEHeaders(buf []byte, transport, n int, f *RoCEFields) (start int, err error) {
+	src, dst, v4, ok := f.IP.addrs()
+	if !ok {
+		return 0, ErrAddrFamily
+	}
+	end := transport + n
+	udpLen := uint16(UDPLen + n + ICRCLen)
+	udp := UDP(buf[transport-UDPLen : transport])
+	udp.Encode(&UDPFields{SrcPort: f.SrcPort, DstPort: f.DstPort, Length: udpLen, Checksum: 0xffff})
+	fb := buf[transport+bthFECNBECN]
+	buf[transport+bthFECNBECN] = 0xff
+	var icrc uint32
+	if v4 {
+		start = transport - UDPLen - IPv4Len
+		ip := IPv4(buf[start : start+IPv4Len])
+		ip.Encode(&IPv4Fields{
+			TOS:      0xff,
+			TotalLen: IPv4Len + udpLen,
+			ID:       f.IP.ID,
+			DontFrag: f.IP.DontFrag,
+			TTL:      0xff,
+			Protocol: ProtocolUDP,
+			Checksum: 0xffff,
+			Src:      src,
+			Dst:      dst,
+		})
+		icrc = MaskedICRC(buf[start:end])
+		ip.SetTOS(f.IP.TrafficClass)
+		ip.SetTTL(f.IP.HopLimit)
+		ip.UpdateChecksum()
+	} else {
+		start = transport - UDPLen - IPv6Len
+		ip := IPv6(buf[start : start+IPv6Len])
+		ip.Encode(&IPv6Fields{
+			TrafficClass: 0xff,
+			FlowLabel:    ipv6FlowLabelMask,
+			PayloadLen:   udpLen,
+			NextHeader:   ProtocolUDP,
+			HopLimit:     0xff,
+			Src:          src,
+			Dst:          dst,
+		})
+		icrc = MaskedICRC(buf[start:end])
+		ip.SetTrafficClassFlowLabel(f.IP.TrafficClass, f.IP.FlowLabel)
+		ip.SetHopLimit(f.IP.HopLimit)
+	}
+	udp.SetChecksum(0)
+	buf[transport+bthFECNBECN] = fb
+	binary.LittleEndian.PutUint32(buf[end:end+ICRCLen], icrc)
+	return start, nil
+}
+
+// computeUDPChecksum returns the UDP checksum of udp (header with a zero
+// checksum field, and payload) under the pseudo-header of the IP header
+// ip (RFC 768, RFC 8200 §8.1). A sum of zero is sent as 0xFFFF.
+func computeUDPChecksum(ip, udp []byte) uint16 {
+	var sum uint16
+	if ip[0]>>4 == 4 {
+		h := IPv4(ip)
+		sum = PseudoHeaderChecksum(ProtocolUDP, h[ipv4Src:ipv4Src+4], h[ipv4Dst:ipv4Dst+4], uint16(len(udp)))
+	} else {
+		h := IPv6(ip)
+		sum = PseudoHeaderChecksum(ProtocolUDP, h[ipv6Src:ipv6Src+16], h[ipv6Dst:ipv6Dst+16], uint16(len(udp)))
+	}
+	c := ^Checksum(udp, sum)
 	if c == 0 {
 		c = 0xffff
 	}
 	return c
-}
-
-// onesSum adds b to sum as 16-bit big-endian words in ones' complement
-// arithmetic and returns the folded 16-bit result.
-func onesSum(sum uint32, b []byte) uint16 {
-	s := uint64(sum)
-	for len(b) >= 2 {
-		s += uint64(b[0])<<8 | uint64(b[1])
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
 }
 
 // Frame returns the fields of a packet parsed with its IP header, such that
@@ -250,20 +294,22 @@ func (p *Packet) Frame() (Frame, error) {
 	f := Frame{
 		SrcPort:     p.SrcPort(),
 		DstPort:     p.DstPort(),
-		UDPChecksum: binary.BigEndian.Uint16(p.UDP[6:]) != 0,
+		UDPChecksum: UDP(p.UDP).Checksum() != 0,
 		Headers:     p.Headers(),
 		Payload:     p.Payload,
 	}
 	f.IP.Src, f.IP.Dst = p.Src(), p.Dst()
 	f.IP.TrafficClass = p.TrafficClass()
 	if p.IPVersion() == 4 {
-		f.IP.HopLimit = p.IP[8]
-		f.IP.ID = binary.BigEndian.Uint16(p.IP[4:])
-		f.IP.DontFrag = p.IP[6]&0x40 != 0
+		ip := IPv4(p.IP)
+		f.IP.HopLimit = ip.TTL()
+		f.IP.ID = ip.ID()
+		f.IP.DontFrag = ip.DontFrag()
 	} else {
+		ip := IPv6(p.IP)
 		f.IP.IPv6 = true
-		f.IP.HopLimit = p.IP[7]
-		f.IP.FlowLabel = binary.BigEndian.Uint32(p.IP[0:]) & 0xfffff
+		f.IP.HopLimit = ip.HopLimit()
+		f.IP.FlowLabel = ip.FlowLabel()
 	}
 	return f, nil
 }

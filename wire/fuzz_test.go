@@ -108,7 +108,10 @@ func FuzzParseUDPPayload(f *testing.F) {
 		if h.TransportLen(len(p.Payload)) != len(p.Transport()) {
 			t.Fatalf("TransportLen %d, parsed %d", h.TransportLen(len(p.Payload)), len(p.Transport()))
 		}
-		rebuilt := wire.AppendTransport(nil, &h, p.Payload)
+		rebuilt, err := wire.AppendTransport(nil, &h, p.Payload)
+		if err != nil {
+			t.Fatalf("parsed headers do not build: %v", err)
+		}
 		var q wire.Packet
 		if err := wire.ParseUDPPayload(&q, append(rebuilt, 0, 0, 0, 0)); err != nil {
 			t.Fatalf("rebuilt transport does not parse: %v", err)

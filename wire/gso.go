@@ -29,21 +29,23 @@ func SplitGSO(ip []byte) (pkts [][]byte, ok bool) {
 	var proto byte
 	switch ip[0] >> 4 {
 	case 4:
-		hl = int(ip[0]&0x0f) * 4
+		h := IPv4(ip)
+		hl = h.HeaderLen()
 		if hl < IPv4Len || len(ip) < hl+UDPLen {
 			return nil, false
 		}
-		total, proto = int(binary.BigEndian.Uint16(ip[2:])), ip[9]
+		total, proto = int(h.TotalLen()), h.Protocol()
 	case 6:
+		h := IPv6(ip)
 		hl = IPv6Len
 		if len(ip) < hl+UDPLen {
 			return nil, false
 		}
-		total, proto = hl+int(binary.BigEndian.Uint16(ip[4:])), ip[6]
+		total, proto = hl+int(h.PayloadLen()), h.NextHeader()
 	default:
 		return nil, false
 	}
-	if proto != 17 || total > len(ip) || total < hl+UDPLen {
+	if proto != ProtocolUDP || total > len(ip) || total < hl+UDPLen {
 		return nil, false
 	}
 	ipHdr, udp, payload := ip[:hl], ip[hl:hl+UDPLen], ip[hl+UDPLen:total]
@@ -87,8 +89,7 @@ func segmentOK(ip, udp, chunk []byte, k int) bool {
 func segment(ip, udp, chunk []byte, k int) []byte {
 	b := cutHeaders(make([]byte, 0, len(ip)+UDPLen+len(chunk)), ip, udp, len(chunk), k)
 	if b[0]>>4 == 4 {
-		binary.BigEndian.PutUint16(b[10:], 0)
-		binary.BigEndian.PutUint16(b[10:], ^onesSum(0, b[:len(ip)]))
+		IPv4(b).UpdateChecksum()
 	}
 	return append(b, chunk...)
 }
@@ -101,11 +102,12 @@ func cutHeaders(b, ip, udp []byte, n, k int) []byte {
 	b = append(append(b, ip...), udp...)
 	h := b[len(b)-len(ip)-UDPLen:]
 	if h[0]>>4 == 4 {
-		binary.BigEndian.PutUint16(h[2:], uint16(len(ip)+UDPLen+n))
-		binary.BigEndian.PutUint16(h[4:], binary.BigEndian.Uint16(ip[4:])+uint16(k))
+		v4 := IPv4(h)
+		v4.SetTotalLen(uint16(len(ip) + UDPLen + n))
+		v4.SetID(v4.ID() + uint16(k))
 	} else {
-		binary.BigEndian.PutUint16(h[4:], uint16(UDPLen+n))
+		IPv6(h).SetPayloadLen(uint16(UDPLen + n))
 	}
-	binary.BigEndian.PutUint16(h[len(ip)+4:], uint16(UDPLen+n))
+	UDP(h[len(ip):]).SetLength(uint16(UDPLen + n))
 	return b
 }

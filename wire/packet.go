@@ -91,9 +91,9 @@ func (p *Packet) IPVersion() int {
 func (p *Packet) Src() netip.Addr {
 	switch p.IPVersion() {
 	case 4:
-		return netip.AddrFrom4([4]byte(p.IP[12:16]))
+		return IPv4(p.IP).Src()
 	case 6:
-		return netip.AddrFrom16([16]byte(p.IP[8:24]))
+		return IPv6(p.IP).Src()
 	}
 	return netip.Addr{}
 }
@@ -103,9 +103,9 @@ func (p *Packet) Src() netip.Addr {
 func (p *Packet) Dst() netip.Addr {
 	switch p.IPVersion() {
 	case 4:
-		return netip.AddrFrom4([4]byte(p.IP[16:20]))
+		return IPv4(p.IP).Dst()
 	case 6:
-		return netip.AddrFrom16([16]byte(p.IP[24:40]))
+		return IPv6(p.IP).Dst()
 	}
 	return netip.Addr{}
 }
@@ -118,9 +118,9 @@ func (p *Packet) ECN() uint8 { return p.TrafficClass() & 0x3 }
 func (p *Packet) TrafficClass() uint8 {
 	switch p.IPVersion() {
 	case 4:
-		return p.IP[1]
+		return IPv4(p.IP).TOS()
 	case 6:
-		return uint8(binary.BigEndian.Uint16(p.IP[0:]) >> 4)
+		return IPv6(p.IP).TrafficClass()
 	}
 	return 0
 }
@@ -130,7 +130,7 @@ func (p *Packet) SrcPort() uint16 {
 	if len(p.UDP) < UDPLen {
 		return 0
 	}
-	return binary.BigEndian.Uint16(p.UDP[0:])
+	return UDP(p.UDP).SrcPort()
 }
 
 // DstPort returns the UDP destination port, or 0 without a UDP header.
@@ -138,7 +138,7 @@ func (p *Packet) DstPort() uint16 {
 	if len(p.UDP) < UDPLen {
 		return 0
 	}
-	return binary.BigEndian.Uint16(p.UDP[2:])
+	return UDP(p.UDP).DstPort()
 }
 
 // ICRC returns the packet's ICRC as the CRC-32 value it carries; the wire
@@ -204,20 +204,21 @@ func ParseIP(p *Packet, b []byte) error {
 		if len(b) < IPv4Len {
 			return ErrTruncated
 		}
-		if b[0]&0x0f != 5 {
+		h := IPv4(b)
+		if h.HeaderLen() != IPv4Len {
 			return ErrIPOptions
 		}
-		total := int(binary.BigEndian.Uint16(b[2:]))
+		total := int(h.TotalLen())
 		if total < IPv4Len {
 			return ErrLength
 		}
 		if total > len(b) {
 			return ErrTruncated
 		}
-		if binary.BigEndian.Uint16(b[6:])&0x3fff != 0 { // MF or fragment offset
+		if h.IsFragment() {
 			return ErrFragment
 		}
-		if b[9] != 17 {
+		if h.Protocol() != ProtocolUDP {
 			return ErrNotUDP
 		}
 		ip, rest = b[:IPv4Len], b[IPv4Len:total]
@@ -225,11 +226,12 @@ func ParseIP(p *Packet, b []byte) error {
 		if len(b) < IPv6Len {
 			return ErrTruncated
 		}
-		payload := int(binary.BigEndian.Uint16(b[4:]))
+		h := IPv6(b)
+		payload := int(h.PayloadLen())
 		if IPv6Len+payload > len(b) {
 			return ErrTruncated
 		}
-		if b[6] != 17 { // extension headers are not part of RoCE v2
+		if h.NextHeader() != ProtocolUDP { // extension headers are not part of RoCE v2
 			return ErrNotUDP
 		}
 		ip, rest = b[:IPv6Len], b[IPv6Len:IPv6Len+payload]
@@ -239,7 +241,7 @@ func ParseIP(p *Packet, b []byte) error {
 	if len(rest) < UDPLen {
 		return ErrTruncated
 	}
-	udpLen := int(binary.BigEndian.Uint16(rest[4:]))
+	udpLen := int(UDP(rest).Length())
 	if udpLen < UDPLen || udpLen > len(rest) {
 		return ErrLength
 	}

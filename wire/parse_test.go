@@ -3,8 +3,10 @@ package wire_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gorxe/gorxe/wire"
@@ -141,7 +143,8 @@ func TestParseReusesPacket(t *testing.T) {
 }
 
 // TestAppendTransportLen: AppendTransport writes exactly TransportLen bytes,
-// the pad count matches, and unknown opcodes write nothing.
+// the pad count matches, and an unknown opcode or a payload on an opcode
+// without one writes nothing and returns ErrOpcode or ErrPayload.
 func TestAppendTransportLen(t *testing.T) {
 	for op := 0; op < 256; op++ {
 		h := wire.Headers{BTH: bth.Fields{Opcode: bth.Opcode(op), PKey: 0xffff}}
@@ -151,13 +154,19 @@ func TestAppendTransportLen(t *testing.T) {
 		}
 		for _, n := range []int{0, 1, 2, 3, 4, 5, 1024} {
 			payload := bytes.Repeat([]byte{0xab}, n)
-			b := wire.AppendTransport([]byte{1, 2, 3}, &h, payload)
+			b, err := wire.AppendTransport([]byte{1, 2, 3}, &h, payload)
 			switch {
 			case !ok || n > 0 && !info.Payload:
-				if len(b) != 3 {
-					t.Errorf("%v with %d bytes: appended %d bytes, want none", bth.Opcode(op), n, len(b)-3)
+				want := wire.ErrOpcode
+				if ok {
+					want = wire.ErrPayload
+				}
+				if !errors.Is(err, want) || len(b) != 3 {
+					t.Errorf("%v with %d bytes: appended %d bytes, err %v; want none, %v", bth.Opcode(op), n, len(b)-3, err, want)
 				}
 				continue
+			case err != nil:
+				t.Fatalf("%v with %d bytes: %v", bth.Opcode(op), n, err)
 			case len(b)-3 != h.TransportLen(n):
 				t.Errorf("%v: appended %d bytes, TransportLen says %d", bth.Opcode(op), len(b)-3, h.TransportLen(n))
 			}
@@ -171,6 +180,50 @@ func TestAppendTransportLen(t *testing.T) {
 			if got := p.Headers(); !reflect.DeepEqual(got.BTH.Opcode, h.BTH.Opcode) {
 				t.Errorf("opcode %v after round trip, want %v", got.BTH.Opcode, h.BTH.Opcode)
 			}
+		}
+	}
+}
+
+// TestEncodeErrors: Headers.Encode writes nothing and says why for an
+// opcode gorxe does not build and for a buffer shorter than the headers.
+func TestEncodeErrors(t *testing.T) {
+	b := bytes.Repeat([]byte{0xee}, 64)
+	h := wire.Headers{BTH: bth.Fields{Opcode: 0x15, PKey: 0xffff}} // reserved RC opcode
+	n, err := h.Encode(b)
+	if n != 0 || !errors.Is(err, wire.ErrOpcode) {
+		t.Errorf("reserved opcode: Encode = %d, %v; want 0, ErrOpcode", n, err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "OPCODE_0x15") {
+		t.Errorf("error %q does not name the opcode", err)
+	}
+	h.BTH.Opcode = bth.RCRDMAWriteFirst
+	n, err = h.Encode(b[:h.Len()-1])
+	if n != 0 || !errors.Is(err, io.ErrShortBuffer) {
+		t.Errorf("short buffer: Encode = %d, %v; want 0, io.ErrShortBuffer", n, err)
+	}
+	if !bytes.Equal(b, bytes.Repeat([]byte{0xee}, 64)) {
+		t.Errorf("failed Encode wrote % x", b)
+	}
+	if n, err := h.Encode(b); n != h.Len() || err != nil {
+		t.Errorf("Encode = %d, %v; want %d, nil", n, err, h.Len())
+	}
+}
+
+// TestFrameAppendErrors: Frame.Append returns b unchanged with the
+// encoder's error.
+func TestFrameAppendErrors(t *testing.T) {
+	ip := wire.IPFields{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2")}
+	for _, c := range []struct {
+		f    wire.Frame
+		want error
+	}{
+		{wire.Frame{IP: ip, Headers: wire.Headers{BTH: bth.Fields{Opcode: 0x15}}}, wire.ErrOpcode},
+		{wire.Frame{IP: ip, Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCAcknowledge}}, Payload: []byte{1}}, wire.ErrPayload},
+		{wire.Frame{Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCAcknowledge}}}, wire.ErrAddrFamily},
+	} {
+		b, err := c.f.Append([]byte{1, 2, 3})
+		if !errors.Is(err, c.want) || !bytes.Equal(b, []byte{1, 2, 3}) {
+			t.Errorf("%v: Append = % x, %v; want 01 02 03, %v", c.f.BTH.Opcode, b, err, c.want)
 		}
 	}
 }

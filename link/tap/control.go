@@ -2,7 +2,12 @@
 
 package tap
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/gorxe/gorxe/wire"
+)
 
 // ARP for IPv4 over Ethernet (RFC 826):
 //
@@ -65,23 +70,22 @@ func putARP(b []byte, oper uint16, sha [6]byte, spa [4]byte, tha [6]byte, tpa [4
 //	| type | code | checksum | identifier | sequence   | data ...
 //	+------+------+----------+------------+------------+-------------
 const (
-	icmpEchoReply     = 0
-	icmpEchoRequest   = 8
-	icmp6EchoRequest  = 128
-	icmp6EchoReply    = 129
-	icmp6NeighborSol  = 135
-	icmp6NeighborAdv  = 136
-	ndpOptSourceLLA   = 1
-	ndpOptTargetLLA   = 2
-	ndpHopLimit       = 255 // RFC 4861 §7.1: anything else was forwarded
-	replyHopLimit     = 64
-	naSolicited       = 1 << 30
-	naOverride        = 1 << 29
-	ndpLen            = 24 // NS and NA without options
-	ndpWithLLA        = ndpLen + 8
-	nsFrameLen        = ethLen + ipv6Len + ndpWithLLA
-	minEchoLen        = 8
-	ipv4ChecksumField = 10
+	icmpEchoReply    = 0
+	icmpEchoRequest  = 8
+	icmp6EchoRequest = 128
+	icmp6EchoReply   = 129
+	icmp6NeighborSol = 135
+	icmp6NeighborAdv = 136
+	ndpOptSourceLLA  = 1
+	ndpOptTargetLLA  = 2
+	ndpHopLimit      = 255 // RFC 4861 §7.1: anything else was forwarded
+	replyHopLimit    = 64
+	naSolicited      = 1 << 30
+	naOverride       = 1 << 29
+	ndpLen           = 24 // NS and NA without options
+	ndpWithLLA       = ndpLen + 8
+	nsFrameLen       = ethLen + ipv6Len + ndpWithLLA
+	minEchoLen       = 8
 )
 
 // inputICMPv4 answers an echo request in place: the IPv4 packet is
@@ -89,7 +93,7 @@ const (
 func (l *Link) inputICMPv4(f []byte, ihl, total int) {
 	ip := f[ethLen : ethLen+total]
 	icmp := ip[ihl:]
-	if len(icmp) < minEchoLen || checksum(0, icmp) != 0 {
+	if len(icmp) < minEchoLen || internetChecksum(icmp) != 0 {
 		l.stats.dropBadFrame.Add(1)
 		return
 	}
@@ -98,15 +102,15 @@ func (l *Link) inputICMPv4(f []byte, ihl, total int) {
 		return
 	}
 	putEthernet(f, [6]byte(f[6:12]), l.mac, etherTypeIPv4)
-	src, dst := [4]byte(ip[12:16]), [4]byte(ip[16:20])
-	copy(ip[12:16], dst[:])
-	copy(ip[16:20], src[:])
-	ip[8] = replyHopLimit
-	ip[ipv4ChecksumField], ip[ipv4ChecksumField+1] = 0, 0
-	binary.BigEndian.PutUint16(ip[ipv4ChecksumField:], checksum(0, ip[:ihl]))
+	h := wire.IPv4(ip)
+	src, dst := h.Src(), h.Dst()
+	h.SetSrc(dst)
+	h.SetDst(src)
+	h.SetTTL(replyHopLimit)
+	h.UpdateChecksum()
 	icmp[0] = icmpEchoReply
 	icmp[2], icmp[3] = 0, 0
-	binary.BigEndian.PutUint16(icmp[2:], checksum(0, icmp))
+	binary.BigEndian.PutUint16(icmp[2:], internetChecksum(icmp))
 	l.stats.icmp.Add(1) // before the reply goes out, for whoever waits for it
 	_ = l.write(f[:ethLen+total])
 }
@@ -129,10 +133,10 @@ func (l *Link) inputICMPv6(f []byte, total int, unicast bool) {
 			return
 		}
 		putEthernet(f, [6]byte(f[6:12]), l.mac, etherTypeIPv6)
-		dst := [16]byte(ip[24:40])
-		copy(ip[8:24], dst[:])
-		copy(ip[24:40], src[:])
-		ip[7] = replyHopLimit
+		h := wire.IPv6(ip)
+		h.SetSrc(h.Dst())
+		h.SetDst(addr16(src[:]))
+		h.SetHopLimit(replyHopLimit)
 		icmp[0] = icmp6EchoReply
 		icmp[2], icmp[3] = 0, 0
 		binary.BigEndian.PutUint16(icmp[2:], icmp6Checksum(ip[8:24], ip[24:40], icmp))
@@ -241,40 +245,25 @@ func putNA(b []byte, mac, ethDst [6]byte, src, dst, target [16]byte, flags uint3
 // neighbour discovery hop limit, and returns the message's bytes with its
 // checksum zeroed.
 func putIPv6(b []byte, src, dst [16]byte, n int) []byte {
-	binary.BigEndian.PutUint32(b[0:4], 6<<28)
-	binary.BigEndian.PutUint16(b[4:6], uint16(n))
-	b[6], b[7] = protoICMPv6, ndpHopLimit
-	copy(b[8:24], src[:])
-	copy(b[24:40], dst[:])
+	wire.IPv6(b).Encode(&wire.IPv6Fields{
+		PayloadLen: uint16(n),
+		NextHeader: protoICMPv6,
+		HopLimit:   ndpHopLimit,
+		Src:        netip.AddrFrom16(src),
+		Dst:        netip.AddrFrom16(dst),
+	})
 	icmp := b[ipv6Len : ipv6Len+n]
 	icmp[2], icmp[3] = 0, 0
 	return icmp
 }
 
-// checksum returns the Internet checksum (RFC 1071) of b, with sum the
-// partial sum of what precedes it. Over data that includes its checksum
-// it returns 0 if that checksum is right.
-func checksum(sum uint32, b []byte) uint16 {
-	for len(b) >= 2 {
-		sum += uint32(b[0])<<8 | uint32(b[1])
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
-}
+// internetChecksum returns the Internet checksum (RFC 1071) of b. Over
+// data that includes its checksum it returns 0 if that checksum is right.
+func internetChecksum(b []byte) uint16 { return ^wire.Checksum(b, 0) }
 
 // icmp6Checksum is the ICMPv6 checksum of msg under the IPv6 pseudo-header
-// (RFC 8200 §8.1, RFC 4443 §2.3).
+// (RFC 8200 §8.1, RFC 4443 §2.3). Over a message that includes its
+// checksum it returns 0 if that checksum is right.
 func icmp6Checksum(src, dst, msg []byte) uint16 {
-	sum := uint32(len(msg)) + protoICMPv6
-	for i := 0; i < 16; i += 2 {
-		sum += uint32(src[i])<<8 | uint32(src[i+1])
-		sum += uint32(dst[i])<<8 | uint32(dst[i+1])
-	}
-	return checksum(sum, msg)
+	return ^wire.Checksum(msg, wire.PseudoHeaderChecksum(protoICMPv6, src, dst, uint16(len(msg))))
 }

@@ -3,6 +3,7 @@ package udp
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -245,36 +246,39 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 	}
 	// sin_port and sin6_port are both at offset 2, in network order.
 	sport := binary.BigEndian.Uint16(name[2:4])
-	udpLen := wire.UDPLen + n
+	udpLen := uint16(wire.UDPLen + n)
 	var ipLen int
+	// The socket is bound to the link's address, so every datagram it gets
+	// was sent to it.
 	if l.v4 {
 		ipLen = wire.IPv4Len
-		ip := pkt[:wire.IPv4Len]
-		ip[0], ip[1] = 0x45, tos
-		binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4Len+udpLen))
-		binary.BigEndian.PutUint32(ip[4:], 0x00004000) // ID 0, DF, as the link sends
-		ip[8], ip[9] = rxHopLimit, unix.IPPROTO_UDP
-		ip[10], ip[11] = 0, 0
-		copy(ip[12:16], name[4:8]) // sin_addr
-		// The socket is bound to the link's address, so every datagram
-		// it gets was sent to it.
-		dst := l.addr.As4()
-		copy(ip[16:20], dst[:])
-		binary.BigEndian.PutUint16(ip[10:], wire.IPv4Checksum(ip))
+		ip := wire.IPv4(pkt[:wire.IPv4Len])
+		ip.Encode(&wire.IPv4Fields{
+			TOS:      tos,
+			TotalLen: wire.IPv4Len + udpLen,
+			DontFrag: true, // ID 0, DF, as the link sends
+			TTL:      rxHopLimit,
+			Protocol: wire.ProtocolUDP,
+			Src:      netip.AddrFrom4([4]byte(name[4:8])), // sin_addr
+			Dst:      l.addr,
+		})
+		ip.UpdateChecksum()
 	} else {
 		ipLen = wire.IPv6Len
-		ip := pkt[:wire.IPv6Len]
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(tos)<<20)
-		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
-		ip[6], ip[7] = unix.IPPROTO_UDP, rxHopLimit
-		copy(ip[8:24], name[8:24]) // sin6_addr
-		dst := l.addr.As16()
-		copy(ip[24:40], dst[:])
+		wire.IPv6(pkt[:wire.IPv6Len]).Encode(&wire.IPv6Fields{
+			TrafficClass: tos,
+			PayloadLen:   udpLen,
+			NextHeader:   wire.ProtocolUDP,
+			HopLimit:     rxHopLimit,
+			Src:          netip.AddrFrom16([16]byte(name[8:24])), // sin6_addr
+			Dst:          l.addr,
+		})
 	}
-	udp := pkt[ipLen : ipLen+wire.UDPLen]
-	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], l.port)
-	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
-	udp[6], udp[7] = 0, 0 // no checksum, as RoCE v2 senders send
-	return ipLen + udpLen
+	wire.UDP(pkt[ipLen : ipLen+wire.UDPLen]).Encode(&wire.UDPFields{
+		SrcPort: sport,
+		DstPort: l.port,
+		Length:  udpLen,
+		// No checksum, as RoCE v2 senders send.
+	})
+	return ipLen + int(udpLen)
 }

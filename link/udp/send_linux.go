@@ -367,34 +367,37 @@ func (l *Link) parse(buf []byte) (dst netip.Addr, port uint16, tc byte, payload 
 	var udp []byte
 	switch pkt[0] >> 4 {
 	case 4:
-		ihl := int(pkt[0]&0x0f) * 4
-		if !l.v4 || ihl < wire.IPv4Len || len(pkt) < ihl+wire.UDPLen || pkt[9] != unix.IPPROTO_UDP {
+		ip := wire.IPv4(pkt)
+		ihl := ip.HeaderLen()
+		if ihl < wire.IPv4Len || len(pkt) < ihl+wire.UDPLen || ip.Protocol() != wire.ProtocolUDP {
 			return
 		}
-		total := int(binary.BigEndian.Uint16(pkt[2:]))
+		total := int(ip.TotalLen())
 		if total < ihl+wire.UDPLen || total > len(pkt) {
 			return
 		}
-		tc = pkt[1]
+		tc = ip.TOS()
 		udp = pkt[ihl:total]
-		dst = netip.AddrFrom4([4]byte(pkt[16:20]))
+		dst = ip.Dst()
 	case 6:
-		if l.v4 || len(pkt) < wire.IPv6Len+wire.UDPLen || pkt[6] != unix.IPPROTO_UDP {
+		ip := wire.IPv6(pkt)
+		if l.v4 || len(pkt) < wire.IPv6Len+wire.UDPLen || ip.NextHeader() != wire.ProtocolUDP {
 			return
 		}
-		total := wire.IPv6Len + int(binary.BigEndian.Uint16(pkt[4:]))
+		total := wire.IPv6Len + int(ip.PayloadLen())
 		if total < wire.IPv6Len+wire.UDPLen || total > len(pkt) {
 			return
 		}
-		tc = pkt[0]<<4 | pkt[1]>>4
+		tc = ip.TrafficClass()
 		udp = pkt[wire.IPv6Len:total]
-		dst = netip.AddrFrom16([16]byte(pkt[24:40]))
+		dst = ip.Dst()
 	default:
 		return
 	}
-	ulen := int(binary.BigEndian.Uint16(udp[4:]))
+	h := wire.UDP(udp)
+	ulen := int(h.Length())
 	if ulen < wire.UDPLen+wire.ICRCLen || ulen > len(udp) {
 		return
 	}
-	return dst, binary.BigEndian.Uint16(udp[2:]), tc, udp[wire.UDPLen:ulen], true
+	return dst, h.DstPort(), tc, udp[wire.UDPLen:ulen], true
 }

@@ -15,14 +15,21 @@
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 package reth
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Len is the length of a RETH in bytes.
 const Len = 16
 
-// Key is a 32-bit memory key: the R_Key a peer names remote memory with (and
-// the L_Key of local scatter/gather entries).
+// Key is a 32-bit memory key: the R_Key a peer names remote memory with in
+// a RETH, AtomicETH or IETH, and the L_Key of local scatter/gather entries.
+// It is the one key type of gorxe; mr.Key is another name for it.
 type Key uint32
+
+// String returns k as 0x and eight hex digits, like "0x00001a2b".
+func (k Key) String() string { return fmt.Sprintf("%#08x", uint32(k)) }
 
 // Header is a view of a RETH. Its methods need at least Len bytes.
 type Header []byte

@@ -21,3 +21,11 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("Fields = %+v, want %+v", got, f)
 	}
 }
+
+func TestKeyString(t *testing.T) {
+	for k, want := range map[Key]string{0x1a2b: "0x00001a2b", 0xdeadbeef: "0xdeadbeef", 0: "0x00000000"} {
+		if got := k.String(); got != want {
+			t.Errorf("Key(%#x).String() = %q, want %q", uint32(k), got, want)
+		}
+	}
+}

@@ -110,10 +110,10 @@ func (r *RoCEv2) String() string {
 // for gopacket.SerializeLayers. The payload is the next layer (a
 // gopacket.Payload), whose length SerializeTo writes into the pad count.
 func New(h *wire.Headers) (*RoCEv2, error) {
-	if _, ok := wire.Lookup(h.BTH.Opcode); !ok {
-		return nil, wire.ErrOpcode
+	b, err := wire.AppendTransport(nil, h, nil)
+	if err != nil {
+		return nil, err
 	}
-	b := wire.AppendTransport(nil, h, nil)
 	b = append(b, make([]byte, wire.ICRCLen)...)
 	r := &RoCEv2{}
 	if err := r.DecodeFromBytes(b, gopacket.NilDecodeFeedback); err != nil {
