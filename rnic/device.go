@@ -11,7 +11,20 @@
 // Either way the packet's ICRC is checked and its QP runs its responder or
 // completer at once; PostSend builds and sends on the caller's goroutine.
 // Worker goroutines, each owning a fixed set of QPs (hashed by QPN), run
-// the QPs' timers and the sends a QP leaves for later.
+// the QPs' timers and the sends a QP leaves for later: the rest of a
+// READ's responses beyond the first burst, and the rest of a long send.
+//
+// Lock order (a lock may be taken while holding those left of it):
+//
+//	receiver.mu (the receive path) > qp.QP.mu > worker.mu, cq.CQ.mu, mr.Table's
+//	Device.mu is never held while a QP's lock is taken.
+//
+// A QP holds its lock while it hands packets to the link, so that its
+// packets leave in PSN order whichever goroutine drives it; so the receive
+// path, which holds receiver.mu while it runs a QP, waits for a link send
+// to return. A QP bounds what one call sends (maxBurst packets for the
+// requester, a burst of READ responses for the responder) and leaves the
+// rest to its worker, so no QP holds the receive path for long.
 package rnic
 
 import (
