@@ -94,6 +94,11 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		q.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
+	if !dmaLenOK(p) {
+		q.tracef("%v PSN %d: DMA length %d is more than 2^31 (C9-94)", op, psn, p.RETH.DMALen())
+		q.fatalNAK(aeth.NAKInvalidRequest, psn)
+		return
+	}
 	switch op {
 	case bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast, bth.RCSendLastWithImm,
 		bth.RCSendOnly, bth.RCSendOnlyWithImm, bth.RCSendLastWithInvalidate, bth.RCSendOnlyWithInvalidate:
