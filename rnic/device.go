@@ -92,6 +92,10 @@ type Device struct {
 	noQP       atomic.Uint64
 	rcvd       atomic.Uint64
 
+	badOpcode      atomic.Uint64 // receive_checks.go
+	addrMismatch   atomic.Uint64
+	pkeyViolations atomic.Uint64
+
 	rx        receiver
 	pollGrace time.Duration
 	epoch     time.Time // for clock and now
@@ -295,6 +299,11 @@ type Counters struct {
 	ICRCErrors uint64 // icrc_errors: dropped for a bad ICRC
 	Malformed  uint64 // dropped as not a RoCE v2 packet gorxe can parse
 	NoQP       uint64 // dropped for a destination QP that does not exist
+	// The drops of receive_checks.go; rxe counts none of them but the
+	// P_Key one, in its port's bad_pkey_cntr.
+	BadOpcode      uint64 // dropped for a reserved opcode, or one of a service the QP does not run
+	AddrMismatch   uint64 // dropped for IP addresses other than the QP's peer and GID
+	PKeyViolations uint64 // dropped for a P_Key the QP's partition does not admit
 }
 
 // Named returns the counters with their names, rxe's first.
@@ -303,6 +312,9 @@ func (c *Counters) Named() []qp.NamedCounter {
 		qp.NamedCounter{Name: "icrc_errors", Value: c.ICRCErrors},
 		qp.NamedCounter{Name: "malformed", Value: c.Malformed},
 		qp.NamedCounter{Name: "no_qp", Value: c.NoQP},
+		qp.NamedCounter{Name: "bad_opcode", Value: c.BadOpcode},
+		qp.NamedCounter{Name: "addr_mismatch", Value: c.AddrMismatch},
+		qp.NamedCounter{Name: "pkey_violations", Value: c.PKeyViolations},
 	)
 }
 
@@ -323,6 +335,9 @@ func (d *Device) Counters() Counters {
 	c.ICRCErrors = d.icrcErrors.Load()
 	c.Malformed = d.malformed.Load()
 	c.NoQP = d.noQP.Load()
+	c.BadOpcode = d.badOpcode.Load()
+	c.AddrMismatch = d.addrMismatch.Load()
+	c.PKeyViolations = d.pkeyViolations.Load()
 	return c
 }
 
