@@ -172,6 +172,9 @@ func fuzzPacket(p *rnictest.Peer, r []byte, next *bth.PSN) []byte {
 	}
 	if flags&fuzzBadQP != 0 {
 		h.BTH.DestQP = bth.QPN(r[11])
+		if h.BTH.DestQP == p.BarrierQPN() {
+			h.BTH.DestQP = p.QP.Num() // the barrier must stay up: it is the harness
+		}
 	}
 	va := uint64(rnictest.RegionIOVA) - 4096 + uint64(binary.BigEndian.Uint16(r[4:]))
 	rkey := reth.Key(p.RKey())

@@ -206,6 +206,10 @@ func (p *Peer) connect(q *rnic.QP, access mr.Access, qpn bth.QPN, rqPSN, sqPSN b
 	}, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic)
 }
 
+// BarrierQPN returns the number of the device's second QP, which Sync
+// uses. A test that sends packets to it can break Sync.
+func (p *Peer) BarrierQPN() bth.QPN { return p.bar.Num() }
+
 // Reconnect takes the QP through RESET back to RTS, with the PSNs it
 // started with and empty queues, as after New.
 func (p *Peer) Reconnect(t testing.TB) {
