@@ -149,6 +149,11 @@ func (r *responder) handleRequest(p *wire.Packet) {
 		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
+	if !dmaLenOK(p) {
+		q.tracef("%v PSN %d: DMA length %d is more than 2^31 (C9-94)", op, psn, p.RETH.DMALen())
+		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+		return
+	}
 	switch op {
 	case bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast, bth.RCSendLastWithImm,
 		bth.RCSendOnly, bth.RCSendOnlyWithImm, bth.RCSendLastWithInvalidate, bth.RCSendOnlyWithInvalidate:

@@ -7,7 +7,6 @@ package rnic_test
 import (
 	"bytes"
 	"encoding/binary"
-	"net/netip"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -352,28 +351,35 @@ func TestGhostACK(t *testing.T) {
 		hold.Store(true)
 		b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool { return hold.Load() }})
 		a.postSend(t, writeWR(1, a, b, 0, 64))
-		// A third host forges ACKs: one far ahead, one for what was sent.
-		f := forger(t, a)
+		// A host that claims B's address forges ACKs: one far ahead, one
+		// for what was sent. (From any other address the device would drop
+		// them before the QP saw them: TestSourceAddressChecked.)
+		f := forger(t, a, b)
 		f(0x123456+1000, aeth.ACK(31))
 		f(0x123456+1, aeth.NAK(aeth.NAKRemoteAccess))
 		expectNone(t, a.scq, 30*time.Millisecond)
 		if a.qp.State() != qp.StateRTS {
 			t.Fatalf("QP in %v after ghost ACKs", a.qp.State())
 		}
+		if c := a.stats(); c.AddrMismatch != 0 || c.PKeyViolations != 0 {
+			t.Fatalf("the device dropped the forged ACKs before the QP saw them: %+v", c)
+		}
 		hold.Store(false)
 		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
 	})
 }
 
-// forger returns a function that sends an ACK to s's QP from a third host.
-func forger(t *testing.T, s *side) func(psn bth.PSN, syn aeth.Syndrome) {
-	// The pair's fabric is reached through a fresh link of its own.
-	l, err := s.fabric.NewLink(netip.MustParseAddr("10.0.0.99"))
+// forger returns a function that sends an ACK to s's QP as if from its
+// peer: from a third host on the fabric that puts the peer's address in
+// the IP source. The fabric routes by destination only, so a link without
+// addresses of its own can send such packets.
+func forger(t *testing.T, s, peer *side) func(psn bth.PSN, syn aeth.Syndrome) {
+	l, err := s.fabric.NewLink()
 	must(t, err)
 	t.Cleanup(func() { l.Close() })
 	return func(psn bth.PSN, syn aeth.Syndrome) {
 		f := wire.Frame{
-			IP:      wire.IPFields{Src: netip.MustParseAddr("10.0.0.99"), Dst: s.dev.GIDs()[0].Unmap(), HopLimit: 64, DontFrag: true},
+			IP:      wire.IPFields{Src: peer.dev.GIDs()[0].Unmap(), Dst: s.dev.GIDs()[0].Unmap(), HopLimit: 64, DontFrag: true},
 			SrcPort: 0xc000, DstPort: wire.UDPPort,
 			Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCAcknowledge, PKey: 0xffff, DestQP: s.qp.Num(), PSN: psn}},
 		}

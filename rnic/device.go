@@ -108,6 +108,10 @@ type Device struct {
 	rcvd       atomic.Uint64
 	noRoute    atomic.Uint64
 
+	badOpcode      atomic.Uint64 // receive_checks.go
+	addrMismatch   atomic.Uint64
+	pkeyViolations atomic.Uint64
+
 	rx        receiver
 	pollGrace time.Duration
 	clock     *monotime.Clock
@@ -224,6 +228,15 @@ type QP struct {
 	e   *qp.QP
 	dev *Device
 	w   *worker
+	// path is the QP's peer and local GID as its last Modify left them,
+	// for the receive path's address check without the QP's lock; nil
+	// while the QP has no address vector.
+	path atomic.Pointer[qpPath]
+}
+
+type qpPath struct {
+	dgid      netip.Addr
+	sgidIndex uint8
 }
 
 // Num returns the QP number.
@@ -231,7 +244,15 @@ func (q *QP) Num() bth.QPN { return q.e.Num() }
 
 // Modify changes the QP's attributes and state, as ibv_modify_qp: mask
 // says which fields of attr apply (qp.QP.Modify has the rules).
-func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error { return q.e.Modify(attr, mask) }
+func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
+	err := q.e.Modify(attr, mask)
+	if dgid, sgid, ok := q.e.Path(); ok {
+		q.path.Store(&qpPath{dgid, sgid})
+	} else {
+		q.path.Store(nil)
+	}
+	return err
+}
 
 // Query returns the QP's attributes, as ibv_query_qp.
 func (q *QP) Query() qp.Attr { return q.e.Query() }
@@ -331,6 +352,11 @@ type Counters struct {
 	Malformed  uint64 // dropped as not a RoCE v2 packet gorxe can parse
 	NoQP       uint64 // dropped for a destination QP that does not exist
 	NoRoute    uint64 // not sent: no source GID of the destination's family
+	// The drops of receive_checks.go; rxe counts none of them but the
+	// P_Key one, in its port's bad_pkey_cntr.
+	BadOpcode      uint64 // dropped for a reserved opcode, or one of a service the QP does not run
+	AddrMismatch   uint64 // dropped for IP addresses other than the QP's peer and GID
+	PKeyViolations uint64 // dropped for a P_Key the QP's partition does not admit
 }
 
 // Named returns the counters with their names, rxe's first.
@@ -340,6 +366,9 @@ func (c *Counters) Named() []qp.NamedCounter {
 		qp.NamedCounter{Name: "malformed", Value: c.Malformed},
 		qp.NamedCounter{Name: "no_qp", Value: c.NoQP},
 		qp.NamedCounter{Name: "no_route", Value: c.NoRoute},
+		qp.NamedCounter{Name: "bad_opcode", Value: c.BadOpcode},
+		qp.NamedCounter{Name: "addr_mismatch", Value: c.AddrMismatch},
+		qp.NamedCounter{Name: "pkey_violations", Value: c.PKeyViolations},
 	)
 }
 
@@ -361,6 +390,9 @@ func (d *Device) Counters() Counters {
 	c.Malformed = d.malformed.Load()
 	c.NoQP = d.noQP.Load()
 	c.NoRoute = d.noRoute.Load()
+	c.BadOpcode = d.badOpcode.Load()
+	c.AddrMismatch = d.addrMismatch.Load()
+	c.PKeyViolations = d.pkeyViolations.Load()
 	return c
 }
 

@@ -236,8 +236,8 @@ func (d *Device) process(n int) {
 	p := &r.p
 	for i := range n {
 		pkt := r.bufs[i][link.Headroom : link.Headroom+r.sizes[i]]
-		if wire.ParseIP(p, pkt) != nil || p.DstPort() != d.cfg.Port {
-			d.malformed.Add(1)
+		if err := wire.ParseIP(p, pkt); err != nil || p.DstPort() != d.cfg.Port {
+			d.countUnparsed(err)
 			continue
 		}
 		d.rcvd.Add(1)
@@ -251,6 +251,9 @@ func (d *Device) process(n int) {
 		q := d.lookup(p.BTH.DestQP())
 		if q == nil {
 			d.noQP.Add(1)
+			continue
+		}
+		if !d.admit(q, p) {
 			continue
 		}
 		if d.cfg.PacketTrace != nil {

@@ -32,6 +32,7 @@ var layers = []struct{ pkg, may string }{
 	{"mr", "internal/... wire/..."},                                       // memory regions; keys are wire's
 	{"qp", "mr cq wire/... internal/..."},                                 // requester, responder, completer
 	{"rnic", "qp mr cq link wire/... internal/..."},                       // the device: links to QPs
+	{"rnic/rnictest", "rnic qp mr cq link/... wire/... internal/..."},     // a scripted peer for tests
 	{"perftest", "rnic qp mr cq link/... wire/... internal/..."},          // perftest's protocol over gorxe
 	{"cmd/...", "perftest rnic qp mr cq link/... wire/... internal/..."},  // the gorxe command
 	{"test/...", "perftest rnic qp mr cq link/... wire/... internal/..."}, // system tests and benchmarks
