@@ -142,9 +142,11 @@ func Example() {
 // Example_udp shows what two processes do to connect over the network:
 // each opens a device on a kernel UDP socket (no privilege needed), tells
 // the other its QP number, first PSN, GID, buffer address and rkey in its
-// own way (here JSON over a TCP connection), connects, and then moves data
-// with one-sided WRITEs. Both run in this one program, on two loopback
-// addresses, with a RoCE port of their own.
+// own way (here JSON over a TCP connection), and connects. The client then
+// writes into the server's buffer with an RDMA WRITE with immediate, whose
+// immediate data consumes a receive the server posted: the server learns
+// of the WRITE from a completion, as RDMA programs do. Both run in this one
+// program, on two loopback addresses, with a RoCE port of their own.
 func Example_udp() {
 	const rocePort = 47913
 	type hello struct { // what the two sides exchange
@@ -201,8 +203,11 @@ func Example_udp() {
 		srv := open("127.0.0.12")
 		defer srv.dev.Close()
 		connect(srv, c, 0x2000)
-		c.Read(make([]byte, 1)) // the client says when its WRITE is done
-		fmt.Printf("server: %q\n", srv.buf[:14])
+		// A WRITE that comes before this receive is posted is told to
+		// retry (an RNR NAK), and does.
+		srv.qp.PostRecv([]qp.RecvWR{{WRID: 1}})
+		wc := await(srv.rcq)
+		fmt.Printf("server: %v imm=%d, buffer holds %q\n", wc.Opcode, wc.ImmData, srv.buf[:wc.ByteLen])
 	}()
 
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -213,14 +218,13 @@ func Example_udp() {
 	defer cli.dev.Close()
 	peer := connect(cli, c, 0x1000)
 	copy(cli.buf, "over real UDP!")
-	cli.qp.PostSend([]qp.SendWR{{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+	cli.qp.PostSend([]qp.SendWR{{Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled, ImmData: 7,
 		SGList: cli.sge(0, 14), RemoteAddr: peer.Addr, RKey: peer.RKey}})
 	wc := await(cli.scq)
-	fmt.Printf("client: %v %v\n", wc.Opcode, wc.Status)
-	c.Write([]byte{1})
 	<-done
+	fmt.Printf("client: %v %v\n", wc.Opcode, wc.Status)
 	c.Close()
 	// Output:
+	// server: RECV_RDMA_WITH_IMM imm=7, buffer holds "over real UDP!"
 	// client: RDMA_WRITE success
-	// server: "over real UDP!"
 }
