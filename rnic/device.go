@@ -107,6 +107,7 @@ type Device struct {
 	noQP       atomic.Uint64
 	rcvd       atomic.Uint64
 	noRoute    atomic.Uint64
+	cnpIgnored atomic.Uint64 // rp_cnp_ignored
 
 	badOpcode      atomic.Uint64 // receive_checks.go
 	addrMismatch   atomic.Uint64
@@ -352,6 +353,10 @@ type Counters struct {
 	Malformed  uint64 // dropped as not a RoCE v2 packet gorxe can parse
 	NoQP       uint64 // dropped for a destination QP that does not exist
 	NoRoute    uint64 // not sent: no source GID of the destination's family
+	// RPCNPIgnored counts CNPs received and consumed: gorxe's requesters
+	// do no congestion control, so every CNP is one mlx5 counts as
+	// rp_cnp_ignored (a CNP while the reaction point is disabled).
+	RPCNPIgnored uint64
 	// The drops of receive_checks.go; rxe counts none of them but the
 	// P_Key one, in its port's bad_pkey_cntr.
 	BadOpcode      uint64 // dropped for a reserved opcode, or one of a service the QP does not run
@@ -366,6 +371,7 @@ func (c *Counters) Named() []qp.NamedCounter {
 		qp.NamedCounter{Name: "malformed", Value: c.Malformed},
 		qp.NamedCounter{Name: "no_qp", Value: c.NoQP},
 		qp.NamedCounter{Name: "no_route", Value: c.NoRoute},
+		qp.NamedCounter{Name: "rp_cnp_ignored", Value: c.RPCNPIgnored},
 		qp.NamedCounter{Name: "bad_opcode", Value: c.BadOpcode},
 		qp.NamedCounter{Name: "addr_mismatch", Value: c.AddrMismatch},
 		qp.NamedCounter{Name: "pkey_violations", Value: c.PKeyViolations},
@@ -390,6 +396,7 @@ func (d *Device) Counters() Counters {
 	c.Malformed = d.malformed.Load()
 	c.NoQP = d.noQP.Load()
 	c.NoRoute = d.noRoute.Load()
+	c.RPCNPIgnored = d.cnpIgnored.Load()
 	c.BadOpcode = d.badOpcode.Load()
 	c.AddrMismatch = d.addrMismatch.Load()
 	c.PKeyViolations = d.pkeyViolations.Load()

@@ -27,7 +27,7 @@ import (
 //	  aligns the payload to 4 bytes;
 //	  payload only where the opcode has one
 //	ICRC                                   process                        drop                              icrc_errors
-//	CNP (0x81)                             process                        consumed: no congestion control   -
+//	CNP (0x81), to any QPN                 process                        consumed: no congestion control   rp_cnp_ignored
 //	destination QP exists (QPs 0, 1 and    process, Device.lookup         drop                              no_qp
 //	  0xFFFFFF never do)
 //	opcode's service is the QP's (RC)      admit (rxe check_type_state)   drop                              bad_opcode
