@@ -24,8 +24,8 @@ var defaultCap = qp.Cap{MaxSendWR: 129, MaxRecvWR: 513, MaxSendSGE: 1, MaxRecvSG
 
 // fleet is two devices on one in-memory fabric with n connected RC QP
 // pairs between them: a.qps[i] talks to b.qps[i]. Each device has one PD,
-// one region holding a slot of slotSize bytes per QP, and one send and
-// one receive CQ shared by all its QPs, as perftest -q shares them.
+// one region of slots of slotSize bytes, and one send and one receive CQ
+// shared by all its QPs, as perftest -q shares them.
 type fleet struct {
 	a, b     *fleetSide
 	n        int
@@ -43,17 +43,17 @@ type fleetSide struct {
 	byQPN    map[uint32]int // index in qps of each QP number
 }
 
-// sge returns an SGE for n bytes at off in QP i's slot.
+// sge returns an SGE for n bytes at off in slot i.
 func (s *fleetSide) sge(f *fleet, i, off, n int) qp.SGE {
 	return qp.SGE{Addr: s.mr.IOVA() + uint64(i*f.slotSize+off), Length: uint32(n), LKey: s.mr.LKey()}
 }
 
-// slot returns QP i's slot of the side's buffer.
+// slot returns slot i of the side's buffer.
 func (s *fleetSide) slot(f *fleet, i int) []byte { return s.buf[i*f.slotSize : (i+1)*f.slotSize] }
 
-// newFleetDevices opens the two devices, their regions and CQs, with no
-// QPs yet; cqDepth is each CQ's depth.
-func newFleetDevices(t testing.TB, n, slotSize, cqDepth int) *fleet {
+// newFleetDevices opens the two devices for n QP pairs, with regions of
+// slots slots and CQs of cqDepth entries, and no QPs yet.
+func newFleetDevices(t testing.TB, n, slots, slotSize, cqDepth int) *fleet {
 	t.Helper()
 	f := &fleet{n: n, slotSize: slotSize}
 	fab := mem.NewFabric()
@@ -69,7 +69,7 @@ func newFleetDevices(t testing.TB, n, slotSize, cqDepth int) *fleet {
 		}
 		t.Cleanup(func() { s.dev.Close() })
 		s.pd = s.dev.AllocPD()
-		s.buf = make([]byte, n*slotSize)
+		s.buf = make([]byte, slots*slotSize)
 		if s.mr, err = s.dev.RegMR(s.pd, s.buf, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead); err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func testScale(t *testing.T, n int) {
 	// lands. The WRITE spans packets at MTU 1024 but not at 4096.
 	const writeLen, sendLen = 3000, 100
 	const writeSrc, writeDst, sendSrc, recvDst, slot = 0, 4096, 8192, 12288, 16384
-	f := newFleetDevices(t, n, slot, 2*n)
+	f := newFleetDevices(t, n, n, slot, 2*n) // a slot for each QP
 	f.connect(t, defaultCap)
 	for i := range n {
 		for k, s := range []*fleetSide{f.a, f.b} {
