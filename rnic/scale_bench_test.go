@@ -92,8 +92,7 @@ func BenchmarkScale(b *testing.B) {
 			}
 		})
 		rows = append(rows, row)
-		f.a.dev.Close()
-		f.b.dev.Close()
+		f.close()
 	}
 	var t strings.Builder
 	fmt.Fprintf(&t, "scale: %d-byte RDMA WRITEs, %d outstanding over all QPs, default caps %+v\n", scaleMsg, scaleDepth, defaultCap)

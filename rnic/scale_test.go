@@ -114,6 +114,18 @@ func (f *fleet) connect(t testing.TB, c qp.Cap) {
 	}
 }
 
+// close destroys the QPs and closes the devices, leaving nothing of the
+// fleet on the heap for the cleanup functions to keep alive.
+func (f *fleet) close() {
+	for _, s := range []*fleetSide{f.a, f.b} {
+		for _, q := range s.qps {
+			q.Destroy()
+		}
+		s.dev.Close()
+		s.qps, s.buf, s.byQPN = nil, nil, nil
+	}
+}
+
 // heapInUse returns the live heap after a full collection.
 func heapInUse() uint64 {
 	var m runtime.MemStats
