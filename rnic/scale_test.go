@@ -151,6 +151,26 @@ func TestScale(t *testing.T) {
 	}
 }
 
+// TestIdleQPMemory: a connected QP that has moved no traffic costs at
+// most 64 KiB of heap (gorxe's budget for 4096 QPs a device), with
+// perftest's capabilities and with the largest a QP may ask for: its
+// queues grow as work is posted.
+func TestIdleQPMemory(t *testing.T) {
+	const n, budget = 256, 64 << 10
+	largest := qp.Cap{MaxSendWR: qp.MaxWR, MaxRecvWR: qp.MaxWR, MaxSendSGE: qp.MaxSGE, MaxRecvSGE: qp.MaxSGE, MaxInlineData: qp.MaxInlineData}
+	for _, c := range []qp.Cap{defaultCap, largest} {
+		f := newFleetDevices(t, n, 1, 64, 64)
+		before := heapInUse()
+		f.connect(t, c)
+		perQP := float64(heapInUse()-before) / (2 * n)
+		t.Logf("caps %+v: %.0f bytes per idle QP", c, perQP)
+		if perQP > budget {
+			t.Errorf("caps %+v: an idle QP costs %.0f bytes, more than %d", c, perQP, budget)
+		}
+		f.close()
+	}
+}
+
 func testScale(t *testing.T, n int) {
 	// Each QP's slot holds, at 4 KiB apart: the bytes it writes, where its
 	// peer's WRITE lands, the bytes it sends, and where its peer's SEND
