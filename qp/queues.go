@@ -40,11 +40,12 @@ func (w *sendWQE) isReadOrAtomic() bool {
 // The ring holds pointers, and both it and its WQEs are allocated as the
 // queue fills, not when the QP is made: a QP that never has more than a
 // few work requests outstanding costs a few WQEs, whatever capacity it
-// asked for (a perftest QP asks for 129 send and 513 receive WQEs, 62 KB
-// allocated up front; gorxe aims at 4096 QPs a device, at most 64 KiB
-// each idle, BenchmarkScale). A WQE once allocated stays with its slot and
-// keeps its slices' backing, so the steady state allocates nothing. The
-// pointers also keep a WQE where it is when the ring grows.
+// asked for. (A perftest QP asks for 129 send and 513 receive WQEs: 62 KB
+// allocated up front, against a budget of 64 KiB an idle QP for 4096 QPs
+// a device; TestIdleQPMemory.) A WQE once allocated stays with its slot
+// and keeps its slices' backing, so the steady state allocates nothing.
+// The pointers also keep a WQE where it is when the ring grows: the
+// responder holds the receive WQE a SEND is filling.
 type sendQueue struct {
 	slots      []*sendWQE
 	limit      uint64 // Cap.MaxSendWR: outstanding WQEs allowed
