@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./rnic:FuzzResponder
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full bench bench-gbn bench-net bench-fairness
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full bench bench-gbn bench-net bench-fairness bench-scale
 
 all: build
 
@@ -89,3 +89,10 @@ bench-gbn:
 # long one READ takes.
 bench-fairness:
 	$(GO) test ./rnic -run '^$$' -bench ReadFairness -benchtime 1x -v | grep -E 'alone|ok'
+
+# bench-scale prints the aggregate WRITE throughput of 1, 64, 1024 and 4096
+# connected QPs on one device over the in-memory fabric, its ratio to one
+# QP's, and the heap each QP costs with perftest's default capabilities.
+SCALE_MSGS ?= 1000000x
+bench-scale:
+	$(GO) test ./rnic -run '^$$' -bench '^BenchmarkScale$$' -benchtime $(SCALE_MSGS) -v | sed -n '/^ *scale: /,/^ *$$/{s/^        //;p}'

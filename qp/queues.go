@@ -36,22 +36,56 @@ func (w *sendWQE) isReadOrAtomic() bool {
 // sendQueue is a ring of send WQEs. head is the oldest not yet completed,
 // tail the next free slot; the requester's position lies between them.
 // The indices only grow; a slot is index % len(slots).
+//
+// The ring holds pointers, and both it and its WQEs are allocated as the
+// queue fills, not when the QP is made: a QP that never has more than a
+// few work requests outstanding costs a few WQEs, whatever capacity it
+// asked for. (A perftest QP asks for 129 send and 513 receive WQEs: 62 KB
+// allocated up front, against a budget of 64 KiB an idle QP for 4096 QPs
+// a device; TestIdleQPMemory.) A WQE once allocated stays with its slot
+// and keeps its slices' backing, so the steady state allocates nothing.
+// The pointers also keep a WQE where it is when the ring grows: the
+// responder holds the receive WQE a SEND is filling.
 type sendQueue struct {
-	slots      []sendWQE
+	slots      []*sendWQE
+	limit      uint64 // Cap.MaxSendWR: outstanding WQEs allowed
+	nsge       int    // SGE capacity of a new WQE's slices
 	head, tail uint64
 }
 
 func (s *sendQueue) init(c Cap) {
-	s.slots = make([]sendWQE, c.MaxSendWR)
-	for i := range s.slots {
-		s.slots[i].sges = make([]SGE, 0, max(c.MaxSendSGE, 1))
-		s.slots[i].mrs = make([]*mr.MR, 0, max(c.MaxSendSGE, 1))
-	}
-	s.head, s.tail = 0, 0
+	*s = sendQueue{limit: uint64(c.MaxSendWR), nsge: max(int(c.MaxSendSGE), 1)}
 }
 
-func (s *sendQueue) at(i uint64) *sendWQE { return &s.slots[i%uint64(len(s.slots))] }
-func (s *sendQueue) full() bool           { return s.tail-s.head == uint64(len(s.slots)) }
+func (s *sendQueue) at(i uint64) *sendWQE { return s.slots[i%uint64(len(s.slots))] }
+func (s *sendQueue) full() bool           { return s.tail-s.head == s.limit }
+
+// free returns the WQE in the tail slot, to be filled and then queued by
+// advancing tail. The queue must not be full.
+func (s *sendQueue) free() *sendWQE {
+	if s.tail-s.head == uint64(len(s.slots)) {
+		s.slots = grow(s.slots, s.head, s.limit)
+	}
+	w := s.at(s.tail)
+	if w == nil {
+		w = &sendWQE{sges: make([]SGE, 0, s.nsge), mrs: make([]*mr.MR, 0, s.nsge)}
+		s.slots[s.tail%uint64(len(s.slots))] = w
+	}
+	return w
+}
+
+// grow returns a ring twice as long as slots (at least 4 slots, at most
+// limit) holding slots' entries, the live ones from head on among them, at
+// their indices' places in the new length.
+func grow[T any](slots []*T, head, limit uint64) []*T {
+	old := uint64(len(slots))
+	next := make([]*T, min(max(2*old, 4), limit))
+	for k := range old {
+		i := head + k
+		next[i%uint64(len(next))] = slots[i%old]
+	}
+	return next
+}
 
 // recvWQE is a receive work queue entry.
 type recvWQE struct {
@@ -60,20 +94,34 @@ type recvWQE struct {
 	length uint64
 }
 
+// recvQueue is a ring of receive WQEs, allocated as it fills, as the
+// send queue's.
 type recvQueue struct {
-	slots      []recvWQE
+	slots      []*recvWQE
+	limit      uint64 // Cap.MaxRecvWR
+	nsge       int
 	head, tail uint64
 }
 
 func (r *recvQueue) init(c Cap) {
-	r.slots = make([]recvWQE, c.MaxRecvWR)
-	for i := range r.slots {
-		r.slots[i].sges = make([]SGE, 0, max(c.MaxRecvSGE, 1))
-	}
-	r.head, r.tail = 0, 0
+	*r = recvQueue{limit: uint64(c.MaxRecvWR), nsge: max(int(c.MaxRecvSGE), 1)}
 }
 
-func (r *recvQueue) at(i uint64) *recvWQE { return &r.slots[i%uint64(len(r.slots))] }
+func (r *recvQueue) at(i uint64) *recvWQE { return r.slots[i%uint64(len(r.slots))] }
+func (r *recvQueue) full() bool           { return r.tail-r.head == r.limit }
+
+// free returns the WQE in the tail slot, as sendQueue.free.
+func (r *recvQueue) free() *recvWQE {
+	if r.tail-r.head == uint64(len(r.slots)) {
+		r.slots = grow(r.slots, r.head, r.limit)
+	}
+	w := r.at(r.tail)
+	if w == nil {
+		w = &recvWQE{sges: make([]SGE, 0, r.nsge)}
+		r.slots[r.tail%uint64(len(r.slots))] = w
+	}
+	return w
+}
 
 // PostSend queues send work requests, as ibv_post_send. It checks each
 // request before queueing any of it; on error it returns the index of the
@@ -92,7 +140,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 			return i, err
 		}
 		if q.sq.full() {
-			return i, fmt.Errorf("%w: %d send work requests outstanding", ErrQueueFull, len(q.sq.slots))
+			return i, fmt.Errorf("%w: %d send work requests outstanding", ErrQueueFull, q.sq.limit)
 		}
 		q.enqueueSend(&wrs[i])
 	}
@@ -148,7 +196,7 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 }
 
 func (q *QP) enqueueSend(wr *SendWR) {
-	w := q.sq.at(q.sq.tail)
+	w := q.sq.free()
 	sges, mrs, inline := w.sges[:0], w.mrs[:0], w.inline[:0]
 	*w = sendWQE{wr: *wr, sges: sges, mrs: mrs, inline: inline}
 	var total uint64
@@ -205,10 +253,10 @@ func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 		if uint32(len(wr.SGList)) > q.attr.Cap.MaxRecvSGE {
 			return i, fmt.Errorf("%w: %d SGEs, the QP allows %d", ErrBadWR, len(wr.SGList), q.attr.Cap.MaxRecvSGE)
 		}
-		if q.rq.tail-q.rq.head == uint64(len(q.rq.slots)) {
-			return i, fmt.Errorf("%w: %d receive work requests outstanding", ErrQueueFull, len(q.rq.slots))
+		if q.rq.full() {
+			return i, fmt.Errorf("%w: %d receive work requests outstanding", ErrQueueFull, q.rq.limit)
 		}
-		r := q.rq.at(q.rq.tail)
+		r := q.rq.free()
 		r.wrid = wr.WRID
 		r.sges = append(r.sges[:0], wr.SGList...)
 		r.length = 0

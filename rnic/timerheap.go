@@ -1,0 +1,170 @@
+package rnic
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/qp"
+)
+
+// A worker keeps its QPs' timers in a heap of deadlines, so that a turn
+// costs in proportion to the timers that come due, not to the QPs the
+// worker owns. (It used to ask every QP for its deadline twice a turn, to
+// run the due ones and then to find the next: with 4096 QPs, 8192 QP
+// locks a turn, at several hundred turns a second; BenchmarkScale.)
+//
+// A QP tells its worker of its deadline through qp.Scheduler's Timer after every
+// change under its lock while a timer is armed, and deadlines mostly move
+// later (the probe timer is pushed back after every burst). So a QP has at
+// most one live item in the heap, and its deadline may be later than the
+// item: when the item comes up, the worker asks the QP, and runs it if it
+// is due or files it again at its deadline if not. Only a deadline earlier
+// than the QP's item needs a new item, under the worker's lock; the next
+// Timer calls, with later times, cost an atomic load. A QP whose timers
+// are all disarmed leaves the heap when its item comes up.
+
+// timerEntry is a QP's place in its worker's timer heap.
+type timerEntry struct {
+	q qp.Runner
+	// at is the time of the QP's live item in the heap, a monotime.Time;
+	// 0 when it has none, removed once the QP is destroyed.
+	// An item whose time is not its entry's at has been superseded by an
+	// earlier one and is dropped when it comes up. It changes under the
+	// worker's lock; Timer reads it without.
+	at atomic.Int64
+}
+
+// removed is a destroyed QP's timerEntry.at: earlier than any time, so
+// that Timer never files the QP again.
+const removed = -1
+
+// timerItem is an entry in the heap: its QP is to be looked at at at.
+type timerItem struct {
+	at int64
+	e  *timerEntry
+}
+
+// timerHeap is a binary min-heap of items by time. It is written out
+// rather than used through container/heap, whose Push and Pop box every
+// item in an interface: an allocation for each timer filed.
+type timerHeap []timerItem
+
+func (h *timerHeap) push(it timerItem) {
+	*h = append(*h, it)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if s[parent].at <= s[i].at {
+			break
+		}
+		s[parent], s[i] = s[i], s[parent]
+		i = parent
+	}
+}
+
+func (h *timerHeap) pop() timerItem {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s[last] = timerItem{}
+	s = s[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(s) && s[l].at < s[least].at {
+			least = l
+		}
+		if r < len(s) && s[r].at < s[least].at {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	*h = s
+	return top
+}
+
+// next returns the earliest item's time, or math.MaxInt64.
+func (h timerHeap) next() int64 {
+	if len(h) == 0 {
+		return math.MaxInt64
+	}
+	return h[0].at
+}
+
+// Timer files q to be looked at at at, if no item of q's comes earlier,
+// and wakes the worker when at comes before the worker's wake time. It
+// may be called from any goroutine, with q's lock held.
+func (w *worker) Timer(q qp.Runner, at monotime.Time) {
+	if e, ok := w.timerEntries.Load(q); ok {
+		w.arm(e.(*timerEntry), int64(at))
+	}
+}
+
+func (w *worker) arm(e *timerEntry, at int64) {
+	if cur := e.at.Load(); cur != 0 && cur <= at {
+		return // an item of the QP's comes no later
+	}
+	w.mu.Lock()
+	if cur := e.at.Load(); cur != 0 && cur <= at {
+		w.mu.Unlock()
+		return
+	}
+	e.at.Store(at)
+	w.timers.push(timerItem{at: at, e: e})
+	earlier := at < w.wakeAt
+	if earlier {
+		w.wakeAt = at
+	}
+	w.mu.Unlock()
+	if earlier {
+		w.wake()
+	}
+}
+
+// runTimers runs the QPs whose items have come up by now and whose
+// deadlines have passed, and files again those whose deadlines moved
+// later. A QP's item leaves the heap (its entry's at goes to 0) before
+// the QP is asked for its deadline: a timer the QP arms in between files
+// a new item, and one it armed before shows in the deadline.
+func (w *worker) runTimers(now monotime.Time) {
+	t := int64(now)
+	w.mu.Lock()
+	for len(w.timers) > 0 && w.timers[0].at <= t {
+		it := w.timers.pop()
+		if it.e.at.CompareAndSwap(it.at, 0) {
+			w.due = append(w.due, it.e)
+		}
+	}
+	w.mu.Unlock()
+	for _, e := range w.due {
+		switch d := e.q.Deadline(); {
+		case d.IsZero():
+			// Disarmed: the QP's next Timer call files it again.
+		case !now.Before(d):
+			e.q.Run() // its unlock tells Timer of the timers it arms next
+		default:
+			w.arm(e, int64(d))
+		}
+	}
+	clear(w.due)
+	w.due = w.due[:0]
+}
+
+// sleep returns how long the worker may sleep before its earliest item
+// comes up, and leaves that time in wakeAt, below which Timer kicks it.
+func (w *worker) sleep() time.Duration {
+	w.mu.Lock()
+	w.wakeAt = w.timers.next()
+	at := w.wakeAt
+	w.mu.Unlock()
+	if at == math.MaxInt64 {
+		return time.Hour
+	}
+	return max(w.dev.clock.Until(monotime.Time(at)), 0)
+}
