@@ -16,7 +16,7 @@
 //
 // Lock order (a lock may be taken while holding those left of it):
 //
-//	receiver.mu (the receive path) > qp.QP.mu > worker.mu, cq.CQ.mu, mr.Table's
+//	receiver.mu (the receive path) > rc.QP.mu > worker.mu, cq.CQ.mu, mr.Table's
 //	Device.mu is never held while a QP's lock is taken.
 //
 // A QP holds its lock while it hands packets to the link, so that its
@@ -38,6 +38,7 @@ import (
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/internal/rc"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
@@ -93,7 +94,7 @@ type Device struct {
 	mrs     *mr.Table
 	gids    []netip.Addr
 	workers []*worker
-	ports   []*port // the qp.Port of each worker's QPs
+	ports   []*port // the rc.Port of each worker's QPs
 	tx      transmitter
 
 	mu      sync.RWMutex
@@ -226,7 +227,7 @@ func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return cq.New(depth) }
 // QP is a queue pair of this device. Its methods are the verbs of an
 // ibv_qp; the transport engine behind them is driven by the device alone.
 type QP struct {
-	e   *qp.QP
+	e   *rc.QP
 	dev *Device
 	w   *worker
 	// path is the QP's peer and local GID as its last Modify left them,
@@ -244,7 +245,7 @@ type qpPath struct {
 func (q *QP) Num() bth.QPN { return q.e.Num() }
 
 // Modify changes the QP's attributes and state, as ibv_modify_qp: mask
-// says which fields of attr apply (qp.QP.Modify has the rules).
+// says which fields of attr apply (rc.QP.Modify has the rules).
 func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 	err := q.e.Modify(attr, mask)
 	if dgid, sgid, ok := q.e.Path(); ok {
@@ -289,13 +290,13 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		ia.Window = d.cfg.Window
 	}
 	ia.NoTailProbe = ia.NoTailProbe || d.cfg.NoTailProbe
-	q, err := qp.New(d.ports[int(num)%len(d.workers)], num, ia)
+	q, err := rc.New(d.ports[int(num)%len(d.workers)], num, ia)
 	if err != nil {
 		return nil, err
 	}
 	if d.cfg.Trace != nil {
 		name := d.name
-		q.SetTrace(func(q *qp.QP, ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(q.Num()), ev)) })
+		q.SetTrace(func(q *rc.QP, ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(q.Num()), ev)) })
 	}
 	dq := &QP{e: q, dev: d, w: w}
 	d.qps[num] = dq

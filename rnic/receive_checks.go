@@ -38,7 +38,7 @@ import (
 //	QP state: requests in RTR, RTS, SQD;   qp handleRequest,              drop                              -
 //	  responses in RTS, SQD                  handleResponse
 //
-// The responder's checks (qp/responder.go, in order; IBTA §9.7.5.1, rxe_resp.c):
+// The responder's checks (internal/rc/responder.go, in order; IBTA §9.7.5.1, rxe_resp.c):
 //
 //	PSN after the expected one             handleRequest                  NAK PSN sequence error once,      out_of_seq_request
 //	                                                                        then drop until it comes (C9-114)
@@ -62,7 +62,7 @@ import (
 //	WRITE payload adds up to DMA length    executeWrite                   NAK invalid request, QP to ERR    -
 //	atomic address 8-byte aligned          executeAtomic                  NAK invalid request, QP to ERR    -
 //
-// The completer's (qp/completer.go): a response for a PSN the requester
+// The completer's (internal/rc/completer.go): a response for a PSN the requester
 // has not sent is ignored; a stale ACK (before the oldest unacknowledged
 // PSN) is ignored; NAKs fail the oldest WQE with the matching status.
 

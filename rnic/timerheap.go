@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/internal/monotime"
-	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/internal/rc"
 )
 
 // A worker keeps its QPs' timers in a heap of deadlines, so that a turn
@@ -15,7 +15,7 @@ import (
 // run the due ones and then to find the next: with 4096 QPs, 8192 QP
 // locks a turn, at several hundred turns a second; BenchmarkScale.)
 //
-// A QP tells its worker of its deadline through qp.Scheduler's Timer after every
+// A QP tells its worker of its deadline through rc.Scheduler's Timer after every
 // change under its lock while a timer is armed, and deadlines mostly move
 // later (the probe timer is pushed back after every burst). So a QP has at
 // most one live item in the heap, and its deadline may be later than the
@@ -27,7 +27,7 @@ import (
 
 // timerEntry is a QP's place in its worker's timer heap.
 type timerEntry struct {
-	q qp.Runner
+	q rc.Runner
 	// at is the time of the QP's live item in the heap, a monotime.Time;
 	// 0 when it has none, removed once the QP is destroyed.
 	// An item whose time is not its entry's at has been superseded by an
@@ -100,7 +100,7 @@ func (h timerHeap) next() int64 {
 // Timer files q to be looked at at at, if no item of q's comes earlier,
 // and wakes the worker when at comes before the worker's wake time. It
 // may be called from any goroutine, with q's lock held.
-func (w *worker) Timer(q qp.Runner, at monotime.Time) {
+func (w *worker) Timer(q rc.Runner, at monotime.Time) {
 	if e, ok := w.timerEntries.Load(q); ok {
 		w.arm(e.(*timerEntry), int64(at))
 	}

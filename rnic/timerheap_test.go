@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/internal/rc"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -50,7 +51,7 @@ func TestWorkerTimers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := qp.New(port, num, qp.InitAttr{Type: qp.TypeRC, PD: d.mrs.AllocPD(), SendCQ: c, RecvCQ: c,
+		q, err := rc.New(port, num, qp.InitAttr{Type: qp.TypeRC, PD: d.mrs.AllocPD(), SendCQ: c, RecvCQ: c,
 			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func TestWorkerTimers(t *testing.T) {
 	// Neither QP has a timer armed (Deadline is zero): their items come up
 	// and are dropped, the superseded one with them.
 	w.runTimers(now.Add(time.Second))
-	if len(w.timers) != 1 || w.timers[0].e.q != qp.Runner(b.e) {
+	if len(w.timers) != 1 || w.timers[0].e.q != rc.Runner(b.e) {
 		t.Fatalf("after a second, %d items left, want b's 2s one", len(w.timers))
 	}
 	w.runTimers(now.Add(2 * time.Second))

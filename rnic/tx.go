@@ -5,9 +5,9 @@ import (
 	"sync"
 
 	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/internal/rc"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/mr"
-	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -23,14 +23,14 @@ func putBuffer(b []byte) { bufferPool.Put((*[link.BufferSize]byte)(b[:link.Buffe
 // the link headroom and room for an IPv6 and a UDP header.
 const txOffset = link.Headroom + wire.IPv6Len + wire.UDPLen
 
-// buffers is the qp.Buffers of every QP: the shared pool.
+// buffers is the rc.Buffers of every QP: the shared pool.
 type buffers struct{}
 
 func (buffers) NewBuffer() []byte     { return getBuffer() }
 func (buffers) FreeBuffer(buf []byte) { putBuffer(buf) }
 func (buffers) TxOffset() int         { return txOffset }
 
-// transmitter is the device's qp.Transmitter: it finishes packets for the
+// transmitter is the device's rc.Transmitter: it finishes packets for the
 // wire (IP and UDP headers, ICRC) and hands them to the link.
 type transmitter struct {
 	link    link.Link
@@ -45,7 +45,7 @@ type transmitter struct {
 // the ICRC after it, for the destination tx names, and returns the packet
 // with the link's headroom in front. It runs inside a QP method, on
 // whichever goroutine holds the QP.
-func (t *transmitter) Finish(tx *qp.TxDesc, buf []byte, n int) []byte {
+func (t *transmitter) Finish(tx *rc.TxDesc, buf []byte, n int) []byte {
 	var src netip.Addr
 	if int(tx.SGIDIndex) < len(t.gids) {
 		src = t.gids[tx.SGIDIndex]
@@ -83,7 +83,7 @@ func (t *transmitter) Finish(tx *qp.TxDesc, buf []byte, n int) []byte {
 // a wire would; the transport recovers.
 func (t *transmitter) Send(pkts [][]byte) { _ = t.link.Send(pkts) }
 
-// port is the qp.Port of a QP: the device's memory regions, buffers,
+// port is the rc.Port of a QP: the device's memory regions, buffers,
 // transmitter and clock, and the worker that schedules the QP.
 type port struct {
 	buffers

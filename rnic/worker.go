@@ -6,31 +6,31 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/internal/rc"
 	"github.com/gorxe/gorxe/wire"
 )
 
 // worker runs the timers of a set of QPs (hashed by QPN) and the work
 // they ask for with Schedule; received packets and posted work requests
 // are processed by the goroutines that bring them. It is the
-// qp.Scheduler of its QPs.
+// rc.Scheduler of its QPs.
 type worker struct {
 	dev   *Device
 	turns atomic.Uint64 // turns taken, for tests and benchmarks
 
 	// timerEntries holds each QP's *timerEntry, keyed by its engine (a
-	// qp.Runner): written when a QP is made or destroyed, read by every
+	// rc.Runner): written when a QP is made or destroyed, read by every
 	// Timer call.
 	timerEntries sync.Map
 
 	mu     sync.Mutex
-	ready  map[qp.Runner]struct{} // QPs that asked to run
+	ready  map[rc.Runner]struct{} // QPs that asked to run
 	timers timerHeap              // when to look at which QP (timerheap.go)
 	wakeAt int64                  // when the worker wakes, a monotime.Time
 	kick   chan struct{}
 
 	// Owned by the worker goroutine.
-	runList []qp.Runner
+	runList []rc.Runner
 	due     []*timerEntry
 	pkt     wire.Packet
 }
@@ -38,18 +38,18 @@ type worker struct {
 func newWorker(d *Device) *worker {
 	return &worker{
 		dev:    d,
-		ready:  make(map[qp.Runner]struct{}),
+		ready:  make(map[rc.Runner]struct{}),
 		kick:   make(chan struct{}, 1),
 		wakeAt: math.MaxInt64, // no timer armed: the first one kicks
 	}
 }
 
 func (w *worker) add(q *QP) {
-	w.timerEntries.Store(qp.Runner(q.e), &timerEntry{q: q.e})
+	w.timerEntries.Store(rc.Runner(q.e), &timerEntry{q: q.e})
 }
 
 func (w *worker) remove(q *QP) {
-	e, _ := w.timerEntries.LoadAndDelete(qp.Runner(q.e))
+	e, _ := w.timerEntries.LoadAndDelete(rc.Runner(q.e))
 	w.mu.Lock()
 	if e != nil {
 		e.(*timerEntry).at.Store(removed) // its items are dropped as they come up
@@ -104,7 +104,7 @@ func (w *worker) wake() {
 
 // Schedule marks r to run on the worker's next turn. It may be called from
 // any goroutine, with r's lock held.
-func (w *worker) Schedule(r qp.Runner) {
+func (w *worker) Schedule(r rc.Runner) {
 	w.mu.Lock()
 	w.ready[r] = struct{}{}
 	w.mu.Unlock()

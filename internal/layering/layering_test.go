@@ -1,7 +1,7 @@
 // Package layering holds a test that gorxe's packages import one another
 // only downwards: link (frames in and out) -> rnic (demultiplexing by QPN,
-// ICRC) -> qp (requester, responder, completer) -> mr and cq, with wire,
-// pure encoding, under all of them.
+// ICRC) -> internal/rc (requester, responder, completer) -> qp (the verbs'
+// types), mr and cq, with wire, pure encoding, under all of them.
 package layering
 
 import (
@@ -23,6 +23,7 @@ const module = "github.com/gorxe/gorxe"
 // matches x and every package below it. Every package must match an
 // entry, so a new one takes its place in the architecture on purpose.
 var layers = []struct{ pkg, may string }{
+	{"internal/rc", "qp mr cq wire/... internal/monotime"}, // the RC engine, under rnic
 	{"internal/...", ""},                                                  // leaf helpers
 	{"wire/...", "wire/..."},                                              // pure encoding
 	{"link", ""},                                                          // the Link interface
@@ -30,8 +31,8 @@ var layers = []struct{ pkg, may string }{
 	{"link/...", "link link/internal/... wire/..."},                       // links, test doubles, conformance suite
 	{"cq", "internal/..."},                                                // completion queues
 	{"mr", "internal/... wire/..."},                                       // memory regions; keys are wire's
-	{"qp", "mr cq wire/... internal/..."},                                 // requester, responder, completer
-	{"rnic", "qp mr cq link wire/... internal/..."},                       // the device: links to QPs
+	{"qp", "mr cq wire/..."},                                              // the verbs' types
+	{"rnic", "internal/rc qp mr cq link wire/... internal/..."},           // the device: links to QP engines
 	{"rnic/rnictest", "rnic qp mr cq link/... wire/... internal/..."},     // a scripted peer for tests
 	{"perftest", "rnic qp mr cq link/... wire/... internal/..."},          // perftest's protocol over gorxe
 	{"cmd/...", "perftest rnic qp mr cq link/... wire/... internal/..."},  // the gorxe command

@@ -1,9 +1,10 @@
-package qp
+package rc
 
 import (
 	"encoding/binary"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -231,7 +232,7 @@ func (c *completer) awaiting(r bth.PSN, read bool) *sendWQE {
 		return nil
 	}
 	w := c.retire(r.Add(bth.PSNMask))
-	if w == nil || (w.wr.Opcode == WRRDMARead) != read || !w.isReadOrAtomic() || !r.InRange(w.first, w.last) {
+	if w == nil || (w.wr.Opcode == qp.WRRDMARead) != read || !w.isReadOrAtomic() || !r.InRange(w.first, w.last) {
 		if w != nil && w.isReadOrAtomic() && w.last.Before(r) {
 			c.impliedNAK(w)
 		}

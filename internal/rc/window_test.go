@@ -1,4 +1,4 @@
-package qp
+package rc
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 	"github.com/gorxe/gorxe/wire/reth"
@@ -21,8 +22,8 @@ func TestWindowRefillsInBatches(t *testing.T) {
 	if got := q.req.ackInterval(); got != 4 {
 		t.Fatalf("ackInterval = %d with window %d, want 4", got, window)
 	}
-	if _, err := q.PostSend([]SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
-		SGList: []SGE{{Addr: m.IOVA(), Length: 64 << 10, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
+	if _, err := q.PostSend([]qp.SendWR{{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+		SGList: []qp.SGE{{Addr: m.IOVA(), Length: 64 << 10, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
 		t.Fatal(err)
 	}
 	if port.count != window {
@@ -54,8 +55,8 @@ func TestWindowRefillsInBatches(t *testing.T) {
 // timer until the requester sends, so nothing else is sure to make it.
 func TestResponseResendsAtOnce(t *testing.T) {
 	q, port, m, _ := windowQP(t, 0)
-	if _, err := q.PostSend([]SendWR{{WRID: 3, Opcode: WRRDMARead, Flags: SendSignaled,
-		SGList: []SGE{{Addr: m.IOVA(), Length: 3 << 10, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
+	if _, err := q.PostSend([]qp.SendWR{{WRID: 3, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
+		SGList: []qp.SGE{{Addr: m.IOVA(), Length: 3 << 10, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
 		t.Fatal(err)
 	}
 	if port.count != 1 {
@@ -107,8 +108,8 @@ func TestTimerToldAfterIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	pd := port.mrs.AllocPD()
-	q, err := New(port, 0x11, InitAttr{Type: TypeRC, PD: pd, SendCQ: c, RecvCQ: c,
-		Cap: Cap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	q, err := New(port, 0x11, qp.InitAttr{Type: qp.TypeRC, PD: pd, SendCQ: c, RecvCQ: c,
+		Cap: qp.Cap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,15 +118,15 @@ func TestTimerToldAfterIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []struct {
-		a Attr
-		m AttrMask
+		a qp.Attr
+		m qp.AttrMask
 	}{{initAttr, initMask}, {rtrAttr, rtrMask}, {rtsAttr, rtsMask}} {
 		if err := q.Modify(&s.a, s.m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write := []SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
-		SGList: []SGE{{Addr: m.IOVA(), Length: 64, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}
+	write := []qp.SendWR{{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+		SGList: []qp.SGE{{Addr: m.IOVA(), Length: 64, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}
 	ack := ackPacket(t)
 	psn := bth.PSN(rtsAttr.SQPSN)
 	for i := range 3 {
@@ -180,8 +181,8 @@ func TestPostSendCarriesOwedAck(t *testing.T) {
 	q, port, m, _ := windowQP(t, 0)
 	port.keep = true
 	owe(t, q, m, 2)
-	if _, err := q.PostSend([]SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
-		SGList: []SGE{{Addr: m.IOVA() + 64, Length: 2, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
+	if _, err := q.PostSend([]qp.SendWR{{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+		SGList: []qp.SGE{{Addr: m.IOVA() + 64, Length: 2, LKey: m.LKey()}}, RemoteAddr: 0x1000, RKey: 7}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(port.batches) != 1 || len(port.batches[0]) != 2 {

@@ -1,8 +1,9 @@
-package qp
+package rc
 
 import (
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 	"github.com/gorxe/gorxe/wire/reth"
@@ -82,7 +83,7 @@ func (r *requester) sendSome() {
 			return
 		}
 		w := q.sq.at(r.idx)
-		if q.attr.State == StateSQD && !w.started {
+		if q.attr.State == qp.StateSQD && !w.started {
 			return
 		}
 		if r.pkt == 0 && !r.canStart(w) {
@@ -92,7 +93,7 @@ func (r *requester) sendSome() {
 			return
 		}
 		r.sendPacket(w, false)
-		if q.attr.State == StateErr {
+		if q.attr.State == qp.StateErr {
 			return
 		}
 	}
@@ -118,7 +119,7 @@ func (r *requester) windowRoom() bool {
 // waits for every earlier READ and atomic.
 func (r *requester) canStart(w *sendWQE) bool {
 	q := r.q
-	if !w.isReadOrAtomic() && w.wr.Flags&SendFence == 0 {
+	if !w.isReadOrAtomic() && w.wr.Flags&qp.SendFence == 0 {
 		return true
 	}
 	outstanding := 0
@@ -127,7 +128,7 @@ func (r *requester) canStart(w *sendWQE) bool {
 			outstanding++
 		}
 	}
-	if w.wr.Flags&SendFence != 0 && outstanding > 0 {
+	if w.wr.Flags&qp.SendFence != 0 && outstanding > 0 {
 		return false
 	}
 	return !w.isReadOrAtomic() || outstanding < max(int(q.attr.MaxRdAtomic), 1)
@@ -152,13 +153,13 @@ func (r *requester) startWQE(w *sendWQE) bool {
 		w.mrs = append(w.mrs, m)
 	}
 	w.npkts = 1
-	if w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd && w.length > 0 {
+	if w.wr.Opcode != qp.WRAtomicCmpAndSwp && w.wr.Opcode != qp.WRAtomicFetchAndAdd && w.length > 0 {
 		w.npkts = (w.length + uint32(q.mtu) - 1) / uint32(q.mtu)
 	}
 	w.first = r.psn
 	w.last = w.first.Add(w.npkts - 1)
 	w.started = true
-	if w.wr.Opcode != WRSend && w.wr.Opcode != WRSendWithImm && w.wr.Opcode != WRSendWithInv {
+	if w.wr.Opcode != qp.WRSend && w.wr.Opcode != qp.WRSendWithImm && w.wr.Opcode != qp.WRSendWithInv {
 		q.stats.RDMASends++
 	}
 	return true
@@ -175,15 +176,15 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 	*h = q.headers(0, r.psn)
 	var payload uint32
 	switch w.wr.Opcode {
-	case WRRDMARead:
+	case qp.WRRDMARead:
 		// One request asks for every remaining response; after a retry
 		// it asks only for what is missing (IBTA C9-88, rxe req_retry).
 		h.BTH.Opcode = bth.RCRDMAReadRequest
 		h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr+uint64(off), w.wr.RKey, w.length-off
 		last = true
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	case qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
 		h.BTH.Opcode = bth.RCFetchAdd
-		if w.wr.Opcode == WRAtomicCmpAndSwp {
+		if w.wr.Opcode == qp.WRAtomicCmpAndSwp {
 			h.BTH.Opcode = bth.RCCompareSwap
 			h.AtomicETH.SwapAdd, h.AtomicETH.Compare = w.wr.Swap, w.wr.CompareAdd
 		} else {
@@ -193,12 +194,12 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 	default:
 		payload = min(w.length-off, uint32(q.mtu))
 		h.BTH.Opcode = sendOpcode(w.wr.Opcode, first, last)
-		if first && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
+		if first && (w.wr.Opcode == qp.WRRDMAWrite || w.wr.Opcode == qp.WRRDMAWriteWithImm) {
 			h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr, w.wr.RKey, w.length
 		}
 		h.Imm = w.wr.ImmData
 		h.IETH = reth.Key(w.wr.InvalidateRKey)
-		h.BTH.SE = last && w.wr.Flags&SendSolicited != 0
+		h.BTH.SE = last && w.wr.Flags&qp.SendSolicited != 0
 	}
 	r.noAck++
 	if last || r.noAck >= r.ackInterval() || probe {
@@ -209,7 +210,7 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 
 	q.build(h, payload, func(dst []byte) { q.gather(w, off, dst) })
 
-	if w.wr.Opcode == WRRDMARead {
+	if w.wr.Opcode == qp.WRRDMARead {
 		r.psn = w.last.Add(1)
 	} else {
 		r.psn = r.psn.Add(1)
@@ -230,24 +231,24 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 // MaxAckInterval, and a quarter of the window, so that ACKs arrive while
 // the window still has room and the pipe never drains waiting for one.
 func (r *requester) ackInterval() int {
-	return max(min(MaxAckInterval, r.q.window/4), 1)
+	return max(min(qp.MaxAckInterval, r.q.window/4), 1)
 }
 
 // sendOpcode picks the SEND or RDMA WRITE opcode for a packet's place in
 // its message (IBTA Vol 1 §9.4.1).
-func sendOpcode(op WROpcode, first, last bool) bth.Opcode {
+func sendOpcode(op qp.WROpcode, first, last bool) bth.Opcode {
 	type pos struct{ first, middle, last, only bth.Opcode }
 	var p pos
 	switch op {
-	case WRSend:
+	case qp.WRSend:
 		p = pos{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast, bth.RCSendOnly}
-	case WRSendWithImm:
+	case qp.WRSendWithImm:
 		p = pos{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastWithImm, bth.RCSendOnlyWithImm}
-	case WRSendWithInv:
+	case qp.WRSendWithInv:
 		p = pos{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastWithInvalidate, bth.RCSendOnlyWithInvalidate}
-	case WRRDMAWrite:
+	case qp.WRRDMAWrite:
 		p = pos{bth.RCRDMAWriteFirst, bth.RCRDMAWriteMiddle, bth.RCRDMAWriteLast, bth.RCRDMAWriteOnly}
-	case WRRDMAWriteWithImm:
+	case qp.WRRDMAWriteWithImm:
 		p = pos{bth.RCRDMAWriteFirst, bth.RCRDMAWriteMiddle, bth.RCRDMAWriteLastWithImm, bth.RCRDMAWriteOnlyWithImm}
 	}
 	switch {
@@ -264,7 +265,7 @@ func sendOpcode(op WROpcode, first, last bool) bth.Opcode {
 // gather copies the message bytes [off, off+len(dst)) of w into dst, from
 // its inline data or its SGEs.
 func (q *QP) gather(w *sendWQE, off uint32, dst []byte) {
-	if w.wr.Flags&SendInline != 0 {
+	if w.wr.Flags&qp.SendInline != 0 {
 		copy(dst, w.inline[off:])
 		return
 	}
@@ -276,7 +277,7 @@ func (q *QP) gather(w *sendWQE, off uint32, dst []byte) {
 // scatter copies src into the message bytes [off, off+len(src)) of the
 // SGE list, through the regions mrs resolved. It reports false if a region
 // went away.
-func scatter(sges []SGE, mrs []*mr.MR, off uint32, src []byte) bool {
+func scatter(sges []qp.SGE, mrs []*mr.MR, off uint32, src []byte) bool {
 	ok := true
 	forEachSGE(sges, off, len(src), func(i int, addr uint64, lo, hi int) {
 		if mrs[i].WriteAt(addr, src[lo:hi]) != nil {
@@ -289,7 +290,7 @@ func scatter(sges []SGE, mrs []*mr.MR, off uint32, src []byte) bool {
 // forEachSGE walks the part [off, off+n) of a message laid out over sges,
 // calling fn with each SGE's index, the address within it, and the part
 // [lo, hi) of the n bytes that SGE holds.
-func forEachSGE(sges []SGE, off uint32, n int, fn func(i int, addr uint64, lo, hi int)) {
+func forEachSGE(sges []qp.SGE, off uint32, n int, fn func(i int, addr uint64, lo, hi int)) {
 	done := 0
 	for i, s := range sges {
 		if done == n {

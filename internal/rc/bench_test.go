@@ -1,4 +1,4 @@
-package qp
+package rc
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -54,8 +55,8 @@ func windowQP(b testing.TB, window int) (*QP, *benchPort, *mr.MR, *cq.CQ) {
 		b.Fatal(err)
 	}
 	pd := port.mrs.AllocPD()
-	q, err := New(port, 0x11, InitAttr{Type: TypeRC, PD: pd, SendCQ: c, RecvCQ: c, Window: window,
-		Cap: Cap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	q, err := New(port, 0x11, qp.InitAttr{Type: qp.TypeRC, PD: pd, SendCQ: c, RecvCQ: c, Window: window,
+		Cap: qp.Cap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,8 +67,8 @@ func windowQP(b testing.TB, window int) (*QP, *benchPort, *mr.MR, *cq.CQ) {
 	ia := initAttr
 	ia.AccessFlags = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead
 	for _, s := range []struct {
-		a Attr
-		m AttrMask
+		a qp.Attr
+		m qp.AttrMask
 	}{{ia, initMask}, {rtrAttr, rtrMask}, {rtsAttr, rtsMask}} {
 		if err := q.Modify(&s.a, s.m); err != nil {
 			b.Fatal(err)
@@ -81,7 +82,7 @@ func windowQP(b testing.TB, window int) (*QP, *benchPort, *mr.MR, *cq.CQ) {
 // then take its ACK and retire the work request.
 func BenchmarkRequesterWrite(b *testing.B) {
 	q, port, m, c := benchQP(b)
-	wrs := []SendWR{{Opcode: WRRDMAWrite, SGList: []SGE{{Addr: m.IOVA(), Length: 1024, LKey: m.LKey()}},
+	wrs := []qp.SendWR{{Opcode: qp.WRRDMAWrite, SGList: []qp.SGE{{Addr: m.IOVA(), Length: 1024, LKey: m.LKey()}},
 		RemoteAddr: 0x1000, RKey: 7}}
 	ack := ackPacket(b)
 	var wcs [1]cq.WC
@@ -96,7 +97,7 @@ func BenchmarkRequesterWrite(b *testing.B) {
 		q.HandlePacket(ack)
 		c.Poll(wcs[:])
 	}
-	if st := q.State(); st != StateRTS {
+	if st := q.State(); st != qp.StateRTS {
 		b.Fatalf("QP in %v", st)
 	}
 }
@@ -138,7 +139,7 @@ func BenchmarkResponderWrite(b *testing.B) {
 		q.Run()
 		psn = psn.Add(1)
 	}
-	if op := bth.Header(port.last).Opcode(); op != bth.RCAcknowledge || q.State() != StateRTS {
+	if op := bth.Header(port.last).Opcode(); op != bth.RCAcknowledge || q.State() != qp.StateRTS {
 		b.Fatalf("last packet %v, QP in %v", op, q.State())
 	}
 }

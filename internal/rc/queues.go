@@ -1,18 +1,19 @@
-package qp
+package rc
 
 import (
 	"fmt"
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // sendWQE is a send work queue entry: the posted request, copied so the
 // user may reuse theirs, and the transport's progress on it.
 type sendWQE struct {
-	wr      SendWR
-	sges    []SGE    // backing store of wr.SGList, MaxSendSGE long
+	wr      qp.SendWR
+	sges    []qp.SGE // backing store of wr.SGList, MaxSendSGE long
 	inline  []byte   // inline data copied at post time
 	mrs     []*mr.MR // each SGE's region, resolved when the WQE starts
 	length  uint32   // total bytes
@@ -27,7 +28,7 @@ type sendWQE struct {
 
 func (w *sendWQE) isReadOrAtomic() bool {
 	switch w.wr.Opcode {
-	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	case qp.WRRDMARead, qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
 		return true
 	}
 	return false
@@ -53,7 +54,7 @@ type sendQueue struct {
 	head, tail uint64
 }
 
-func (s *sendQueue) init(c Cap) {
+func (s *sendQueue) init(c qp.Cap) {
 	*s = sendQueue{limit: uint64(c.MaxSendWR), nsge: max(int(c.MaxSendSGE), 1)}
 }
 
@@ -68,7 +69,7 @@ func (s *sendQueue) free() *sendWQE {
 	}
 	w := s.at(s.tail)
 	if w == nil {
-		w = &sendWQE{sges: make([]SGE, 0, s.nsge), mrs: make([]*mr.MR, 0, s.nsge)}
+		w = &sendWQE{sges: make([]qp.SGE, 0, s.nsge), mrs: make([]*mr.MR, 0, s.nsge)}
 		s.slots[s.tail%uint64(len(s.slots))] = w
 	}
 	return w
@@ -90,7 +91,7 @@ func grow[T any](slots []*T, head, limit uint64) []*T {
 // recvWQE is a receive work queue entry.
 type recvWQE struct {
 	wrid   uint64
-	sges   []SGE
+	sges   []qp.SGE
 	length uint64
 }
 
@@ -103,7 +104,7 @@ type recvQueue struct {
 	head, tail uint64
 }
 
-func (r *recvQueue) init(c Cap) {
+func (r *recvQueue) init(c qp.Cap) {
 	*r = recvQueue{limit: uint64(c.MaxRecvWR), nsge: max(int(c.MaxRecvSGE), 1)}
 }
 
@@ -117,7 +118,7 @@ func (r *recvQueue) free() *recvWQE {
 	}
 	w := r.at(r.tail)
 	if w == nil {
-		w = &recvWQE{sges: make([]SGE, 0, r.nsge)}
+		w = &recvWQE{sges: make([]qp.SGE, 0, r.nsge)}
 		r.slots[r.tail%uint64(len(r.slots))] = w
 	}
 	return w
@@ -127,24 +128,24 @@ func (r *recvQueue) free() *recvWQE {
 // request before queueing any of it; on error it returns the index of the
 // first request it did not queue. In ERR the requests are queued and
 // completed at once with WR_FLUSH_ERR, as rxe does.
-func (q *QP) PostSend(wrs []SendWR) (int, error) {
+func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
 	q.mu.Lock()
 	defer q.unlock()
 	switch q.attr.State {
-	case StateRTS, StateSQD, StateErr:
+	case qp.StateRTS, qp.StateSQD, qp.StateErr:
 	default:
-		return 0, fmt.Errorf("%w: post_send in %v", ErrNotPosting, q.attr.State)
+		return 0, fmt.Errorf("%w: post_send in %v", qp.ErrNotPosting, q.attr.State)
 	}
 	for i := range wrs {
 		if err := q.checkSendWR(&wrs[i]); err != nil {
 			return i, err
 		}
 		if q.sq.full() {
-			return i, fmt.Errorf("%w: %d send work requests outstanding", ErrQueueFull, q.sq.limit)
+			return i, fmt.Errorf("%w: %d send work requests outstanding", qp.ErrQueueFull, q.sq.limit)
 		}
 		q.enqueueSend(&wrs[i])
 	}
-	if q.attr.State == StateErr {
+	if q.attr.State == qp.StateErr {
 		q.flush()
 	} else {
 		q.req.sendSome() // the doorbell: the caller's goroutine sends
@@ -161,46 +162,46 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	return len(wrs), nil
 }
 
-func (q *QP) checkSendWR(wr *SendWR) error {
+func (q *QP) checkSendWR(wr *qp.SendWR) error {
 	var total uint64
 	for _, s := range wr.SGList {
 		total += uint64(s.Length)
 	}
 	switch {
-	case uint32(len(wr.SGList)) > q.attr.Cap.MaxSendSGE && wr.Flags&SendInline == 0:
-		return fmt.Errorf("%w: %d SGEs, the QP allows %d", ErrBadWR, len(wr.SGList), q.attr.Cap.MaxSendSGE)
-	case wr.Flags&SendInline != 0 && wr.Inline != nil && len(wr.Inline) > int(q.attr.Cap.MaxInlineData):
-		return fmt.Errorf("%w: %d bytes inline, the QP allows %d", ErrBadWR, len(wr.Inline), q.attr.Cap.MaxInlineData)
-	case wr.Flags&SendInline != 0 && total > uint64(q.attr.Cap.MaxInlineData):
-		return fmt.Errorf("%w: %d bytes inline, the QP allows %d", ErrBadWR, total, q.attr.Cap.MaxInlineData)
-	case total > MaxMsgSize:
-		return fmt.Errorf("%w: %d-byte message, the largest is %d", ErrBadWR, total, MaxMsgSize)
+	case uint32(len(wr.SGList)) > q.attr.Cap.MaxSendSGE && wr.Flags&qp.SendInline == 0:
+		return fmt.Errorf("%w: %d SGEs, the QP allows %d", qp.ErrBadWR, len(wr.SGList), q.attr.Cap.MaxSendSGE)
+	case wr.Flags&qp.SendInline != 0 && wr.Inline != nil && len(wr.Inline) > int(q.attr.Cap.MaxInlineData):
+		return fmt.Errorf("%w: %d bytes inline, the QP allows %d", qp.ErrBadWR, len(wr.Inline), q.attr.Cap.MaxInlineData)
+	case wr.Flags&qp.SendInline != 0 && total > uint64(q.attr.Cap.MaxInlineData):
+		return fmt.Errorf("%w: %d bytes inline, the QP allows %d", qp.ErrBadWR, total, q.attr.Cap.MaxInlineData)
+	case total > qp.MaxMsgSize:
+		return fmt.Errorf("%w: %d-byte message, the largest is %d", qp.ErrBadWR, total, qp.MaxMsgSize)
 	}
 	switch wr.Opcode {
-	case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm:
-	case WRRDMARead:
-		if wr.Flags&SendInline != 0 {
-			return fmt.Errorf("%w: RDMA READ cannot be inline", ErrBadWR)
+	case qp.WRSend, qp.WRSendWithImm, qp.WRSendWithInv, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm:
+	case qp.WRRDMARead:
+		if wr.Flags&qp.SendInline != 0 {
+			return fmt.Errorf("%w: RDMA READ cannot be inline", qp.ErrBadWR)
 		}
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-		if total != 8 || wr.Flags&SendInline != 0 || len(wr.SGList) != 1 {
-			return fmt.Errorf("%w: an atomic needs one 8-byte local buffer, not %d bytes", ErrBadWR, total)
+	case qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
+		if total != 8 || wr.Flags&qp.SendInline != 0 || len(wr.SGList) != 1 {
+			return fmt.Errorf("%w: an atomic needs one 8-byte local buffer, not %d bytes", qp.ErrBadWR, total)
 		}
 		if wr.RemoteAddr%8 != 0 {
-			return fmt.Errorf("%w: atomic remote address %#x is not 8-byte aligned", ErrBadWR, wr.RemoteAddr)
+			return fmt.Errorf("%w: atomic remote address %#x is not 8-byte aligned", qp.ErrBadWR, wr.RemoteAddr)
 		}
 	default:
-		return fmt.Errorf("%w: opcode %v is not supported on RC", ErrBadWR, wr.Opcode)
+		return fmt.Errorf("%w: opcode %v is not supported on RC", qp.ErrBadWR, wr.Opcode)
 	}
 	return nil
 }
 
-func (q *QP) enqueueSend(wr *SendWR) {
+func (q *QP) enqueueSend(wr *qp.SendWR) {
 	w := q.sq.free()
 	sges, mrs, inline := w.sges[:0], w.mrs[:0], w.inline[:0]
 	*w = sendWQE{wr: *wr, sges: sges, mrs: mrs, inline: inline}
 	var total uint64
-	if wr.Flags&SendInline != 0 && wr.Opcode != WRRDMARead {
+	if wr.Flags&qp.SendInline != 0 && wr.Opcode != qp.WRRDMARead {
 		// Inline data is copied now, from the caller's registered or
 		// unregistered memory alike: the lkey is not checked (as
 		// IBV_SEND_INLINE). gorxe addresses it through the SGE's region.
@@ -231,7 +232,7 @@ func (q *QP) enqueueSend(wr *SendWR) {
 // address: gorxe finds it through the region the lkey names, if that
 // region covers it, and otherwise copies zeros (the caller asked for
 // bytes gorxe cannot address; the length still counts).
-func (q *QP) appendInline(b []byte, s SGE) []byte {
+func (q *QP) appendInline(b []byte, s qp.SGE) []byte {
 	n := len(b)
 	b = append(b, make([]byte, s.Length)...)
 	if m, _, err := q.port.MRs().Lookup(s.LKey, q.pd, s.Addr, uint64(s.Length), 0); err == nil {
@@ -242,19 +243,19 @@ func (q *QP) appendInline(b []byte, s SGE) []byte {
 
 // PostRecv queues receive work requests, as ibv_post_recv. Receives may
 // be posted from INIT on; in ERR they complete at once with WR_FLUSH_ERR.
-func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
+func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.attr.State == StateReset {
-		return 0, fmt.Errorf("%w: post_recv in RESET", ErrNotPosting)
+	if q.attr.State == qp.StateReset {
+		return 0, fmt.Errorf("%w: post_recv in RESET", qp.ErrNotPosting)
 	}
 	for i := range wrs {
 		wr := &wrs[i]
 		if uint32(len(wr.SGList)) > q.attr.Cap.MaxRecvSGE {
-			return i, fmt.Errorf("%w: %d SGEs, the QP allows %d", ErrBadWR, len(wr.SGList), q.attr.Cap.MaxRecvSGE)
+			return i, fmt.Errorf("%w: %d SGEs, the QP allows %d", qp.ErrBadWR, len(wr.SGList), q.attr.Cap.MaxRecvSGE)
 		}
 		if q.rq.full() {
-			return i, fmt.Errorf("%w: %d receive work requests outstanding", ErrQueueFull, q.rq.limit)
+			return i, fmt.Errorf("%w: %d receive work requests outstanding", qp.ErrQueueFull, q.rq.limit)
 		}
 		r := q.rq.free()
 		r.wrid = wr.WRID
@@ -265,7 +266,7 @@ func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 		}
 		q.rq.tail++
 	}
-	if q.attr.State == StateErr {
+	if q.attr.State == qp.StateErr {
 		q.flush()
 	}
 	return len(wrs), nil
@@ -274,18 +275,18 @@ func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 // completeSend retires a send WQE with a work completion when it failed,
 // was signaled, or the QP signals all.
 func (q *QP) completeSend(w *sendWQE, status cq.Status) {
-	if status == cq.StatusSuccess && w.wr.Flags&SendSignaled == 0 && !q.sigAll {
+	if status == cq.StatusSuccess && w.wr.Flags&qp.SendSignaled == 0 && !q.sigAll {
 		return
 	}
 	wc := cq.WC{WRID: w.wr.WRID, Status: status}
 	switch w.wr.Opcode {
-	case WRRDMAWrite, WRRDMAWriteWithImm:
+	case qp.WRRDMAWrite, qp.WRRDMAWriteWithImm:
 		wc.Opcode = cq.OpRDMAWrite
-	case WRRDMARead:
+	case qp.WRRDMARead:
 		wc.Opcode, wc.ByteLen = cq.OpRDMARead, w.length
-	case WRAtomicCmpAndSwp:
+	case qp.WRAtomicCmpAndSwp:
 		wc.Opcode, wc.ByteLen = cq.OpCompSwap, 8
-	case WRAtomicFetchAndAdd:
+	case qp.WRAtomicFetchAndAdd:
 		wc.Opcode, wc.ByteLen = cq.OpFetchAdd, 8
 	default:
 		wc.Opcode = cq.OpSend

@@ -1,8 +1,10 @@
-package qp
+package rc
 
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gorxe/gorxe/qp"
 )
 
 // TestQueuesGrow: the work queues grow as they fill, wherever head has
@@ -13,8 +15,8 @@ func TestQueuesGrow(t *testing.T) {
 	const limit = 13
 	var sq sendQueue
 	var rq recvQueue
-	sq.init(Cap{MaxSendWR: limit, MaxSendSGE: 2})
-	rq.init(Cap{MaxRecvWR: limit, MaxRecvSGE: 2})
+	sq.init(qp.Cap{MaxSendWR: limit, MaxSendSGE: 2})
+	rq.init(qp.Cap{MaxRecvWR: limit, MaxRecvSGE: 2})
 	if len(sq.slots) != 0 || len(rq.slots) != 0 {
 		t.Fatalf("new queues hold %d and %d slots, want none", len(sq.slots), len(rq.slots))
 	}

@@ -1,8 +1,9 @@
-package qp
+package rc
 
 import (
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -106,7 +107,7 @@ func (r *responder) abandon() {
 func (r *responder) handleRequest(p *wire.Packet) {
 	q := r.q
 	switch q.attr.State {
-	case StateRTR, StateRTS, StateSQD:
+	case qp.StateRTR, qp.StateRTS, qp.StateSQD:
 	default:
 		return
 	}

@@ -1,0 +1,516 @@
+// Package rc is the engine of Reliable Connected queue pairs (IBTA Vol 1 ch. 9,
+// ch. 10): the state machine, and the three engines of a reliable
+// transport that every RC QP runs:
+//
+//   - the requester (requester.go) turns send work requests into packets:
+//     segmentation by path MTU, PSNs, AckReq, a bounded window;
+//   - the responder (responder.go) executes arriving requests in PSN order
+//     and acknowledges them, answering duplicates from saved state;
+//   - the completer (completer.go) matches ACKs, NAKs, READ responses and
+//     atomic ACKs to outstanding work requests, retransmits go-back-N, and
+//     produces work completions in order.
+//
+// Each engine is a type that owns its state (requester, responder,
+// completer, and timers for the deadlines); the QP composes them, holds
+// the lock, and owns what they share: the attributes, the work queues and
+// the batch of packets going out. An engine changes another's state only
+// through the other's methods.
+//
+// A QP does no I/O of its own: its device hands it arriving packets
+// (HandlePacket), lets it run when a timer is due or it asked to (Run), and
+// sends what it builds (Port). Every method takes the QP's lock, so the
+// device's receive goroutine, its timer workers and users posting work
+// requests may all drive a QP: the one holding the lock does the work, and
+// a PostSend sends its packets from the caller's own goroutine, as a
+// hardware NIC starts on a doorbell, without waking another.
+//
+// The verbs' types (qp.Attr, qp.SendWR, ...) are package qp's; this
+// package is internal, so that only the device (rnic) drives an engine.
+package rc
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
+)
+
+// QP is a Reliable Connected queue pair.
+type QP struct {
+	mu      sync.Mutex
+	port    Port
+	num     bth.QPN
+	pd      *mr.PD
+	sendCQ  *cq.CQ
+	recvCQ  *cq.CQ
+	sigAll  bool
+	window  int
+	txOff   int
+	noProbe bool
+
+	attr  qp.Attr
+	mtu   int
+	path  TxDesc // where packets to the peer go, from the attributes
+	stats qp.Counters
+
+	sq   sendQueue
+	rq   recvQueue
+	tx   [][]byte // packets built under the lock, sent when it is released
+	txb  [][]byte // their buffers
+	req  requester
+	comp completer
+	resp responder
+	tm   timers
+
+	// Trace, when set, is called for every state change and notable
+	// event, with the QP's lock held; it must not call back into the QP.
+	trace func(q *QP, event string)
+}
+
+// New creates a QP numbered num in the RESET state.
+func New(port Port, num bth.QPN, ia qp.InitAttr) (*QP, error) {
+	if ia.Type != qp.TypeRC {
+		return nil, fmt.Errorf("%w: only RC queue pairs are supported, not type %d", qp.ErrAttr, ia.Type)
+	}
+	if ia.SendCQ == nil || ia.RecvCQ == nil || ia.PD == nil {
+		return nil, fmt.Errorf("%w: a QP needs a PD, a send CQ and a receive CQ", qp.ErrAttr)
+	}
+	if err := checkCap(ia.Cap); err != nil {
+		return nil, err
+	}
+	q := &QP{
+		port:    port,
+		num:     num,
+		pd:      ia.PD,
+		sendCQ:  ia.SendCQ,
+		recvCQ:  ia.RecvCQ,
+		sigAll:  ia.SigAll,
+		window:  ia.Window,
+		txOff:   port.TxOffset(),
+		noProbe: ia.NoTailProbe,
+	}
+	if q.window <= 0 {
+		q.window = qp.DefaultWindow
+	}
+	q.req.q, q.comp.q, q.resp.q, q.tm.q = q, q, q, q
+	q.attr.Cap = ia.Cap
+	q.attr.PathMTU = qp.MTU256
+	q.mtu = qp.MTU256.Bytes()
+	q.sq.init(ia.Cap)
+	q.rq.init(ia.Cap)
+	return q, nil
+}
+
+func checkCap(c qp.Cap) error {
+	switch {
+	case c.MaxSendWR < 1 || c.MaxSendWR > qp.MaxWR || c.MaxRecvWR < 1 || c.MaxRecvWR > qp.MaxWR:
+		return fmt.Errorf("%w: work queue sizes must be 1..%d (send %d, recv %d)", qp.ErrAttr, qp.MaxWR, c.MaxSendWR, c.MaxRecvWR)
+	case c.MaxSendSGE > qp.MaxSGE || c.MaxRecvSGE > qp.MaxSGE:
+		return fmt.Errorf("%w: at most %d SGEs per work request", qp.ErrAttr, qp.MaxSGE)
+	case c.MaxInlineData > qp.MaxInlineData:
+		return fmt.Errorf("%w: at most %d bytes of inline data", qp.ErrAttr, qp.MaxInlineData)
+	}
+	return nil
+}
+
+// Num returns the QP number.
+func (q *QP) Num() bth.QPN { return q.num }
+
+// SetTrace installs fn to be told of state changes and transport events
+// (retransmissions, NAKs, RNR waits); nil removes it.
+func (q *QP) SetTrace(fn func(q *QP, event string)) {
+	q.mu.Lock()
+	q.trace = fn
+	q.mu.Unlock()
+}
+
+// tracef reports an event to the trace function, if one is installed.
+// Its arguments are boxed into interfaces before the call, a heap
+// allocation each, traced or not: on the paths that loss, duplication or
+// a missing receive take in the steady state (NAKs, go-back-N, probes,
+// timeouts, RNR), the call sites check q.trace first, so that recovery
+// allocates nothing.
+func (q *QP) tracef(format string, args ...any) {
+	if q.trace != nil {
+		q.trace(q, fmt.Sprintf(format, args...))
+	}
+}
+
+// State returns the QP's current state.
+func (q *QP) State() qp.State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.attr.State
+}
+
+// Query returns the QP's attributes, as ibv_query_qp.
+func (q *QP) Query() qp.Attr {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := q.attr
+	a.CurState = a.State
+	return a
+}
+
+// Stats returns a copy of the QP's counters.
+func (q *QP) Stats() qp.Counters {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stats
+}
+
+// Attribute requirements of each transition for RC QPs (IBTA Vol 1
+// Table 91, and ibv_modify_qp(3)).
+var transitions = map[[2]qp.State]struct{ required, optional qp.AttrMask }{
+	{qp.StateReset, qp.StateInit}: {qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags, 0},
+	{qp.StateInit, qp.StateInit}:  {0, qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
+	{qp.StateInit, qp.StateRTR}: {
+		qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer,
+		qp.AttrPKeyIndex | qp.AttrAccessFlags | qp.AttrAltPath,
+	},
+	{qp.StateRTR, qp.StateRTS}: {
+		qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic,
+		qp.AttrCurState | qp.AttrAccessFlags | qp.AttrMinRNRTimer | qp.AttrAltPath | qp.AttrPathMigState,
+	},
+	{qp.StateRTS, qp.StateRTS}: {0, qp.AttrCurState | qp.AttrAccessFlags | qp.AttrMinRNRTimer | qp.AttrAltPath | qp.AttrPathMigState | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry},
+	{qp.StateRTS, qp.StateSQD}: {0, qp.AttrEnSQDAsyncNotify},
+	{qp.StateSQD, qp.StateSQD}: {0, qp.AttrAV | qp.AttrPathMTU | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic | qp.AttrMaxDestRdAtomic | qp.AttrAccessFlags | qp.AttrMinRNRTimer | qp.AttrAltPath | qp.AttrPathMigState},
+	{qp.StateSQD, qp.StateRTS}: {0, qp.AttrCurState | qp.AttrAccessFlags | qp.AttrMinRNRTimer | qp.AttrAltPath | qp.AttrPathMigState | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
+}
+
+// Modify changes the QP's attributes and state, as ibv_modify_qp: mask
+// says which fields of attr to apply. Any state may move to RESET or ERR;
+// other transitions need the attributes the IBTA lists for them. An
+// illegal transition or a bad attribute changes nothing and returns an
+// error saying which.
+func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
+	q.mu.Lock()
+	defer q.unlock()
+	cur := q.attr.State
+	if mask&qp.AttrCurState != 0 && attr.CurState != cur {
+		return fmt.Errorf("%w: current state is %v, not %v", qp.ErrState, cur, attr.CurState)
+	}
+	next := cur
+	if mask&qp.AttrState != 0 {
+		next = attr.State
+	}
+	if next > qp.StateErr {
+		return fmt.Errorf("%w: no state %d", qp.ErrAttr, next)
+	}
+	if next == qp.StateReset || next == qp.StateErr {
+		if mask&^(qp.AttrState|qp.AttrCurState) != 0 {
+			return fmt.Errorf("%w: %v -> %v takes no attributes", qp.ErrAttr, cur, next)
+		}
+		if next == qp.StateReset {
+			q.reset()
+		} else {
+			q.enterError(nil, 0)
+		}
+		q.tracef("state %v -> %v", cur, next)
+		return nil
+	}
+	rule, ok := transitions[[2]qp.State{cur, next}]
+	if !ok {
+		return fmt.Errorf("%w: %v -> %v", qp.ErrState, cur, next)
+	}
+	if missing := rule.required &^ mask; missing != 0 {
+		return fmt.Errorf("%w: %v -> %v needs attributes %#x", qp.ErrAttr, cur, next, uint32(missing))
+	}
+	if extra := mask &^ (rule.required | rule.optional | qp.AttrState); extra != 0 {
+		return fmt.Errorf("%w: %v -> %v does not take attributes %#x", qp.ErrAttr, cur, next, uint32(extra))
+	}
+	if err := checkAttr(attr, mask); err != nil {
+		return err
+	}
+	q.apply(attr, mask)
+	q.attr.State = next
+	q.path = q.txDesc()
+	switch {
+	case next == qp.StateRTR && cur == qp.StateInit:
+		q.resp.start()
+	case next == qp.StateRTS && cur == qp.StateRTR:
+		q.req.start()
+	}
+	q.tracef("state %v -> %v", cur, next)
+	if next == qp.StateRTS {
+		q.port.Schedule(q)
+	}
+	return nil
+}
+
+func checkAttr(a *qp.Attr, mask qp.AttrMask) error {
+	switch {
+	case mask&qp.AttrPathMTU != 0 && a.PathMTU.Bytes() == 0:
+		return fmt.Errorf("%w: path MTU %d (want 1..5: 256..4096 bytes)", qp.ErrAttr, a.PathMTU)
+	case mask&qp.AttrAccessFlags != 0 && a.AccessFlags&^(mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic) != 0:
+		return fmt.Errorf("%w: access flags %v", qp.ErrAttr, a.AccessFlags)
+	case mask&qp.AttrTimeout != 0 && a.Timeout > 31:
+		return fmt.Errorf("%w: timeout %d (want 0..31)", qp.ErrAttr, a.Timeout)
+	case mask&qp.AttrRetryCnt != 0 && a.RetryCnt > 7:
+		return fmt.Errorf("%w: retry_cnt %d (want 0..7)", qp.ErrAttr, a.RetryCnt)
+	case mask&qp.AttrRNRRetry != 0 && a.RNRRetry > 7:
+		return fmt.Errorf("%w: rnr_retry %d (want 0..7)", qp.ErrAttr, a.RNRRetry)
+	case mask&qp.AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return fmt.Errorf("%w: min_rnr_timer %d (want 0..31)", qp.ErrAttr, a.MinRNRTimer)
+	case mask&qp.AttrDestQPN != 0 && a.DestQPNum > bth.QPNMask:
+		return fmt.Errorf("%w: dest QPN %#x is more than 24 bits", qp.ErrAttr, a.DestQPNum)
+	case mask&qp.AttrRQPSN != 0 && a.RQPSN > bth.PSNMask, mask&qp.AttrSQPSN != 0 && a.SQPSN > bth.PSNMask:
+		return fmt.Errorf("%w: PSN is more than 24 bits", qp.ErrAttr)
+	case mask&qp.AttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > qp.MaxRdAtomic,
+		mask&qp.AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > qp.MaxRdAtomic:
+		return fmt.Errorf("%w: at most %d outstanding READs and atomics", qp.ErrAttr, qp.MaxRdAtomic)
+	case mask&qp.AttrAV != 0 && !a.AV.DGID.IsValid():
+		return fmt.Errorf("%w: address vector without a destination GID", qp.ErrAttr)
+	case mask&qp.AttrPort != 0 && a.Port != 1:
+		return fmt.Errorf("%w: port %d (a gorxe device has port 1)", qp.ErrAttr, a.Port)
+	case mask&qp.AttrPKeyIndex != 0 && a.PKeyIndex != 0:
+		return fmt.Errorf("%w: P_Key index %d (the table holds only 0xFFFF)", qp.ErrAttr, a.PKeyIndex)
+	}
+	return nil
+}
+
+func (q *QP) apply(a *qp.Attr, mask qp.AttrMask) {
+	set := func(bit qp.AttrMask, f func()) {
+		if mask&bit != 0 {
+			f()
+		}
+	}
+	set(qp.AttrAccessFlags, func() { q.attr.AccessFlags = a.AccessFlags })
+	set(qp.AttrPKeyIndex, func() { q.attr.PKeyIndex = a.PKeyIndex })
+	set(qp.AttrPort, func() { q.attr.Port = a.Port })
+	set(qp.AttrAV, func() { q.attr.AV = a.AV })
+	set(qp.AttrPathMTU, func() { q.attr.PathMTU = a.PathMTU; q.mtu = a.PathMTU.Bytes() })
+	set(qp.AttrTimeout, func() { q.attr.Timeout = a.Timeout })
+	set(qp.AttrRetryCnt, func() { q.attr.RetryCnt = a.RetryCnt })
+	set(qp.AttrRNRRetry, func() { q.attr.RNRRetry = a.RNRRetry })
+	set(qp.AttrRQPSN, func() { q.attr.RQPSN = a.RQPSN })
+	set(qp.AttrSQPSN, func() { q.attr.SQPSN = a.SQPSN })
+	set(qp.AttrMinRNRTimer, func() { q.attr.MinRNRTimer = a.MinRNRTimer })
+	set(qp.AttrDestQPN, func() { q.attr.DestQPNum = a.DestQPNum })
+	set(qp.AttrMaxQPRdAtomic, func() { q.attr.MaxRdAtomic = a.MaxRdAtomic })
+	set(qp.AttrMaxDestRdAtomic, func() { q.attr.MaxDestRdAtomic = a.MaxDestRdAtomic })
+	if mask&(qp.AttrRetryCnt|qp.AttrRNRRetry) != 0 {
+		q.comp.setRetries(q.attr.RetryCnt, q.attr.RNRRetry)
+	}
+}
+
+// reset returns the QP to RESET: queues emptied without completions, as
+// ibv_modify_qp to RESET does.
+func (q *QP) reset() {
+	cp := q.attr.Cap
+	q.attr = qp.Attr{Cap: cp, PathMTU: qp.MTU256}
+	q.mtu = qp.MTU256.Bytes()
+	q.sq.init(cp)
+	q.rq.init(cp)
+	q.path = TxDesc{}
+	q.req = requester{q: q}
+	q.comp = completer{q: q}
+	q.resp.reset()
+	q.tm.reset()
+}
+
+// enterError moves the QP to ERR (IBTA Vol 1 §10.3.1): the work request
+// that failed, if any, completes with status, and every other outstanding
+// work request on both queues completes with WR_FLUSH_ERR.
+func (q *QP) enterError(failed *sendWQE, status cq.Status) {
+	if q.attr.State == qp.StateErr {
+		return
+	}
+	prev := q.attr.State
+	q.attr.State = qp.StateErr
+	if failed != nil {
+		failed.status = status
+		failed.failed = true
+		q.tracef("work request %d (%v) failed: %v", failed.wr.WRID, failed.wr.Opcode, status)
+	}
+	q.tracef("state %v -> ERR", prev)
+	q.tm.stop()
+	q.resp.abandon()
+	q.flush()
+}
+
+// flush completes every work request still queued while the QP is in ERR.
+func (q *QP) flush() {
+	for q.sq.head != q.sq.tail {
+		w := q.sq.at(q.sq.head)
+		switch {
+		case w.acked:
+			q.completeSend(w, cq.StatusSuccess)
+		case w.failed:
+			q.completeSend(w, w.status)
+		default:
+			q.completeSend(w, cq.StatusWRFlushErr)
+		}
+		q.sq.head++
+	}
+	q.req.rewind()
+	for q.rq.head != q.rq.tail {
+		r := q.rq.at(q.rq.head)
+		q.pushRecv(cq.WC{WRID: r.wrid, Status: cq.StatusWRFlushErr, Opcode: cq.OpRecv})
+		q.rq.head++
+	}
+}
+
+// pushSend and pushRecv deliver a completion; a CQ that overflows moves
+// the QP to ERR, as the IBTA asks of a CQ overrun (§11.4.2.1).
+func (q *QP) pushSend(wc cq.WC) {
+	wc.QPNum = uint32(q.num)
+	if err := q.sendCQ.Push(wc); err != nil && q.attr.State != qp.StateErr {
+		q.tracef("send CQ: %v", err)
+		q.enterError(nil, 0)
+	}
+}
+
+func (q *QP) pushRecv(wc cq.WC) {
+	wc.QPNum = uint32(q.num)
+	if err := q.recvCQ.Push(wc); err != nil && q.attr.State != qp.StateErr {
+		q.tracef("receive CQ: %v", err)
+		q.enterError(nil, 0)
+	}
+}
+
+// canSend reports whether the QP's state lets its requester and completer
+// work: RTS, or SQD while the send queue drains.
+func (q *QP) canSend() bool { return q.attr.State == qp.StateRTS || q.attr.State == qp.StateSQD }
+
+// HandlePacket processes a packet addressed to this QP. The device has
+// parsed it and checked its ICRC. It reports whether the responder now
+// owes an ACK it has deferred, for FlushAck.
+func (q *QP) HandlePacket(p *wire.Packet) (ackOwed bool) {
+	q.mu.Lock()
+	defer q.unlock()
+	q.stats.RcvdPkts++
+	if p.Info.Response {
+		q.comp.handleResponse(p)
+	} else {
+		q.resp.handleRequest(p)
+	}
+	return q.resp.ackPending
+}
+
+// Run lets the QP do what is due: fire expired timers, send the next
+// burst of queued answers, send what its window allows, and flush a
+// deferred ACK. The device calls it from its worker after Schedule and
+// when Deadline has passed.
+func (q *QP) Run() {
+	q.mu.Lock()
+	defer q.unlock()
+	q.tm.run(q.port.Now())
+	q.resp.sendReplies(maxBurst)
+	q.req.sendSome()
+}
+
+// FlushAck sends the ACK the responder deferred, if it still owes one. A
+// responder defers the ACK of the requests in a batch of packets, so that
+// one ACK covers them all; the device calls FlushAck once it has handed
+// the QP the whole batch, unless a PostSend on the QP has sent the ACK
+// already, behind its requests.
+func (q *QP) FlushAck() {
+	q.mu.Lock()
+	defer q.unlock()
+	q.resp.flushAck()
+}
+
+// unlock sends the packets built while the lock was held, arms the
+// timers for them, then releases it. Sending under the lock keeps each
+// QP's packets in PSN order on the wire however many goroutines drive it.
+func (q *QP) unlock() {
+	q.flushTx()
+	q.tm.settle()
+	if d := q.tm.next(); !d.IsZero() {
+		q.port.Timer(q, d)
+	}
+	q.mu.Unlock()
+}
+
+// headers returns the headers of a packet to the peer: a BTH with opcode
+// and psn, the default P_Key and the peer's QPN.
+func (q *QP) headers(op bth.Opcode, psn bth.PSN) wire.Headers {
+	return wire.Headers{BTH: bth.Fields{Opcode: op, PKey: bth.DefaultPKey, DestQP: q.attr.DestQPNum, PSN: psn}}
+}
+
+// build encodes h and n bytes of payload, which fill writes (fill may be
+// nil when n is 0), pads the packet, and queues it for the peer. Headers
+// that do not encode are a bug in the engine that chose them: the packet
+// is not sent, and the trace says why.
+func (q *QP) build(h *wire.Headers, n uint32, fill func(dst []byte)) {
+	buf := q.port.NewBuffer()
+	t := buf[q.txOff:]
+	off, err := h.Encode(t)
+	if err != nil {
+		q.port.FreeBuffer(buf)
+		q.tracef("packet %v PSN %d not sent: %v", h.BTH.Opcode, h.BTH.PSN, err)
+		return
+	}
+	if n > 0 {
+		fill(t[off : off+int(n)])
+	}
+	off += int(n)
+	pad := wire.PadLen(int(n))
+	clear(t[off : off+pad])
+	bth.Header(t).SetPadCnt(pad)
+	q.queueTx(buf, off+pad)
+}
+
+// queueTx completes a built packet and queues it, sending the queue when
+// it holds a link batch.
+func (q *QP) queueTx(buf []byte, n int) {
+	pkt := q.port.Finish(&q.path, buf, n)
+	if pkt == nil {
+		q.port.FreeBuffer(buf)
+		return
+	}
+	q.stats.SentPkts++
+	q.tx = append(q.tx, pkt)
+	q.txb = append(q.txb, buf)
+	if len(q.tx) == txBatch {
+		q.flushTx()
+	}
+}
+
+// txBatch is how many packets go to the link in one call.
+const txBatch = 64
+
+func (q *QP) flushTx() {
+	if len(q.tx) == 0 {
+		return
+	}
+	q.port.Send(q.tx)
+	for _, b := range q.txb {
+		q.port.FreeBuffer(b)
+	}
+	clear(q.tx)
+	clear(q.txb)
+	q.tx, q.txb = q.tx[:0], q.txb[:0]
+}
+
+// Deadline returns when the QP next needs Run for a timer, or the zero
+// Time when no timer is armed.
+func (q *QP) Deadline() monotime.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.tm.next()
+}
+
+// txDesc returns the transmit descriptor of packets to the peer, from the
+// address vector and the QPNs. Its UDP source port is the one rdma-core,
+// the kernel's rxe and mlx5 and irdma all derive from the flow label, or
+// when that is 0 from the two QPNs, so that both directions of a
+// connection hash alike in ECMP.
+func (q *QP) txDesc() TxDesc {
+	av := &q.attr.AV
+	return TxDesc{
+		SGIDIndex:    av.SGIDIndex,
+		DGID:         av.DGID,
+		DestQPN:      q.attr.DestQPNum,
+		TrafficClass: av.TrafficClass,
+		FlowLabel:    av.FlowLabel,
+		HopLimit:     av.HopLimit,
+		SrcPort:      wire.UDPSourcePort(av.FlowLabel, q.num, q.attr.DestQPNum),
+	}
+}
