@@ -30,6 +30,7 @@ bw_iters=${BW_ITERS:-1000} lat_iters=${LAT_ITERS:-2000} rounds=${ROUNDS:-1}
 vm_image bookworm # sets img
 run=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}/bench-vm
 rm -rf "$run"; mkdir -p "$run/a" "$run/b"
+rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes)" # what the binary is built from
 # Static, as the VM's Debian need not have the host's C library.
 CGO_ENABLED=0 go build -o "$run/gorxe" ./cmd/gorxe
 cp "$run/gorxe" "$run/a/gorxe"; cp "$run/gorxe" "$run/b/gorxe"
@@ -169,7 +170,7 @@ retx() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b / a; else print "-" }'; }
 
 {
-	echo "gorxe beside kernel rxe between two 1-vCPU VMs ($(sed -n 's/^=== versions: //p' "$run/a/vm.out"); $(date -u +%Y-%m-%d), $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes))"
+	echo "gorxe beside kernel rxe between two 1-vCPU VMs ($(sed -n 's/^=== versions: //p' "$run/a/vm.out"); $(date -u +%Y-%m-%d), $rev)"
 	echo "bw: 65536 B x $bw_iters, BW average MB/s; lat: 2 B x $lat_iters, usec; path MTU 4096"
 	echo "retransmissions, both sides: rxe completer_retry_err; gorxe go-back-N/tail probes/ACK timeouts"
 	printf '%-22s %10s %10s %10s %8s %10s\n' test rxe gorxe gorxe/rxe "rxe retx" "gorxe retx"
