@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./rnic:FuzzResponder
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full bench bench-gbn bench-net bench-fairness bench-scale
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full bench bench-gbn bench-net bench-fairness bench-scale bench-vm
 
 all: build
 
@@ -78,6 +78,15 @@ bench:
 # (root): throughput, round trip and allocations per packet.
 bench-net:
 	test/bench/bench.sh
+
+# bench-vm runs perftest's tests between two 1-vCPU VMs (the interop
+# image under qemu's emulation), over kernel rxe and then over gorxe, and
+# prints gorxe/rxe ratios and each run's retransmissions
+# (test/bench/vm.sh, about 5 minutes). It needs root; without it, it says
+# so and does nothing.
+bench-vm:
+	@if [ "$$(id -u)" = 0 ]; then test/bench/vm.sh; \
+	else echo "bench-vm: not run: it needs root (qemu, TAP, network namespaces); run: sudo make bench-vm"; fi
 
 # bench-gbn prints how much of go-back-N's ideal efficiency a WRITE stream
 # keeps under random loss 1/256.

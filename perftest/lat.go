@@ -16,11 +16,12 @@ import (
 // The region's write count orders the read after the write. It busy polls
 // for a while, then sleeps until the region is written (see Side.wait).
 func waitWrite(ctx context.Context, s *Side, p *Params, seen *uint64, v int) error {
-	var spin spinner
+	spin := spinner{pace: &s.pace}
 	for {
 		if w := s.MR.Writes(); w != *seen {
 			*seen = w
 			if s.Size == 0 || s.pollByte() == byte(v) {
+				spin.found()
 				p.progressed()
 				return nil
 			}

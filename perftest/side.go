@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/internal/cpu"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
@@ -34,7 +35,8 @@ type Side struct {
 	RemoteAddr uint64
 	RemoteKey  mr.Key
 
-	sgl [1]qp.SGE
+	sgl  [1]qp.SGE
+	pace spinPace
 }
 
 // slotCount is how many message slots a side's buffer holds: enough that a
@@ -177,8 +179,9 @@ var ErrStalled = errors.New("perftest: no progress")
 // goroutines wait. ctx is the run's watchdog context (Params.watch): its
 // cause says why the run stopped.
 func (s *Side) wait(ctx context.Context, p *Params, c *cq.CQ, dst []cq.WC) (int, error) {
-	for spin := (spinner{}); ; {
+	for spin := (spinner{pace: &s.pace}); ; {
 		if n, err := c.Poll(dst); n > 0 || err != nil {
+			spin.found()
 			p.progressed()
 			return n, err
 		}
@@ -195,10 +198,11 @@ func (s *Side) wait(ctx context.Context, p *Params, c *cq.CQ, dst []cq.WC) (int,
 }
 
 // spinner paces a busy-poll loop: more polls the device and says whether
-// to keep spinning, for up to spinTime on a device that can be polled, or
-// for spins turns on one that cannot. Before it gives up it flushes what
-// the device's Poll left pending.
+// to keep spinning, for up to the side's spin window on a device that can
+// be polled, or for spins turns on one that cannot. Before it gives up it
+// flushes what the device's Poll left pending.
 type spinner struct {
+	pace  *spinPace
 	turns int
 	start time.Time
 	done  bool
@@ -212,12 +216,42 @@ type spinner struct {
 // 200 µs, write_lat's 99.9th percentile between two namespaces on a
 // 2-CPU VM was 52-291 µs in three runs, against 50-61 µs with 5 ms. An
 // idle side still gives its CPU back within a few milliseconds (perftest
-// never does).
+// never does). minSpinTime is as short as the window gets where spinning
+// keeps finding nothing (spinPace).
 const (
-	spins      = 8
-	spinTime   = 5 * time.Millisecond
-	yieldEvery = 32
+	spins       = 8
+	spinTime    = 5 * time.Millisecond
+	minSpinTime = 100 * time.Microsecond
+	yieldEvery  = 32
 )
+
+// oneCPU says the process runs on one CPU, where a spinner gives the CPU
+// back to the kernel at every empty poll (see more).
+var oneCPU = cpu.One()
+
+// spinPace is a side's spin window, measured rather than fixed: halved,
+// down to minSpinTime, by each wait whose spin found nothing, and doubled,
+// up to spinTime, by each whose spin found what it waited for. Where the
+// round trip fits in the window it stays at spinTime; where waits outlast
+// it (an idle side, or a machine where the answer comes only once the
+// spinner has stopped), a side spins a fraction of a millisecond before
+// it sleeps, instead of 5 ms each time.
+type spinPace struct{ window time.Duration }
+
+func (sp *spinPace) get() time.Duration {
+	if sp.window == 0 {
+		sp.window = spinTime
+	}
+	return sp.window
+}
+
+// found tells the spinner that the wait ended, which counts for the
+// window if it ended while it spun.
+func (sp *spinner) found() {
+	if sp.pace != nil && !sp.done {
+		sp.pace.window = min(2*sp.pace.get(), spinTime)
+	}
+}
 
 func (sp *spinner) more(dev *rnic.Device) bool {
 	if sp.done {
@@ -233,14 +267,32 @@ func (sp *spinner) more(dev *rnic.Device) bool {
 	// in a latency test end within a few polls, and a clock read costs
 	// as much as an empty poll's own work.
 	if sp.turns%16 == 0 {
+		window := spinTime
+		if sp.pace != nil {
+			window = sp.pace.get()
+		}
 		switch {
 		case sp.start.IsZero():
 			sp.start = time.Now()
-		case time.Since(sp.start) > spinTime:
+		case time.Since(sp.start) > window:
 			sp.done = true
+			if sp.pace != nil {
+				sp.pace.window = max(window/2, minSpinTime)
+			}
 			dev.Flush() // nobody polls now: send what Poll left pending
 			return false
 		}
+	}
+	if dev.Poll() {
+		return true
+	}
+	// On one CPU, an empty poll gives the CPU to whatever else is ready
+	// to run: the kernel's processing of the very packet the spinner
+	// waits for may be among it (a softirq deferred to ksoftirqd, on a
+	// loaded or virtual machine), and would otherwise wait for the
+	// spinner's time slice to end.
+	if oneCPU {
+		cpu.Yield()
 	}
 	// With one P, an empty poll yields now and then, so that the other
 	// goroutines (the device's among them) get to run; not every time,
@@ -250,7 +302,7 @@ func (sp *spinner) more(dev *rnic.Device) bool {
 	// then takes the goroutine or the CPU. Yielding every 32 polls with
 	// 2 Ps made a write_lat side hop between four threads, with 3000
 	// thread switches a second.
-	if !dev.Poll() && sp.turns%yieldEvery == 0 && runtime.GOMAXPROCS(0) == 1 {
+	if sp.turns%yieldEvery == 0 && runtime.GOMAXPROCS(0) == 1 {
 		runtime.Gosched()
 	}
 	return true

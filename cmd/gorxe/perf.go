@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -56,6 +57,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	tcpPort := fs.Int("p", 18515, "TCP port of the out-of-band exchange (perftest: -p)")
 	gidIndex := fs.Int("x", 0, "GID index: which of the device's addresses to use (perftest: -x)")
 	jsonOut := fs.Bool("json", false, "print each result as one JSON object")
+	counters := fs.Bool("counters", false, "at exit, print the device's counters as NAME VALUE lines, named as rxe's hw_counters (gorxe; with --link mem, both devices' summed)")
 	fs.IntVar(&p.Window, "window", 0, "requester window in PSNs (gorxe; default 256)")
 	fs.DurationVar(&p.GiveUp, "give-up", 10*time.Second, "fail when no completion arrives for this long (gorxe; perftest waits forever)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file, for go tool pprof (gorxe)")
@@ -115,9 +117,13 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	if !*jsonOut {
 		perftest.PrintBanner(stdout, &p, "gorxe0", lf.kind)
 	}
-	// run returns each size's result as it comes, and an error.
+	// run returns each size's result as it comes, and an error; final
+	// returns the counters at the end.
 	var run func(yield func(*perftest.Result, *perftest.Params)) error
+	var final func() []qp.NamedCounter
 	if lf.kind == "mem" {
+		var total []qp.NamedCounter
+		final = func() []qp.NamedCounter { return total }
 		run = func(yield func(*perftest.Result, *perftest.Params)) error {
 			for _, size := range p.Sizes() {
 				ps := p
@@ -125,6 +131,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 				res, err := perftest.RunLocal(ctx, ps, f)
 				if len(res) > 0 {
 					yield(&res[0], &ps)
+					total = addCounters(total, res[0].Client.Named(), res[0].Server.Named())
 				}
 				if err != nil {
 					return fmt.Errorf("size %d: %w", size, err)
@@ -144,6 +151,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		defer dev.Close()
 		defer conn.Close()
+		final = func() []qp.NamedCounter { c := dev.Counters(); return c.Named() }
 		run = func(yield func(*perftest.Result, *perftest.Params)) error {
 			res, err := perftest.RunRemote(ctx, p, perftest.RemoteOptions{Dev: dev, Conn: conn, GIDIndex: *gidIndex})
 			for i := range res {
@@ -182,6 +190,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, " data check: %s\n", map[bool]string{true: "FAILED", false: "ok"}[failed])
 		}
 	}
+	if *counters {
+		printCounters(stdout, final(), *jsonOut)
+	}
 	if failed {
 		return exitError
 	}
@@ -191,6 +202,41 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 func init() {
 	for _, t := range perftest.Tests {
 		commands = append(commands, perfCommand(t))
+	}
+}
+
+// addCounters returns the sum of the counter lists, which name the same
+// counters in the same order (rnic.Counters.Named); a nil list counts as
+// zeros.
+func addCounters(lists ...[]qp.NamedCounter) []qp.NamedCounter {
+	var sum []qp.NamedCounter
+	for _, l := range lists {
+		if sum == nil {
+			sum = append(sum, l...)
+			continue
+		}
+		for i := range l {
+			sum[i].Value += l[i].Value
+		}
+	}
+	return sum
+}
+
+// printCounters prints --counters' output: one NAME VALUE line each, as
+// rxe's hw_counters directory reads with grep . or as one JSON object
+// {"counters":{NAME:VALUE,...}}.
+func printCounters(w io.Writer, c []qp.NamedCounter, asJSON bool) {
+	if asJSON {
+		m := make(map[string]uint64, len(c))
+		for _, n := range c {
+			m[n.Name] = n.Value
+		}
+		b, _ := json.Marshal(map[string]any{"counters": m})
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	for _, n := range c {
+		fmt.Fprintf(w, "%s %d\n", n.Name, n.Value)
 	}
 }
 

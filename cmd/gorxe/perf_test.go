@@ -121,3 +121,27 @@ func TestPerfUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfCounters: --counters prints the devices' counters at exit, as
+// lines and as a JSON object after the result's.
+func TestPerfCounters(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"write_lat", "-n", "100", "--counters"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	// 100 WRITEs each way and their ACKs, on two devices.
+	for _, want := range []string{"\nsent_pkts 400\n", "\nrdma_sends 200\n", "\ntail_probes 0\n", "\nicrc_errors 0\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"write_lat", "-n", "100", "--counters", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var m struct{ Counters map[string]uint64 }
+	if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &m) != nil || m.Counters["rdma_sends"] != 200 {
+		t.Errorf("want a result line and a counters line with rdma_sends 200, got:\n%s", out.String())
+	}
+}

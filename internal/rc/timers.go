@@ -33,6 +33,7 @@ type timers struct {
 	// deviation, as TCP's (RFC 6298).
 	srtt       time.Duration
 	rttvar     time.Duration
+	rttMax     time.Duration // the longest recent sample, decaying toward srtt
 	rttPending bool
 	rttPSN     bth.PSN
 	rttSent    monotime.Time // zero until settle stamps it
@@ -121,7 +122,7 @@ func (t *timers) onAcked(oldest bth.PSN) {
 	t.rttPending = false
 	sample := t.q.port.Now().Sub(t.rttSent)
 	if t.srtt == 0 {
-		t.srtt, t.rttvar = sample, sample/2
+		t.srtt, t.rttvar, t.rttMax = sample, sample/2, sample
 		return
 	}
 	dev := t.srtt - sample
@@ -130,19 +131,34 @@ func (t *timers) onAcked(oldest bth.PSN) {
 	}
 	t.rttvar += (dev - t.rttvar) / 4
 	t.srtt += (sample - t.srtt) / 8
+	if sample >= t.rttMax {
+		t.rttMax = sample
+	} else {
+		t.rttMax -= max(t.rttMax-t.srtt, 0) / rttMaxDecay
+	}
 }
+
+// rttMaxDecay is how many samples the longest round trip takes to fade,
+// by a factor e, toward the smoothed one: the tail of the round trips
+// over the last few hundred, where a one-CPU host's hiccups come one in
+// a hundred, and rttvar, which forgets within a dozen samples, has
+// forgotten the last one.
+const rttMaxDecay = 64
 
 // probeTimeout is how long the requester waits without news before it
 // probes: four round trips, or the smoothed round trip plus four of its
-// mean deviations when the round trip varies more than that (a loaded or
-// one-CPU host, where a probe would otherwise fire on a merely slow
-// answer), at least 1 ms and at most half the local ACK timeout; 10 ms
-// until a round trip has been measured. A probe that was not needed costs
-// one duplicate packet.
+// mean deviations when the round trip varies more than that, or twice the
+// longest recent round trip (rttMax) when that is longer still, at least
+// 1 ms and at most half the local ACK timeout; 10 ms until a round trip
+// has been measured. On a loaded or one-CPU host the round trips have a
+// tail that the mean deviation, gone within a few samples, does not
+// cover: there, a probe timed by it fired on merely slow answers, a few
+// in every thousand round trips, and its second timeout sent the window
+// again. A probe that was not needed costs a duplicate packet.
 func (t *timers) probeTimeout() time.Duration {
 	d := 10 * time.Millisecond
 	if t.srtt > 0 {
-		d = max(4*t.srtt, t.srtt+4*t.rttvar, time.Millisecond)
+		d = max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, time.Millisecond)
 	}
 	return min(d, t.ackTimeout()/2)
 }

@@ -41,57 +41,8 @@ while [ $# -gt 0 ]; do
 done
 
 cache=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}
-img=$cache/$suite
-mkdir -p "$img"
-need=""
-command -v qemu-system-x86_64 >/dev/null || need="$need qemu-system-x86"
-command -v debootstrap >/dev/null || need="$need debootstrap"
-command -v mkfs.ext4 >/dev/null || need="$need e2fsprogs"
-command -v tcpdump >/dev/null || need="$need tcpdump"
-if [ -n "$need" ]; then
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
-fi
-
-# The image: Debian $suite with rdma-core, perftest and the kernel's rxe.
-if [ ! -f "$img/rootfs.img" ]; then
-	mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-	[ -n "$mirror" ] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list)
-	rm -rf "$img/root"
-	echo "interop: building the $suite VM image (debootstrap from $mirror)"
-	debootstrap --variant=minbase \
-		--include=rdma-core,ibverbs-utils,perftest,iproute2,kmod,linux-image-amd64,procps \
-		"$suite" "$img/root" "$mirror" > "$img/debootstrap.log" 2>&1
-	cat > "$img/root/sbin/gorxe-init" <<'EOF'
-#!/bin/sh
-# The VM's init: network, rxe, the shared folder, then the case script.
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev 2>/dev/null
-modprobe virtio_net
-ip link set lo up
-ip link set eth0 mtu 9000 up
-ip addr add 10.9.0.2/24 dev eth0
-ip addr add fd09::2/64 dev eth0 nodad
-modprobe rdma_rxe
-modprobe ib_uverbs
-rdma link add rxe0 type rxe netdev eth0
-modprobe 9pnet_virtio
-modprobe 9p
-mkdir -p /mnt
-mount -t 9p -o trans=virtio,version=9p2000.L share /mnt
-echo "VM READY"
-sh /mnt/vm.sh > /mnt/vm.out 2>&1
-for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "$(basename "$f") $(cat "$f")"; done > /mnt/counters.txt
-echo "VM DONE"
-poweroff -f || echo o > /proc/sysrq-trigger # trixie's minbase has no poweroff
-EOF
-	chmod +x "$img/root/sbin/gorxe-init"
-	cp "$img"/root/boot/vmlinuz-* "$img/vmlinuz"
-	cp "$img"/root/boot/initrd.img-* "$img/initrd.img"
-	mkfs.ext4 -q -F -d "$img/root" "$img/rootfs.img.tmp" 2G
-	mv "$img/rootfs.img.tmp" "$img/rootfs.img"
-	rm -rf "$img/root"
-fi
+. test/interop/lib.sh
+vm_image "$suite" # sets img; the image: Debian $suite with rdma-core, perftest and the kernel's rxe
 
 go build -o "$cache/gorxe" ./cmd/gorxe
 run=$cache/last
@@ -215,17 +166,8 @@ session() {
 	} > "$run/share/vm.sh"
 
 	local log=$run/vm.$vm.log
-	ip netns exec $ns qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 1 \
-		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
-		-append "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 init=/sbin/gorxe-init" \
-		-drive file="$img/rootfs.img",if=virtio,format=raw,snapshot=on \
-		-netdev tap,id=n0,ifname=vmtap0,script=no,downscript=no \
-		-device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:02 \
-		-virtfs local,path="$run/share",mount_tag=share,security_model=none \
-		-nographic -no-reboot > "$log" 2>&1 &
-	local qemu=$!
-	for _ in $(seq 1 120); do grep -q "VM READY" "$log" && break; sleep 1; done
-	grep -q "VM READY" "$log" || { echo "interop: the VM did not come up; see $log" >&2; exit 1; }
+	vm_boot $ns vmtap0 52:54:00:00:00:02 "$run/share" "$log" || exit 1
+	local qemu=$vm_pid
 
 	for n in "${list[@]}"; do
 		set -- ${cases[$n]}

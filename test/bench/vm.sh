@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# gorxe beside the kernel's soft-RoCE driver (rxe), as a new user would try
+# them: between the same two 1-vCPU Debian VMs (test/interop's image, under
+# qemu's emulation), each test runs with stock perftest over rxe and then
+# with gorxe's own tools over its udp link, on the same address and another
+# UDP port (4792). It prints, per test, rxe's figure, gorxe's and their
+# ratio: BW average for write_bw, read_bw and send_bw (65536-byte
+# messages), t_typical and the 99th percentile for write_lat, read_lat and
+# send_lat (2 bytes), all at path MTU 4096; and the retransmissions of each
+# run, both sides summed: rxe's completer_retry_err (from its
+# hw_counters), and gorxe's go-back-N retransmissions, tail-loss probes and
+# local ACK timeouts (gorxe --counters). Nothing drops packets here, so
+# every retransmission is a spurious one.
+#
+#   sudo test/bench/vm.sh            (make bench-vm)
+#
+# BW_ITERS (default 1000) and LAT_ITERS (default 2000) set -n; ROUNDS
+# (default 1) repeats the whole sequence in the same VMs. Under emulation
+# the run takes about 5 minutes. Both VMs share the machine's CPUs with
+# qemu's emulation of the other, so compare ratios from one run, not
+# figures across runs. Each run's output, the VMs' consoles and the table
+# are left in $GORXE_INTEROP_CACHE/bench-vm (default
+# test/interop/cache/bench-vm).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ "$(id -u)" = 0 ] || { echo "vm.sh: needs root (qemu, TAP, network namespaces)" >&2; exit 1; }
+bw_iters=${BW_ITERS:-1000} lat_iters=${LAT_ITERS:-2000} rounds=${ROUNDS:-1}
+
+. test/interop/lib.sh
+vm_image bookworm # sets img
+run=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}/bench-vm
+rm -rf "$run"; mkdir -p "$run/a" "$run/b"
+rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes)" # what the binary is built from
+# Static, as the VM's Debian need not have the host's C library.
+CGO_ENABLED=0 go build -o "$run/gorxe" ./cmd/gorxe
+cp "$run/gorxe" "$run/a/gorxe"; cp "$run/gorxe" "$run/b/gorxe"
+
+# The runs: IMPL TEST, rxe and gorxe one after the other for each test.
+tests=(write_bw read_bw send_bw write_lat read_lat send_lat)
+runs=()
+for _ in $(seq 1 "$rounds"); do
+	for t in "${tests[@]}"; do runs+=("rxe $t" "gorxe $t"); done
+done
+
+# flags TEST: the flags both implementations get for TEST.
+flags() {
+	case $1 in
+	*_bw) echo "-m 4096 -s 65536 -n $bw_iters" ;;
+	*) echo "-m 4096 -s 2 -n $lat_iters" ;;
+	esac
+}
+
+# vmscript ROLE ADDR: the script VM ROLE (server or client) runs, with
+# eth0 at ADDR. Each run N starts when the host creates go.N in its share;
+# the server's says ready.N once it listens. For rxe's runs it saves rxe0's
+# hw_counters before and after (rxe.N.before, rxe.N.after).
+vmscript() {
+	local role=$1 addr=$2 n impl t cmd peer="" port
+	[ "$role" = client ] && peer=10.9.0.2
+	cat <<-EOF
+	echo "=== versions: perftest \$(dpkg-query -W -f='\${Version}' perftest), rdma-core \$(dpkg-query -W -f='\${Version}' rdma-core), kernel \$(uname -r), \$(nproc) CPU"
+	if [ $addr != 10.9.0.2 ]; then
+		ip addr del 10.9.0.2/24 dev eth0; ip addr del fd09::2/64 dev eth0
+		ip addr add $addr/24 dev eth0
+	fi
+	# rxe's RoCE v2 GID of $addr.
+	want=0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${addr//./ })
+	for _ in \$(seq 1 50); do
+		gid=\$(for n in \$(seq 0 31); do [ "\$(cat /sys/class/infiniband/rxe0/ports/1/gids/\$n 2>/dev/null)" = \$want ] && [ "\$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/\$n 2>/dev/null)" = "RoCE v2" ] && echo \$n && break; done)
+		[ -n "\$gid" ] && break; sleep 0.1
+	done
+	echo "=== rxe GID index \$gid"
+	counters() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "\$(basename \$f) \$(cat \$f)"; done; }
+	EOF
+	for n in "${!runs[@]}"; do
+		set -- ${runs[$n]}
+		impl=$1 t=$2
+		if [ "$impl" = rxe ]; then
+			port=18515
+			cmd="ib_$t -d rxe0 -x \$gid -F -p $port $(flags "$t")"
+		else
+			port=18516
+			cmd="/mnt/gorxe $t --link udp --ip $addr --port 4792 -p $port --give-up 30s --counters $(flags "$t")"
+		fi
+		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.1; done"
+		echo "echo '=== run $n: $impl $t'"
+		[ "$impl" = rxe ] && echo "counters > /mnt/rxe.$n.before"
+		if [ "$role" = server ]; then
+			echo "timeout 300 $cmd > /mnt/out.$n 2>&1 & pid=\$!"
+			echo "for _ in \$(seq 1 300); do ss -ltn | grep -q ':$port ' && break; sleep 0.1; done; touch /mnt/ready.$n"
+			echo "wait \$pid; echo \"=== exit $n \$?\""
+		else
+			echo "timeout 300 $cmd $peer > /mnt/out.$n 2>&1; echo \"=== exit $n \$?\""
+		fi
+		[ "$impl" = rxe ] && echo "counters > /mnt/rxe.$n.after"
+		# Where packets were dropped, if they were: the VM's UDP and NIC.
+		echo "{ grep Udp: /proc/net/snmp; ip -s link show eth0; } > /mnt/net.$n"
+	done
+	echo "while [ ! -f /mnt/go.end ]; do sleep 0.2; done"
+}
+vmscript server 10.9.0.2 > "$run/a/vm.sh"
+vmscript client 10.9.0.3 > "$run/b/vm.sh"
+
+ns=gxbenchvm$$
+qemus=()
+cleanup() {
+	for p in "${qemus[@]}"; do kill "$p" 2>/dev/null || true; done
+	ip netns del $ns 2>/dev/null || true
+}
+trap cleanup EXIT
+ip netns add $ns
+ip -n $ns link set lo up
+ip -n $ns link add br0 mtu 9000 type bridge
+ip -n $ns addr add 10.9.0.1/24 dev br0
+ip -n $ns link set br0 up
+for v in a b; do
+	ip -n $ns tuntap add tap$v mode tap
+	ip -n $ns link set tap$v mtu 9000 master br0 up
+done
+vm_boot $ns tapa 52:54:00:00:00:02 "$run/a" "$run/console.a.log" & boota=$!
+vm_boot $ns tapb 52:54:00:00:00:03 "$run/b" "$run/console.b.log" & bootb=$!
+wait $boota && wait $bootb || { echo "vm.sh: a VM did not come up" >&2; exit 1; }
+# vm_boot ran in a subshell: find its qemu by the console's path.
+for v in a b; do qemus+=("$(pgrep -f "qemu-system-x86_64.*path=$run/$v," | head -1)"); done
+
+# waitfor FILE PATTERN SECONDS: waits until FILE has a line matching PATTERN.
+waitfor() {
+	local i
+	for i in $(seq 1 $(($3 * 10))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+	return 1
+}
+for n in "${!runs[@]}"; do
+	touch "$run/a/go.$n"
+	for _ in $(seq 1 600); do [ -f "$run/a/ready.$n" ] && break; sleep 0.1; done
+	touch "$run/b/go.$n"
+	waitfor "$run/b/vm.out" "^=== exit $n " 330 || echo "vm.sh: run $n (${runs[$n]}): the client did not finish" >&2
+	waitfor "$run/a/vm.out" "^=== exit $n " 30 || echo "vm.sh: run $n (${runs[$n]}): the server did not finish" >&2
+	ip -n $ns -s link show > "$run/host-net.$n" # the TAP devices' drops
+	echo "run $n: ${runs[$n]}: client exit $(sed -n "s/^=== exit $n //p" "$run/b/vm.out"), server exit $(sed -n "s/^=== exit $n //p" "$run/a/vm.out")"
+done
+touch "$run/a/go.end" "$run/b/go.end"
+waitfor "$run/console.a.log" "VM DONE" 30 || true
+waitfor "$run/console.b.log" "VM DONE" 30 || true
+
+# result N: the figures of run N from the client's output: the BW average,
+# or t_typical and the 99th percentile.
+result() {
+	awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {
+		if (NF >= 9) print $5, $8; else print $4; exit }' "$run/b/out.$1"
+}
+# counter FILE NAME: the value of NAME in a NAME VALUE file, 0 if absent.
+counter() { awk -v k="$2" '$1 == k {v = $2} END {print v + 0}' "$1" 2>/dev/null || echo 0; }
+# retx N: run N's retransmissions, both sides.
+retx() {
+	local impl=${runs[$1]%% *} v s=0 r=0 p=0 to=0
+	if [ "$impl" = rxe ]; then
+		for v in a b; do
+			s=$((s + $(counter "$run/$v/rxe.$1.after" completer_retry_err) - $(counter "$run/$v/rxe.$1.before" completer_retry_err)))
+		done
+		echo "$s"
+	else
+		for v in a b; do
+			r=$((r + $(counter "$run/$v/out.$1" completer_retry_err)))
+			p=$((p + $(counter "$run/$v/out.$1" tail_probes)))
+			to=$((to + $(counter "$run/$v/out.$1" retransmit_timeouts)))
+		done
+		echo "$r/$p/$to"
+	fi
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b / a; else print "-" }'; }
+
+{
+	echo "gorxe beside kernel rxe between two 1-vCPU VMs ($(sed -n 's/^=== versions: //p' "$run/a/vm.out"); $(date -u +%Y-%m-%d), $rev)"
+	echo "bw: 65536 B x $bw_iters, BW average MB/s; lat: 2 B x $lat_iters, usec; path MTU 4096"
+	echo "retransmissions, both sides: rxe completer_retry_err; gorxe go-back-N/tail probes/ACK timeouts"
+	printf '%-22s %10s %10s %10s %8s %10s\n' test rxe gorxe gorxe/rxe "rxe retx" "gorxe retx"
+	for ((n = 0; n < ${#runs[@]}; n += 2)); do
+		t=${runs[$n]#* }
+		x=($(result $n) - -) g=($(result $((n + 1))) - -)
+		if [[ $t == *_bw ]]; then
+			printf '%-22s %10s %10s %10s %8s %10s\n' "$t BW" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + 1)))"
+		else
+			printf '%-22s %10s %10s %10s %8s %10s\n' "$t t_typical" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + 1)))"
+			printf '%-22s %10s %10s %10s\n' "$t p99" "${x[1]}" "${g[1]}" "$(ratio "${x[1]}" "${g[1]}")"
+		fi
+	done
+} | tee "$run/table.txt"
