@@ -369,7 +369,7 @@ func (l *Link) parse(buf []byte) (dst netip.Addr, port uint16, tc byte, payload 
 	case 4:
 		ip := wire.IPv4(pkt)
 		ihl := ip.HeaderLen()
-		if ihl < wire.IPv4Len || len(pkt) < ihl+wire.UDPLen || ip.Protocol() != wire.ProtocolUDP {
+		if !l.v4 || ihl < wire.IPv4Len || len(pkt) < ihl+wire.UDPLen || ip.Protocol() != wire.ProtocolUDP {
 			return
 		}
 		total := int(ip.TotalLen())
