@@ -401,3 +401,26 @@ func TestLinkLocal(t *testing.T) {
 		t.Fatalf("sender Stats = %+v", s)
 	}
 }
+
+// TestSendWrongFamily: an IPv6 link refuses an IPv4 packet as an IPv4
+// link refuses an IPv6 one (TestSendErrors): counted as a send error, and
+// the packets around it go out.
+func TestSendWrongFamily(t *testing.T) {
+	e := newEnv(t)
+	lo6 := netip.IPv6Loopback()
+	a, b := loopPair(t, e, lo6)
+	good := func(psn uint32) []byte { return build(t, frame(lo6, lo6, a.SourcePort(), b.SourcePort(), psn, 64, 0)) }
+	lo4 := netip.MustParseAddr("127.0.0.1")
+	want := [][]byte{good(1), good(3)}
+	batch := [][]byte{want[0], build(t, frame(lo4, lo4, a.SourcePort(), b.SourcePort(), 2, 64, 0)), want[1]}
+	if err := a.Send(batch); err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, b, len(want))
+	for i := range want {
+		sameRoCE(t, got[i], want[i][link.Headroom:])
+	}
+	if s := a.Stats(); s.SendErrors != 1 || s.Sent != 2 {
+		t.Errorf("Stats = %+v, want 1 send error and 2 sent", s)
+	}
+}
