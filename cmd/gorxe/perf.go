@@ -25,7 +25,7 @@ func perfCommand(t perftest.Test) command {
 	}[t]
 	return command{
 		name:    string(t),
-		args:    "[-s SIZE] [-n ITERS] [-m MTU] [-a] [--check] [--json] [--link mem|udp|tap --ip ADDR[/PREFIX]] [SERVER]",
+		args:    "[-s SIZE] [-n ITERS] [-m MTU] [-a] [-e] [--check] [--json] [--link mem|udp|tap --ip ADDR[/PREFIX]] [SERVER]",
 		summary: "measure " + verb + " as ib_" + string(t) + " does",
 		run: func(args []string, stdout, stderr io.Writer) int {
 			return runPerf(t, args, stdout, stderr)
@@ -49,6 +49,8 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.CQMod, "Q", 0, "signal one send in this many (perftest: -Q; 100)")
 	fs.StringVar(&p.Atomic, "A", perftest.FetchAndAdd, "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP (perftest: -A)")
 	timeout := fs.Uint("u", 14, "local ACK timeout exponent: 4.096 us x 2^u (perftest: -u)")
+	fs.BoolVar(&p.Events, "e", false, "sleep on CQ events, never busy poll; write_lat sends WRITE with immediate and waits for its receive completion (perftest: -e; both sides)")
+	fs.BoolVar(&p.Events, "events", false, "same as -e")
 	fs.BoolVar(&p.Check, "check", false, "fill the buffers with a pattern and verify every byte (and atomic result) that arrived")
 	faults := fs.String("fault", "", "faults the in-memory fabric applies to both directions, e.g. drop=0.01,drop-every=256,reorder=8,dup=0.01,corrupt=0.001,delay=100us,ecn=0.1,seed=1")
 	var lf linkFlags
