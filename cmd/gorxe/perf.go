@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -61,6 +62,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.Window, "window", 0, "requester window in PSNs (gorxe; default 256)")
 	fs.DurationVar(&p.GiveUp, "give-up", 10*time.Second, "fail when no completion arrives for this long (gorxe; perftest waits forever)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file, for go tool pprof (gorxe)")
+	traceOut := fs.String("exectrace", "", "write a Go execution trace of the run to this file, for go tool trace (gorxe)")
 	// perftest flags that name hardware, accepted and ignored as perftest
 	// itself ignores what does not apply.
 	fs.String("d", "", "device name (ignored)")
@@ -110,6 +112,15 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		defer stopProfile()
+	}
+
+	if *traceOut != "" {
+		stopTrace, err := startTrace(*traceOut)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --exectrace: %v\n", name, err)
+			return exitError
+		}
+		defer stopTrace()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -209,6 +220,21 @@ func startCPUProfile(path string) (func(), error) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+func startTrace(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		trace.Stop()
 		f.Close()
 	}, nil
 }
