@@ -50,6 +50,11 @@ type CQ struct {
 	// done is closed when the CQ overflows or is closed, waking every
 	// waiter at once.
 	done chan struct{}
+
+	// batch, if set, holds back Push's wake-ups while it is open; held
+	// (under batch.mu) says this CQ is among them.
+	batch *Batch
+	held  bool
 }
 
 // New returns an empty CQ that holds up to depth completions. Depth must be
@@ -97,7 +102,9 @@ func (c *CQ) Push(wc WC) error {
 	c.ring[i] = wc
 	c.n++
 	c.mu.Unlock()
-	c.signal()
+	if c.batch == nil || !c.batch.hold(c) {
+		c.signal()
+	}
 	return nil
 }
 

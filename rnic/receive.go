@@ -1,11 +1,13 @@
 package rnic
 
 import (
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/wire"
@@ -24,6 +26,10 @@ type receiver struct {
 	owing    []*QP // QPs the batches since the last flushAcks left owing an ACK
 	noV4ICRC bool
 	poller   link.Poller // the link, if it can receive without blocking
+
+	// wakes holds back the wake-ups of the device's CQs while the
+	// receive goroutine processes a batch (see receiveLoop).
+	wakes cq.Batch
 
 	// lastPoll is when a program last called Poll (a monotime.Time), 0
 	// after Flush, noted every markEvery
@@ -156,7 +162,20 @@ func (d *Device) receiveLoop() {
 			n, err = d.link.Receive(r.bufs, r.sizes)
 			r.mu.Lock()
 		}
+		r.wakes.Begin()
 		d.process(n)
+		r.mu.Unlock()
+		if r.wakes.End() {
+			// Let a goroutine the batch completed a wait for run on
+			// this thread now, rather than hang off this P while this
+			// goroutine goes back to wait for the link (in poll(2),
+			// holding the P) until another thread takes it. If it
+			// answers at once, the ACKs its QP owes leave behind the
+			// answer, in the same sendmmsg, as they do behind a busy
+			// polling program's (Poll).
+			runtime.Gosched()
+		}
+		r.mu.Lock()
 		d.flushAcks()
 		r.mu.Unlock()
 		if err != nil {
