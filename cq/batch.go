@@ -24,18 +24,33 @@ type Batch struct {
 }
 
 // NewCQ returns an empty CQ of the given depth, as New does, whose
-// wake-ups b holds back while it is open.
-func (b *Batch) NewCQ(depth int) (*CQ, error) {
+// wake-ups b holds back while it is open, and whose Wait runs drv, if it
+// is not nil, instead of sleeping.
+func (b *Batch) NewCQ(depth int, drv Driver) (*CQ, error) {
 	c, err := New(depth)
 	if err == nil {
-		c.batch = b
+		c.batch, c.driver = b, drv
 	}
 	return c, err
 }
 
+// A Driver is the device behind a CQ, whose receive path a goroutine
+// waiting in Wait can run itself: it then waits for the device's link
+// and handles what arrives, the completion it waits for among it, and
+// needs no other goroutine to wake it, as a program that waits in the
+// Go runtime's poller for its socket is woken by the packet itself.
+type Driver interface {
+	// Drive waits a short while (a few milliseconds at most) for the
+	// device's link, processes what arrived on the calling goroutine
+	// and returns true; or returns false when the caller should sleep
+	// on the CQ instead: nothing arrived, another goroutine drives the
+	// device, or its link cannot be driven.
+	Drive() bool
+}
+
 // Begin opens the batch: from now until End, a Push into one of b's CQs
-// does not wake its waiter. Begin and End are called by one goroutine at
-// a time.
+// does not wake its waiter. A Begin and its End are called under one lock
+// (the device's receive lock): batches do not overlap.
 func (b *Batch) Begin() { b.open.Store(true) }
 
 // End closes the batch and wakes the waiters of the CQs pushed to since
@@ -50,9 +65,9 @@ func (b *Batch) End() bool {
 		c.held = false
 	}
 	b.mu.Unlock()
-	// The slice's elements stay valid until the next Begin: Begin and
-	// End are called by one goroutine at a time, and pushes during End's
-	// signals find the batch closed.
+	// The slice's elements stay valid until the next Begin, which
+	// cannot come before End returns; pushes meanwhile find the batch
+	// closed.
 	for i, c := range pending {
 		c.signal()
 		pending[i] = nil

@@ -521,7 +521,7 @@ func TestPushPollAllocateNothing(t *testing.T) {
 func TestBatchHoldsWakeups(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var b Batch
-		c, err := b.NewCQ(4)
+		c, err := b.NewCQ(4, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -568,7 +568,7 @@ func TestBatchHoldsWakeups(t *testing.T) {
 		}
 	})
 	var b Batch
-	c, _ := b.NewCQ(4)
+	c, _ := b.NewCQ(4, nil)
 	var dst [1]WC
 	if allocs := testing.AllocsPerRun(100, func() {
 		b.Begin()
