@@ -21,7 +21,8 @@
 #                      (perftest's -e: WRITE with immediate, CQ.Wait, no
 #                      busy polling), against the raw ping-pong that
 #                      sleeps in the Go runtime's poller, at the median
-#                      and at the 99th percentile
+#                      and at the 99th percentile, and against the same
+#                      with an ACK datagram each way
 #   allocs/packet      heap allocations per packet in the gorxe client,
 #                      over the whole run, and in the steady state: the
 #                      difference from a run a tenth as long
@@ -108,6 +109,8 @@ for round in 1 2 3; do
 		read -r raw raw99 <<<"$(raw_ping)"
 		read -r busy _ <<<"$(raw_ping -busy)"
 		read -r ack _ <<<"$(raw_ping -busy -ack)"
+		read -r sack sack99 <<<"$(raw_ping -ack)"
+		all[sack.rtt]+=" $sack" all[sack.p99]+=" $sack99"
 		all[raw.rtt]+=" $raw" all[raw.p99]+=" $raw99" all[busy.rtt]+=" $busy" all[ack.rtt]+=" $ack"
 		for l in udp tap; do
 			res[$l.lat]=$($l write_lat -s 2 -n 5000 --json)
@@ -121,6 +124,8 @@ for round in 1 2 3; do
 			all[$l.ev]+=" $evrtt" all[$l.ev99]+=" $ev99"
 			all[pair.$l.ev]+=" $(awk -v a="$evrtt" -v b="$raw" 'BEGIN { print a / b }')"
 			all[pair.$l.ev99]+=" $(awk -v a="$ev99" -v b="$raw99" 'BEGIN { print a / b }')"
+			all[pair.$l.sack]+=" $(awk -v a="$evrtt" -v b="$sack" 'BEGIN { print a / b }')"
+			all[pair.$l.sack99]+=" $(awk -v a="$ev99" -v b="$sack99" 'BEGIN { print a / b }')"
 		done
 	done
 	[ -z "${LAT_ONLY:-}" ] || continue
@@ -137,11 +142,13 @@ if [ -n "${LAT_ONLY:-}" ]; then
 	med() { printf '%s\n' ${all[$1]} | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 	echo
 	echo "round trips only, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at the end; every figure ($pairs sets a round):"
-	for k in raw.rtt raw.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99; do echo "  $k:${all[$k]}"; done
+	for k in raw.rtt raw.p99 sack.rtt sack.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99; do echo "  $k:${all[$k]}"; done
 	printf '%-44s %8s %8s\n' "median of the sets' ratios" udp tap
 	printf '%-44s %8.2f %8.2f\n' "write_lat / busy raw ping-pong" "$(med pair.udp.busy)" "$(med pair.tap.busy)"
 	printf '%-44s %8.2f %8.2f\n' "write_lat -e / sleeping raw, median" "$(med pair.udp.ev)" "$(med pair.tap.ev)"
 	printf '%-44s %8.2f %8.2f\n' "write_lat -e / sleeping raw, p99" "$(med pair.udp.ev99)" "$(med pair.tap.ev99)"
+	printf '%-44s %8.2f %8.2f\n' "write_lat -e / sleeping raw with ACKs, median" "$(med pair.udp.sack)" "$(med pair.tap.sack)"
+	printf '%-44s %8.2f %8.2f\n' "write_lat -e / sleeping raw with ACKs, p99" "$(med pair.udp.sack99)" "$(med pair.tap.sack99)"
 	exit 0
 fi
 # The allocation counts of a run include its fixed cost (set-up, the
@@ -167,7 +174,7 @@ echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/c
 echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s; sent 15 at a time with UDP GSO: $(printf %.0f $gso_bw) MB/s"
 echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling, $(printf %.1f $ack_rtt) us busy polling with an ACK datagram each way"
 echo "every figure (throughput: one a round; round trips: $pairs sets a round):"
-for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt raw.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99; do echo "  $k:${all[$k]}"; done
+for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt raw.p99 sack.rtt sack.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99; do echo "  $k:${all[$k]}"; done
 echo "throughput: medians of three rounds; write_lat: median round trip, and the median of each set's ratio to the raw ping-pong of the same set:"
 printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
 for m in write read; do
@@ -184,6 +191,10 @@ u=$(med udp.ev) t=$(med tap.ev)
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat -e (sleeping) us" "$raw_rtt" "$u" "$(pratio udp ev)" "$t" "$(pratio tap ev)"
 u=$(med udp.ev99) t=$(med tap.ev99)
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  99th percentile us" "$raw_p99" "$u" "$(pratio udp ev99)" "$t" "$(pratio tap ev99)"
+u=$(med udp.ev) t=$(med tap.ev) r=$(med sack.rtt)
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... raw with ACKs each way" "$r" "$u" "$(pratio udp sack)" "$t" "$(pratio tap sack)"
+u=$(med udp.ev99) t=$(med tap.ev99) r=$(med sack.p99)
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... its 99th percentile" "$r" "$u" "$(pratio udp sack99)" "$t" "$(pratio tap sack99)"
 for m in write read lat; do
 	printf '%-28s %12s %12.3f %8s %12.3f\n' "allocs/packet ($m), run" - "$(jq .allocs_per_packet <<<"${res[udp.$m]}")" "" "$(jq .allocs_per_packet <<<"${res[tap.$m]}")"
 	printf '%-28s %12s %12.4f %8s %12.4f\n' "  steady state" - "$(steady udp.$m)" "" "$(steady tap.$m)"
