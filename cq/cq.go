@@ -50,6 +50,12 @@ type CQ struct {
 	// done is closed when the CQ overflows or is closed, waking every
 	// waiter at once.
 	done chan struct{}
+
+	// batch, if set, holds back Push's wake-ups while it is open; held
+	// (under batch.mu) says this CQ is among them.
+	batch  *Batch
+	held   bool
+	driver Driver
 }
 
 // New returns an empty CQ that holds up to depth completions. Depth must be
@@ -97,7 +103,9 @@ func (c *CQ) Push(wc WC) error {
 	c.ring[i] = wc
 	c.n++
 	c.mu.Unlock()
-	c.signal()
+	if c.batch == nil || !c.batch.hold(c) {
+		c.signal()
+	}
 	return nil
 }
 
@@ -150,16 +158,29 @@ func (c *CQ) Poll(dst []WC) (int, error) {
 // Wait moves up to len(dst) completions into dst like Poll, first blocking
 // until at least one is queued. It returns early with ctx.Err() when ctx is
 // done, ErrClosed when the CQ is closed and ErrOverflow when it overflows.
-// A dst of length zero returns at once, as Poll would. Waiting does not spin: the goroutine
-// sleeps until a Push, Close or ctx wakes it.
+// A dst of length zero returns at once, as Poll would. Waiting does not
+// spin: the goroutine sleeps until a Push, Close or ctx wakes it; or, on a
+// CQ with a Driver, it first sleeps in the Driver, waiting for the
+// device's link itself, for as long as packets keep coming, and then
+// notices ctx, Close or a Push by another goroutine within the Driver's
+// wait (a few milliseconds).
 func (c *CQ) Wait(ctx context.Context, dst []WC) (int, error) {
 	if len(dst) == 0 {
 		return c.Poll(dst)
 	}
+	drive := c.driver != nil
 	for {
 		n, err := c.Poll(dst)
 		if n > 0 || err != nil {
 			return n, err
+		}
+		if drive {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			if drive = c.driver.Drive(); drive {
+				continue
+			}
 		}
 		select {
 		case <-c.notify:

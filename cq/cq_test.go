@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -511,5 +512,70 @@ func TestPushPollAllocateNothing(t *testing.T) {
 		c.Wait(ctx, dst) // takes the second, so never blocks
 	}); n != 0 {
 		t.Fatalf("Push/Poll/Wait allocate %v times per run", n)
+	}
+}
+
+// TestBatchHoldsWakeups checks that a Push during an open Batch wakes its
+// waiter only at End, that End reports it, and that a batch allocates
+// nothing.
+func TestBatchHoldsWakeups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b Batch
+		c, err := b.NewCQ(4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan int, 1)
+		wait := func() {
+			var wc [1]WC
+			n, _ := c.Wait(context.Background(), wc[:])
+			got <- n
+		}
+		go wait()
+		synctest.Wait() // the waiter sleeps on the CQ
+		b.Begin()
+		for i := range 2 {
+			if err := c.Push(WC{WRID: uint64(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("a push woke the waiter while the batch was open")
+		default:
+		}
+		if !b.End() {
+			t.Fatal("End reported no wake-ups after two pushes")
+		}
+		if n := <-got; n != 1 {
+			t.Fatalf("Wait returned %d completions, want 1", n)
+		}
+		if b.End() {
+			t.Fatal("End of an empty batch reported wake-ups")
+		}
+		// With the batch closed, a Push wakes at once.
+		if _, err := c.Poll(make([]WC, 4)); err != nil {
+			t.Fatal(err)
+		}
+		go wait()
+		synctest.Wait()
+		if err := c.Push(WC{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := <-got; n != 1 {
+			t.Fatalf("Wait returned %d", n)
+		}
+	})
+	var b Batch
+	c, _ := b.NewCQ(4, nil)
+	var dst [1]WC
+	if allocs := testing.AllocsPerRun(100, func() {
+		b.Begin()
+		c.Push(WC{})
+		b.End()
+		c.Poll(dst[:])
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per batch", allocs)
 	}
 }

@@ -12,6 +12,7 @@ package link
 import (
 	"errors"
 	"net/netip"
+	"time"
 )
 
 // Headroom is the number of bytes every buffer keeps in front of the packet
@@ -88,6 +89,18 @@ type Poller interface {
 	// TryReceive is Receive without the wait: it returns 0 at once when
 	// no packet is waiting.
 	TryReceive(bufs [][]byte, sizes []int) (int, error)
+}
+
+// TimedPoller is a Poller whose wait for a packet can give up, for a
+// device whose program's goroutine waits for the link itself
+// (rnic.Device.Drive).
+type TimedPoller interface {
+	Poller
+
+	// WaitReceiveFor is WaitReceive that returns after timeout at the
+	// latest (rounded up to a millisecond), and reports whether a packet
+	// may be waiting.
+	WaitReceiveFor(timeout time.Duration) (bool, error)
 }
 
 // SourcePorter is implemented by links whose packets all leave from one

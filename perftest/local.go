@@ -270,16 +270,18 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	srv := make(chan out, 1)
 	var samples []time.Duration
 	var err error
-	switch p.Test {
-	case WriteLat:
-		go func() { t, err := writeLat(ctx, server, p, false); srv <- out{t, err} }()
-		samples, err = writeLat(ctx, client, p, true)
-	case SendLat:
+	if p.postsReceives() {
 		for _, s := range []*Side{client, server} {
 			if _, err := s.QP.PostRecv([]qp.RecvWR{{SGList: s.sge(1)}}); err != nil {
 				return err
 			}
 		}
+	}
+	switch p.Test {
+	case WriteLat:
+		go func() { t, err := writeLat(ctx, server, p, false); srv <- out{t, err} }()
+		samples, err = writeLat(ctx, client, p, true)
+	case SendLat:
 		go func() { t, err := sendLat(ctx, server, p, false); srv <- out{t, err} }()
 		samples, err = sendLat(ctx, client, p, true)
 	case ReadLat:

@@ -73,6 +73,12 @@ type Params struct {
 	Check   bool   // --check: fill buffers with a pattern and verify every byte
 	Timeout uint8  // -u: local ACK timeout exponent
 	Window  int    // gorxe's requester window in PSNs
+	// Events (-e) makes every wait sleep on its CQ (cq.CQ.Wait) without
+	// busy polling first, as perftest's -e sleeps on CQ events. write_lat
+	// then sends RDMA WRITE with immediate, and each side waits for the
+	// receive completion of the peer's, since a program that sleeps
+	// learns of a WRITE only from a completion. Both sides must set it.
+	Events bool
 	// GiveUp ends the test with ErrStalled when no completion arrives for
 	// this long (gorxe's; perftest waits forever). 10 s when zero.
 	GiveUp time.Duration
@@ -191,6 +197,12 @@ func (p *Params) known() bool {
 		}
 	}
 	return false
+}
+
+// postsReceives reports whether the test's sides post a receive before
+// the run: send_lat, and write_lat with Events.
+func (p *Params) postsReceives() bool {
+	return p.Test == SendLat || p.Test == WriteLat && p.Events
 }
 
 // MaxSize is the largest message, as perftest's -a goes: 8 MiB.

@@ -44,6 +44,31 @@ func TestEveryTestChecks(t *testing.T) {
 	}
 }
 
+// TestEvents runs the latency tests with every wait asleep on its CQ
+// (-e), under loss, which the sleeping side must ride out as well.
+func TestEvents(t *testing.T) {
+	for _, tt := range []Test{WriteLat, SendLat, ReadLat} {
+		for _, f := range []string{"", "drop=0.01,seed=5"} {
+			t.Run(string(tt)+"/"+f, func(t *testing.T) {
+				faults, err := ParseFaults(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := Params{Test: tt, Iters: 200, Check: true, Timeout: 12, Events: true, Size: 100}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				res, err := RunLocal(ctx, p, faults)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := res[0]; !r.Checked || r.Lat == nil || r.Lat.Iters != 200 {
+					t.Fatalf("result %+v", r)
+				}
+			})
+		}
+	}
+}
+
 func TestAtomicCAS(t *testing.T) {
 	res, err := RunLocal(context.Background(), Params{Test: AtomicBW, Atomic: CmpAndSwap, Iters: 300, Check: true}, mem.Faults{})
 	if err != nil || !res[0].Checked {

@@ -118,7 +118,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 			if posted, err = postReceives(side, &ps); err != nil {
 				return out, err
 			}
-		case p.Test == SendLat:
+		case p.postsReceives():
 			if _, err = side.QP.PostRecv([]qp.RecvWR{{WRID: 0, SGList: side.sge(1)}}); err != nil {
 				return out, err
 			}

@@ -176,10 +176,10 @@ var ErrStalled = errors.New("perftest: no progress")
 // Then it sleeps on the CQ. On a link that cannot be polled it spins only
 // a few turns: a goroutine spinning for long would delay the Go
 // scheduler's polling of the network, on which the device's own
-// goroutines wait. ctx is the run's watchdog context (Params.watch): its
-// cause says why the run stopped.
+// goroutines wait. With Params.Events it only sleeps. ctx is the run's
+// watchdog context (Params.watch): its cause says why the run stopped.
 func (s *Side) wait(ctx context.Context, p *Params, c *cq.CQ, dst []cq.WC) (int, error) {
-	for spin := (spinner{pace: &s.pace}); ; {
+	for spin := (spinner{pace: &s.pace, done: p.Events}); ; {
 		if n, err := c.Poll(dst); n > 0 || err != nil {
 			spin.found()
 			p.progressed()

@@ -222,7 +222,9 @@ func (d *Device) RegMRIOVA(pd *mr.PD, buf []byte, iova uint64, access mr.Access)
 }
 
 // CreateCQ creates a completion queue of depth entries.
-func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return cq.New(depth) }
+// A goroutine that waits on it (cq.CQ.Wait) runs the device's receive
+// path itself while packets keep coming (Drive).
+func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return d.rx.wakes.NewCQ(depth, d) }
 
 // QP is a queue pair of this device. Its methods are the verbs of an
 // ibv_qp; the transport engine behind them is driven by the device alone.

@@ -9,3 +9,7 @@ func (d *Device) WorkerTurns() uint64 {
 	}
 	return n
 }
+
+// Drives returns how many batches goroutines waiting on the device's CQs
+// processed themselves (Drive).
+func (d *Device) Drives() uint64 { return d.rx.drives.Load() }

@@ -1,11 +1,13 @@
 package rnic
 
 import (
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/wire"
@@ -25,13 +27,25 @@ type receiver struct {
 	noV4ICRC bool
 	poller   link.Poller // the link, if it can receive without blocking
 
+	// wakes holds back the wake-ups of the device's CQs while the
+	// receive goroutine or a driving waiter processes a batch (see
+	// receiveLoop).
+	wakes cq.Batch
+	// driving says a goroutine waiting on a CQ is in Drive; timed is
+	// the link, if its waits can give up.
+	driving atomic.Bool
+	timed   link.TimedPoller
+	drives  atomic.Uint64 // batches Drive processed, for tests
+
 	// lastPoll is when a program last called Poll (a monotime.Time), 0
 	// after Flush, noted every markEvery
 	// calls (polls counts them); resume wakes a receive goroutine that
 	// stood aside for a polling program, on Flush.
 	lastPoll atomic.Int64
-	polls    atomic.Uint32
-	resume   chan struct{}
+	// lastDrive is when a waiter's Drive last ended, 0 after Flush.
+	lastDrive atomic.Int64
+	polls     atomic.Uint32
+	resume    chan struct{}
 
 	// backstop sends the ACKs Poll left owed once the program has stopped
 	// polling for Config.PollGrace without calling Flush; armed says it is set.
@@ -51,6 +65,7 @@ func (r *receiver) init(d *Device, l link.Link) {
 	r.sizes = make([]int, link.BatchSize)
 	r.noV4ICRC = l.Flags()&link.FlagNoIPv4ICRC != 0
 	r.poller, _ = l.(link.Poller)
+	r.timed, _ = l.(link.TimedPoller)
 	r.resume = make(chan struct{}, 1)
 	r.backstop = time.AfterFunc(time.Hour, d.runLeftovers)
 	r.backstop.Stop()
@@ -79,15 +94,34 @@ func (d *Device) runLeftovers() {
 }
 
 // graceLeft returns how much longer the link stays with the program that
-// last called Poll: 0 once it has been quiet for Config.PollGrace, or
-// called Flush.
+// last called Poll or Drive: 0 once it has been quiet for Config.PollGrace
+// (driveGrace after a Drive), or called Flush.
 func (d *Device) graceLeft() time.Duration {
-	last := d.rx.lastPoll.Load()
-	if last == 0 {
-		return 0
+	r := &d.rx
+	if r.driving.Load() {
+		// The receive goroutine, standing aside, looks again this much
+		// later: a waiter drives for as long as it waits, and the
+		// goroutine's every look is a thread woken.
+		return d.pollGrace
 	}
-	return max(d.pollGrace-d.clock.Now().Sub(monotime.Time(last)), 0)
+	now := d.clock.Now()
+	left := time.Duration(0)
+	if last := r.lastPoll.Load(); last != 0 {
+		left = d.pollGrace - now.Sub(monotime.Time(last))
+	}
+	if last := r.lastDrive.Load(); last != 0 {
+		left = max(left, d.driveGrace()-now.Sub(monotime.Time(last)))
+	}
+	return max(left, 0)
 }
+
+// driveGrace is how long the receive goroutine stays aside after a
+// waiter's Drive: long enough for a program that answers what it waited
+// for to post and wait again, which on a loaded two-CPU machine takes tens
+// of microseconds; short, because a program that sleeps may do anything
+// else next, and the packets that come meanwhile (a peer's READ, an ACK)
+// wait until the receive goroutine takes the link back.
+func (d *Device) driveGrace() time.Duration { return min(200*time.Microsecond, d.pollGrace) }
 
 // markPolled records that a program is polling now.
 func (d *Device) markPolled() { d.rx.lastPoll.Store(int64(d.clock.Now())) }
@@ -156,9 +190,26 @@ func (d *Device) receiveLoop() {
 			n, err = d.link.Receive(r.bufs, r.sizes)
 			r.mu.Lock()
 		}
+		r.wakes.Begin()
 		d.process(n)
-		d.flushAcks()
+		woke := r.wakes.End()
+		if !woke {
+			d.flushAcks()
+		}
 		r.mu.Unlock()
+		if woke {
+			// Let a goroutine the batch completed a wait for run on
+			// this thread now, rather than hang off this P while this
+			// goroutine goes back to wait for the link (in poll(2),
+			// holding the P) until another thread takes it. If it
+			// answers at once, the ACKs its QP owes leave behind the
+			// answer, in the same sendmmsg, as they do behind a busy
+			// polling program's (Poll).
+			runtime.Gosched()
+			r.mu.Lock()
+			d.flushAcks()
+			r.mu.Unlock()
+		}
 		if err != nil {
 			return
 		}
@@ -207,12 +258,62 @@ func (d *Device) Poll() bool {
 	return true
 }
 
+// driveWait is how long Drive waits for the link before it gives up and
+// its caller sleeps on the CQ instead: longer than a round trip on a
+// loaded machine, short enough that a waiter notices its context's end,
+// the CQ's Close or a completion another goroutine pushed soon.
+const driveWait = 2 * time.Millisecond
+
+// Drive implements cq.Driver: the goroutine waiting on one of the
+// device's CQs waits for the link itself, in poll(2), and processes the
+// batch that wakes it as Poll does, so that the completion it waits for
+// needs no other goroutine woken, nor a thread: one thread wakes per
+// packet, as for a program that sleeps in the Go runtime's poller for its
+// socket. The receive goroutine stands aside meanwhile, as it does for a
+// busy-polling program; waiters of other CQs are woken at the batch's
+// end. The ACKs the batch calls for stay owed, to leave behind the answer
+// the waiter may post at once (PostSend), or at the next Drive or Poll,
+// or the backstop's, driveGrace later; after that the receive goroutine
+// takes the link back.
+//
+// It returns false, having done nothing, when the link's waits cannot
+// give up (the mem link), another goroutine drives, or nothing arrived
+// for driveWait.
+func (d *Device) Drive() bool {
+	r := &d.rx
+	if r.timed == nil || !r.driving.CompareAndSwap(false, true) {
+		return false
+	}
+	defer func() {
+		r.lastDrive.Store(int64(d.clock.Now())) // the receive goroutine stays aside for driveGrace more
+		r.driving.Store(false)
+	}()
+	r.mu.Lock()
+	d.flushAcks() // nobody will post them before this wait ends
+	r.mu.Unlock()
+	ready, err := r.timed.WaitReceiveFor(driveWait)
+	if err != nil || !ready {
+		return false
+	}
+	r.mu.Lock()
+	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
+	r.drives.Add(1)
+	r.wakes.Begin()
+	d.process(n)
+	if len(r.owing) > 0 && r.armed.CompareAndSwap(false, true) {
+		r.backstop.Reset(d.driveGrace())
+	}
+	r.wakes.End()
+	r.mu.Unlock()
+	return true
+}
+
 // Flush sends the ACKs Poll left owed. It tells the device that the
 // program has stopped polling, so the receive goroutine takes the link
 // back at once.
 func (d *Device) Flush() {
 	r := &d.rx
-	if r.lastPoll.Swap(0) != 0 {
+	if r.lastPoll.Swap(0)|r.lastDrive.Swap(0) != 0 {
 		select {
 		case r.resume <- struct{}{}:
 		default:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -26,7 +27,7 @@ func perfCommand(t perftest.Test) command {
 	}[t]
 	return command{
 		name:    string(t),
-		args:    "[-s SIZE] [-n ITERS] [-m MTU] [-a] [--check] [--json] [--link mem|udp|tap --ip ADDR[/PREFIX]] [SERVER]",
+		args:    "[-s SIZE] [-n ITERS] [-m MTU] [-a] [-e] [--check] [--json] [--link mem|udp|tap --ip ADDR[/PREFIX]] [SERVER]",
 		summary: "measure " + verb + " as ib_" + string(t) + " does",
 		run: func(args []string, stdout, stderr io.Writer) int {
 			return runPerf(t, args, stdout, stderr)
@@ -50,6 +51,8 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.CQMod, "Q", 0, "signal one send in this many (perftest: -Q; 100)")
 	fs.StringVar(&p.Atomic, "A", perftest.FetchAndAdd, "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP (perftest: -A)")
 	timeout := fs.Uint("u", 14, "local ACK timeout exponent: 4.096 us x 2^u (perftest: -u)")
+	fs.BoolVar(&p.Events, "e", false, "sleep on CQ events, never busy poll; write_lat sends WRITE with immediate and waits for its receive completion (perftest: -e; both sides)")
+	fs.BoolVar(&p.Events, "events", false, "same as -e")
 	fs.BoolVar(&p.Check, "check", false, "fill the buffers with a pattern and verify every byte (and atomic result) that arrived")
 	faults := fs.String("fault", "", "faults the in-memory fabric applies to both directions, e.g. drop=0.01,drop-every=256,reorder=8,dup=0.01,corrupt=0.001,delay=100us,ecn=0.1,seed=1")
 	var lf linkFlags
@@ -61,6 +64,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.Window, "window", 0, "requester window in PSNs (gorxe; default 256)")
 	fs.DurationVar(&p.GiveUp, "give-up", 10*time.Second, "fail when no completion arrives for this long (gorxe; perftest waits forever)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file, for go tool pprof (gorxe)")
+	traceOut := fs.String("exectrace", "", "write a Go execution trace of the run to this file, for go tool trace (gorxe)")
 	// perftest flags that name hardware, accepted and ignored as perftest
 	// itself ignores what does not apply.
 	fs.String("d", "", "device name (ignored)")
@@ -110,6 +114,15 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		defer stopProfile()
+	}
+
+	if *traceOut != "" {
+		stopTrace, err := startTrace(*traceOut)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --exectrace: %v\n", name, err)
+			return exitError
+		}
+		defer stopTrace()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -253,6 +266,21 @@ func startCPUProfile(path string) (func(), error) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+func startTrace(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		trace.Stop()
 		f.Close()
 	}, nil
 }

@@ -143,8 +143,9 @@ type Link struct {
 }
 
 var (
-	_ link.Link   = (*Link)(nil)
-	_ link.Poller = (*Link)(nil)
+	_ link.Link        = (*Link)(nil)
+	_ link.Poller      = (*Link)(nil)
+	_ link.TimedPoller = (*Link)(nil)
 )
 
 // Open creates the TAP device, configures and brings it up, attaches it to
@@ -389,23 +390,35 @@ func (l *Link) TryReceive(bufs [][]byte, sizes []int) (int, error) {
 // it read would wait in the stash, where no readiness of the TAP's file
 // announces it. A stash it filled before is reported here.
 func (l *Link) WaitReceive() error {
+	_, err := l.waitReceive(-1)
+	return err
+}
+
+// WaitReceiveFor is WaitReceive that gives up after timeout. It
+// implements link.TimedPoller.
+func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
+	return l.waitReceive(int((timeout + time.Millisecond - 1) / time.Millisecond))
+}
+
+func (l *Link) waitReceive(timeoutMS int) (bool, error) {
 	l.polled.Store(true)
 	l.rmu.Lock()
 	stashed := len(l.stash) > 0
 	l.rmu.Unlock()
 	if l.closed.Load() {
-		return link.ErrClosed
+		return false, link.ErrClosed
 	}
 	if stashed {
-		return nil
+		return true, nil
 	}
-	if err := l.file.Wait(unix.POLLIN); err != nil {
+	ready, err := l.file.WaitFor(unix.POLLIN, timeoutMS)
+	if err != nil {
 		if l.closed.Load() || errors.Is(err, link.ErrClosed) {
-			return link.ErrClosed
+			return false, link.ErrClosed
 		}
-		return fmt.Errorf("tap: wait %s: %w", l.name, err)
+		return false, fmt.Errorf("tap: wait %s: %w", l.name, err)
 	}
-	return nil
+	return ready, nil
 }
 
 // receive reads the RoCE packets waiting, after any the housekeeper

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -158,6 +159,19 @@ func (l *Link) WaitReceive() error {
 		return fmt.Errorf("udp: poll: %w", err)
 	}
 	return nil
+}
+
+// WaitReceiveFor is WaitReceive that gives up after timeout. It
+// implements link.TimedPoller.
+func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
+	ready, err := l.sock.WaitFor(unix.POLLIN, int((timeout+time.Millisecond-1)/time.Millisecond))
+	if err != nil {
+		if l.closedErr(err) {
+			return false, link.ErrClosed
+		}
+		return false, fmt.Errorf("udp: poll: %w", err)
+	}
+	return ready, nil
 }
 
 // receive reads datagrams with recvmmsg. Blocking, it waits in poll(2)

@@ -78,6 +78,7 @@ var (
 	_ link.Link         = (*Link)(nil)
 	_ link.SourcePorter = (*Link)(nil)
 	_ link.Poller       = (*Link)(nil)
+	_ link.TimedPoller  = (*Link)(nil)
 )
 
 // Open binds a UDP socket to c.Addr and c.Port and returns a link over it.

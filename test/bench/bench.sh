@@ -17,6 +17,12 @@
 #                      datagram behind each message, as a reliable
 #                      connection sends the ACK of the message it answers
 #                      (two datagrams each way)
+#   write_lat -e       the same with both sides asleep on their CQs
+#                      (perftest's -e: WRITE with immediate, CQ.Wait, no
+#                      busy polling), against the raw ping-pong that
+#                      sleeps in the Go runtime's poller, at the median
+#                      and at the 99th percentile, and against the same
+#                      with an ACK datagram each way
 #   allocs/packet      heap allocations per packet in the gorxe client,
 #                      over the whole run, and in the steady state: the
 #                      difference from a run a tenth as long
@@ -29,6 +35,7 @@
 # so that gorxe is compared with the raw path of the same moment.
 # Needs root (namespaces, TAP).
 # Usage: sudo test/bench/bench.sh [SECONDS]   (SECONDS per raw throughput run)
+# LAT_ONLY=1 measures the round trips alone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-5}
@@ -63,13 +70,14 @@ raw_blast() {
 	wait
 	jq .MBps "$tmp/sink.json"
 }
-# raw_ping [-busy] [-ack]: the median round trip of 5000 2-byte ping-pongs.
+# raw_ping [-busy] [-ack]: the median and 99th percentile round trips of
+# 5000 2-byte ping-pongs.
 raw_ping() {
 	# Not through inB: $! of a backgrounded function is its subshell,
 	# and killing that would leave pong holding the port.
 	ip netns exec $B "$tmp/udpraw" pong "$@" -addr 10.77.0.2:9001 & local pong=$!
 	sleep 0.3
-	inA "$tmp/udpraw" ping "$@" -addr 10.77.0.2:9001 -size 2 -n 5000 | jq .rtt_median_us
+	inA "$tmp/udpraw" ping "$@" -addr 10.77.0.2:9001 -size 2 -n 5000 | jq -r '"\(.rtt_median_us) \(.rtt_p99_us)"'
 	kill $pong; wait $pong 2>/dev/null || true
 }
 
@@ -98,8 +106,12 @@ pairs=${LAT_PAIRS:-3}
 declare -A res all
 for round in 1 2 3; do
 	for _ in $(seq $pairs); do
-		raw=$(raw_ping) busy=$(raw_ping -busy) ack=$(raw_ping -busy -ack)
-		all[raw.rtt]+=" $raw" all[busy.rtt]+=" $busy" all[ack.rtt]+=" $ack"
+		read -r raw raw99 <<<"$(raw_ping)"
+		read -r busy _ <<<"$(raw_ping -busy)"
+		read -r ack _ <<<"$(raw_ping -busy -ack)"
+		read -r sack sack99 <<<"$(raw_ping -ack)"
+		all[sack.rtt]+=" $sack" all[sack.p99]+=" $sack99"
+		all[raw.rtt]+=" $raw" all[raw.p99]+=" $raw99" all[busy.rtt]+=" $busy" all[ack.rtt]+=" $ack"
 		for l in udp tap; do
 			res[$l.lat]=$($l write_lat -s 2 -n 5000 --json)
 			rtt=$(jq '.t_typical_us * 2' <<<"${res[$l.lat]}")
@@ -107,8 +119,16 @@ for round in 1 2 3; do
 			for b in raw busy ack; do
 				all[pair.$l.$b]+=" $(awk -v a="$rtt" -v b="${!b}" 'BEGIN { print a / b }')"
 			done
+			ev=$($l write_lat -s 2 -n 5000 -e --json)
+			read -r evrtt ev99 <<<"$(jq -r '"\(.t_typical_us * 2) \(.p99_us * 2)"' <<<"$ev")"
+			all[$l.ev]+=" $evrtt" all[$l.ev99]+=" $ev99"
+			all[pair.$l.ev]+=" $(awk -v a="$evrtt" -v b="$raw" 'BEGIN { print a / b }')"
+			all[pair.$l.ev99]+=" $(awk -v a="$ev99" -v b="$raw99" 'BEGIN { print a / b }')"
+			all[pair.$l.sack]+=" $(awk -v a="$evrtt" -v b="$sack" 'BEGIN { print a / b }')"
+			all[pair.$l.sack99]+=" $(awk -v a="$ev99" -v b="$sack99" 'BEGIN { print a / b }')"
 		done
 	done
+	[ -z "${LAT_ONLY:-}" ] || continue
 	all[raw.bw]+=" $(raw_blast)"
 	all[gso.bw]+=" $(raw_blast -gso 15)"
 	for l in udp tap; do
@@ -118,6 +138,19 @@ for round in 1 2 3; do
 		all[$l.read]+=" $(jq .bw_avg_MBps <<<"${res[$l.read]}")"
 	done
 done
+if [ -n "${LAT_ONLY:-}" ]; then
+	med() { printf '%s\n' ${all[$1]} | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+	echo
+	echo "round trips only, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at the end; every figure ($pairs sets a round):"
+	for k in raw.rtt raw.p99 sack.rtt sack.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99; do echo "  $k:${all[$k]}"; done
+	printf '%-44s %8s %8s\n' "median of the sets' ratios" udp tap
+	printf '%-44s %8.2f %8.2f\n' "write_lat / busy raw ping-pong" "$(med pair.udp.busy)" "$(med pair.tap.busy)"
+	printf '%-44s %8.2f %8.2f\n' "write_lat -e / sleeping raw, median" "$(med pair.udp.ev)" "$(med pair.tap.ev)"
+	printf '%-44s %8.2f %8.2f\n' "write_lat -e / sleeping raw, p99" "$(med pair.udp.ev99)" "$(med pair.tap.ev99)"
+	printf '%-44s %8.2f %8.2f\n' "write_lat -e / sleeping raw with ACKs, median" "$(med pair.udp.sack)" "$(med pair.tap.sack)"
+	printf '%-44s %8.2f %8.2f\n' "write_lat -e / sleeping raw with ACKs, p99" "$(med pair.udp.sack99)" "$(med pair.tap.sack99)"
+	exit 0
+fi
 # The allocation counts of a run include its fixed cost (set-up, the
 # first packets); the steady state is the difference between the last
 # round's runs and runs a tenth as long, per packet of difference.
@@ -132,16 +165,16 @@ steady() { jq -n --argjson a "${res[$1]}" --argjson b "${short[$1]}" '($a.allocs
 # med prints the median of a figure's values (the lower middle one of an
 # even count).
 med() { printf '%s\n' ${all[$1]} | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-raw_bw=$(med raw.bw) gso_bw=$(med gso.bw) raw_rtt=$(med raw.rtt) busy_rtt=$(med busy.rtt) ack_rtt=$(med ack.rtt)
+raw_bw=$(med raw.bw) gso_bw=$(med gso.bw) raw_rtt=$(med raw.rtt) raw_p99=$(med raw.p99) busy_rtt=$(med busy.rtt) ack_rtt=$(med ack.rtt)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 pratio() { printf '%.2f' "$(med pair.$1.$2)"; }
 echo
-echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
+echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d" " -f1-3 /proc/loadavg) at the end"
 echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s; sent 15 at a time with UDP GSO: $(printf %.0f $gso_bw) MB/s"
 echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling, $(printf %.1f $ack_rtt) us busy polling with an ACK datagram each way"
 echo "every figure (throughput: one a round; round trips: $pairs sets a round):"
-for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt busy.rtt ack.rtt udp.lat tap.lat; do echo "  $k:${all[$k]}"; done
+for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt raw.p99 sack.rtt sack.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99; do echo "  $k:${all[$k]}"; done
 echo "throughput: medians of three rounds; write_lat: median round trip, and the median of each set's ratio to the raw ping-pong of the same set:"
 printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
 for m in write read; do
@@ -154,6 +187,14 @@ u=$(med udp.lat) t=$(med tap.lat)
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(pratio udp raw)" "$t" "$(pratio tap raw)"
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(pratio udp busy)" "$t" "$(pratio tap busy)"
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... with an ACK each way" "$ack_rtt" "$u" "$(pratio udp ack)" "$t" "$(pratio tap ack)"
+u=$(med udp.ev) t=$(med tap.ev)
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat -e (sleeping) us" "$raw_rtt" "$u" "$(pratio udp ev)" "$t" "$(pratio tap ev)"
+u=$(med udp.ev99) t=$(med tap.ev99)
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  99th percentile us" "$raw_p99" "$u" "$(pratio udp ev99)" "$t" "$(pratio tap ev99)"
+u=$(med udp.ev) t=$(med tap.ev) r=$(med sack.rtt)
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... raw with ACKs each way" "$r" "$u" "$(pratio udp sack)" "$t" "$(pratio tap sack)"
+u=$(med udp.ev99) t=$(med tap.ev99) r=$(med sack.p99)
+printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  ... its 99th percentile" "$r" "$u" "$(pratio udp sack99)" "$t" "$(pratio tap sack99)"
 for m in write read lat; do
 	printf '%-28s %12s %12.3f %8s %12.3f\n' "allocs/packet ($m), run" - "$(jq .allocs_per_packet <<<"${res[udp.$m]}")" "" "$(jq .allocs_per_packet <<<"${res[tap.$m]}")"
 	printf '%-28s %12s %12.4f %8s %12.4f\n' "  steady state" - "$(steady udp.$m)" "" "$(steady tap.$m)"

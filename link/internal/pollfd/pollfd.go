@@ -96,24 +96,30 @@ func (f *FD) io(trap uintptr, b []byte) (int, error) {
 // unix.POLLOUT) or has an error to report, and returns link.ErrClosed once
 // the FD is closing.
 func (f *FD) Wait(events int16) error {
+	_, err := f.WaitFor(events, -1)
+	return err
+}
+
+// WaitFor is Wait that gives up after timeoutMS milliseconds (never, if
+// negative), and reports whether the descriptor became ready.
+func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	fds := [2]unix.PollFd{{Fd: int32(f.fd), Events: events}, {Fd: int32(f.efd), Events: unix.POLLIN}}
 	for {
 		if f.closed.Load() {
-			return link.ErrClosed
+			return false, link.ErrClosed
 		}
-		n, err := unix.Poll(fds[:], -1)
+		n, err := unix.Poll(fds[:], timeoutMS)
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
-			return err
+			return false, err
 		case fds[1].Revents != 0 || f.closed.Load():
-			return link.ErrClosed
-		case n > 0:
-			return nil
+			return false, link.ErrClosed
 		}
+		return n > 0, nil
 	}
 }
 
