@@ -101,8 +101,12 @@ func (d *Device) graceLeft() time.Duration {
 	if r.driving.Load() {
 		// The receive goroutine, standing aside, looks again this much
 		// later: a waiter drives for as long as it waits, and the
-		// goroutine's every look is a thread woken.
-		return d.pollGrace
+		// goroutine's every look is a thread woken. A Drive lasts at
+		// most driveWait, and nothing tells the goroutine when it ends:
+		// looking again later than that would leave the link unread for
+		// as long, if the waiter stopped waiting (with a long
+		// Config.PollGrace, for a minute).
+		return min(driveWait+d.driveGrace(), d.pollGrace)
 	}
 	now := d.clock.Now()
 	left := time.Duration(0)
