@@ -9,8 +9,9 @@
 # send_lat (2 bytes), all at path MTU 4096; and the retransmissions of each
 # run, both sides summed: rxe's completer_retry_err (from its
 # hw_counters), and gorxe's go-back-N retransmissions, tail-loss probes and
-# local ACK timeouts (gorxe --counters). Nothing drops packets here, so
-# every retransmission is a spurious one.
+# local ACK timeouts (gorxe --counters). Nothing is meant to drop packets
+# here, so a retransmission is spurious unless the VMs' UDP receive
+# buffers overflowed: the run keeps their counters (net.N) to tell.
 #
 #   sudo test/bench/vm.sh            (make bench-vm)
 #
