@@ -34,7 +34,7 @@ func (w *sendWQE) isReadOrAtomic() bool {
 	return false
 }
 
-// sendQueue is a ring of send WQEs. head is the oldest not yet completed,
+// sendQueue is the ring of send WQEs (ring). head is the oldest not yet completed,
 // tail the next free slot; the requester's position lies between them.
 // The indices only grow; a slot is index % len(slots).
 //
@@ -48,44 +48,22 @@ func (w *sendWQE) isReadOrAtomic() bool {
 // The pointers also keep a WQE where it is when the ring grows: the
 // responder holds the receive WQE a SEND is filling.
 type sendQueue struct {
-	slots      []*sendWQE
-	limit      uint64 // Cap.MaxSendWR: outstanding WQEs allowed
-	nsge       int    // SGE capacity of a new WQE's slices
-	head, tail uint64
+	ring[sendWQE]
+	nsge int // SGE capacity of a new WQE's slices
 }
 
 func (s *sendQueue) init(c qp.Cap) {
-	*s = sendQueue{limit: uint64(c.MaxSendWR), nsge: max(int(c.MaxSendSGE), 1)}
+	*s = sendQueue{ring: ring[sendWQE]{limit: uint64(c.MaxSendWR)}, nsge: max(int(c.MaxSendSGE), 1)}
 }
-
-func (s *sendQueue) at(i uint64) *sendWQE { return s.slots[i%uint64(len(s.slots))] }
-func (s *sendQueue) full() bool           { return s.tail-s.head == s.limit }
 
 // free returns the WQE in the tail slot, to be filled and then queued by
 // advancing tail. The queue must not be full.
 func (s *sendQueue) free() *sendWQE {
-	if s.tail-s.head == uint64(len(s.slots)) {
-		s.slots = grow(s.slots, s.head, s.limit)
+	w := s.tailSlot()
+	if *w == nil {
+		*w = &sendWQE{sges: make([]qp.SGE, 0, s.nsge), mrs: make([]*mr.MR, 0, s.nsge)}
 	}
-	w := s.at(s.tail)
-	if w == nil {
-		w = &sendWQE{sges: make([]qp.SGE, 0, s.nsge), mrs: make([]*mr.MR, 0, s.nsge)}
-		s.slots[s.tail%uint64(len(s.slots))] = w
-	}
-	return w
-}
-
-// grow returns a ring twice as long as slots (at least 4 slots, at most
-// limit) holding slots' entries, the live ones from head on among them, at
-// their indices' places in the new length.
-func grow[T any](slots []*T, head, limit uint64) []*T {
-	old := uint64(len(slots))
-	next := make([]*T, min(max(2*old, 4), limit))
-	for k := range old {
-		i := head + k
-		next[i%uint64(len(next))] = slots[i%old]
-	}
-	return next
+	return *w
 }
 
 // recvWQE is a receive work queue entry.
@@ -98,30 +76,57 @@ type recvWQE struct {
 // recvQueue is a ring of receive WQEs, allocated as it fills, as the
 // send queue's.
 type recvQueue struct {
-	slots      []*recvWQE
-	limit      uint64 // Cap.MaxRecvWR
-	nsge       int
-	head, tail uint64
+	ring[recvWQE]
+	nsge int
 }
 
 func (r *recvQueue) init(c qp.Cap) {
-	*r = recvQueue{limit: uint64(c.MaxRecvWR), nsge: max(int(c.MaxRecvSGE), 1)}
+	*r = recvQueue{ring: ring[recvWQE]{limit: uint64(c.MaxRecvWR)}, nsge: max(int(c.MaxRecvSGE), 1)}
 }
-
-func (r *recvQueue) at(i uint64) *recvWQE { return r.slots[i%uint64(len(r.slots))] }
-func (r *recvQueue) full() bool           { return r.tail-r.head == r.limit }
 
 // free returns the WQE in the tail slot, as sendQueue.free.
 func (r *recvQueue) free() *recvWQE {
+	w := r.tailSlot()
+	if *w == nil {
+		*w = &recvWQE{sges: make([]qp.SGE, 0, r.nsge)}
+	}
+	return *w
+}
+
+// ring is the ring of a work queue: pointers to its WQEs, head the oldest
+// not yet completed, tail the next free slot. The indices only grow; a
+// slot is index % len(slots). It grows, doubling, as it fills, up to
+// limit entries outstanding.
+type ring[T any] struct {
+	slots      []*T
+	limit      uint64 // the queue's capacity: outstanding WQEs allowed
+	head, tail uint64
+}
+
+func (r *ring[T]) at(i uint64) *T { return r.slots[i%uint64(len(r.slots))] }
+func (r *ring[T]) full() bool     { return r.tail-r.head == r.limit }
+
+// tailSlot returns the tail slot, growing the ring if every slot holds an
+// outstanding WQE; the slot holds nil until its first use. The queue must
+// not be full.
+func (r *ring[T]) tailSlot() **T {
 	if r.tail-r.head == uint64(len(r.slots)) {
-		r.slots = grow(r.slots, r.head, r.limit)
+		r.grow()
 	}
-	w := r.at(r.tail)
-	if w == nil {
-		w = &recvWQE{sges: make([]qp.SGE, 0, r.nsge)}
-		r.slots[r.tail%uint64(len(r.slots))] = w
+	return &r.slots[r.tail%uint64(len(r.slots))]
+}
+
+// grow makes the ring twice as long (at least 4 slots, at most limit),
+// each entry, the live ones from head on among them, at its index's place
+// in the new length.
+func (r *ring[T]) grow() {
+	old := uint64(len(r.slots))
+	next := make([]*T, min(max(2*old, 4), r.limit))
+	for k := range old {
+		i := r.head + k
+		next[i%uint64(len(next))] = r.slots[i%old]
 	}
-	return w
+	r.slots = next
 }
 
 // PostSend queues send work requests, as ibv_post_send. It checks each
