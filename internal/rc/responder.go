@@ -305,9 +305,7 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 
 func (r *responder) executeRead(p *wire.Packet, psn bth.PSN) {
 	q := r.q
-	if q.attr.AccessFlags&mr.RemoteRead == 0 || q.attr.MaxDestRdAtomic == 0 {
-		q.tracef("RDMA READ to a QP without REMOTE_READ access or max_dest_rd_atomic")
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+	if !r.admits(p, mr.RemoteRead) {
 		return
 	}
 	f := p.RETH.Fields()
@@ -330,6 +328,20 @@ func (r *responder) executeRead(p *wire.Packet, psn bth.PSN) {
 	r.queueRead(m, psn, f.VA, f.DMALen)
 }
 
+// admits reports whether the QP lets a peer make the READ or atomic p:
+// its access flags grant need, and max_dest_rd_atomic
+// leaves room to remember the request. If not, the responder NAKs an
+// invalid request, and the QP moves to ERR.
+func (r *responder) admits(p *wire.Packet, need mr.Access) bool {
+	q := r.q
+	if q.attr.AccessFlags&need != 0 && q.attr.MaxDestRdAtomic > 0 {
+		return true
+	}
+	q.tracef("%v to a QP without %v access or max_dest_rd_atomic", p.BTH.Opcode(), need)
+	r.fatalNAK(aeth.NAKInvalidRequest, p.BTH.PSN())
+	return false
+}
+
 // readPackets returns how many responses, and so PSNs, a READ of n bytes
 // takes: at least one.
 func (r *responder) readPackets(n uint32) uint32 {
@@ -339,9 +351,7 @@ func (r *responder) readPackets(n uint32) uint32 {
 
 func (r *responder) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	q := r.q
-	if q.attr.AccessFlags&mr.RemoteAtomic == 0 || q.attr.MaxDestRdAtomic == 0 {
-		q.tracef("atomic to a QP without REMOTE_ATOMIC access or max_dest_rd_atomic")
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+	if !r.admits(p, mr.RemoteAtomic) {
 		return
 	}
 	f := p.AtomicETH.Fields()
