@@ -48,9 +48,6 @@ func (r *requester) start() {
 	q.comp.start(psn)
 }
 
-// nextPSN returns the PSN the requester sends next.
-func (r *requester) nextPSN() bth.PSN { return r.psn }
-
 // outstanding reports whether the requester stands past the oldest
 // unanswered PSN: whether it has packets out that it has not gone back on.
 func (r *requester) outstanding() bool { return r.psn != r.q.comp.oldest() }
