@@ -166,7 +166,12 @@ func Accept(ctx context.Context, ln net.Listener) (*Conn, error) {
 // DialRetry while the server refuses the connection, since a server that
 // is started at the same time may not listen yet.
 func Dial(ctx context.Context, addr string) (*Conn, error) {
-	var d net.Dialer
+	return DialWith(ctx, &net.Dialer{}, addr)
+}
+
+// DialWith is Dial with d's settings, such as the source address
+// (perftest's --bind_source_ip).
+func DialWith(ctx context.Context, d *net.Dialer, addr string) (*Conn, error) {
 	give := time.Now().Add(DialRetry)
 	for {
 		nc, err := d.DialContext(ctx, "tcp", addr)
@@ -201,6 +206,10 @@ func (c *Conn) SetContext(ctx context.Context) {
 	}
 	c.ctx = ctx
 }
+
+// LocalAddr returns the connection's local address: on a server, the
+// address the client reached it on.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 
 // IsServer reports whether c is the server (the side without a peer name).
 func (c *Conn) IsServer() bool { return c.server }

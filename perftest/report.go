@@ -10,7 +10,8 @@ import (
 const rule = "---------------------------------------------------------------------------------------"
 
 // PrintBanner prints perftest's header: the test's name and its settings.
-func PrintBanner(w io.Writer, p *Params, device, link string) {
+// gidIndex is the GID's index as perftest's -x names it.
+func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	kind := "BW"
 	if p.Test.IsLatency() {
 		kind = "Latency"
@@ -34,7 +35,7 @@ func PrintBanner(w io.Writer, p *Params, device, link string) {
 	}
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", p.MTU.Bytes())
 	fmt.Fprintf(w, " Link type       : %s\n", link)
-	fmt.Fprintf(w, " GID index       : 0\n")
+	fmt.Fprintf(w, " GID index       : %d\n", gidIndex)
 	fmt.Fprintf(w, " Max inline data : 0[B]\n")
 	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
 	fmt.Fprintf(w, " Data ex. method : %s\n", map[bool]string{true: "in-process", false: "Ethernet"}[link == "mem"])

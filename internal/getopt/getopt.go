@@ -37,6 +37,10 @@ type Option struct {
 	Short byte   // the short name, 0 if none
 	Long  string // the long name without "--", "" if none
 	Arg   HasArg
+	// Exact options are selected by their whole long name only, never by
+	// a prefix: a tool's own options added to another tool's table take
+	// no prefix away from it.
+	Exact bool
 	// Set is called for every occurrence, with the value ("" for an
 	// option without one). An error it returns stops the parse.
 	Set func(value string) error
@@ -134,7 +138,7 @@ func lookupLong(opts []Option, name string) (*Option, error) {
 		if o.Long == name {
 			return o, nil
 		}
-		if name != "" && strings.HasPrefix(o.Long, name) {
+		if name != "" && !o.Exact && strings.HasPrefix(o.Long, name) {
 			matches = append(matches, o)
 		}
 	}
@@ -199,7 +203,11 @@ func set(o *Option, typed, value string) error {
 		return nil
 	}
 	if err := o.Set(value); err != nil {
-		return &Error{Option: typed, Msg: fmt.Sprintf("%s %s: %v", typed, value, err), Err: err}
+		msg := fmt.Sprintf("%s %s: %v", typed, value, err)
+		if o.Arg == NoArg {
+			msg = fmt.Sprintf("%s: %v", typed, err)
+		}
+		return &Error{Option: typed, Msg: msg, Err: err}
 	}
 	return nil
 }

@@ -138,6 +138,20 @@ func TestSetError(t *testing.T) {
 	}
 }
 
+func TestExact(t *testing.T) {
+	var got []string
+	opts := append(record(&got), Option{Long: "give-up", Arg: RequiredArg, Exact: true, Set: func(v string) error {
+		got = append(got, "give-up="+v)
+		return nil
+	}})
+	if _, err := Parse(opts, []string{"--give-up=3s", "--give-up", "4s"}); err != nil || strings.Join(got, " ") != "give-up=3s give-up=4s" {
+		t.Fatalf("exact name: %v %v", got, err)
+	}
+	if _, err := Parse(opts, []string{"--give"}); err == nil || err.Error() != "unrecognized option '--give'" {
+		t.Errorf("a prefix of an exact option: %v", err)
+	}
+}
+
 func TestName(t *testing.T) {
 	for _, tc := range []struct {
 		o    Option
@@ -168,4 +182,15 @@ func ExampleParse() {
 	server = ops[0]
 	fmt.Println(server, size, all)
 	// Output: 10.0.0.2 4K true
+}
+
+// A refused option without a value reads "-a: why", not "-a : why".
+func TestSetErrorNoValue(t *testing.T) {
+	opts := []Option{{Short: 'a', Long: "all", Set: func(string) error { return errors.New("no") }}}
+	for _, args := range [][]string{{"-a"}, {"--all"}} {
+		_, err := Parse(opts, args)
+		if want := args[0] + ": no"; err == nil || err.Error() != want {
+			t.Errorf("%v: error %v, want %q", args, err, want)
+		}
+	}
 }
