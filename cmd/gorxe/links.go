@@ -85,20 +85,21 @@ func (l *linkFlags) open() (link.Link, error) {
 		return nil, err
 	}
 	var pfx netip.Prefix
+	var addr netip.Addr // with its zone, which a Prefix drops
 	var err error
 	if strings.Contains(l.ip, "/") {
 		pfx, err = netip.ParsePrefix(l.ip)
+		addr = pfx.Addr()
 	} else {
-		var a netip.Addr
-		a, err = netip.ParseAddr(l.ip)
-		pfx = netip.PrefixFrom(a, a.BitLen())
+		addr, err = netip.ParseAddr(l.ip)
+		pfx = netip.PrefixFrom(addr, addr.BitLen())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--ip %s: %v", l.ip, err)
 	}
 	switch l.kind {
 	case "udp":
-		return udp.Open(udp.Config{Addr: pfx.Addr(), Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO})
+		return udp.Open(udp.Config{Addr: addr, Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO})
 	case "tap":
 		return tap.Open(tap.Config{Name: l.tapName, Addrs: []netip.Prefix{pfx}, Bridge: l.bridge, MTU: l.mtu, Port: uint16(l.port)})
 	}
