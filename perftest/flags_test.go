@@ -408,3 +408,46 @@ func TestDests(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestReceivesBeyondSlots checks that a receiving side posts rx_depth
+// receives on each QP, as perftest does, even when its target region has
+// fewer slots; only --check of SENDs, which needs a slot per message in
+// flight, holds it to its slots.
+func TestReceivesBeyondSlots(t *testing.T) {
+	links := memLinks(t, mem.Faults{})
+	dev, err := rnic.Open(rnic.Config{Link: links[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	for _, tc := range []struct {
+		p    Params
+		want int
+	}{
+		{Params{Test: SendBW}, 100},
+		{Params{Test: SendBW, Check: true}, -1}, // the slots
+		{Params{Test: WriteBW, WithImm: true, Check: true}, 100},
+	} {
+		p := tc.p
+		p.NumQPs, p.Size, p.Iters, p.RxDepth = 4, 65536, 300, 100
+		p.Defaults()
+		s, err := NewSide(dev, &p, p.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.connect(&p, s.dests(&p, dev.GIDs()[0]), seqDests(0x40, 4, "::ffff:10.0.0.2"), 0); err != nil {
+			t.Fatal(err)
+		}
+		want := tc.want
+		if want < 0 {
+			want = s.Slots
+		}
+		if s.Slots >= p.RxDepth {
+			t.Fatalf("%d slots: the test needs fewer than the receives", s.Slots)
+		}
+		if n, err := postReceives(s, &p); err != nil || n != want {
+			t.Errorf("%s check %v: %d receives per QP, %v; want %d", p.Test, p.Check, n, err, want)
+		}
+		s.Close()
+	}
+}

@@ -644,11 +644,14 @@ func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int,
 
 // postReceives posts the first receives of each QP of a receiving side,
 // as perftest's ctx_set_recv_wqes: RxDepth, or fewer if fewer messages
-// come or the target region has fewer slots (two receives in one slot
-// would let a message overwrite the one before it while it is checked).
-// It returns how many each QP got.
+// come or, with --check of SENDs, if the target region has fewer slots
+// (two receives in one slot would let a message overwrite the one before
+// it while it is checked). It returns how many each QP got.
 func postReceives(s *Side, p *Params) (int, error) {
-	n := min(p.RxDepth, p.Iters, s.Slots)
+	n := min(p.RxDepth, p.Iters)
+	if p.Check && p.Test == SendBW {
+		n = min(n, s.Slots)
+	}
 	for i := range s.qps {
 		for k := range n {
 			if err := postRecv(s, p, i, k); err != nil {
