@@ -4,7 +4,8 @@
 //
 // A test has two sides, as perftest has: the client, which drives the
 // traffic, and the server, which is passive for WRITE, READ and atomics,
-// receives for SEND, and answers in the latency ping-pongs. RunLocal runs
+// receives for SEND (and WRITE with immediate), and answers in the
+// latency ping-pongs; with -b (Duplex) both sides drive. RunLocal runs
 // both in one process over an in-memory fabric.
 package perftest
 
