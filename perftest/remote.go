@@ -2,7 +2,6 @@ package perftest
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -21,14 +20,17 @@ type RemoteOptions struct {
 	GIDIndex int   // the device GID this side uses (perftest's -x)
 }
 
-// maxOutReads is what gorxe offers as out_reads for READ and atomic tests:
-// its limit of outstanding READs and atomics, as rxe offers its own (128).
+// maxOutReads is what gorxe offers as out_reads for READ and atomic tests
+// unless -o says otherwise (rxe offers its max_qp_rd_atom, 128, which
+// qp.MaxRdAtomic matches).
 const maxOutReads = 16
 
 // RunRemote runs one side of test p with its peer on another host,
 // speaking perftest's exchange on opt.Conn. The client drives the traffic
 // and returns its measurements; the server returns the client's
-// (bandwidth tests) or its own (latency tests), as perftest prints them.
+// (bandwidth tests with a passive server) or its own (the others), as
+// perftest prints them. With Duplex each side returns the sum of both
+// sides' rates, as perftest prints it.
 func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, error) {
 	p.Defaults()
 	if err := p.Validate(); err != nil {
@@ -46,50 +48,29 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	if opt.GIDIndex < 0 || opt.GIDIndex >= len(gids) {
 		return nil, fmt.Errorf("perftest: GID index %d: the device has %d GIDs", opt.GIDIndex, len(gids))
 	}
-	outReads := uint16(1)
-	if p.Test == ReadBW || p.Test == ReadLat || p.Test == AtomicBW {
-		outReads = maxOutReads
-	}
-	local := Dest{
-		OutReads: outReads,
-		QPN:      uint32(side.QP.Num()),
-		PSN:      rand.Uint32() & 0xffffff,
-		RKey:     uint32(side.MR.RKey()),
-		VAddr:    side.MR.IOVA(),
-		GID:      gids[opt.GIDIndex].As16(),
-	}
+	local := side.dests(&p, gids[opt.GIDIndex])
 	// The patterns --check verifies are in place before the peer can
 	// touch this side's memory.
-	if p.Check {
-		if server {
-			side.fillPattern(serverSeed)
-			if p.Test == AtomicBW {
-				binary.NativeEndian.PutUint64(side.Buf, 0) // the word the atomics change
-			}
-		} else {
-			side.fillPattern(clientSeed)
-		}
+	seed, peerSeed := uint64(clientSeed), uint64(serverSeed)
+	if server {
+		seed, peerSeed = serverSeed, clientSeed
 	}
-	remote, mtu, err := opt.Conn.Setup(p.Test, local, p.MTU)
+	if p.Check {
+		side.fillPattern(seed)
+	}
+	if p.Test == AtomicBW {
+		side.zeroAtomicWords()
+	}
+	flow := p.flow()
+	remote, mtu, err := opt.Conn.Setup(flow, local, p.MTU)
 	if err != nil {
 		return nil, err
 	}
 	p.MTU = mtu
-	side.RemoteAddr, side.RemoteKey = remote.VAddr, mr.Key(remote.RKey)
-	rd := uint8(min(max(remote.OutReads, 1), maxOutReads))
-	err = side.QP.Connect(rnic.ConnectAttr{
-		Local:       rnic.Endpoint{PSN: bth.PSN(local.PSN)},
-		Remote:      rnic.Endpoint{QPN: bth.QPN(remote.QPN), PSN: bth.PSN(remote.PSN), GID: netip.AddrFrom16(remote.GID)},
-		MTU:         mtu,
-		Access:      side.MR.Access(),
-		SGIDIndex:   uint8(opt.GIDIndex),
-		Timeout:     p.Timeout,
-		MaxRdAtomic: rd,
-	})
-	if err != nil {
+	if err := side.connect(&p, local, remote, opt.GIDIndex); err != nil {
 		return nil, err
 	}
-	if err := opt.Conn.Connected(p.Test, local, remote); err != nil {
+	if err := opt.Conn.Connected(local, remote); err != nil {
 		return nil, err
 	}
 	info := func(d Dest) Info {
@@ -97,9 +78,22 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	}
 	// The server of a WRITE, READ or atomic test is passive: it takes no
 	// part in the run and waits in Finish for the client's report.
-	passive := server && ExchangesBWReport(p.Test)
+	passive := server && flow.PassiveServer()
 	ctx, stop := p.watch(ctx)
 	defer stop()
+	var origs [][]uint64
+	var want *Side
+	if p.Check {
+		if p.Test == AtomicBW && p.sends(server) {
+			origs = make([][]uint64, len(side.qps))
+			for i := range origs {
+				origs[i] = make([]uint64, p.Iters)
+			}
+		}
+		if p.receives(server) && p.Test == SendBW {
+			want = patternSide(side, peerSeed) // what the peer sends
+		}
+	}
 	var out []Result
 	var last BWReport
 	for _, size := range sizes {
@@ -109,66 +103,79 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		ps := p
 		ps.Size, ps.AllSize = size, false
 		side.Size = size
-		r := Result{Test: p.Test, Local: info(local), Remote: info(remote)}
+		if want != nil {
+			want.Size = size
+		}
+		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0])}
 		// Receives are posted before the handshake that lets the peer
 		// send, as perftest does.
 		posted := 0
 		switch {
-		case p.Test == SendBW && server:
-			if posted, err = postReceives(side, &ps); err != nil {
-				return out, err
-			}
 		case p.postsReceives():
 			if _, err = side.QP.PostRecv([]qp.RecvWR{{WRID: 0, SGList: side.sge(1)}}); err != nil {
 				return out, err
 			}
+		case !p.Test.IsLatency() && p.receives(server):
+			if posted, err = postReceives(side, &ps); err != nil {
+				return out, err
+			}
 		}
-		if err := opt.Conn.BeforeRun(p.Test); err != nil {
+		if err := opt.Conn.BeforeRun(); err != nil {
 			return out, err
 		}
 		pk0 := packets(opt.Dev.Counters())
 		var allocs uint64
-		if server {
-			start := time.Now()
-			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side, posted) })
-			if p.Test == SendBW {
-				// perftest's send_bw server reports what it received.
-				el := time.Since(start)
-				r.BW = &BWResult{Size: size, Iters: p.Iters, Elapsed: el,
-					AvgMBps: float64(size) * float64(p.Iters) / el.Seconds() / (1 << 20),
-					MsgRate: float64(p.Iters) / el.Seconds() / 1e6}
-				r.BW.PeakMBps = r.BW.AvgMBps
-			}
-		} else {
+		switch {
+		case !p.Test.IsLatency():
+			allocs, err = allocsDuring(func() error {
+				b, err := runBWSide(ctx, &ps, side, server, posted, want, origs)
+				r.BW = &b
+				return err
+			})
+		case server:
+			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side) })
+		default:
 			allocs, err = allocsDuring(func() error { return runClient(ctx, &ps, side, &r) })
 		}
 		if err != nil {
 			return out, err
 		}
 		r.Allocs, r.Packets = allocs, packets(opt.Dev.Counters())-pk0
-		if err := opt.Conn.AfterRun(p.Test, p.AllSize); err != nil {
+		if r.BW != nil {
+			last = report(r.BW)
+		}
+		theirs, err := opt.Conn.AfterRun(last)
+		if err != nil {
 			return out, err
 		}
-		if r.BW != nil {
-			last = BWReport{Size: uint64(r.BW.Size), Iters: uint64(r.BW.Iters), PeakMBps: r.BW.PeakMBps, AvgMBps: r.BW.AvgMBps, MsgRateMpps: r.BW.MsgRate}
+		if flow.ReportsPerSize() {
+			own, peer := *r.BW, fromReport(theirs)
+			sum := sumBW(own, peer)
+			r.BW, r.OwnBW, r.PeerBW = &sum, &own, &peer
+		}
+		if p.Check && !p.Test.IsLatency() {
+			// After AfterRun: with Duplex the peer's run is over too.
+			if err := checkBW(&ps, side, server, peerSeed, origs); err != nil {
+				return out, err
+			}
 		}
 		r.Checked = p.Check
 		out = append(out, r)
 	}
-	theirs, err := opt.Conn.Finish(p.Test, last)
+	theirs, err := opt.Conn.Finish(last)
 	if err != nil {
 		return out, err
 	}
 	if passive {
 		// perftest's server prints the client's report.
-		r := Result{Test: p.Test, Local: info(local), Remote: info(remote),
-			BW: &BWResult{Size: int(theirs.Size), Iters: int(theirs.Iters), PeakMBps: theirs.PeakMBps, AvgMBps: theirs.AvgMBps, MsgRate: theirs.MsgRateMpps}}
+		b := fromReport(theirs)
+		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0]), BW: &b}
 		if p.Check {
 			ps := p
 			ps.Size, ps.AllSize = int(theirs.Size), false
 			side.Size = ps.Size
 			if ps.Size > 0 && ps.Size <= maxSize {
-				if err := checkServerBW(&ps, side); err != nil {
+				if err := checkBW(&ps, side, server, peerSeed, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -182,100 +189,155 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	return out, nil
 }
 
+// dests returns the side's key message of each QP, as perftest's
+// set_up_connection fills them: the QP's number, a random first PSN, the
+// rkey of its region and the address of its target region, the out_reads
+// it offers, the GID.
+func (s *Side) dests(p *Params, gid netip.Addr) []Dest {
+	d := make([]Dest, len(s.qps))
+	for i, l := range s.qps {
+		d[i] = Dest{
+			OutReads: p.outReads(),
+			QPN:      uint32(l.qp.Num()),
+			PSN:      rand.Uint32() & 0xffffff,
+			RKey:     uint32(l.mr.RKey()),
+			VAddr:    s.targetAddr(i),
+			GID:      gid.As16(),
+		}
+	}
+	return d
+}
+
+// connect moves each of the side's QPs to RTS, connected to the peer's
+// QP of the same index, as perftest's ctx_connect: the responder takes as
+// many READs and atomics as this side offered (max_dest_rd_atomic = its
+// out_reads), the requester keeps as many outstanding as the peer
+// offered (max_rd_atomic = the peer's out_reads), cut to what the device
+// takes.
+func (s *Side) connect(p *Params, local, remote []Dest, gidIndex int) error {
+	for i, l := range s.qps {
+		s.setRemote(i, remote[i].VAddr, mr.Key(remote[i].RKey))
+		err := l.qp.Connect(rnic.ConnectAttr{
+			Local:           rnic.Endpoint{PSN: bth.PSN(local[i].PSN)},
+			Remote:          rnic.Endpoint{QPN: bth.QPN(remote[i].QPN), PSN: bth.PSN(remote[i].PSN), GID: netip.AddrFrom16(remote[i].GID)},
+			MTU:             p.MTU,
+			Access:          l.mr.Access(),
+			SGIDIndex:       uint8(gidIndex),
+			Timeout:         p.Timeout,
+			MaxRdAtomic:     uint8(min(max(remote[i].OutReads, 1), qp.MaxRdAtomic)),
+			MaxDestRdAtomic: uint8(min(max(local[i].OutReads, 1), qp.MaxRdAtomic)),
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// report and fromReport convert a result to the report xchg_bw_reports
+// sends and back.
+func report(b *BWResult) BWReport {
+	return BWReport{Size: uint64(b.Size), Iters: uint64(b.Iters), PeakMBps: b.PeakMBps, AvgMBps: b.AvgMBps, MsgRateMpps: b.MsgRate}
+}
+
+func fromReport(r BWReport) BWResult {
+	return BWResult{Size: int(r.Size), Iters: int(r.Iters), PeakMBps: r.PeakMBps, AvgMBps: r.AvgMBps, MsgRate: r.MsgRateMpps}
+}
+
 // Patterns for --check between hosts: each side can compute the other's.
 const (
 	clientSeed = 1
 	serverSeed = 2
 )
 
+// runClient runs the client side of a latency test.
 func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
+	var samples []time.Duration
+	var err error
 	switch p.Test {
-	case WriteLat, SendLat, ReadLat:
-		var samples []time.Duration
-		var err error
-		switch p.Test {
-		case WriteLat:
-			samples, err = writeLat(ctx, s, p, true)
-		case SendLat:
-			samples, err = sendLat(ctx, s, p, true)
-		default:
-			samples, err = readLat(ctx, s, p)
-		}
-		if err != nil {
-			return err
-		}
-		l := latStats(p.Size, samples, p.Test != ReadLat)
-		l.Iters = p.Iters
-		r.Lat = &l
-		if p.Check && p.Test == ReadLat && p.Size > 0 {
-			return checkAgainst(s, serverSeed, 1)
-		}
-		return nil
+	case WriteLat:
+		samples, err = writeLat(ctx, s, p, true)
+	case SendLat:
+		samples, err = sendLat(ctx, s, p, true)
+	default:
+		samples, err = readLat(ctx, s, p)
 	}
-	var origs []uint64
-	if p.Test == AtomicBW && p.Check {
-		origs = make([]uint64, p.Iters)
-	}
-	b, err := bw(ctx, s, p, origs)
 	if err != nil {
 		return err
 	}
-	r.BW = &b
-	if !p.Check {
-		return nil
-	}
-	switch p.Test {
-	case ReadBW:
-		return checkAgainst(s, serverSeed, p.Iters)
-	case AtomicBW:
-		return checkAtomicResults(p, origs)
+	l := latStats(p.Size, samples, p.Test != ReadLat)
+	l.Iters = p.Iters
+	r.Lat = &l
+	if p.Check && p.Test == ReadLat && p.Size > 0 {
+		return checkPlaced(s, patternSide(s, serverSeed), 1)
 	}
 	return nil
 }
 
-func runServer(ctx context.Context, p *Params, s *Side, posted int) error {
+// runServer runs the server side of a latency test: the read_lat server
+// takes no part.
+func runServer(ctx context.Context, p *Params, s *Side) error {
+	var err error
 	switch p.Test {
-	case SendBW:
-		var want *Side
-		if p.Check {
-			want = patternSide(s, clientSeed)
-		}
-		return consumeReceives(ctx, s, p, want, posted)
-	case WriteLat, SendLat:
-		var err error
-		if p.Test == WriteLat {
-			_, err = writeLat(ctx, s, p, false)
-		} else {
-			_, err = sendLat(ctx, s, p, false)
-		}
-		return err
+	case WriteLat:
+		_, err = writeLat(ctx, s, p, false)
+	case SendLat:
+		_, err = sendLat(ctx, s, p, false)
 	}
-	return nil // WRITE, READ and atomics: the server's CPU takes no part
+	return err
 }
 
-// checkServerBW verifies, after the client finished, what the client's
-// operations left in the server's memory.
-func checkServerBW(p *Params, s *Side) error {
+// checkBW verifies, after a size's run of a bandwidth test, what this
+// side can: the results of its READs and atomics, and what the peer's
+// WRITEs and atomics left in its memory (the server's, or with Duplex
+// either's). SEND is checked as it arrives.
+func checkBW(p *Params, s *Side, server bool, peerSeed uint64, origs [][]uint64) error {
+	target := server || p.Duplex
 	switch p.Test {
 	case WriteBW:
-		return checkAgainst(s, clientSeed, p.Iters)
+		if target {
+			return checkPlaced(patternSide(s, peerSeed), s, p.Iters)
+		}
+	case ReadBW:
+		if p.sends(server) {
+			return checkPlaced(s, patternSide(s, peerSeed), p.Iters)
+		}
 	case AtomicBW:
-		if v := binary.NativeEndian.Uint64(s.Buf); v != uint64(p.Iters) {
-			return fmt.Errorf("%w: the word the atomics changed is %d after %d of them", ErrCheck, v, p.Iters)
+		for i := range s.qps {
+			if origs != nil {
+				if err := checkAtomicResults(p, origs[i]); err != nil {
+					return fmt.Errorf("QP %d: %w", i, err)
+				}
+			}
+			if !target {
+				continue
+			}
+			v, err := s.atomicWord(i)
+			if err != nil {
+				return err
+			}
+			if v != uint64(p.Iters) {
+				return fmt.Errorf("%w: the word the atomics of QP %d changed is %d after %d of them", ErrCheck, i, v, p.Iters)
+			}
 		}
 	}
 	return nil
 }
 
-// patternSide returns a side-shaped buffer holding the pattern seed fills
-// into a side like s.
+// patternSide returns a side-shaped memory, the regions where s has
+// them, holding the pattern seed fills into a side like s.
 func patternSide(s *Side, seed uint64) *Side {
-	w := &Side{Buf: make([]byte, len(s.Buf)), Slots: s.Slots, Size: s.Size}
+	w := &Side{Slots: s.Slots, Size: s.Size}
+	var last []byte
+	for i, l := range s.qps {
+		b := last
+		if i == 0 || &l.buf[0] != &s.qps[i-1].buf[0] {
+			b = make([]byte, len(l.buf))
+		}
+		w.qps = append(w.qps, &sideQP{buf: b, src: l.src, dst: l.dst})
+		last = b
+	}
+	w.Buf = w.qps[0].buf
 	w.fillPattern(seed)
 	return w
-}
-
-// checkAgainst compares the first n slots of s with the pattern seed.
-func checkAgainst(s *Side, seed uint64, n int) error {
-	return checkSlots(s, patternSide(s, seed), n)
 }

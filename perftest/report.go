@@ -15,11 +15,17 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	kind := "BW"
 	if p.Test.IsLatency() {
 		kind = "Latency"
+	} else if p.Duplex {
+		kind = "Bidirectional BW"
+	}
+	verb := p.Test.Verb()
+	if p.WithImm && (verb == "RDMA_Write" || verb == "Send") {
+		verb += "_imm" // perftest's testsStr
 	}
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, "                    %s %s Test\n", p.Test.Verb(), kind)
+	fmt.Fprintf(w, "                    %s %s Test\n", verb, kind)
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", device)
-	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IB\n")
+	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", p.qps())
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	if p.Test == AtomicBW {
 		fmt.Fprintf(w, " Atomic Operation: %s\n", p.Atomic)

@@ -17,9 +17,23 @@ import (
 	"github.com/gorxe/gorxe/rnic"
 )
 
-// Side is one end of a test: a QP, its CQs and a registered buffer of
-// slots, each a message long. Messages cycle through the slots, so --check
-// can tell one message's bytes from another's.
+// Side is one end of a test: its QPs, the CQs they share and the
+// registered memory they use, laid out in slots of a message each.
+// Messages cycle through the slots, so --check can tell one message's
+// bytes from another's.
+//
+// The memory is laid out as perftest lays out its own (ctx_init,
+// set_up_connection): each QP has two regions, one it sends from (and
+// READs into) and one it advertises in its key message, for the peer to
+// write to, read from and send into. Without MRPerQP one buffer, under
+// one memory region, holds the source regions of every QP, then their
+// target regions; with it, each QP has a buffer and memory region of its
+// own, its source region then its target region. The latency tests keep
+// one region, written and sent from alike (writeLat says how it keeps
+// them apart).
+//
+// QP, MR and Buf are QP 0's, and its source region starts Buf; RemoteAddr
+// and RemoteKey are its peer's. The latency tests use only these.
 type Side struct {
 	Dev   *rnic.Device
 	PD    *mr.PD
@@ -35,57 +49,179 @@ type Side struct {
 	RemoteAddr uint64
 	RemoteKey  mr.Key
 
+	qps  []*sideQP
 	sgl  [1]qp.SGE
 	pace spinPace
 }
 
-// slotCount is how many message slots a side's buffer holds: enough that a
+// sideQP is one of a side's QPs with its regions of memory.
+type sideQP struct {
+	qp       *rnic.QP
+	mr       *mr.MR
+	buf      []byte // mr's memory
+	src, dst int    // where the QP's two regions start in buf
+
+	// The peer's target region for this QP, from its key message.
+	remoteAddr uint64
+	remoteKey  mr.Key
+}
+
+// slotCount is how many message slots each region holds: enough that a
 // slot is not reused while a message in it may still be in flight, and at
-// least the three write_lat uses.
+// least the three write_lat uses, within 16 MiB for all of a side's
+// regions.
 func slotCount(p *Params, size int) int {
+	regions := 2 * p.qps()
+	if p.Test.IsLatency() {
+		regions = 1
+	}
 	n := max(p.TxDepth, p.RxDepth, 16)
-	for n > 3 && n*max(size, 8) > 16<<20 {
+	for n > 3 && n*max(size, 8)*regions > 16<<20 {
 		n /= 2
 	}
 	return max(n, 3)
 }
 
-// NewSide allocates a side's resources on dev for messages of size bytes.
-func NewSide(dev *rnic.Device, p *Params, size int) (*Side, error) {
-	s := &Side{Dev: dev, Size: size, Slots: slotCount(p, size)}
-	s.PD = dev.AllocPD()
-	s.Buf = make([]byte, max(s.Slots*max(size, 8), 2*cycleBuffer))
-	var err error
-	if s.MR, err = dev.RegMR(s.PD, s.Buf, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
-		return nil, err
+// regionSize returns the size of each region of a side for messages of
+// size bytes: its slots, and for the bandwidth tests at least the page a
+// perftest peer spreads its small messages over (increase_rem_addr).
+func regionSize(p *Params, size int) int {
+	r := slotCount(p, size) * max(size, 8)
+	if !p.Test.IsLatency() {
+		r = max(r, cycleBuffer)
 	}
-	depth := max(p.TxDepth, p.RxDepth) + 16
-	if s.SCQ, err = dev.CreateCQ(depth); err != nil {
-		return nil, err
-	}
-	if s.RCQ, err = dev.CreateCQ(depth); err != nil {
-		return nil, err
-	}
-	s.QP, err = dev.CreateQP(qp.InitAttr{
-		Type: qp.TypeRC, PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
-		Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1},
-	})
-	return s, err
+	return (r + cacheLine - 1) / cacheLine * cacheLine
 }
 
-// Close releases the side's QP and region, after sending what the
+// bufferBytes returns the memory a side registers for messages of size
+// bytes.
+func bufferBytes(p *Params, size int) int {
+	if p.Test.IsLatency() {
+		return max(regionSize(p, size), 2*cycleBuffer)
+	}
+	return 2 * p.qps() * regionSize(p, size)
+}
+
+// NewSide allocates a side's resources on dev for messages of size bytes:
+// p.NumQPs QPs, one send and one receive CQ they share, and their memory.
+func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
+	s = &Side{Dev: dev, Size: size, Slots: slotCount(p, size)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.PD = dev.AllocPD()
+	const access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	if s.SCQ, err = dev.CreateCQ(p.cqDepth()); err != nil {
+		return s, err
+	}
+	if s.RCQ, err = dev.CreateCQ(p.cqDepth()); err != nil {
+		return s, err
+	}
+	n, region := p.qps(), regionSize(p, size)
+	for i := range n {
+		l := &sideQP{}
+		switch {
+		case p.Test.IsLatency():
+			l.buf = make([]byte, bufferBytes(p, size))
+		case p.MRPerQP:
+			l.buf, l.src, l.dst = make([]byte, 2*region), 0, region
+		case i == 0:
+			l.buf, l.src, l.dst = make([]byte, bufferBytes(p, size)), 0, n*region
+		default:
+			l.buf, l.mr, l.src, l.dst = s.qps[0].buf, s.qps[0].mr, i*region, (n+i)*region
+		}
+		if l.mr == nil {
+			if l.mr, err = dev.RegMR(s.PD, l.buf, access); err != nil {
+				return s, err
+			}
+		}
+		s.qps = append(s.qps, l)
+		l.qp, err = dev.CreateQP(qp.InitAttr{
+			Type: qp.TypeRC, PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
+			Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1},
+		})
+		if err != nil {
+			return s, err
+		}
+	}
+	s.QP, s.MR, s.Buf = s.qps[0].qp, s.qps[0].mr, s.qps[0].buf
+	return s, nil
+}
+
+// Close releases the side's QPs and regions, after sending what the
 // device's busy polling left pending.
 func (s *Side) Close() {
 	s.Dev.Flush()
-	if s.QP != nil {
-		s.QP.Destroy()
-	}
-	if s.MR != nil {
-		s.MR.Deregister()
+	var last *mr.MR
+	for _, l := range s.qps {
+		if l.qp != nil {
+			l.qp.Destroy()
+		}
+		if l.mr != nil && l.mr != last {
+			l.mr.Deregister()
+		}
+		last = l.mr
 	}
 }
 
+// setRemote records QP i's peer target region.
+func (s *Side) setRemote(i int, addr uint64, key mr.Key) {
+	s.qps[i].remoteAddr, s.qps[i].remoteKey = addr, key
+	if i == 0 {
+		s.RemoteAddr, s.RemoteKey = addr, key
+	}
+}
+
+// targetAddr returns the address QP i advertises: its target region.
+func (s *Side) targetAddr(i int) uint64 { return s.qps[i].mr.IOVA() + uint64(s.qps[i].dst) }
+
 func (s *Side) slot(i int) int { return (i % s.Slots) * max(s.Size, 8) }
+
+// src and dst return n bytes of QP i's source or target region, from
+// offset off in it.
+func (s *Side) src(i, off, n int) []byte { l := s.qps[i]; return l.buf[l.src+off : l.src+off+n] }
+func (s *Side) dst(i, off, n int) []byte { l := s.qps[i]; return l.buf[l.dst+off : l.dst+off+n] }
+
+// peekDst returns a copy of n bytes of QP i's target region from offset
+// off, read as a CPU reads memory a NIC writes (mr.MR.Peek): the peer's
+// WRITEs and atomics land there with no completion on this side to order
+// a plain read after them. A side without registered memory (a
+// patternSide) is read directly.
+func (s *Side) peekDst(i, off, n int) ([]byte, error) {
+	l := s.qps[i]
+	b := make([]byte, n)
+	if l.mr == nil {
+		copy(b, s.dst(i, off, n))
+		return b, nil
+	}
+	if err := l.mr.Peek(l.mr.IOVA()+uint64(l.dst+off), b); err != nil {
+		return nil, fmt.Errorf("perftest: reading QP %d's target region: %w", i, err)
+	}
+	return b, nil
+}
+
+// atomicWord returns the word at the start of QP i's target region,
+// which the peer's atomics change.
+func (s *Side) atomicWord(i int) (uint64, error) {
+	b, err := s.peekDst(i, 0, 8)
+	if err != nil {
+		return 0, err
+	}
+	return binary.NativeEndian.Uint64(b), nil
+}
+
+// sgeIn returns a scatter/gather list of a message at offset off of QP
+// i's memory, reused like sge's.
+func (s *Side) sgeIn(i, off int) []qp.SGE {
+	if s.Size == 0 {
+		return nil
+	}
+	l := s.qps[i]
+	s.sgl[0] = qp.SGE{Addr: l.mr.IOVA() + uint64(off), Length: uint32(s.Size), LKey: l.mr.LKey()}
+	return s.sgl[:]
+}
 
 // The layout of RDMA WRITE and READ tests, perftest's: a peer running
 // perftest registers about two messages' worth of memory (BUFF_SIZE, at
@@ -125,40 +261,45 @@ func rdmaPlaces(size int) int {
 	return 1
 }
 
-// sgeAt returns a scatter/gather list for a message at offset off of the
-// buffer, reused like sge's.
-func (s *Side) sgeAt(off int) []qp.SGE {
-	if s.Size == 0 {
-		return nil
-	}
-	s.sgl[0] = qp.SGE{Addr: s.MR.IOVA() + uint64(off), Length: uint32(s.Size), LKey: s.MR.LKey()}
-	return s.sgl[:]
-}
-
-// sge returns the scatter/gather list of message i's slot. The slice is
-// reused by the next call: post it before asking for another (the verbs
-// copy it).
-func (s *Side) sge(i int) []qp.SGE {
-	if s.Size == 0 {
-		return nil
-	}
-	s.sgl[0] = qp.SGE{Addr: s.MR.IOVA() + uint64(s.slot(i)), Length: uint32(s.Size), LKey: s.MR.LKey()}
-	return s.sgl[:]
-}
+// sge returns the scatter/gather list of message i's slot of QP 0's
+// source region. The slice is reused by the next call: post it before
+// asking for another (the verbs copy it).
+func (s *Side) sge(i int) []qp.SGE { return s.sgeIn(0, s.qps[0].src+s.slot(i)) }
 
 // ownSGE returns message i's scatter/gather list in a slice of its own,
 // for a work request posted again and again.
 func (s *Side) ownSGE(i int) []qp.SGE { return append([]qp.SGE(nil), s.sge(i)...) }
 
-// fillPattern fills every slot with bytes seeded by seed and the slot.
-func (s *Side) fillPattern(seed uint64) {
-	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	b := s.Buf
-	for ; len(b) >= 8; b = b[8:] {
-		binary.LittleEndian.PutUint64(b, r.Uint64())
+// buffers returns the side's distinct buffers: one, or one per QP with
+// MRPerQP.
+func (s *Side) buffers() [][]byte {
+	var bs [][]byte
+	for i, l := range s.qps {
+		if i == 0 || &l.buf[0] != &s.qps[i-1].buf[0] {
+			bs = append(bs, l.buf)
+		}
 	}
-	for i := range b {
-		b[i] = byte(r.Uint32())
+	return bs
+}
+
+// fillPattern fills the side's memory with bytes seeded by seed.
+func (s *Side) fillPattern(seed uint64) {
+	for i, b := range s.buffers() {
+		r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15+uint64(i)))
+		for ; len(b) >= 8; b = b[8:] {
+			binary.LittleEndian.PutUint64(b, r.Uint64())
+		}
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+	}
+}
+
+// zeroAtomicWords zeroes the word at the start of each QP's target
+// region, which the peer's atomics change.
+func (s *Side) zeroAtomicWords() {
+	for i := range s.qps {
+		binary.NativeEndian.PutUint64(s.dst(i, 0, 8), 0)
 	}
 }
 
@@ -308,13 +449,23 @@ func (sp *spinner) more(dev *rnic.Device) bool {
 	return true
 }
 
-// checkSlots compares the places that the first n messages of an RDMA
-// WRITE or READ test used in got with the same places in want.
-func checkSlots(got, want *Side, n int) error {
-	for i := range min(n, rdmaPlaces(got.Size)) {
-		o := rdmaOffset(i, got.Size)
-		if !bytes.Equal(got.Buf[o:o+got.Size], want.Buf[o:o+got.Size]) {
-			return fmt.Errorf("%w: the message at offset %d differs", ErrCheck, o)
+// checkPlaced compares, on each QP, the places the first n messages of
+// an RDMA WRITE or READ test used in the requester's source region with
+// the same places in the responder's target region: where a WRITE put
+// what it took from the requester, or where a READ took what it put
+// there.
+func checkPlaced(requester, responder *Side, n int) error {
+	size := requester.Size
+	for i := range requester.qps {
+		for k := range min(n, rdmaPlaces(size)) {
+			o := rdmaOffset(k, size)
+			got, err := responder.peekDst(i, o, size)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(requester.src(i, o, size), got) {
+				return fmt.Errorf("%w: the message at offset %d of QP %d differs", ErrCheck, o, i)
+			}
 		}
 	}
 	return nil
@@ -322,138 +473,256 @@ func checkSlots(got, want *Side, n int) error {
 
 // completionError turns a failed work completion into an error.
 func completionError(wc cq.WC) error {
-	return fmt.Errorf("perftest: completion with error: wr_id %d %v (%s)", wc.WRID, wc.Status, wc.Status.Name())
+	return fmt.Errorf("perftest: completion with error: wr_id %#x %v (%s)", wc.WRID, wc.Status, wc.Status.Name())
 }
 
-// bw runs the client side of a bandwidth test: iters operations of the
-// test's verb, TxDepth outstanding, one signaled in CQMod.
-func bw(ctx context.Context, s *Side, p *Params, origs []uint64) (BWResult, error) {
+// wrID names message k of the side's QP i in a work request, as
+// perftest's wr_id names the QP.
+func wrID(i, k int) uint64 { return uint64(i)<<32 | uint64(uint32(k)) }
+
+func splitWRID(id uint64) (i, k int) { return int(id >> 32), int(uint32(id)) }
+
+// bw runs the sending side of a bandwidth test: iters operations of the
+// test's verb on each QP, TxDepth outstanding on each, one signaled in
+// CQMod, as perftest's run_iter_bw posts them: to each QP in turn, as
+// many as it has room for. origs, for atomic_bw's --check, gets what
+// each QP's atomics returned.
+func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64) (BWResult, error) {
 	cqMod := min(p.CQMod, p.TxDepth)
 	wrs := make([]qp.SendWR, 1)
 	wcs := make([]cq.WC, 64)
-	posted, completed := 0, 0
+	nq := len(s.qps)
+	posted, completed := make([]int, nq), make([]int, nq)
+	total, done := p.Iters*nq, 0
 	peak := 0.0
 	start := time.Now()
 	last := start
 	lastDone := 0
-	for completed < p.Iters {
-		for posted < p.Iters && posted-completed < p.TxDepth {
-			wr := &wrs[0]
-			*wr = qp.SendWR{WRID: uint64(posted), SGList: s.sge(posted)}
-			if (posted+1)%cqMod == 0 || posted == p.Iters-1 {
-				wr.Flags = qp.SendSignaled
-			}
-			off := rdmaOffset(posted, s.Size)
-			remote := s.RemoteAddr + uint64(off)
-			switch p.Test {
-			case WriteBW:
-				wr.SGList = s.sgeAt(off)
-				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, s.RemoteKey
-			case ReadBW:
-				wr.SGList = s.sgeAt(off)
-				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, s.RemoteKey
-			case SendBW:
-				wr.Opcode = qp.WRSend
-			case AtomicBW:
-				// Every atomic goes to the same word, so the results prove
-				// each one ran exactly once.
-				wr.RemoteAddr, wr.RKey = s.RemoteAddr, s.RemoteKey
-				if p.Atomic == CmpAndSwap {
-					wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(posted), uint64(posted+1)
-				} else {
-					wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
+	for done < total {
+		for i, l := range s.qps {
+			for posted[i] < p.Iters && posted[i]-completed[i] < p.TxDepth {
+				k := posted[i]
+				wr := &wrs[0]
+				*wr = qp.SendWR{WRID: wrID(i, k), SGList: s.sgeIn(i, l.src+s.slot(k))}
+				if (k+1)%cqMod == 0 || k == p.Iters-1 {
+					wr.Flags = qp.SendSignaled
 				}
-				wr.Flags = qp.SendSignaled // each result is checked
+				off := rdmaOffset(k, s.Size)
+				remote := l.remoteAddr + uint64(off)
+				switch p.Test {
+				case WriteBW:
+					wr.SGList = s.sgeIn(i, l.src+off)
+					wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, l.remoteKey
+					if p.WithImm {
+						wr.Opcode = qp.WRRDMAWriteWithImm
+					}
+				case ReadBW:
+					wr.SGList = s.sgeIn(i, l.src+off)
+					wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, l.remoteKey
+				case SendBW:
+					wr.Opcode = qp.WRSend
+					if p.WithImm {
+						wr.Opcode = qp.WRSendWithImm
+					}
+				case AtomicBW:
+					// Every atomic of a QP goes to the same word, so the
+					// results prove each one ran exactly once.
+					wr.RemoteAddr, wr.RKey = l.remoteAddr, l.remoteKey
+					if p.Atomic == CmpAndSwap {
+						wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(k), uint64(k+1)
+					} else {
+						wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
+					}
+					wr.Flags = qp.SendSignaled // each result is checked
+				}
+				if _, err := l.qp.PostSend(wrs); err != nil {
+					return BWResult{}, err
+				}
+				posted[i]++
 			}
-			if _, err := s.QP.PostSend(wrs); err != nil {
-				return BWResult{}, err
-			}
-			posted++
 		}
 		n, err := s.wait(ctx, p, s.SCQ, wcs)
 		if err != nil {
-			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", completed, p.Iters, err)
+			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", done, total, err)
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != cq.StatusSuccess {
 				return BWResult{}, completionError(wc)
 			}
-			completed = int(wc.WRID) + 1
+			i, k := splitWRID(wc.WRID)
+			if i >= nq || k < completed[i] || k >= posted[i] {
+				return BWResult{}, fmt.Errorf("perftest: a completion for wr_id %#x, which is not outstanding", wc.WRID)
+			}
+			done += k + 1 - completed[i]
+			completed[i] = k + 1
 			if p.Test == AtomicBW && origs != nil {
-				origs[wc.WRID] = binary.NativeEndian.Uint64(s.Buf[s.slot(int(wc.WRID)):])
+				origs[i][k] = binary.NativeEndian.Uint64(s.src(i, s.slot(k), 8))
 			}
 		}
-		if now := time.Now(); completed-lastDone >= p.TxDepth || completed == p.Iters {
+		if now := time.Now(); done-lastDone >= p.TxDepth || done == total {
 			if d := now.Sub(last).Seconds(); d > 0 {
-				peak = max(peak, float64((completed-lastDone)*p.Size)/d/(1<<20))
+				peak = max(peak, float64((done-lastDone)*p.Size)/d/(1<<20))
 			}
-			last, lastDone = now, completed
+			last, lastDone = now, done
 		}
 	}
-	el := time.Since(start)
-	r := BWResult{Size: p.Size, Iters: p.Iters, Elapsed: el}
-	r.AvgMBps = float64(p.Size) * float64(p.Iters) / el.Seconds() / (1 << 20)
-	r.MsgRate = float64(p.Iters) / el.Seconds() / 1e6
+	r := rate(p.Size, total, time.Since(start))
 	r.PeakMBps = max(peak, r.AvgMBps)
 	return r, nil
 }
 
-// receive keeps RxDepth receives posted on s and consumes iters messages
-// (the server of send_bw), checking each against want when it is set.
-func receive(ctx context.Context, s *Side, p *Params, want *Side) error {
-	posted, err := postReceives(s, p)
-	if err != nil {
-		return err
-	}
-	return consumeReceives(ctx, s, p, want, posted)
+// rate returns the result of iters messages of size bytes in el.
+func rate(size, iters int, el time.Duration) BWResult {
+	r := BWResult{Size: size, Iters: iters, Elapsed: el}
+	r.AvgMBps = float64(size) * float64(iters) / el.Seconds() / (1 << 20)
+	r.MsgRate = float64(iters) / el.Seconds() / 1e6
+	r.PeakMBps = r.AvgMBps
+	return r
 }
 
-// postReceives posts the first receives of send_bw: RxDepth, or fewer if
-// fewer messages come or the buffer has fewer slots (two receives in one
-// slot would let a message overwrite the one before it while it is
-// checked).
+// sumBW is the line perftest prints with -b: this side's size and
+// iterations, the rates of both sides added (print_full_bw_report).
+func sumBW(own, peer BWResult) BWResult {
+	own.PeakMBps += peer.PeakMBps
+	own.AvgMBps += peer.AvgMBps
+	own.MsgRate += peer.MsgRate
+	return own
+}
+
+// runBWSide runs one side's part of a size of a bandwidth test: the side
+// sends (Params.sends) and receives (Params.receives), both at once when
+// it does both, as perftest's run_iter_bi. It returns what it measured:
+// its sends, or what it received. posted receives are posted on each QP
+// already; want, when set, holds what the peer sends, for --check;
+// origs gets the results of the side's atomics.
+func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int, want *Side, origs [][]uint64) (BWResult, error) {
+	sends, recvs := p.sends(server), p.receives(server)
+	switch {
+	case sends && !recvs:
+		return bw(ctx, s, p, origs)
+	case !sends:
+		start := time.Now()
+		if err := consumeReceives(ctx, s, p, want, posted, nil); err != nil {
+			return BWResult{}, err
+		}
+		return rate(p.Size, p.Iters*len(s.qps), time.Since(start)), nil
+	}
+	// The receives are taken on a goroutine of their own, with a copy
+	// of the side for its own scratch and spin pacing; the QPs and CQs
+	// take posts and polls from both. The server sends once its first
+	// message has come, as run_iter_bi does ("SERVER will not start to
+	// send packets before CLIENT start the test").
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rs := *s
+	first := make(chan struct{})
+	recvErr := make(chan error, 1)
+	go func() {
+		err := consumeReceives(ctx, &rs, p, want, posted, func() { close(first) })
+		if err != nil {
+			cancel(err)
+		}
+		recvErr <- err
+	}()
+	if server {
+		select {
+		case <-first:
+		case <-ctx.Done():
+			<-recvErr
+			return BWResult{}, context.Cause(ctx)
+		}
+	}
+	r, err := bw(ctx, s, p, origs)
+	if err != nil {
+		cancel(err)
+	}
+	if rerr := <-recvErr; err == nil && rerr != nil {
+		err = rerr
+	}
+	return r, err
+}
+
+// postReceives posts the first receives of each QP of a receiving side,
+// as perftest's ctx_set_recv_wqes: RxDepth, or fewer if fewer messages
+// come or, with --check of SENDs, if the target region has fewer slots
+// (two receives in one slot would let a message overwrite the one before
+// it while it is checked). It returns how many each QP got.
 func postReceives(s *Side, p *Params) (int, error) {
-	n := min(p.RxDepth, p.Iters, s.Slots)
-	for i := range n {
-		if _, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}}); err != nil {
-			return i, err
+	n := min(p.RxDepth, p.Iters)
+	if p.Check && p.Test == SendBW {
+		n = min(n, s.Slots)
+	}
+	for i := range s.qps {
+		for k := range n {
+			if err := postRecv(s, p, i, k); err != nil {
+				return k, err
+			}
 		}
 	}
 	return n, nil
 }
 
-// consumeReceives takes iters messages, reposting a receive for each one
-// still to come, posted having been posted already.
-func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int) error {
-	post := func(i int) error {
-		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}})
-		return err
+// postRecv posts the receive of message k of QP i: into its slot of the
+// QP's target region, or, for RDMA WRITE with immediate, which puts its
+// data where its RETH says, with no memory (as perftest's since 6.24,
+// commit d6e1c86).
+func postRecv(s *Side, p *Params, i, k int) error {
+	var sgl []qp.SGE
+	if p.Test != WriteBW {
+		sgl = s.sgeIn(i, s.qps[i].dst+s.slot(k))
+	}
+	_, err := s.qps[i].qp.PostRecv([]qp.RecvWR{{WRID: wrID(i, k), SGList: sgl}})
+	return err
+}
+
+// consumeReceives takes iters messages on each QP, reposting a receive
+// for each one still to come, posted having been posted on each QP
+// already, as perftest's run_iter_bw_server. It checks each message
+// against want when it is set, and calls first, if set, at the first.
+// With WithImm every completion must carry immediate data (perftest
+// 6.28 checks IBV_WC_WITH_IMM).
+func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int, first func()) error {
+	nq := len(s.qps)
+	next := make([]int, nq)
+	for i := range next {
+		next[i] = posted
 	}
 	wcs := make([]cq.WC, 64)
-	for done := 0; done < p.Iters; {
+	for done, total := 0, p.Iters*nq; done < total; {
 		n, err := s.wait(ctx, p, s.RCQ, wcs)
 		if err != nil {
-			return fmt.Errorf("perftest: waiting for receives after %d of %d: %w", done, p.Iters, err)
+			return fmt.Errorf("perftest: waiting for receives after %d of %d: %w", done, total, err)
+		}
+		if first != nil {
+			first()
+			first = nil
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != cq.StatusSuccess {
 				return completionError(wc)
 			}
-			if wc.ByteLen != uint32(p.Size) {
+			i, k := splitWRID(wc.WRID)
+			if i >= nq {
+				return fmt.Errorf("perftest: a receive completion for wr_id %#x, which was not posted", wc.WRID)
+			}
+			if p.WithImm && wc.Flags&cq.FlagWithImm == 0 {
+				return fmt.Errorf("%w: a receive completion without immediate data (%v)", ErrCheck, wc)
+			}
+			if p.Test == SendBW && wc.ByteLen != uint32(p.Size) {
 				return fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size)
 			}
-			if want != nil {
-				o := s.slot(int(wc.WRID))
-				if !bytes.Equal(s.Buf[o:o+p.Size], want.Buf[want.slot(int(wc.WRID)):][:p.Size]) {
-					return fmt.Errorf("%w: message %d differs", ErrCheck, wc.WRID)
+			if want != nil && p.Test == SendBW {
+				o := s.slot(k)
+				if !bytes.Equal(s.dst(i, o, p.Size), want.src(i, o, p.Size)) {
+					return fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, k, i)
 				}
 			}
 			done++
-			if posted < p.Iters {
-				if err := post(posted); err != nil {
+			if next[i] < p.Iters {
+				if err := postRecv(s, p, i, next[i]); err != nil {
 					return err
 				}
-				posted++
+				next[i]++
 			}
 		}
 	}
