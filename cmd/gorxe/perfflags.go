@@ -252,12 +252,12 @@ func perfOptions() []perfOption {
 		{0, "out_json", no, refused, false, "--out_json is not supported yet", nil},
 		{0, "out_json_file", req, refused, false, "--out_json_file is not supported yet", nil},
 		{0, "output", req, refused, false, "--output is not supported yet", nil},
-		{'q', "qp", req, refused, false, "-q is not supported yet", nil},
-		{'b', "bidirectional", no, refused, false, "-b is not supported yet", nil},
-		{'o', "outs", req, refused, false, "-o is not supported yet", nil},
-		{0, "write_with_imm", no, refused, false, "--write_with_imm is not supported yet", nil},
-		{0, "send_with_imm", no, refused, false, "--send_with_imm is not supported yet", nil},
-		{0, "mr_per_qp", no, refused, false, "--mr_per_qp is not supported yet", nil},
+		{'q', "qp", req, honoured, false, "queue pairs (bandwidth tests), posted to in turn", num(func(r *perfRun) *int { return &r.p.NumQPs })},
+		{'b', "bidirectional", no, honoured, false, "both sides send (bandwidth tests); each prints the sum", flag(func(r *perfRun) *bool { return &r.p.Duplex })},
+		{'o', "outs", req, honoured, false, "outstanding READs and atomics offered to the peer (READ and atomic tests)", num(func(r *perfRun) *int { return &r.p.OutReads })},
+		{0, "write_with_imm", no, honoured, false, "RDMA WRITE with immediate (write_bw, write_lat; a perftest peer needs 6.20 or later)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
+		{0, "send_with_imm", no, honoured, false, "SEND with immediate (send tests; both sides)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
+		{0, "mr_per_qp", no, honoured, false, "one memory region per QP", flag(func(r *perfRun) *bool { return &r.p.MRPerQP })},
 
 		// gorxe's own options.
 		{0, "link", req, honoured, true, "how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host), mem (both sides of the test in this process, no network)", str(func(r *perfRun) *string { return &r.link.kind })},

@@ -47,6 +47,11 @@ func perfSummary(r *perfRun) string {
 	add("json", r.json, def.json)
 	add("window", r.p.Window, def.p.Window)
 	add("give-up", r.p.GiveUp, def.p.GiveUp)
+	add("qps", r.p.NumQPs, def.p.NumQPs)
+	add("duplex", r.p.Duplex, def.p.Duplex)
+	add("outs", r.p.OutReads, def.p.OutReads)
+	add("imm", r.p.WithImm, def.p.WithImm)
+	add("mr-per-qp", r.p.MRPerQP, def.p.MRPerQP)
 	slices.Sort(out)
 	return strings.Join(out, " ")
 }
@@ -122,6 +127,17 @@ var perfCommandLines = []struct {
 	{perftest.ReadLat, "-x 1 10.9.0.2", "gid=1 server=10.9.0.2"},
 	{perftest.SendLat, "-d rxe0 -a -F", "all=true dev=rxe0"},
 	{perftest.SendLat, "-d rxe0 -s 1024 -n 5000 10.0.0.1", "dev=rxe0 iters=5000 server=10.0.0.1 size=1024"},
+	{perftest.WriteBW, "-q 2", "qps=2"},
+	{perftest.WriteBW, "-d mlx5_0 -q 4 -b 10.0.0.2", "dev=mlx5_0 duplex=true qps=4 server=10.0.0.2"},
+	{perftest.WriteBW, "--qp=8 --bidirectional", "duplex=true qps=8"},
+	{perftest.SendBW, "-b -d rxe0 -x 1 -F", "dev=rxe0 duplex=true gid=1"},
+	{perftest.ReadBW, "-o 4 -d rxe0", "dev=rxe0 outs=4"},
+	{perftest.ReadBW, "--outs=16 -q 2 10.0.0.1", "outs=16 qps=2 server=10.0.0.1"},
+	{perftest.WriteBW, "--write_with_imm -d rxe0", "dev=rxe0 imm=true"},
+	{perftest.WriteLat, "--write_with_imm 10.0.0.1", "imm=true server=10.0.0.1"},
+	{perftest.SendBW, "--send_with_imm", "imm=true"},
+	{perftest.WriteBW, "-q 4 --mr_per_qp", "mr-per-qp=true qps=4"},
+	{perftest.WriteBW, "-bq2", "duplex=true qps=2"},
 	// gorxe's own options mix with perftest's.
 	{perftest.WriteBW, "--link udp --ip 10.0.0.1 -d rxe0", "dev=rxe0 ip=10.0.0.1"},
 	{perftest.WriteBW, "--ip 10.0.0.1", "ip=10.0.0.1"},
