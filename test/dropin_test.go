@@ -22,7 +22,7 @@ func TestDropIn(t *testing.T) {
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 1500)
 	dir := t.TempDir()
-	for _, tool := range []string{"ib_write_bw", "ib_send_bw", "ib_read_lat"} {
+	for _, tool := range []string{"ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat"} {
 		if err := os.Symlink(gorxeBin, filepath.Join(dir, tool)); err != nil {
 			t.Fatal(err)
 		}
@@ -43,6 +43,14 @@ func TestDropIn(t *testing.T) {
 			[]string{"RDMA_Read Latency Test", "GID: 253:119:"}, "2"},
 		{"ipv6 by --ipv6", "ib_write_bw", "--ipv6 -n 20 --check", "--ipv6 -n 20 --check 10.77.0.2",
 			[]string{"GID: 253:119:"}, "2"},
+		{"-q 4 -b", "ib_write_bw", "-q 4 -b -s 4K -n 50 --check", "10.77.0.2 -bq4 -s4K -n50 --check",
+			[]string{"Number of qps   : 4", "Bidirectional", " 4096       200 "}, "1"},
+		{"send -q 2 -b", "ib_send_bw", "-q 2 -b -s 1K -n 100 --check", "-q 2 -b -s 1K -n 100 --check 10.77.0.2",
+			[]string{"Number of qps   : 2", " 1024       200 "}, "1"},
+		{"read -o 4", "ib_read_bw", "-o 4 -n 50 --check", "-o 4 -n 50 --check 10.77.0.2",
+			[]string{"RDMA_Read BW Test", " 65536      50 "}, "1"},
+		{"write_lat with immediate", "ib_write_lat", "--write_with_imm -n 100 --check", "--write_with_imm -n 100 --check 10.77.0.2",
+			[]string{"RDMA_Write_imm Latency Test"}, "1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(dir, tc.tool)
