@@ -215,9 +215,14 @@ func (s *Side) postSend() error {
 
 // Connect moves the QP to RTR and RTS towards remote with rc_pingpong's
 // attributes (pp_connect_ctx): the path MTU of p.MTU, max_dest_rd_atomic
-// 1, min_rnr_timer 12 (0.64 ms); a GRH to the peer's GID from p.GIDIndex
-// with hop limit 1; then timeout 14 (67 ms), retry_cnt 7, rnr_retry 7
-// (forever) and max_rd_atomic 1.
+// 1, min_rnr_timer 12 (0.64 ms); a GRH to the peer's GID from p.GIDIndex;
+// then timeout 14 (67 ms), retry_cnt 7, rnr_retry 7 (forever) and
+// max_rd_atomic 1.
+//
+// rc_pingpong asks for hop limit 1, but on RoCE the kernel replaces it
+// with the route's (ib_resolve_unicast_gid_dmac in
+// drivers/infiniband/core/verbs.c): rxe sends its packets with TTL 64.
+// Connect leaves gorxe's default, 64, to send what rxe sends.
 //
 // rc_pingpong puts a GRH on the path only when the peer's GID has a
 // non-zero interface ID (its last 8 bytes); RoCE cannot go without one,
@@ -235,7 +240,7 @@ func (s *Side) Connect(remote Dest) error {
 	rtr := qp.Attr{
 		State: qp.StateRTR, PathMTU: s.p.MTU, DestQPNum: remote.QPN, RQPSN: remote.PSN,
 		MaxDestRdAtomic: 1, MinRNRTimer: 12,
-		AV: qp.AddressVector{DGID: dgid, SGIDIndex: uint8(s.p.GIDIndex), HopLimit: 1},
+		AV: qp.AddressVector{DGID: dgid, SGIDIndex: uint8(s.p.GIDIndex)},
 	}
 	if err := s.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
 		qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
