@@ -219,7 +219,8 @@ session() {
 		fi
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
 		[ "$vm" != 1 ] && note="$note (VM $vm)"
-		line[$n]=$(caseline $verdict $n "gorxe=$g perftest=${p:-?}$note")
+		local tool=perftest; [ "$t" = rc_pingpong ] && tool=ibv_rc_pingpong
+		line[$n]=$(caseline $verdict $n "gorxe=$g $tool=${p:-?}$note")
 		echo "${line[$n]}"
 		i=$((i + 1))
 		# A case that failed because the VM's NIC stopped (see below)
