@@ -409,6 +409,18 @@ func Server(ctx context.Context, dev *rnic.Device, p Params, ln net.Listener, ou
 		}, false)
 }
 
+// ServerConn is Server for a client already accepted on c, which it
+// closes: for a server that must see the connection before it knows its
+// address (the address the client reached says which of the host's GIDs
+// to use).
+func ServerConn(ctx context.Context, dev *rnic.Device, p Params, c net.Conn, out io.Writer) (*Result, error) {
+	defer c.Close() // also when the side cannot be set up
+	return run(ctx, dev, p, out, func(context.Context) (net.Conn, error) { return c, nil },
+		func(ctx context.Context, c net.Conn, s *Side) (Dest, error) {
+			return ExchangeServer(ctx, c, s.Local(), s.Connect)
+		}, false)
+}
+
 // run is Client and Server: set up, print the local address, exchange,
 // print the remote address, (client) connect, ping-pong, print the
 // result.

@@ -17,7 +17,7 @@ func TestRCPingpong(t *testing.T) {
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 9000)
 	br := bridgeNS(t, 9000)
-	flags := []string{"rc_pingpong", "-g", "0", "-c", "-n", "300", "-s", "10000", "-m", "4096", "--give-up", "20s"}
+	flags := []string{"rc_pingpong", "-c", "-n", "300", "-s", "10000", "-m", "4096", "--give-up", "20s"}
 	for i, v := range []struct {
 		name           string
 		srvNS, cliNS   *netns
@@ -26,15 +26,19 @@ func TestRCPingpong(t *testing.T) {
 		host           string
 		gid            string // the GIDs' form in the output
 	}{
-		{"udp/IPv4", b, a, []string{"--link", "udp"}, "10.77.0.2", "10.77.0.1", "10.77.0.2", `::ffff:10\.77\.0\.[12]`},
+		// As with rxe, -g 1 is the veth's IPv4 address (0 is its
+		// default GID, fe80:: from its MAC), and no --ip is needed.
+		{"udp/IPv4", b, a, []string{"--link", "udp", "-g", "1"}, "", "", "10.77.0.2", `::ffff:10\.77\.0\.[12]`},
 		{"udp/IPv6", b, a, []string{"--link", "udp"}, "fd77::2", "fd77::1", "fd77::2", `fd77::[12]`},
-		{"tap/IPv4", br, br, []string{"--link", "tap", "--bridge", "br0", "--link-mtu", "9000"}, "10.78.0.2/24", "10.78.0.1/24", "127.0.0.1", `::ffff:10\.78\.0\.[12]`},
+		{"tap/IPv4", br, br, []string{"--link", "tap", "--bridge", "br0", "--link-mtu", "9000", "-g", "0"}, "10.78.0.2/24", "10.78.0.1/24", "127.0.0.1", `::ffff:10\.78\.0\.[12]`},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			base := append(append([]string{}, flags...), v.link...)
 			base = append(base, "-p", fmt.Sprint(18600+i))
-			srv := append(append([]string{}, base...), "--ip", v.server)
-			cli := append(append([]string{}, base...), "--ip", v.client)
+			srv, cli := append([]string{}, base...), append([]string{}, base...)
+			if v.server != "" {
+				srv, cli = append(srv, "--ip", v.server), append(cli, "--ip", v.client)
+			}
 			if v.link[1] == "tap" {
 				srv = append(srv, "--tap", fmt.Sprintf("gxps%d", i))
 				cli = append(cli, "--tap", fmt.Sprintf("gxpc%d", i))

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
-	"io"
 	"net"
 	"regexp"
 	"slices"
@@ -43,17 +41,17 @@ type ran struct {
 	out, errOut string
 }
 
-// rcPingpongPair runs "gorxe rc_pingpong" as a server on 127.0.0.1 and a
-// client on 127.0.0.2 over the udp link, in this process, each with its
-// extra arguments.
+// rcPingpongPair runs "gorxe rc_pingpong" as a server on 127.0.0.1 (its
+// arguments say how it finds that address: --ip, or -g) and a client on
+// 127.0.0.2 (--ip) over the udp link, in this process.
 func rcPingpongPair(t *testing.T, serverArgs, clientArgs []string) (server, client ran) {
 	t.Helper()
 	tcp, roce := freePort(t, "tcp"), freePort(t, "udp")
-	common := []string{"rc_pingpong", "--roce-port", roce, "-p", tcp, "-g", "0", "--give-up", "5s"}
+	common := []string{"rc_pingpong", "--roce-port", roce, "-p", tcp, "--give-up", "5s"}
 	done := make(chan ran, 1)
 	go func() {
 		var out, errOut bytes.Buffer
-		code := run(append(append(slices.Clone(common), "--ip", "127.0.0.1"), serverArgs...), &out, &errOut)
+		code := run(append(slices.Clone(common), serverArgs...), &out, &errOut)
 		done <- ran{code, out.String(), errOut.String()}
 	}()
 	var out, errOut bytes.Buffer
@@ -85,10 +83,12 @@ func TestRCPingpong(t *testing.T) {
 		size, iters int
 	}{
 		{[]string{"-n", "200"}, 4096, 200},
-		{[]string{"-s", "65536", "-n", "50", "-c", "-m", "4096", "--link-mtu", "9000"}, 65536, 50},
-		{[]string{"--size=1000", "--iters=30", "--events", "--chk", "--rx-depth", "2", "-o", "-P", "-N", "-l", "3"}, 1000, 30},
+		{[]string{"-s", "65536", "-n50", "-c", "-m", "4096", "--link-mtu", "9000"}, 65536, 50},
+		{[]string{"--size=1000", "--iters=30", "-ec", "--rx-depth", "2", "-oPN", "-l3", "-d", "rxe0", "--new_s"}, 1000, 30},
 	} {
-		srv, cli := rcPingpongPair(t, tc.args, tc.args)
+		// The server's address is the GID -g 1 names on lo, as rxe's
+		// table on lo would have it: 0 the default GID, 1 127.0.0.1.
+		srv, cli := rcPingpongPair(t, append([]string{"-g", "1"}, tc.args...), tc.args)
 		for who, r := range map[string]ran{"server": srv, "client": cli} {
 			if r.code != 0 || !rcLines(tc.size, tc.iters).MatchString(r.out) || r.errOut != "" {
 				t.Errorf("%v: %s: exit %d\n%s\nstderr: %s", tc.args, who, r.code, r.out, r.errOut)
@@ -101,7 +101,7 @@ func TestRCPingpong(t *testing.T) {
 // finds no mark at the start of any page, prints ibv_rc_pingpong's line
 // for each, and (unlike ibv_rc_pingpong) exits 1.
 func TestRCPingpongCheckFails(t *testing.T) {
-	srv, cli := rcPingpongPair(t, []string{"-s", "10000", "-n", "5", "-c"}, []string{"-s", "10000", "-n", "5"})
+	srv, cli := rcPingpongPair(t, []string{"--ip", "127.0.0.1", "-s", "10000", "-n", "5", "-c"}, []string{"-s", "10000", "-n", "5"})
 	if cli.code != 0 {
 		t.Errorf("client: exit %d: %s", cli.code, cli.errOut)
 	}
@@ -122,29 +122,39 @@ func TestRCPingpongUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--ip", "127.0.0.1"}, exitUsage, "RoCE needs one (-g)"},
-		{[]string{"-g", "0"}, exitUsage, "--link udp needs --ip"},
+		{[]string{}, exitUsage, "no GID: RoCE needs one: give -g INDEX"},
 		{[]string{"-g", "0", "--link", "mem"}, exitUsage, "--link mem"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-t"}, exitUsage, "-t: the device isn't completion timestamp capable"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-j"}, exitUsage, "-j: the device doesn't support dm allocation"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-O"}, exitUsage, "-O: implicit ODP"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-P"}, exitUsage, "prefetch is valid only with on-demand memory region"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-o", "-j"}, exitUsage, "DM memory region can't be on demand"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-U", "-o"}, exitUsage, "CoCo unprotected memory cannot be used with ODP"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-m", "1000"}, exitUsage, "-m 1000"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-p", "70000"}, exitUsage, "-p 70000"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-i", "2"}, exitUsage, "IB port 2"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-l", "16"}, exitUsage, "-l 16"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-r", "0"}, exitUsage, "rx depth 0"},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "-s", "junk"}, exitUsage, `invalid value "junk" for flag -s`},
-		{[]string{"-g", "0", "--ip", "127.0.0.1", "a", "b"}, exitUsage, `one HOST at most, got ["a" "b"]`},
-		{[]string{"-g", "1", "--ip", "127.0.0.1", "--roce-port", "0"}, exitUsage, "--roce-port 0: not a UDP port"},
+		{[]string{"-g", "0", "--link", "tap"}, exitUsage, "--link tap needs --ip"},
+		{[]string{"-g", "1", "-t"}, exitUsage, "-t: the device isn't completion timestamp capable"},
+		{[]string{"-g", "1", "--ts"}, exitUsage, "-t: the device isn't completion timestamp capable"},
+		{[]string{"-g", "1", "-j"}, exitUsage, "-j: the device doesn't support dm allocation"},
+		{[]string{"-g", "1", "-oO"}, exitUsage, "-O: implicit ODP"},
+		{[]string{"-g", "1", "-P"}, exitUsage, "prefetch is valid only with on-demand memory region"},
+		{[]string{"-g", "1", "-U", "-o"}, exitUsage, "CoCo unprotected memory cannot be used with ODP"},
+		{[]string{"-g", "1", "-m", "1000"}, exitUsage, "-m 1000"},
+		{[]string{"-g", "1", "-p", "70000"}, exitUsage, "-p 70000"},
+		{[]string{"-g", "1", "-i", "2"}, exitUsage, "IB port 2"},
+		{[]string{"-g", "1", "-l", "16"}, exitUsage, "-l 16"},
+		{[]string{"-g", "1", "-r", "0"}, exitUsage, "rx depth 0"},
+		{[]string{"-g", "1", "-s", "junk"}, exitUsage, "not a number"},
+		{[]string{"-g", "1", "-x", "1"}, exitUsage, "invalid option"},
+		{[]string{"-g", "1", "a", "b"}, exitUsage, `one HOST at most, got ["a" "b"]`},
+		{[]string{"-g", "1", "--roce-port", "0"}, exitUsage, "not a UDP port"},
+		{[]string{"-g", "1", "--give-up", "0"}, exitUsage, "want a positive duration"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(append([]string{"rc_pingpong"}, tc.args...), &out, &errOut)
 		if code != tc.code || !strings.Contains(errOut.String(), tc.want) || out.Len() != 0 {
 			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit %d and %q", tc.args, code, errOut.String(), out.String(), tc.code, tc.want)
 		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"help", "rc_pingpong"}, &out, &errOut); code != exitOK ||
+		!strings.Contains(out.String(), "ibv_rc_pingpong options gorxe refuses:") || !strings.Contains(out.String(), "-g, --gid-idx VALUE") {
+		t.Errorf("gorxe help rc_pingpong: exit %d\n%s", code, out.String())
+	}
+	if code := run([]string{"ibv_rc_pingpong", "-t"}, &out, &errOut); code != exitUsage {
+		t.Errorf("gorxe ibv_rc_pingpong -t: exit %d, want the alias to run rc_pingpong", code)
 	}
 }
 
@@ -156,36 +166,14 @@ func TestRCPingpongOpenErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-g", "1"}, "can't read sgid of index 1"},
-		{[]string{"-g", "0", "-d", "rxe0"}, "IB device rxe0 not found"},
-		{[]string{"-g", "0", "-m", "4096", "--link-mtu", "1500"}, "path MTU 4096 is more than gorxe0's link carries (1024)"},
+		{[]string{"--ip", "127.0.0.1", "-g", "0"}, "-g 0 names GID 0 of lo, but --ip 127.0.0.1 is GID 1"},
+		{[]string{"--ip", "127.0.0.1", "-m", "4096", "--link-mtu", "1500"}, "path MTU 4096 is more than gorxe0's link carries (1024)"},
+		{[]string{"-g", "99", "127.0.0.1"}, "GID index 99: lo's table has"},
 	} {
 		var out, errOut bytes.Buffer
-		args := append([]string{"rc_pingpong", "--ip", "127.0.0.1", "--roce-port", roce, "-p", freePort(t, "tcp")}, tc.args...)
+		args := append([]string{"rc_pingpong", "--roce-port", roce, "-p", freePort(t, "tcp")}, tc.args...)
 		if code := run(args, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 1 and %q", tc.args, code, errOut.String(), tc.want)
-		}
-	}
-}
-
-func TestParseInterspersed(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		pos  []string
-		n    int
-	}{
-		{[]string{"-n", "5", "host"}, []string{"host"}, 5},
-		{[]string{"host", "-n", "5"}, []string{"host"}, 5},
-		{[]string{"a", "-n", "5", "b"}, []string{"a", "b"}, 5},
-		{[]string{"-n", "5", "--", "-n", "6"}, []string{"-n", "6"}, 5},
-		{[]string{"a", "--", "-n"}, []string{"a", "-n"}, 0},
-	} {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		n := fs.Int("n", 0, "")
-		pos, err := parseInterspersed(fs, tc.args)
-		if err != nil || !slices.Equal(pos, tc.pos) || *n != tc.n {
-			t.Errorf("%q: %q, -n %d, %v; want %q, -n %d", tc.args, pos, *n, err, tc.pos, tc.n)
 		}
 	}
 }

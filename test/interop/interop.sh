@@ -203,7 +203,9 @@ session() {
 		[ "$dir" = rxe-server ] && sleep 2 # perftest's server must be listening
 		[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
 		set +e
-		local gidx=""; [ "$t" = rc_pingpong ] && gidx="-g 0"
+		# rc_pingpong's -g as on rxe: br0's table has its default GID at
+		# 0 and 10.9.0.1 at 1; the tap link's device has only its --ip.
+		local gidx=""; [ "$t" = rc_pingpong ] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
 		ip netns exec $ns timeout 150 "$cache/gorxe" ${t%%:*} $link $gidx -m $m $(args "$t" "$size") --give-up 30s $peer > "$run/gorxe.$n.out" 2>&1
 		local g=$?
 		set -e
