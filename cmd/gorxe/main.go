@@ -3,6 +3,7 @@
 //	gorxe demo                   two NICs in one process: verbs become packets, loss included
 //	gorxe decode [--json] FILE   print the RoCE v2 packets of a pcap or pcapng capture
 //	gorxe write_bw ... send_lat  perftest's tests between two gorxe devices
+//	gorxe rc_pingpong [HOST]     rdma-core's ibv_rc_pingpong, either side
 //
 // Run "gorxe help" for the list.
 package main
@@ -37,6 +38,8 @@ var commands = []command{
 	{"demo", "[--quiet] [--pcap FILE]", "two NICs in one process: watch RDMA verbs become packets, loss included", runDemo},
 	{"decode", "[--json] FILE", "print the RoCE v2 packets of a pcap or pcapng capture", runDecode},
 	{"show_gids", "[IFACE]", "print the GID table gorxe uses on each interface, as show_gids prints rxe's", runShowGids},
+	{"rc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
+		"RC SEND ping-pong against rdma-core's ibv_rc_pingpong, speaking its TCP exchange, flags and output", runRCPingpong},
 }
 
 // Names of other tools that gorxe answers to, as "gorxe NAME" or as a

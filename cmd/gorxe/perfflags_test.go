@@ -309,13 +309,13 @@ func TestToolNames(t *testing.T) {
 	for _, tc := range []struct{ argv0, want string }{
 		{"/usr/local/bin/ib_write_bw", "ib_write_bw"},
 		{"ib_send_lat", "ib_send_lat"},
-		{"ibv_rc_pingpong", ""}, // until rc_pingpong exists
+		{"ibv_rc_pingpong", "ibv_rc_pingpong"},
 		{"show_gids", "show_gids"},
 		{"raw_ethernet_bw", "raw_ethernet_bw"},
 		{"gorxe", ""},
 		{"/tmp/go-build/exe/gorxe.test", ""},
 	} {
-		if got := toolName(tc.argv0); got != tc.want && !(tc.argv0 == "ibv_rc_pingpong" && got == "ibv_rc_pingpong") {
+		if got := toolName(tc.argv0); got != tc.want {
 			t.Errorf("toolName(%q) = %q, want %q", tc.argv0, got, tc.want)
 		}
 	}

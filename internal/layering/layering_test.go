@@ -24,19 +24,20 @@ const module = "github.com/gorxe/gorxe"
 // entry, so a new one takes its place in the architecture on purpose.
 var layers = []struct{ pkg, may string }{
 	{"internal/rc", "qp mr cq wire/... internal/monotime"}, // the RC engine, under rnic
-	{"internal/...", ""},                                                  // leaf helpers
-	{"wire/...", "wire/..."},                                              // pure encoding
-	{"link", ""},                                                          // the Link interface
-	{"link/internal/...", "link"},                                         // shared by the links
-	{"link/...", "link link/internal/... wire/..."},                       // links, test doubles, conformance suite
-	{"cq", "internal/..."},                                                // completion queues
-	{"mr", "internal/... wire/..."},                                       // memory regions; keys are wire's
-	{"qp", "mr cq wire/..."},                                              // the verbs' types
-	{"rnic", "internal/rc qp mr cq link wire/... internal/..."},           // the device: links to QP engines
-	{"rnic/rnictest", "rnic qp mr cq link/... wire/... internal/..."},     // a scripted peer for tests
-	{"perftest", "rnic qp mr cq link/... wire/... internal/..."},          // perftest's protocol over gorxe
-	{"cmd/...", "perftest rnic qp mr cq link/... wire/... internal/..."},  // the gorxe command
-	{"test/...", "perftest rnic qp mr cq link/... wire/... internal/..."}, // system tests and benchmarks
+	{"internal/...", ""},                                                          // leaf helpers
+	{"wire/...", "wire/..."},                                                      // pure encoding
+	{"link", ""},                                                                  // the Link interface
+	{"link/internal/...", "link"},                                                 // shared by the links
+	{"link/...", "link link/internal/... wire/..."},                               // links, test doubles, conformance suite
+	{"cq", "internal/..."},                                                        // completion queues
+	{"mr", "internal/... wire/..."},                                               // memory regions; keys are wire's
+	{"qp", "mr cq wire/..."},                                                      // the verbs' types
+	{"rnic", "internal/rc qp mr cq link wire/... internal/..."},                   // the device: links to QP engines
+	{"rnic/rnictest", "rnic qp mr cq link/... wire/... internal/..."},             // a scripted peer for tests
+	{"perftest", "rnic qp mr cq link/... wire/... internal/..."},                  // perftest's protocol over gorxe
+	{"pingpong", "rnic qp mr cq link/... wire/... internal/..."},                  // ibv_rc_pingpong's exchange and run over gorxe
+	{"cmd/...", "pingpong perftest rnic qp mr cq link/... wire/... internal/..."}, // the gorxe command
+	{"test/...", "perftest rnic qp mr cq link/... wire/... internal/..."},         // system tests and benchmarks
 }
 
 // match reports whether pkg, a path below the module, matches pattern.

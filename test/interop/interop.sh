@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# gorxe against the Linux kernel's soft-RoCE driver (rxe) and stock perftest,
-# running in a qemu VM built from Debian's packages.
+# gorxe against the Linux kernel's soft-RoCE driver (rxe) and stock perftest
+# and ibv_rc_pingpong, running in a qemu VM built from Debian's packages.
 #
 #   sudo test/interop/interop.sh            the quick matrix (CI runs it): every
 #                                           test, both directions, both links,
 #                                           both MTUs, every message size, IPv4
-#                                           and IPv6, and 1% loss
+#                                           and IPv6, and 1% loss; and
+#                                           rc_pingpong both ways over udp
 #   sudo test/interop/interop.sh --full     every test x direction x link x MTU
 #                                           x message size over IPv4, write and
 #                                           read over IPv6, and 1% loss for
@@ -21,8 +22,9 @@
 # test/interop/cache). The host side is a
 # network namespace with a bridge; the VM's virtio NIC and gorxe's TAP
 # device join it, and gorxe's udp link uses the bridge's own address. Each
-# case runs perftest in the VM and gorxe on the host, one as server and the
-# other as client; it passes when both exit 0. A loss case has netem drop 1%
+# case runs perftest (or ibv_rc_pingpong) in the VM and gorxe on the host,
+# one as server and the other as client; it passes when both exit 0 (and
+# ibv_rc_pingpong's -c found no invalid data). A loss case has netem drop 1%
 # of what the VM sends. Logs, the VM's rxe counters, perftest's output and a
 # capture of every case (case.N.pcap, taken on the bridge) are left in
 # $GORXE_INTEROP_CACHE/last/.
@@ -85,6 +87,10 @@ else
 		"rxe-server read_bw tap 1024 4 65536 1" "gorxe-server read_bw udp 4096 4 65536 1"
 		"rxe-server send_bw udp 1024 4 65536 1" "gorxe-server send_bw tap 4096 4 65536 1")
 fi
+# rdma-core's ibv_rc_pingpong (ibverbs-utils) against gorxe rc_pingpong,
+# both ways, with -c: the default message size and a larger one.
+cases+=("gorxe-server rc_pingpong udp 1024 4 4096 0" "rxe-server rc_pingpong udp 1024 4 4096 0"
+	"gorxe-server rc_pingpong udp 4096 4 65536 0" "rxe-server rc_pingpong udp 4096 4 65536 0")
 if [ -n "$only" ]; then
 	picked=()
 	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
@@ -112,14 +118,24 @@ ip -n $ns tuntap add vmtap0 mode tap
 ip -n $ns link set vmtap0 mtu 9000 master br0 up
 
 # perftest's flags and gorxe's, for a case: few iterations of large
-# messages, as rxe under emulation moves some 16 MB/s.
+# messages, as rxe under emulation moves some 16 MB/s. rc_pingpong's at
+# its default size (4096) leave -s out, and check the buffers (-c).
 args() { # test size
 	local t=${1%%:*} a=${1#*:} n=200
 	[ "$2" -ge 65536 ] && n=50
 	[ "$2" -ge 1048576 ] && n=20
 	case $t in
 	atomic_bw) echo "-n 200 -A $a" ;;
+	rc_pingpong) [ "$2" = 4096 ] && echo "-n 200 -c" || echo "-n 200 -c -s $2" ;;
 	*) echo "-n $n -s $2" ;;
+	esac
+}
+
+# vmcmd TEST: the command the VM runs for a test, before its flags.
+vmcmd() {
+	case ${1%%:*} in
+	rc_pingpong) echo "ibv_rc_pingpong -d rxe0" ;;
+	*) echo "ib_${1%%:*} -d rxe0 -F" ;;
 	esac
 }
 
@@ -153,13 +169,14 @@ session() {
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
 			local dir=$1 t=$2 m=$4 ip=$5 size=$6 loss=$7
-			local gid='-x 1'; [ "$ip" = 6 ] && gid='-x $gid6'
+			local x=-x; [ "$t" = rc_pingpong ] && x=-g
+			local gid="$x 1"; [ "$ip" = 6 ] && gid="$x \$gid6"
 			local peer=""; [ "$dir" = gorxe-server ] && peer=10.9.0.1
 			echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
 			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
-			echo "echo \"=== case $n: ib_${t%%:*} $(args "$t" "$size") -m $m (\$(grep MemAvailable /proc/meminfo))\""
-			echo "timeout 120 ib_${t%%:*} -d rxe0 $gid -F -m $m $(args "$t" "$size") $peer; echo \"=== exit $n \$?\""
+			echo "echo \"=== case $n: $(vmcmd "$t") $gid -m $m $(args "$t" "$size") (\$(grep MemAvailable /proc/meminfo))\""
+			echo "timeout 120 $(vmcmd "$t") $gid -m $m $(args "$t" "$size") $peer; echo \"=== exit $n \$?\""
 			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		done
 		echo "while [ ! -f /mnt/go.end ]; do sleep 0.2; done"
@@ -186,7 +203,10 @@ session() {
 		[ "$dir" = rxe-server ] && sleep 2 # perftest's server must be listening
 		[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
 		set +e
-		ip netns exec $ns timeout 150 "$cache/gorxe" ${t%%:*} $link -m $m $(args "$t" "$size") --give-up 30s $peer > "$run/gorxe.$n.out" 2>&1
+		# rc_pingpong's -g as on rxe: br0's table has its default GID at
+		# 0 and 10.9.0.1 at 1; the tap link's device has only its --ip.
+		local gidx=""; [ "$t" = rc_pingpong ] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
+		ip netns exec $ns timeout 150 "$cache/gorxe" ${t%%:*} $link $gidx -m $m $(args "$t" "$size") --give-up 30s $peer > "$run/gorxe.$n.out" 2>&1
 		local g=$?
 		set -e
 		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
@@ -195,9 +215,14 @@ session() {
 		local p verdict=pass note=""
 		p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
 		{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
+		# ibv_rc_pingpong reports bad data (-c) and exits 0 all the same.
+		if [ "$t" = rc_pingpong ] && sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" | grep -q "invalid data"; then
+			verdict=FAIL note=" (ibv_rc_pingpong: invalid data)"
+		fi
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
-		[ "$vm" != 1 ] && note=" (VM $vm)"
-		line[$n]=$(caseline $verdict $n "gorxe=$g perftest=${p:-?}$note")
+		[ "$vm" != 1 ] && note="$note (VM $vm)"
+		local tool=perftest; [ "$t" = rc_pingpong ] && tool=ibv_rc_pingpong
+		line[$n]=$(caseline $verdict $n "gorxe=$g $tool=${p:-?}$note")
 		echo "${line[$n]}"
 		i=$((i + 1))
 		# A case that failed because the VM's NIC stopped (see below)

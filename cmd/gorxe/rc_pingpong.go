@@ -1,0 +1,372 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorxe/gorxe/internal/getopt"
+	"github.com/gorxe/gorxe/pingpong"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// rcRun is an ibv_rc_pingpong command line, parsed.
+type rcRun struct {
+	p       pingpong.Params
+	link    linkFlags
+	host    string // the operand: the server (client role)
+	tcpPort int    // -p
+	device  string // -d: the name gorxe's device takes
+	ibPort  int    // -i
+	// gidIndex is -g, an index into the interface's GID table laid out
+	// as rxe lays out its own (gids.go; udp link), or into the device's
+	// (tap link); -1 when not given.
+	gidIndex int
+	mtu      int // -m, in bytes
+	sl       int // -l
+
+	odp, iodp, prefetch, ccUnprotected bool
+	help                               bool
+}
+
+// rcOption is one row of the option table: ibv_rc_pingpong's own
+// (rc_pingpong.c, main's long_options and
+// "p:d:i:s:m:r:n:l:eg:oOPtcjNU"), or gorxe's.
+type rcOption struct {
+	short byte
+	long  string
+	arg   getopt.HasArg
+	what  disposition
+	gorxe bool   // an option of gorxe's, not ibv_rc_pingpong's
+	help  string // for -h; for a refused option, why
+	set   func(r *rcRun, v string) error
+}
+
+// rcOptions returns the option table, in the order -h lists it.
+func rcOptions() []rcOption {
+	num := func(f func(r *rcRun) *int) func(*rcRun, string) error {
+		return func(r *rcRun, v string) error { return parseInt(v, f(r)) }
+	}
+	flag := func(f func(r *rcRun) *bool) func(*rcRun, string) error {
+		return func(r *rcRun, _ string) error { *f(r) = true; return nil }
+	}
+	str := func(f func(r *rcRun) *string) func(*rcRun, string) error {
+		return func(r *rcRun, v string) error { *f(r) = v; return nil }
+	}
+	const (
+		no  = getopt.NoArg
+		req = getopt.RequiredArg
+	)
+	return []rcOption{
+		{'p', "port", req, honoured, false, "TCP port of the exchange (18515)", num(func(r *rcRun) *int { return &r.tcpPort })},
+		{'d', "ib-dev", req, accepted, false, "the name gorxe's device takes (gorxe0)", str(func(r *rcRun) *string { return &r.device })},
+		{'i', "ib-port", req, honoured, false, "port of the device: 1, gorxe's only one", num(func(r *rcRun) *int { return &r.ibPort })},
+		{'s', "size", req, honoured, false, "message size in bytes (4096)", num(func(r *rcRun) *int { return &r.p.Size })},
+		{'m', "mtu", req, honoured, false, "path MTU: 256, 512, 1024, 2048 or 4096 (1024; not negotiated)", num(func(r *rcRun) *int { return &r.mtu })},
+		{'r', "rx-depth", req, honoured, false, "receives posted at a time (500)", num(func(r *rcRun) *int { return &r.p.RxDepth })},
+		{'n', "iters", req, honoured, false, "messages each way (1000)", num(func(r *rcRun) *int { return &r.p.Iters })},
+		{'e', "events", no, honoured, false, "sleep on the CQ instead of polling it", flag(func(r *rcRun) *bool { return &r.p.Events })},
+		{'g', "gid-idx", req, honoured, false, "GID index, as rxe's table on the interface has it (gorxe show_gids); on the tap link, of the device's --ip addresses", num(func(r *rcRun) *int { return &r.gidIndex })},
+		{'c', "chk", no, honoured, false, "validate the received buffer (gorxe: every byte, on both sides, exit 1 if bad)", flag(func(r *rcRun) *bool { return &r.p.Check })},
+		{'l', "sl", req, accepted, false, "service level, 0-15: a RoCE v2 packet has no field for it, and rxe ignores it too", num(func(r *rcRun) *int { return &r.sl })},
+		{'o', "odp", no, accepted, false, "on-demand paging: gorxe's memory regions are Go memory, never pinned", flag(func(r *rcRun) *bool { return &r.odp })},
+		{'P', "prefetch", no, accepted, false, "prefetch the ODP region (with -o): nothing to fetch", flag(func(r *rcRun) *bool { return &r.prefetch })},
+		{'N', "new_send", no, accepted, false, "post sends with ibv_wr_*: the same work requests", func(*rcRun, string) error { return nil }},
+		{'U', "allow-cc-unprotected", no, accepted, false, "CoCo guests' shared memory (rdma-core after v44): plain Go memory", flag(func(r *rcRun) *bool { return &r.ccUnprotected })},
+		{'O', "iodp", no, refused, false, "-O: implicit ODP registers the whole address space; gorxe registers Go byte slices", nil},
+		{'t', "ts", no, refused, false, "-t: the device isn't completion timestamp capable (gorxe's completions carry no clock, as rxe's)", nil},
+		{'j', "dm", no, refused, false, "-j: the device doesn't support dm allocation (gorxe, as rxe, has no device memory)", nil},
+
+		// gorxe's own options.
+		{0, "link", req, honoured, true, "how packets travel: udp (a kernel UDP socket, the default) or tap (a TAP device on which gorxe is a whole host)", str(func(r *rcRun) *string { return &r.link.kind })},
+		{0, "ip", req, honoured, true, "this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -g names)", str(func(r *rcRun) *string { return &r.link.ip })},
+		{0, "tap", req, honoured, true, "name of the TAP device to create (tap link)", str(func(r *rcRun) *string { return &r.link.tapName })},
+		{0, "bridge", req, honoured, true, "attach the TAP device to this bridge (tap link)", str(func(r *rcRun) *string { return &r.link.bridge })},
+		{0, "roce-port", req, honoured, true, "UDP port of RoCE v2 (4791)", func(r *rcRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n <= 0 || n > 65535 {
+				return fmt.Errorf("not a UDP port")
+			}
+			r.link.port = uint(n)
+			return nil
+		}},
+		{0, "link-mtu", req, honoured, true, "the link's IP MTU (tap: 1500; udp: the interface's); path MTU 4096 needs at least 4176", num(func(r *rcRun) *int { return &r.link.mtu })},
+		{0, "no-gso", no, honoured, true, "udp link: one datagram per packet, no UDP GSO", flag(func(r *rcRun) *bool { return &r.link.noGSO })},
+		{0, "trace", no, honoured, true, "print every QP state change and transport event to stderr", flag(func(r *rcRun) *bool { return &r.link.trace })},
+		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; ibv_rc_pingpong waits forever)", func(r *rcRun, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("want a positive duration such as 30s")
+			}
+			r.p.GiveUp = d
+			return nil
+		}},
+		{'h', "help", no, honoured, true, "print this help", flag(func(r *rcRun) *bool { return &r.help })},
+	}
+}
+
+// parseRC parses an ibv_rc_pingpong command line. As getopt_long, a
+// repeated option takes its last value.
+func parseRC(args []string) (*rcRun, error) {
+	r := &rcRun{
+		p:        pingpong.DefaultParams(),
+		tcpPort:  pingpong.DefaultPort,
+		ibPort:   1,
+		gidIndex: -1,
+		mtu:      1024,
+		link:     linkFlags{port: wire.UDPPort},
+	}
+	r.p.GiveUp = 10 * time.Second
+	table := rcOptions()
+	opts := make([]getopt.Option, len(table))
+	for i := range table {
+		o := &table[i]
+		opts[i] = getopt.Option{Short: o.short, Long: o.long, Arg: o.arg, Exact: o.gorxe, Set: func(v string) error {
+			if o.what == refused {
+				return fmt.Errorf("%w: %s", errRefused, o.help)
+			}
+			return o.set(r, v)
+		}}
+	}
+	operands, err := getopt.Parse(opts, args)
+	if err != nil || r.help {
+		return r, err
+	}
+	switch len(operands) {
+	case 0:
+	case 1:
+		r.host = operands[0]
+	default:
+		return r, fmt.Errorf("one HOST at most, got %q", operands)
+	}
+	r.link.kind = cmp.Or(r.link.kind, "udp")
+	return r, r.check()
+}
+
+// check refuses what ibv_rc_pingpong refuses after parsing, and what
+// gorxe cannot do with the values given.
+func (r *rcRun) check() error {
+	switch {
+	case r.tcpPort < 0 || r.tcpPort > 65535:
+		return fmt.Errorf("-p %d: not a TCP port", r.tcpPort)
+	case r.ibPort < 1 || r.ibPort > 255:
+		return fmt.Errorf("-i %d: not a port number", r.ibPort)
+	case r.sl < 0 || r.sl > 15:
+		return fmt.Errorf("-l %d: an SL is 0 to 15", r.sl)
+	case r.gidIndex < -1:
+		return fmt.Errorf("-g %d: not a GID index", r.gidIndex)
+	// ibv_rc_pingpong's own checks (-j's are moot: it is refused).
+	case r.ccUnprotected && r.odp:
+		return errors.New("CoCo unprotected memory cannot be used with ODP")
+	case !r.odp && r.prefetch:
+		return errors.New("prefetch is valid only with on-demand memory region")
+	case r.link.kind == "mem":
+		return errors.New("--link mem: ibv_rc_pingpong's peer is another process: use --link udp or tap")
+	}
+	if err := r.link.validateKind(); err != nil {
+		return err
+	}
+	if r.link.kind == "tap" || r.link.ip != "" {
+		if err := r.link.validate(); err != nil {
+			return err
+		}
+	}
+	if r.link.kind == "udp" && r.link.ip == "" && r.gidIndex < 0 {
+		// ibv_rc_pingpong then sends a zero GID and connects without a
+		// GRH, which no RoCE device can do.
+		return errors.New("no GID: RoCE needs one: give -g INDEX (gorxe show_gids lists them) or --ip")
+	}
+	if r.p.MTU = qp.MTUFromBytes(r.mtu); r.p.MTU == 0 {
+		return fmt.Errorf("-m %d: the MTU is 256, 512, 1024, 2048 or 4096", r.mtu)
+	}
+	r.p.Port, r.p.SL = uint8(r.ibPort), uint8(r.sl)
+	r.p.GIDIndex = 0 // the device's: its one address on the udp link, checked below on tap
+	if r.link.kind == "tap" {
+		r.p.GIDIndex = max(r.gidIndex, 0)
+	}
+	return r.p.Validate()
+}
+
+// rcUsage prints -h.
+func rcUsage(w io.Writer, name string) {
+	fmt.Fprintf(w, "Usage:\n  %s [options]          start a server and wait for connection\n  %s [options] HOST     connect to server at HOST\n\n", name, name)
+	fmt.Fprintf(w, "RC SEND ping-pong with rdma-core's ibv_rc_pingpong's command line, exchange and\n")
+	fmt.Fprintf(w, "output; either side may be stock ibv_rc_pingpong on rxe or a RoCE NIC. As there,\n")
+	fmt.Fprintf(w, "-g is needed: RoCE cannot go without a GID (or give gorxe's --ip).\n")
+	section := func(title string, keep func(o *rcOption) bool) {
+		fmt.Fprintf(w, "\n%s\n", title)
+		for _, o := range rcOptions() {
+			if !keep(&o) {
+				continue
+			}
+			name := "    "
+			if o.short != 0 {
+				name = "-" + string(o.short) + ", "
+			}
+			name += "--" + o.long
+			if o.arg == getopt.RequiredArg {
+				name += " VALUE"
+			}
+			fmt.Fprintf(w, "  %-30s %s\n", name, o.help)
+		}
+	}
+	section("ibv_rc_pingpong options gorxe honours:", func(o *rcOption) bool { return !o.gorxe && o.what == honoured })
+	section("ibv_rc_pingpong options gorxe accepts, which change nothing it sends:", func(o *rcOption) bool { return o.what == accepted })
+	section("ibv_rc_pingpong options gorxe refuses:", func(o *rcOption) bool { return o.what == refused })
+	section("gorxe's own options:", func(o *rcOption) bool { return o.gorxe })
+}
+
+func runRCPingpong(args []string, stdout, stderr io.Writer) int {
+	const name = "gorxe rc_pingpong"
+	r, err := parseRC(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if !refusal(err) {
+			fmt.Fprintf(stderr, "Run \"%s -h\" for the options.\n", name)
+		}
+		return exitUsage
+	}
+	if r.help {
+		rcUsage(stdout, name)
+		return exitOK
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitError
+	}
+	var res *pingpong.Result
+	if r.host != "" {
+		dev, err := r.openDevice(routeTo(r.host))
+		if err != nil {
+			return fail(err)
+		}
+		defer dev.Close()
+		res, err = pingpong.Client(ctx, dev, r.p, net.JoinHostPort(r.host, strconv.Itoa(r.tcpPort)), stdout)
+		if err != nil {
+			return fail(err)
+		}
+	} else {
+		ln, err := new(net.ListenConfig).Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(r.tcpPort)))
+		if err != nil {
+			return fail(fmt.Errorf("couldn't listen to port %d: %w", r.tcpPort, err))
+		}
+		if r.link.kind == "tap" || r.link.ip != "" {
+			// The address is known: set up, print, then wait, as
+			// ibv_rc_pingpong does.
+			dev, err := r.openDevice(nil)
+			if err != nil {
+				ln.Close()
+				return fail(err)
+			}
+			defer dev.Close()
+			res, err = pingpong.Server(ctx, dev, r.p, ln, stdout)
+			if err != nil {
+				return fail(err)
+			}
+		} else {
+			// The interface the client reaches this host on holds the
+			// GID -g names.
+			c, err := pingpong.Accept(ctx, ln)
+			if err != nil {
+				return fail(err)
+			}
+			reached := func() (netip.Addr, error) { return c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(), nil }
+			dev, err := r.openDevice(reached)
+			if err != nil {
+				c.Close()
+				return fail(err)
+			}
+			defer dev.Close()
+			res, err = pingpong.ServerConn(ctx, dev, r.p, c, stdout)
+			if err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if len(res.BadPages) > 0 {
+		return fail(fmt.Errorf("-c: %d of the pages received differ from what the client sent", len(res.BadPages)))
+	}
+	return exitOK
+}
+
+// routeTo returns a function that finds the source address the kernel
+// picks for host.
+func routeTo(host string) func() (netip.Addr, error) {
+	return func() (netip.Addr, error) { return routeSource(host) }
+}
+
+// openDevice opens the link and the device. On the udp link the address
+// is --ip, or else the GID -g names in the GID table of the interface
+// that holds the address local returns (the route to the server, or the
+// address the client reached); with both, they must agree.
+func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, error) {
+	lf := r.link
+	if lf.kind == "udp" && (r.gidIndex >= 0 || lf.ip == "") {
+		var at netip.Addr
+		switch {
+		case lf.ip != "":
+			a, err := netip.ParseAddr(strings.SplitN(lf.ip, "/", 2)[0])
+			if err != nil {
+				return nil, fmt.Errorf("--ip %s: %v", lf.ip, err)
+			}
+			at = a
+		default: // -g given (check)
+			a, err := local()
+			if err != nil {
+				return nil, err
+			}
+			at = a
+		}
+		iface, err := interfaceOf(at)
+		if err != nil {
+			return nil, fmt.Errorf("%v: gorxe's udp link needs an address of this host", err)
+		}
+		table, err := interfaceGIDs(iface)
+		if err != nil {
+			return nil, err
+		}
+		if lf.ip != "" {
+			if i := slices.IndexFunc(table, func(e gidEntry) bool { return e.GID == netip.AddrFrom16(at.As16()) }); i != r.gidIndex {
+				return nil, fmt.Errorf("-g %d names GID %d of %s, but --ip %s is GID %d (gorxe show_gids %s); give one of them", r.gidIndex, r.gidIndex, iface, lf.ip, i, iface)
+			}
+		} else {
+			e, _, err := pickGID(table, r.gidIndex, false, netip.Addr{})
+			if err != nil {
+				return nil, err
+			}
+			lf.ip = e.addr().String()
+		}
+	}
+	l, err := lf.open()
+	if err != nil {
+		return nil, err
+	}
+	cfg := rnic.Config{Name: cmp.Or(r.device, "gorxe0"), Link: l, Port: uint16(lf.port)}
+	if lf.trace {
+		cfg.Trace = traceTo(os.Stderr)
+	}
+	dev, err := rnic.Open(cfg)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return dev, nil
+}

@@ -1,0 +1,10 @@
+// Package pingpong speaks rdma-core's ibv_rc_pingpong
+// (libibverbs/examples/rc_pingpong.c): its out-of-band exchange on TCP
+// 18515, a 52-byte "LID:QPN:PSN:GID" message each way and the client's
+// "done", and its run, RC SENDs bounced between two QPs, with the lines it
+// prints. Either side runs on a gorxe device against the other side run
+// by stock ibv_rc_pingpong on kernel rxe or a real RoCE NIC.
+//
+// PROTOCOL.md beside this file describes the exchange and the run, with
+// references to the C source.
+package pingpong

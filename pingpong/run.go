@@ -1,0 +1,467 @@
+package pingpong
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire/bth"
+)
+
+// Work request IDs, rc_pingpong's PINGPONG_RECV_WRID and
+// PINGPONG_SEND_WRID. They are also the bits of the pending mask that
+// holds back the next send until both the last send and a receive have
+// completed.
+const (
+	recvWRID = 1
+	sendWRID = 2
+)
+
+// Params are a side's settings: rc_pingpong's flags that gorxe honours.
+// DefaultParams returns rc_pingpong's defaults.
+type Params struct {
+	Size     int    // -s: bytes per message
+	RxDepth  int    // -r: receives kept posted (refilled when one is left)
+	Iters    int    // -n: messages each way
+	MTU      qp.MTU // -m: path MTU; each side uses its own, nothing is negotiated
+	Port     uint8  // -i: the device port; gorxe devices have port 1 only
+	GIDIndex int    // -g: the device GID this side sends from and tells the peer; -1 for none, which RoCE cannot use
+	// SL (-l) is the service level. A RoCE v2 packet has no field for it
+	// (no LRH), and rxe ignores it: gorxe checks it is an SL (0..15) and
+	// sends the same packets whatever it is.
+	SL     uint8
+	Events bool // -e: sleep on the CQ rather than busy poll
+	// Check (-c, --chk): the client marks the first byte of each page of
+	// its buffer with rc_pingpong's mark, which is 0 (it computes
+	// i / page_size % sizeof(char)) over a buffer otherwise filled with
+	// 0x7b. At the end, rc_pingpong's server checks the first byte of
+	// each page of the last message it received; gorxe checks every byte
+	// of it, on both sides (the client's last message is the server's
+	// echo of its own), and reports the pages that differ.
+	Check    bool
+	PageSize int // the page of Check; os.Getpagesize() when zero
+	// GiveUp bounds each wait of the run, for the peer's address and for
+	// a completion: a side that waits longer fails. Zero waits forever,
+	// as rc_pingpong does.
+	GiveUp time.Duration
+}
+
+// DefaultParams returns rc_pingpong's defaults: 1000 messages of 4096
+// bytes each way, 500 receives posted, path MTU 1024, port 1, no GID.
+func DefaultParams() Params {
+	return Params{Size: 4096, RxDepth: 500, Iters: 1000, MTU: qp.MTU1024, Port: 1, GIDIndex: -1}
+}
+
+// fill is the byte rc_pingpong fills its buffer with (memset 0x7b),
+// and mark what -c puts at the start of each page on the client.
+const (
+	fill = 0x7b
+	mark = 0
+)
+
+// Validate reports settings that cannot work, before anything is set up.
+func (p *Params) Validate() error {
+	switch {
+	case p.Size < 0 || p.Size > qp.MaxMsgSize:
+		return fmt.Errorf("pingpong: size %d: want 0 to %d bytes", p.Size, qp.MaxMsgSize)
+	case p.RxDepth < 1 || p.RxDepth > qp.MaxWR:
+		// rc_pingpong takes -r 0, and then posts no receive: the peer's
+		// first send waits for one forever.
+		return fmt.Errorf("pingpong: rx depth %d: want 1 to %d receives", p.RxDepth, qp.MaxWR)
+	case p.Iters < 0:
+		return fmt.Errorf("pingpong: %d iterations", p.Iters)
+	case p.MTU.Bytes() == 0:
+		return fmt.Errorf("pingpong: path MTU %d: want 256, 512, 1024, 2048 or 4096", p.MTU)
+	case p.Port != 1:
+		return fmt.Errorf("pingpong: IB port %d: a gorxe device has one port, 1", p.Port)
+	case p.SL > 15:
+		return fmt.Errorf("pingpong: SL %d: want 0 to 15", p.SL)
+	case p.GiveUp < 0:
+		return fmt.Errorf("pingpong: give-up time %v", p.GiveUp)
+	case p.GIDIndex < 0:
+		// rc_pingpong then sends a zero GID and connects without a
+		// GRH, which no RoCE device can: rxe fails to move its QP to
+		// RTR. gorxe says so before it starts.
+		return errors.New("pingpong: no GID index: RoCE needs one (-g); a gorxe device's GIDs are its link's addresses, index 0 first")
+	}
+	return nil
+}
+
+// Side is one end of a ping-pong: a QP in INIT with its receives posted
+// and its buffer registered, as pp_init_ctx leaves it, and the address it
+// tells its peer.
+type Side struct {
+	dev   *rnic.Device
+	p     Params
+	buf   []byte
+	mr    *mr.MR
+	cq    *cq.CQ
+	qp    *rnic.QP
+	local Dest
+	routs int // receives posted and not yet completed
+}
+
+// NewSide sets up a side on dev: a buffer of p.Size bytes filled with
+// 0x7b and registered for local write, one CQ of p.RxDepth+1 entries for
+// both queues, an RC QP with room for one send and p.RxDepth receives,
+// moved to INIT (port p.Port, P_Key index 0, no remote access), and
+// p.RxDepth receives posted. Its first PSN is random, as rc_pingpong's
+// lrand48() & 0xffffff.
+func NewSide(dev *rnic.Device, p Params) (*Side, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	gids := dev.GIDs()
+	if p.GIDIndex >= len(gids) {
+		return nil, fmt.Errorf("pingpong: can't read sgid of index %d: %s has %d GIDs (%v)", p.GIDIndex, dev.Name(), len(gids), gids)
+	}
+	if max := dev.MTU(); p.MTU > max {
+		return nil, fmt.Errorf("pingpong: path MTU %d is more than %s's link carries (%d)", p.MTU.Bytes(), dev.Name(), max.Bytes())
+	}
+	if p.PageSize <= 0 {
+		p.PageSize = os.Getpagesize()
+	}
+	s := &Side{dev: dev, p: p, buf: make([]byte, p.Size)}
+	for i := range s.buf {
+		s.buf[i] = fill
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	var err error
+	pd := dev.AllocPD()
+	if s.mr, err = dev.RegMR(pd, s.buf, mr.LocalWrite); err != nil {
+		return nil, fmt.Errorf("pingpong: couldn't register MR: %w", err)
+	}
+	if s.cq, err = dev.CreateCQ(p.RxDepth + 1); err != nil {
+		return nil, fmt.Errorf("pingpong: couldn't create CQ: %w", err)
+	}
+	s.qp, err = dev.CreateQP(qp.InitAttr{
+		Type: qp.TypeRC, PD: pd, SendCQ: s.cq, RecvCQ: s.cq,
+		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: uint32(p.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pingpong: couldn't create QP: %w", err)
+	}
+	if err := s.qp.Modify(&qp.Attr{State: qp.StateInit, PKeyIndex: 0, Port: p.Port},
+		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+		return nil, fmt.Errorf("pingpong: failed to modify QP to INIT: %w", err)
+	}
+	if err := s.postRecv(p.RxDepth); err != nil {
+		return nil, err
+	}
+	s.local = Dest{QPN: s.qp.Num(), PSN: bth.PSN(rand.Uint32() & bth.PSNMask), GID: gids[p.GIDIndex].As16()}
+	ok = true
+	return s, nil
+}
+
+// Local returns the address this side tells its peer.
+func (s *Side) Local() Dest { return s.local }
+
+// Close destroys the side's QP, CQ and memory region.
+func (s *Side) Close() {
+	s.dev.Flush()
+	if s.qp != nil {
+		s.qp.Destroy()
+	}
+	if s.cq != nil {
+		s.cq.Close()
+	}
+	if s.mr != nil {
+		s.mr.Deregister()
+	}
+}
+
+// postRecv posts n receives of the whole buffer.
+func (s *Side) postRecv(n int) error {
+	sge := []qp.SGE{{Addr: s.mr.IOVA(), Length: uint32(len(s.buf)), LKey: s.mr.LKey()}}
+	wrs := make([]qp.RecvWR, n)
+	for i := range wrs {
+		wrs[i] = qp.RecvWR{WRID: recvWRID, SGList: sge}
+	}
+	k, err := s.qp.PostRecv(wrs)
+	s.routs += k
+	if err != nil {
+		return fmt.Errorf("pingpong: couldn't post receive (%d): %w", s.routs, err)
+	}
+	return nil
+}
+
+// postSend posts one signaled SEND of the whole buffer.
+func (s *Side) postSend() error {
+	_, err := s.qp.PostSend([]qp.SendWR{{
+		WRID: sendWRID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
+		SGList: []qp.SGE{{Addr: s.mr.IOVA(), Length: uint32(len(s.buf)), LKey: s.mr.LKey()}},
+	}})
+	if err != nil {
+		return fmt.Errorf("pingpong: couldn't post send: %w", err)
+	}
+	return nil
+}
+
+// Connect moves the QP to RTR and RTS towards remote with rc_pingpong's
+// attributes (pp_connect_ctx): the path MTU of p.MTU, max_dest_rd_atomic
+// 1, min_rnr_timer 12 (0.64 ms); a GRH to the peer's GID from p.GIDIndex;
+// then timeout 14 (67 ms), retry_cnt 7, rnr_retry 7 (forever) and
+// max_rd_atomic 1.
+//
+// rc_pingpong asks for hop limit 1, but on RoCE the kernel replaces it
+// with the route's (ib_resolve_unicast_gid_dmac in
+// drivers/infiniband/core/verbs.c): rxe sends its packets with TTL 64.
+// Connect leaves gorxe's default, 64, to send what rxe sends.
+//
+// rc_pingpong puts a GRH on the path only when the peer's GID has a
+// non-zero interface ID (its last 8 bytes); RoCE cannot go without one,
+// so Connect refuses such a peer.
+func (s *Side) Connect(remote Dest) error {
+	var zero [8]byte
+	if [8]byte(remote.GID[8:]) == zero {
+		return fmt.Errorf("pingpong: the peer's GID %s has no interface ID, so it wants no GRH, which RoCE cannot do without: run it with -g", FormatGID(remote.GID))
+	}
+	dgid := netip.AddrFrom16(remote.GID)
+	sgid := netip.AddrFrom16(s.local.GID)
+	if dgid.Is4In6() != sgid.Is4In6() {
+		return fmt.Errorf("pingpong: the peer's GID %s and this side's %s (index %d) are not of one IP version", FormatGID(remote.GID), FormatGID(s.local.GID), s.p.GIDIndex)
+	}
+	rtr := qp.Attr{
+		State: qp.StateRTR, PathMTU: s.p.MTU, DestQPNum: remote.QPN, RQPSN: remote.PSN,
+		MaxDestRdAtomic: 1, MinRNRTimer: 12,
+		AV: qp.AddressVector{DGID: dgid, SGIDIndex: uint8(s.p.GIDIndex)},
+	}
+	if err := s.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
+		qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
+		return fmt.Errorf("pingpong: failed to modify QP to RTR: %w", err)
+	}
+	rts := qp.Attr{State: qp.StateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: s.local.PSN, MaxRdAtomic: 1}
+	if err := s.qp.Modify(&rts, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|
+		qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
+		return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
+	}
+	return nil
+}
+
+// ErrStalled is returned when a wait outlasts Params.GiveUp.
+var ErrStalled = errors.New("pingpong: no progress")
+
+// PingPong runs the messages on a connected side, client or server, and
+// measures from the client's first send (or the server's start of
+// waiting) to the side's last completion. As rc_pingpong: the client
+// sends first; each side posts its next send once its previous send and a
+// receive have both completed, until it has sent p.Iters; it stops when
+// it has sent and received p.Iters messages; it refills its receives when
+// only one is left posted. A completion with an error status ends the
+// run with rc_pingpong's words for it.
+func (s *Side) PingPong(ctx context.Context, client bool) (*Result, error) {
+	pending := recvWRID
+	if client {
+		if s.p.Check {
+			for i := 0; i < len(s.buf); i += s.p.PageSize {
+				s.buf[i] = mark
+			}
+		}
+		if err := s.postSend(); err != nil {
+			return nil, err
+		}
+		pending |= sendWRID
+	}
+	start := time.Now()
+	var wcs [2]cq.WC // rc_pingpong polls two at a time
+	rcnt, scnt := 0, 0
+	for rcnt < s.p.Iters || scnt < s.p.Iters {
+		n, err := s.wait(ctx, wcs[:])
+		if err != nil {
+			return nil, err
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != cq.StatusSuccess {
+				return nil, fmt.Errorf("pingpong: Failed status %s (%d) for wr_id %d", wc.Status, int(wc.Status), int(wc.WRID))
+			}
+			switch wc.WRID {
+			case sendWRID:
+				scnt++
+			case recvWRID:
+				s.routs--
+				if s.routs <= 1 {
+					if err := s.postRecv(s.p.RxDepth - s.routs); err != nil {
+						return nil, err
+					}
+				}
+				rcnt++
+			default:
+				return nil, fmt.Errorf("pingpong: Completion for unknown wr_id %d", int(wc.WRID))
+			}
+			pending &^= int(wc.WRID)
+			if scnt < s.p.Iters && pending == 0 {
+				if err := s.postSend(); err != nil {
+					return nil, err
+				}
+				pending = recvWRID | sendWRID
+			}
+		}
+	}
+	r := &Result{Local: s.local, Size: s.p.Size, Iters: s.p.Iters, Elapsed: time.Since(start)}
+	if s.p.Check {
+		r.BadPages = s.badPages()
+	}
+	return r, nil
+}
+
+// badPages returns the pages of the buffer that differ from what the
+// client's -c puts in its own.
+func (s *Side) badPages() []int {
+	var bad []int
+	for i := 0; i < len(s.buf); i += s.p.PageSize {
+		page := s.buf[i:min(i+s.p.PageSize, len(s.buf))]
+		ok := page[0] == mark
+		for _, b := range page[1:] {
+			ok = ok && b == fill
+		}
+		if !ok {
+			bad = append(bad, i/s.p.PageSize)
+		}
+	}
+	return bad
+}
+
+// Busy-poll limits: how long a side that does not sleep on events polls
+// before it sleeps on the CQ after all (rc_pingpong never does; gorxe's
+// device goroutines need the CPU it would keep), and, on a link that
+// cannot be polled, how many turns it yields before it sleeps.
+const (
+	spinTime = 5 * time.Millisecond
+	spins    = 8
+)
+
+// wait returns the next completions: with p.Events it sleeps on the CQ;
+// otherwise it polls the CQ, and the device's link, for up to spinTime
+// first. Each wait gives up after p.GiveUp.
+func (s *Side) wait(ctx context.Context, dst []cq.WC) (int, error) {
+	if !s.p.Events {
+		var start time.Time
+		for turn := 1; ; turn++ {
+			if n, err := s.cq.Poll(dst); n > 0 || err != nil {
+				return n, err
+			}
+			if !s.dev.CanPoll() {
+				if turn > spins {
+					break
+				}
+				runtime.Gosched()
+				continue
+			}
+			if turn%16 == 0 {
+				if start.IsZero() {
+					start = time.Now()
+				} else if time.Since(start) > spinTime {
+					s.dev.Flush() // nobody polls now: send what Poll left owed
+					break
+				}
+			}
+			if !s.dev.Poll() && turn%32 == 0 && runtime.GOMAXPROCS(0) == 1 {
+				runtime.Gosched()
+			}
+		}
+	}
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if s.p.GiveUp > 0 {
+		wctx, cancel = context.WithTimeoutCause(ctx, s.p.GiveUp, fmt.Errorf("%w: nothing completed for %v", ErrStalled, s.p.GiveUp))
+	}
+	defer cancel()
+	n, err := s.cq.Wait(wctx, dst)
+	if err != nil && wctx.Err() != nil {
+		return 0, context.Cause(wctx)
+	}
+	return n, err
+}
+
+// Client runs the client's side of rc_pingpong on dev against the server
+// at addr (host:port), writing to out what rc_pingpong prints: the local
+// address, the remote address, then (Result.WriteReport) the result.
+// The client connects its QP after the exchange and sends first.
+func Client(ctx context.Context, dev *rnic.Device, p Params, addr string, out io.Writer) (*Result, error) {
+	return run(ctx, dev, p, out, func(ctx context.Context) (net.Conn, error) { return Dial(ctx, addr) },
+		func(ctx context.Context, c net.Conn, s *Side) (Dest, error) {
+			return ExchangeClient(ctx, c, s.Local())
+		}, true)
+}
+
+// Server runs the server's side of rc_pingpong on dev for the one client
+// that connects to ln, which it closes, writing to out what rc_pingpong
+// prints. The server connects its QP before it answers the client.
+func Server(ctx context.Context, dev *rnic.Device, p Params, ln net.Listener, out io.Writer) (*Result, error) {
+	return run(ctx, dev, p, out, func(ctx context.Context) (net.Conn, error) { return Accept(ctx, ln) },
+		func(ctx context.Context, c net.Conn, s *Side) (Dest, error) {
+			return ExchangeServer(ctx, c, s.Local(), s.Connect)
+		}, false)
+}
+
+// ServerConn is Server for a client already accepted on c, which it
+// closes: for a server that must see the connection before it knows its
+// address (the address the client reached says which of the host's GIDs
+// to use).
+func ServerConn(ctx context.Context, dev *rnic.Device, p Params, c net.Conn, out io.Writer) (*Result, error) {
+	defer c.Close() // also when the side cannot be set up
+	return run(ctx, dev, p, out, func(context.Context) (net.Conn, error) { return c, nil },
+		func(ctx context.Context, c net.Conn, s *Side) (Dest, error) {
+			return ExchangeServer(ctx, c, s.Local(), s.Connect)
+		}, false)
+}
+
+// run is Client and Server: set up, print the local address, exchange,
+// print the remote address, (client) connect, ping-pong, print the
+// result.
+func run(ctx context.Context, dev *rnic.Device, p Params, out io.Writer,
+	dial func(context.Context) (net.Conn, error),
+	exchange func(context.Context, net.Conn, *Side) (Dest, error), client bool) (*Result, error) {
+	s, err := NewSide(dev, p)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if err := WriteAddress(out, "local", s.Local()); err != nil {
+		return nil, err
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.GiveUp > 0 {
+		c.SetDeadline(time.Now().Add(p.GiveUp))
+	}
+	remote, err := exchange(ctx, c, s)
+	c.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := WriteAddress(out, "remote", remote); err != nil {
+		return nil, err
+	}
+	if client {
+		if err := s.Connect(remote); err != nil {
+			return nil, err
+		}
+	}
+	r, err := s.PingPong(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	r.Remote = remote
+	if err := r.WriteReport(out); err != nil {
+		return r, err
+	}
+	return r, r.WriteBadPages(out)
+}

@@ -1,0 +1,59 @@
+//go:build linux
+
+package test
+
+import (
+	"fmt"
+	"regexp"
+	"testing"
+)
+
+// TestRCPingpong runs gorxe rc_pingpong between two namespaces joined by
+// a veth over the udp link, IPv4 and IPv6, and between two gorxe hosts
+// on TAP devices on one bridge, with -c, and checks both sides' output
+// against ibv_rc_pingpong's lines.
+func TestRCPingpong(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	br := bridgeNS(t, 9000)
+	flags := []string{"rc_pingpong", "-c", "-n", "300", "-s", "10000", "-m", "4096", "--give-up", "20s"}
+	for i, v := range []struct {
+		name           string
+		srvNS, cliNS   *netns
+		link           []string
+		server, client string
+		host           string
+		gid            string // the GIDs' form in the output
+	}{
+		// As with rxe, -g 1 is the veth's IPv4 address (0 is its
+		// default GID, fe80:: from its MAC), and no --ip is needed.
+		{"udp/IPv4", b, a, []string{"--link", "udp", "-g", "1"}, "", "", "10.77.0.2", `::ffff:10\.77\.0\.[12]`},
+		{"udp/IPv6", b, a, []string{"--link", "udp"}, "fd77::2", "fd77::1", "fd77::2", `fd77::[12]`},
+		{"tap/IPv4", br, br, []string{"--link", "tap", "--bridge", "br0", "--link-mtu", "9000", "-g", "0"}, "10.78.0.2/24", "10.78.0.1/24", "127.0.0.1", `::ffff:10\.78\.0\.[12]`},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			base := append(append([]string{}, flags...), v.link...)
+			base = append(base, "-p", fmt.Sprint(18600+i))
+			srv, cli := append([]string{}, base...), append([]string{}, base...)
+			if v.server != "" {
+				srv, cli = append(srv, "--ip", v.server), append(cli, "--ip", v.client)
+			}
+			if v.link[1] == "tap" {
+				srv = append(srv, "--tap", fmt.Sprintf("gxps%d", i))
+				cli = append(cli, "--tap", fmt.Sprintf("gxpc%d", i))
+			}
+			server, client := pair(t, v.srvNS, v.cliNS, srv, append(cli, v.host))
+			want := regexp.MustCompile(`^  local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ` + v.gid + `
+  remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ` + v.gid + `
+6000000 bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec
+300 iters in \d+\.\d\d seconds = \d+\.\d\d usec/iter
+$`)
+			for _, g := range []*gorxe{server, client} {
+				if !want.MatchString(g.out.String()) {
+					t.Errorf("%v printed\n%s\nwant ibv_rc_pingpong's four lines", g.cmd.Args[3:], g.out.String())
+				}
+			}
+		})
+	}
+}
