@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./rnic:FuzzResponder
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full bench bench-gbn bench-net bench-fairness bench-scale bench-vm
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags bench bench-gbn bench-net bench-fairness bench-scale bench-vm
 
 all: build
 
@@ -36,6 +36,13 @@ interop:
 
 interop-full:
 	test/interop/interop.sh --full
+
+# interop-flags runs perftest's flags that change a run (-D,
+# --run_infinitely, -q, -b, --report_gbits, options after the server's
+# name, -s 4K, -o, --write_with_imm) both ways, against both perftest
+# versions.
+interop-flags:
+	test/interop/interop.sh --flags && test/interop/interop.sh --flags --suite trixie
 
 # deps installs, when root and missing, the tools the integration tests
 # call: ip (iproute2), ping (iputils-ping) and tshark.

@@ -11,8 +11,15 @@
 #                                           x message size over IPv4, write and
 #                                           read over IPv6, and 1% loss for
 #                                           write, read and send, both ways
+#   sudo test/interop/interop.sh --flags    perftest's flags that change a run,
+#                                           as people type them (-D, -q, -b,
+#                                           --run_infinitely, options after the
+#                                           server's name, -s 4K, -o,
+#                                           --write_with_imm where the VM's
+#                                           perftest has it), both directions
 #   sudo test/interop/interop.sh --only 3,13  only those cases of the quick
-#                                           matrix (or of --full, given first)
+#                                           matrix (or of --full or --flags,
+#                                           given first)
 #   sudo test/interop/interop.sh --suite trixie   the VM from another Debian
 #                                           release (default bookworm: perftest
 #                                           6.06; trixie has a 6.2x perftest)
@@ -31,10 +38,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "interop.sh: needs root (debootstrap, qemu, TAP, namespaces)" >&2; exit 1; }
-full=false only="" suite=bookworm
+full=false flags=false only="" suite=bookworm
 while [ $# -gt 0 ]; do
 	case $1 in
 	--full) full=true ;;
+	--flags) flags=true ;;
 	--only) only=,$2,; shift ;;
 	--suite) suite=$2; shift ;;
 	*) echo "interop.sh: unknown argument $1" >&2; exit 2 ;;
@@ -50,13 +58,38 @@ go build -o "$cache/gorxe" ./cmd/gorxe
 run=$cache/last
 rm -rf "$run"; mkdir -p "$run/share"
 
-# The cases: DIRECTION TEST LINK MTU IP SIZE LOSS. DIRECTION says who is
-# the server: gorxe-server (perftest in the VM is the client) or
+# The cases: DIRECTION TEST LINK MTU IP SIZE LOSS [FLAGS]. DIRECTION says
+# who is the server: gorxe-server (perftest in the VM is the client) or
 # rxe-server. LOSS is the percentage of the VM's packets netem drops.
+# FLAGS, with commas for spaces, are perftest flags both sides get, typed
+# the same on both; "after" puts every option after the server's name.
 cases=()
+# flagcases: perftest's flags that change a run, each both ways over udp.
+flagcases=(
+	"write_bw 4 65536 -D,3" "send_bw 4 65536 -D,3" "write_lat 4 2 -D,3" "read_bw 4 65536 -D,3"
+	"write_bw 4 65536 --run_infinitely,-D,2" "send_bw 4 65536 --run_infinitely,-D,2"
+	"write_bw 4 65536 -q,4" "read_bw 4 65536 -q,4" "send_bw 4 65536 -q,4" "atomic_bw:FETCH_AND_ADD 4 8 -q,4"
+	"write_bw 4 65536 -b" "read_bw 4 65536 -b" "send_bw 4 65536 -b" "write_bw 4 65536 -q,2,-b"
+	"write_bw 4 65536 --report_gbits" "send_bw 4 65536 --report_gbits,-a"
+	"write_bw 4 65536 after,-F" "read_lat 4 64 after,-d,rxe0" "write_bw 4 4K -F" "read_bw 4 65536 -o,4"
+)
+# --write_with_imm came with perftest 6.20: not in bookworm's 6.06.
+[ "$suite" != bookworm ] && flagcases+=("write_bw 4 65536 --write_with_imm" "write_lat 4 2 --write_with_imm")
+if $flags; then
+	for c in "${flagcases[@]}"; do
+		set -- $c
+		for dir in rxe-server gorxe-server; do cases+=("$dir $1 udp 1024 4 $3 0 $4"); done
+	done
+elif ! $full; then
+	# The quick matrix keeps a few of them.
+	cases+=("rxe-server write_bw udp 1024 4 65536 0 -D,3" "gorxe-server send_bw udp 1024 4 65536 0 -q,2,-b"
+		"rxe-server read_bw udp 4096 4 65536 0 after,-q,2,--report_gbits" "gorxe-server write_bw udp 1024 4 4K 0 -F")
+fi
 tests=(write_bw read_bw send_bw atomic_bw:FETCH_AND_ADD atomic_bw:CMP_AND_SWAP write_lat read_lat send_lat)
 sizes=(1 64 4096 65536 1048576)
-if $full; then
+if $flags; then
+	: # only flagcases
+elif $full; then
 	for dir in rxe-server gorxe-server; do for t in "${tests[@]}"; do for l in tap udp; do for m in 1024 4096; do
 		if [ "${t%%:*}" = atomic_bw ]; then
 			cases+=("$dir $t $l $m 4 8 0")
@@ -89,7 +122,7 @@ else
 fi
 # rdma-core's ibv_rc_pingpong (ibverbs-utils) against gorxe rc_pingpong,
 # both ways, with -c: the default message size and a larger one.
-cases+=("gorxe-server rc_pingpong udp 1024 4 4096 0" "rxe-server rc_pingpong udp 1024 4 4096 0"
+$flags || cases+=("gorxe-server rc_pingpong udp 1024 4 4096 0" "rxe-server rc_pingpong udp 1024 4 4096 0"
 	"gorxe-server rc_pingpong udp 4096 4 65536 0" "rxe-server rc_pingpong udp 4096 4 65536 0")
 if [ -n "$only" ]; then
 	picked=()
@@ -120,16 +153,37 @@ ip -n $ns link set vmtap0 mtu 9000 master br0 up
 # perftest's flags and gorxe's, for a case: few iterations of large
 # messages, as rxe under emulation moves some 16 MB/s. rc_pingpong's at
 # its default size (4096) leave -s out, and check the buffers (-c).
-args() { # test size
-	local t=${1%%:*} a=${1#*:} n=200
-	[ "$2" -ge 65536 ] && n=50
-	[ "$2" -ge 1048576 ] && n=20
+args() { # test size [flags]
+	local t=${1%%:*} a=${1#*:} n=200 bytes=$2 s=$2
+	case $s in *K) bytes=$((${s%K} * 1024)) ;; esac
+	[ "$bytes" -ge 65536 ] && n=50
+	[ "$bytes" -ge 1048576 ] && n=20
+	case ,${3:-}, in *,-D,*) n="" ;; esac # a timed run: no -n
 	case $t in
-	atomic_bw) echo "-n 200 -A $a" ;;
-	rc_pingpong) [ "$2" = 4096 ] && echo "-n 200 -c" || echo "-n 200 -c -s $2" ;;
-	*) echo "-n $n -s $2" ;;
+	atomic_bw) echo "${n:+-n $n} -A $a" ;;
+	rc_pingpong) [ "$s" = 4096 ] && echo "-n 200 -c" || echo "-n 200 -c -s $s" ;;
+	*) echo "${n:+-n $n} -s $s" ;;
 	esac
 }
+
+# flagsof FLAGS: a case's perftest flags, without "after".
+flagsof() { local f=${1:-}; f=${f//after/}; echo "${f//,/ }"; }
+
+# infinite FLAGS: whether the case runs --run_infinitely: its client is
+# stopped after 8 s, and passes with two reports or more printed.
+infinite() { case ,${1:-}, in *,--run_infinitely,*) return 0 ;; esac; return 1; }
+
+# cmdline PEER OPTIONS FLAGS: the options and the peer's name in the order
+# the case types them.
+cmdline() {
+	case ,${3:-}, in
+	*,after,*) echo "$1 $2" ;;
+	*) echo "$2 $1" ;;
+	esac
+}
+
+# reports FILE: how many result lines a perftest table in FILE has.
+reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || true; }
 
 # vmcmd TEST: the command the VM runs for a test, before its flags.
 vmcmd() {
@@ -142,10 +196,10 @@ vmcmd() {
 # caseline VERDICT CASE TEXT: a case's line in the table, TEXT after the
 # columns that describe the case.
 caseline() {
-	set -- "$1" "$3" ${cases[$2]} # VERDICT TEXT DIRECTION TEST LINK MTU IP SIZE LOSS
-	local lossnote=""
+	set -- "$1" "$3" ${cases[$2]} # VERDICT TEXT DIRECTION TEST LINK MTU IP SIZE LOSS [FLAGS]
+	local lossnote="" fl=${10:-}
 	[ "$9" != 0 ] && lossnote="loss $9%"
-	printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s %s' "$1" "$3" "$4" "$5" "$6" "$7" "$8" "$lossnote" "$2"
+	printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s %s' "$1" "$3" "$4" "$5" "$6" "$7" "$8" "$lossnote" "${fl:+${fl//,/ }  }$2"
 }
 
 # vm_answers: whether the VM's kernel still answers ping on the bridge.
@@ -168,15 +222,18 @@ session() {
 		echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
-			local dir=$1 t=$2 m=$4 ip=$5 size=$6 loss=$7
+			local dir=$1 t=$2 m=$4 ip=$5 size=$6 loss=$7 fl=${8:-}
 			local x=-x; [ "$t" = rc_pingpong ] && x=-g
 			local gid="$x 1"; [ "$ip" = 6 ] && gid="$x \$gid6"
 			local peer=""; [ "$dir" = gorxe-server ] && peer=10.9.0.1
+			local stop="timeout 120"
+			infinite "$fl" && [ "$dir" = gorxe-server ] && stop="timeout -s INT 8"
+			local opts="$(cmdline "$peer" "$gid -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl")" "$fl")"
 			echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
 			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
-			echo "echo \"=== case $n: $(vmcmd "$t") $gid -m $m $(args "$t" "$size") (\$(grep MemAvailable /proc/meminfo))\""
-			echo "timeout 120 $(vmcmd "$t") $gid -m $m $(args "$t" "$size") $peer; echo \"=== exit $n \$?\""
+			echo "echo \"=== case $n: $(vmcmd "$t") $opts (\$(grep MemAvailable /proc/meminfo))\""
+			echo "$stop $(vmcmd "$t") $opts; echo \"=== exit $n \$?\""
 			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		done
 		echo "while [ ! -f /mnt/go.end ]; do sleep 0.2; done"
@@ -188,7 +245,7 @@ session() {
 
 	for n in "${list[@]}"; do
 		set -- ${cases[$n]}
-		local dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7 link
+		local dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7 fl=${8:-} link
 		case $l/$ip in
 		tap/4) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip 10.9.0.5/24" ;;
 		tap/6) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip fd09::5/64" ;;
@@ -206,7 +263,9 @@ session() {
 		# rc_pingpong's -g as on rxe: br0's table has its default GID at
 		# 0 and 10.9.0.1 at 1; the tap link's device has only its --ip.
 		local gidx=""; [ "$t" = rc_pingpong ] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
-		ip netns exec $ns timeout 150 "$cache/gorxe" ${t%%:*} $link $gidx -m $m $(args "$t" "$size") --give-up 30s $peer > "$run/gorxe.$n.out" 2>&1
+		local stop="timeout 150"
+		infinite "$fl" && [ "$dir" = rxe-server ] && stop="timeout -s INT 8"
+		ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
 		local g=$?
 		set -e
 		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
@@ -214,7 +273,20 @@ session() {
 		wait $dump 2>/dev/null || true
 		local p verdict=pass note=""
 		p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
-		{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
+		if infinite "$fl"; then
+			# The client runs until it is stopped (status 124, its
+			# reports printed); the server then ends by itself, with 0
+			# or perftest's 1 for a client that went away.
+			local cs=$g cout="$run/gorxe.$n.out" ss=${p:-x}
+			if [ "$dir" = gorxe-server ]; then
+				cs=${p:-x} ss=$g
+				sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" > "$run/perftest.$n.out"
+				cout="$run/perftest.$n.out"
+			fi
+			{ [ "$cs" = 124 ] && [ "$(reports "$cout")" -ge 2 ] && { [ "$ss" = 0 ] || [ "$ss" = 1 ]; }; } || verdict=FAIL
+		else
+			{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
+		fi
 		# ibv_rc_pingpong reports bad data (-c) and exits 0 all the same.
 		if [ "$t" = rc_pingpong ] && sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" | grep -q "invalid data"; then
 			verdict=FAIL note=" (ibv_rc_pingpong: invalid data)"
