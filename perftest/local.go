@@ -106,6 +106,9 @@ func RunLocal(ctx context.Context, p Params, faults mem.Faults) ([]Result, error
 		ps := p
 		ps.Size = size
 		r, err := runLocalSize(ctx, &ps, faults)
+		if p.Infinite {
+			return nil, err // the reports went to OnReport
+		}
 		if err != nil {
 			return out, err
 		}
@@ -170,7 +173,7 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 		f := faults
 		f.Seed += uint64(i) * 1000003
 		l.SetFaults(f)
-		d, err := rnic.Open(rnic.Config{Link: l, Name: []string{"client", "server"}[i], Window: p.Window})
+		d, err := rnic.Open(rnic.Config{Link: l, Name: []string{"client", "server"}[i], Window: p.Window, PacketTrace: p.packetTrace})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -184,7 +187,7 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 		s.RemoteAddr, s.RemoteKey = peer.MR.IOVA(), peer.MR.RKey()
 		err := s.QP.Connect(rnic.ConnectAttr{
 			Local: s.QP.Local(localPSNs[i]), Remote: peer.QP.Local(localPSNs[1-i]),
-			MTU: p.MTU, Access: s.MR.Access(), Timeout: p.Timeout,
+			MTU: p.MTU, Access: s.MR.Access(), Timeout: p.Timeout, TrafficClass: p.TrafficClass,
 		})
 		if err != nil {
 			return nil, nil, nil, err
@@ -207,19 +210,26 @@ func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) er
 		if p.Check {
 			want = client
 		}
-		go func() { recvErr <- receive(ctx, server, p, want) }()
+		go func() { _, err := receive(ctx, server, p, want, nil); recvErr <- err }()
 		time.Sleep(time.Millisecond) // let the receives be posted, as perftest's handshake does
 	case AtomicBW:
 		origs = make([]uint64, p.Iters)
 		binary.NativeEndian.PutUint64(server.Buf, 0)
 	}
-	r, err := bw(ctx, client, p, origs)
+	emit := func(b BWResult) {
+		if p.OnReport != nil {
+			r := *res
+			r.BW = &b
+			p.OnReport(&r)
+		}
+	}
+	r, err := bw(ctx, client, p, origs, emit)
 	if recvErr != nil {
 		if rerr := <-recvErr; err == nil {
 			err = rerr
 		}
 	}
-	if err != nil {
+	if err != nil || p.Infinite {
 		return err
 	}
 	res.BW = &r
@@ -263,12 +273,9 @@ func checkAtomicResults(p *Params, origs []uint64) error {
 }
 
 func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) error {
-	type out struct {
-		t   []time.Duration
-		err error
-	}
+	type out struct{ err error }
 	srv := make(chan out, 1)
-	var samples []time.Duration
+	var samples latOut
 	var err error
 	if p.postsReceives() {
 		for _, s := range []*Side{client, server} {
@@ -279,10 +286,10 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	}
 	switch p.Test {
 	case WriteLat:
-		go func() { t, err := writeLat(ctx, server, p, false); srv <- out{t, err} }()
+		go func() { _, err := writeLat(ctx, server, p, false); srv <- out{err} }()
 		samples, err = writeLat(ctx, client, p, true)
 	case SendLat:
-		go func() { t, err := sendLat(ctx, server, p, false); srv <- out{t, err} }()
+		go func() { _, err := sendLat(ctx, server, p, false); srv <- out{err} }()
 		samples, err = sendLat(ctx, client, p, true)
 	case ReadLat:
 		srv <- out{}
@@ -294,8 +301,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	if o := <-srv; o.err != nil {
 		return o.err
 	}
-	r := latStats(p.Size, samples, p.Test != ReadLat)
-	r.Iters = p.Iters // as perftest reports it; write_lat has one sample fewer
+	r := latReport(p, samples)
 	res.Lat = &r
 	if p.Check && p.Size > 0 {
 		switch p.Test {
@@ -314,4 +320,18 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 		}
 	}
 	return nil
+}
+
+// latReport is a latency test's table line from what its client measured.
+func latReport(p *Params, o latOut) LatResult {
+	half := p.Test != ReadLat
+	if p.Duration > 0 {
+		return latDuration(p.Size, o, half)
+	}
+	r := latStats(p.Size, o.samples, half)
+	r.Iters = p.Iters // as perftest reports it; write_lat has one sample fewer
+	if p.Histogram || p.Unsorted {
+		r.Samples = o.samples
+	}
+	return r
 }

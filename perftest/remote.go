@@ -3,9 +3,12 @@ package perftest
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/gorxe/gorxe/mr"
@@ -78,13 +81,14 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	side.RemoteAddr, side.RemoteKey = remote.VAddr, mr.Key(remote.RKey)
 	rd := uint8(min(max(remote.OutReads, 1), maxOutReads))
 	err = side.QP.Connect(rnic.ConnectAttr{
-		Local:       rnic.Endpoint{PSN: bth.PSN(local.PSN)},
-		Remote:      rnic.Endpoint{QPN: bth.QPN(remote.QPN), PSN: bth.PSN(remote.PSN), GID: netip.AddrFrom16(remote.GID)},
-		MTU:         mtu,
-		Access:      side.MR.Access(),
-		SGIDIndex:   uint8(opt.GIDIndex),
-		Timeout:     p.Timeout,
-		MaxRdAtomic: rd,
+		Local:        rnic.Endpoint{PSN: bth.PSN(local.PSN)},
+		Remote:       rnic.Endpoint{QPN: bth.QPN(remote.QPN), PSN: bth.PSN(remote.PSN), GID: netip.AddrFrom16(remote.GID)},
+		MTU:          mtu,
+		Access:       side.MR.Access(),
+		SGIDIndex:    uint8(opt.GIDIndex),
+		Timeout:      p.Timeout,
+		MaxRdAtomic:  rd,
+		TrafficClass: p.TrafficClass,
 	})
 	if err != nil {
 		return nil, err
@@ -129,40 +133,48 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		pk0 := packets(opt.Dev.Counters())
 		var allocs uint64
 		if server {
-			start := time.Now()
-			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side, posted) })
-			if p.Test == SendBW {
-				// perftest's send_bw server reports what it received.
-				el := time.Since(start)
-				r.BW = &BWResult{Size: size, Iters: p.Iters, Elapsed: el,
-					AvgMBps: float64(size) * float64(p.Iters) / el.Seconds() / (1 << 20),
-					MsgRate: float64(p.Iters) / el.Seconds() / 1e6}
-				r.BW.PeakMBps = r.BW.AvgMBps
-			}
+			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side, posted, &r) })
 		} else {
 			allocs, err = allocsDuring(func() error { return runClient(ctx, &ps, side, &r) })
 		}
 		if err != nil {
 			return out, err
 		}
+		if p.Infinite {
+			// Only the caller's context ends an infinite run, and
+			// perftest's ends only when it is killed: no exchange
+			// follows (the peer's next read fails).
+			return out, nil
+		}
 		r.Allocs, r.Packets = allocs, packets(opt.Dev.Counters())-pk0
 		if err := opt.Conn.AfterRun(p.Test, p.AllSize); err != nil {
 			return out, err
 		}
 		if r.BW != nil {
-			last = BWReport{Size: uint64(r.BW.Size), Iters: uint64(r.BW.Iters), PeakMBps: r.BW.PeakMBps, AvgMBps: r.BW.AvgMBps, MsgRateMpps: r.BW.MsgRate}
+			last = reportOf(&p, r.BW)
 		}
 		r.Checked = p.Check
 		out = append(out, r)
 	}
+	if passive && p.Infinite {
+		// The client of --run_infinitely never finishes: perftest's
+		// server waits in the handshake after the run until the client
+		// is killed and the connection closes. That, or the caller's
+		// context, ends gorxe's without an error.
+		opt.Conn.RunTimeout = forever
+	}
 	theirs, err := opt.Conn.Finish(p.Test, last)
+	if passive && p.Infinite && (peerClosed(err) || stoppedByCaller(ctx, err)) {
+		return out, nil
+	}
 	if err != nil {
 		return out, err
 	}
 	if passive {
-		// perftest's server prints the client's report.
-		r := Result{Test: p.Test, Local: info(local), Remote: info(remote),
-			BW: &BWResult{Size: int(theirs.Size), Iters: int(theirs.Iters), PeakMBps: theirs.PeakMBps, AvgMBps: theirs.AvgMBps, MsgRate: theirs.MsgRateMpps}}
+		// perftest's server prints the client's report, as the client
+		// sent it: in the client's unit.
+		b := resultOf(&p, theirs)
+		r := Result{Test: p.Test, Local: info(local), Remote: info(remote), BW: &b}
 		if p.Check {
 			ps := p
 			ps.Size, ps.AllSize = int(theirs.Size), false
@@ -191,21 +203,20 @@ const (
 func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
 	switch p.Test {
 	case WriteLat, SendLat, ReadLat:
-		var samples []time.Duration
+		var o latOut
 		var err error
 		switch p.Test {
 		case WriteLat:
-			samples, err = writeLat(ctx, s, p, true)
+			o, err = writeLat(ctx, s, p, true)
 		case SendLat:
-			samples, err = sendLat(ctx, s, p, true)
+			o, err = sendLat(ctx, s, p, true)
 		default:
-			samples, err = readLat(ctx, s, p)
+			o, err = readLat(ctx, s, p)
 		}
 		if err != nil {
 			return err
 		}
-		l := latStats(p.Size, samples, p.Test != ReadLat)
-		l.Iters = p.Iters
+		l := latReport(p, o)
 		r.Lat = &l
 		if p.Check && p.Test == ReadLat && p.Size > 0 {
 			return checkAgainst(s, serverSeed, 1)
@@ -216,8 +227,8 @@ func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
 	if p.Test == AtomicBW && p.Check {
 		origs = make([]uint64, p.Iters)
 	}
-	b, err := bw(ctx, s, p, origs)
-	if err != nil {
+	b, err := bw(ctx, s, p, origs, reporter(p, r))
+	if err != nil || p.Infinite {
 		return err
 	}
 	r.BW = &b
@@ -233,24 +244,84 @@ func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
 	return nil
 }
 
-func runServer(ctx context.Context, p *Params, s *Side, posted int) error {
+// runServer runs the server's part of the test, and puts what it reports
+// itself in r: send_bw's server its receive rate, the timed write_lat and
+// send_lat servers their latency (perftest's print_report_lat_duration on
+// both sides).
+func runServer(ctx context.Context, p *Params, s *Side, posted int, r *Result) error {
 	switch p.Test {
 	case SendBW:
 		var want *Side
 		if p.Check {
 			want = patternSide(s, clientSeed)
 		}
-		return consumeReceives(ctx, s, p, want, posted)
+		b, err := consumeReceives(ctx, s, p, want, posted, reporter(p, r))
+		if err == nil && !p.Infinite {
+			r.BW = &b
+		}
+		return err
 	case WriteLat, SendLat:
+		var o latOut
 		var err error
 		if p.Test == WriteLat {
-			_, err = writeLat(ctx, s, p, false)
+			o, err = writeLat(ctx, s, p, false)
 		} else {
-			_, err = sendLat(ctx, s, p, false)
+			o, err = sendLat(ctx, s, p, false)
+		}
+		if err == nil && p.Duration > 0 {
+			l := latReport(p, o)
+			r.Lat = &l
 		}
 		return err
 	}
 	return nil // WRITE, READ and atomics: the server's CPU takes no part
+}
+
+// reporter returns the emit function of an infinite run, which hands
+// p.OnReport each report as a Result like r.
+func reporter(p *Params, r *Result) func(BWResult) {
+	return func(b BWResult) {
+		if p.OnReport != nil {
+			out := *r
+			out.BW = &b
+			p.OnReport(&out)
+		}
+	}
+}
+
+// forever is the connection's RunTimeout while a passive server waits for
+// a client that runs until it is killed.
+const forever = 100 * 365 * 24 * time.Hour
+
+// peerClosed reports whether err is the peer closing the out-of-band
+// connection, or resetting it.
+func peerClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// bwUnit is what one MB/s (2^20 bytes) is in the unit p reports
+// bandwidth in: 1, or in Gb/s 2^20·8/10^9 (perftest's format_factor,
+// 0x100000 or 125000000 bytes).
+func bwUnit(p *Params) float64 {
+	if p.ReportGbits {
+		return float64(1<<20) / 125e6
+	}
+	return 1
+}
+
+// reportOf is the bandwidth report this side sends its peer, in its own
+// unit, as perftest's bw_report_data holds it.
+func reportOf(p *Params, b *BWResult) BWReport {
+	u := bwUnit(p)
+	return BWReport{Size: uint64(b.Size), Iters: uint64(b.Iters), PeakMBps: b.PeakMBps * u, AvgMBps: b.AvgMBps * u, MsgRateMpps: b.MsgRate}
+}
+
+// resultOf is the peer's report as a result this side prints: perftest
+// prints the peer's numbers as they came, in whatever unit the peer
+// used, so they are taken to be in this side's.
+func resultOf(p *Params, r BWReport) BWResult {
+	u := bwUnit(p)
+	return BWResult{Size: int(r.Size), Iters: int(r.Iters), PeakMBps: r.PeakMBps / u, AvgMBps: r.AvgMBps / u, MsgRate: r.MsgRateMpps}
 }
 
 // checkServerBW verifies, after the client finished, what the client's

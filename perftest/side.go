@@ -68,7 +68,8 @@ func NewSide(dev *rnic.Device, p *Params, size int) (*Side, error) {
 	}
 	s.QP, err = dev.CreateQP(qp.InitAttr{
 		Type: qp.TypeRC, PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
-		Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInlineData: uint32(p.Inline)},
 	})
 	return s, err
 }
@@ -325,87 +326,189 @@ func completionError(wc cq.WC) error {
 	return fmt.Errorf("perftest: completion with error: wr_id %d %v (%s)", wc.WRID, wc.Status, wc.Status.Name())
 }
 
-// bw runs the client side of a bandwidth test: iters operations of the
-// test's verb, TxDepth outstanding, one signaled in CQMod.
-func bw(ctx context.Context, s *Side, p *Params, origs []uint64) (BWResult, error) {
+// bw runs the client side of a bandwidth test as run_iter_bw does: iters
+// operations of the test's verb, TxDepth outstanding, PostList per post,
+// one signaled in CQMod. With Duration it runs until its runTimer ends and
+// reports what completed in the sample window; with Infinite it runs
+// until ctx ends, handing a report to emit every period
+// (run_iter_bw_infinitely), and returns a zero result.
+func bw(ctx context.Context, s *Side, p *Params, origs []uint64, emit func(BWResult)) (BWResult, error) {
 	cqMod := min(p.CQMod, p.TxDepth)
-	wrs := make([]qp.SendWR, 1)
+	postList := max(p.PostList, 1)
+	wrs := make([]qp.SendWR, postList)
+	sges := make([]qp.SGE, postList)
 	wcs := make([]cq.WC, 64)
-	posted, completed := 0, 0
+	if p.WarmUp && p.Test != SendBW {
+		if err := warmUp(ctx, s, p, wrs, sges, wcs); err != nil {
+			return BWResult{}, err
+		}
+	}
+	var tm *runTimer
+	if p.Duration > 0 && !p.Infinite {
+		tm, ctx = newRunTimer(ctx, p)
+		defer tm.release()
+		tm.start()
+	}
+	var iv *interval
+	if p.Infinite {
+		iv = newInterval(p, emit)
+	}
+	timed := p.timed()
+	noPeak := p.noPeakFor(false)
+	posted, completed, counted := 0, 0, 0
 	peak := 0.0
 	start := time.Now()
 	last := start
 	lastDone := 0
-	for completed < p.Iters {
-		for posted < p.Iters && posted-completed < p.TxDepth {
-			wr := &wrs[0]
-			*wr = qp.SendWR{WRID: uint64(posted), SGList: s.sge(posted)}
-			if (posted+1)%cqMod == 0 || posted == p.Iters-1 {
-				wr.Flags = qp.SendSignaled
+	for {
+		if tm != nil && tm.ended() || !timed && completed >= p.Iters {
+			break
+		}
+		for (timed || posted < p.Iters) && posted-completed+postList <= p.TxDepth {
+			if tm != nil && tm.ended() {
+				break
 			}
-			off := rdmaOffset(posted, s.Size)
-			remote := s.RemoteAddr + uint64(off)
-			switch p.Test {
-			case WriteBW:
-				wr.SGList = s.sgeAt(off)
-				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, s.RemoteKey
-			case ReadBW:
-				wr.SGList = s.sgeAt(off)
-				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, s.RemoteKey
-			case SendBW:
-				wr.Opcode = qp.WRSend
-			case AtomicBW:
-				// Every atomic goes to the same word, so the results prove
-				// each one ran exactly once.
-				wr.RemoteAddr, wr.RKey = s.RemoteAddr, s.RemoteKey
-				if p.Atomic == CmpAndSwap {
-					wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(posted), uint64(posted+1)
-				} else {
-					wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
-				}
-				wr.Flags = qp.SendSignaled // each result is checked
+			for j := range wrs {
+				s.bwWR(&wrs[j], sges[j:j+1], p, posted+j, cqMod)
 			}
 			if _, err := s.QP.PostSend(wrs); err != nil {
 				return BWResult{}, err
 			}
-			posted++
+			if p.onPost != nil {
+				p.onPost(len(wrs))
+			}
+			posted += postList
+		}
+		if completed >= posted {
+			continue
 		}
 		n, err := s.wait(ctx, p, s.SCQ, wcs)
-		if err != nil {
-			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", completed, p.Iters, err)
+		switch {
+		case err == nil:
+		case tm != nil && timeUp(err):
+			continue // the loop ends: outstanding sends complete unreaped, as in perftest
+		case p.Infinite && stoppedByCaller(ctx, err):
+			return BWResult{}, nil
+		default:
+			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", completed, posted, err)
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != cq.StatusSuccess {
 				return BWResult{}, completionError(wc)
 			}
-			completed = int(wc.WRID) + 1
+			done := int(wc.WRID) + 1
+			if tm != nil && tm.sampling() {
+				counted += done - completed
+			}
+			completed = done
 			if p.Test == AtomicBW && origs != nil {
 				origs[wc.WRID] = binary.NativeEndian.Uint64(s.Buf[s.slot(int(wc.WRID)):])
 			}
 		}
-		if now := time.Now(); completed-lastDone >= p.TxDepth || completed == p.Iters {
+		if iv != nil {
+			iv.tick(uint64(completed))
+			continue
+		}
+		if now := time.Now(); !noPeak && (completed-lastDone >= p.TxDepth || completed == p.Iters) {
 			if d := now.Sub(last).Seconds(); d > 0 {
 				peak = max(peak, float64((completed-lastDone)*p.Size)/d/(1<<20))
 			}
 			last, lastDone = now, completed
 		}
 	}
-	el := time.Since(start)
-	r := BWResult{Size: p.Size, Iters: p.Iters, Elapsed: el}
-	r.AvgMBps = float64(p.Size) * float64(p.Iters) / el.Seconds() / (1 << 20)
-	r.MsgRate = float64(p.Iters) / el.Seconds() / 1e6
-	r.PeakMBps = max(peak, r.AvgMBps)
+	if tm != nil {
+		return bwResult(p.Size, uint64(counted), tm.sample(), 0), nil
+	}
+	r := bwResult(p.Size, uint64(p.Iters), time.Since(start), 0)
+	if !noPeak {
+		r.PeakMBps = max(peak, r.AvgMBps)
+	}
 	return r, nil
+}
+
+// bwWR fills in wr, with its scatter/gather list in sgl[0], as bw's message
+// i: the test's verb, the place increase_rem_addr gives message i, inline
+// when it fits in Inline, signaled when it ends a run of cqMod or the run.
+func (s *Side) bwWR(wr *qp.SendWR, sgl []qp.SGE, p *Params, i, cqMod int) {
+	*wr = qp.SendWR{WRID: uint64(i)}
+	off := s.slot(i)
+	if p.Test == WriteBW || p.Test == ReadBW {
+		off = rdmaOffset(i, s.Size)
+	}
+	if s.Size > 0 {
+		sgl[0] = qp.SGE{Addr: s.MR.IOVA() + uint64(off), Length: uint32(s.Size), LKey: s.MR.LKey()}
+		wr.SGList = sgl[:1]
+	}
+	if (i+1)%cqMod == 0 || !p.timed() && i == p.Iters-1 {
+		wr.Flags = qp.SendSignaled
+	}
+	if p.Inline > 0 && s.Size <= p.Inline && (p.Test == WriteBW || p.Test == SendBW) {
+		wr.Flags |= qp.SendInline
+	}
+	remote := s.RemoteAddr + uint64(rdmaOffset(i, s.Size))
+	switch p.Test {
+	case WriteBW:
+		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, s.RemoteKey
+	case ReadBW:
+		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, s.RemoteKey
+	case SendBW:
+		wr.Opcode = qp.WRSend
+	case AtomicBW:
+		// Every atomic goes to the same word, so the results prove
+		// each one ran exactly once.
+		wr.RemoteAddr, wr.RKey = s.RemoteAddr, s.RemoteKey
+		if p.Atomic == CmpAndSwap {
+			wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(i), uint64(i+1)
+		} else {
+			wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
+		}
+		wr.Flags |= qp.SendSignaled // each result is checked
+	}
+}
+
+// warmUp is perform_warm_up as perftest 6.2x runs it: TxDepth messages
+// (PostList with a post list) like the first one, every one signaled, and
+// a wait for all their completions, before the measured run. (6.06 posts
+// them with the run's signaling, one in CQMod, and then waits for a
+// completion of each: it never returns unless CQMod is 1.)
+func warmUp(ctx context.Context, s *Side, p *Params, wrs []qp.SendWR, sges []qp.SGE, wcs []cq.WC) error {
+	n := p.TxDepth
+	if p.PostList > 1 {
+		n = p.PostList
+	}
+	for posted := 0; posted < n; posted += len(wrs) {
+		for j := range wrs {
+			s.bwWR(&wrs[j], sges[j:j+1], p, 0, 1)
+			wrs[j].WRID = uint64(posted + j)
+			wrs[j].Flags |= qp.SendSignaled
+		}
+		if _, err := s.QP.PostSend(wrs[:min(len(wrs), n-posted)]); err != nil {
+			return fmt.Errorf("perftest: posting the warm-up: %w", err)
+		}
+	}
+	for done := 0; done < n; {
+		k, err := s.wait(ctx, p, s.SCQ, wcs)
+		if err != nil {
+			return fmt.Errorf("perftest: waiting for the warm-up after %d of %d: %w", done, n, err)
+		}
+		for _, wc := range wcs[:k] {
+			if wc.Status != cq.StatusSuccess {
+				return completionError(wc)
+			}
+		}
+		done += k
+	}
+	return nil
 }
 
 // receive keeps RxDepth receives posted on s and consumes iters messages
 // (the server of send_bw), checking each against want when it is set.
-func receive(ctx context.Context, s *Side, p *Params, want *Side) error {
+func receive(ctx context.Context, s *Side, p *Params, want *Side, emit func(BWResult)) (BWResult, error) {
 	posted, err := postReceives(s, p)
 	if err != nil {
-		return err
+		return BWResult{}, err
 	}
-	return consumeReceives(ctx, s, p, want, posted)
+	return consumeReceives(ctx, s, p, want, posted, emit)
 }
 
 // postReceives posts the first receives of send_bw: RxDepth, or fewer if
@@ -413,7 +516,10 @@ func receive(ctx context.Context, s *Side, p *Params, want *Side) error {
 // slot would let a message overwrite the one before it while it is
 // checked).
 func postReceives(s *Side, p *Params) (int, error) {
-	n := min(p.RxDepth, p.Iters, s.Slots)
+	n := min(p.RxDepth, s.Slots)
+	if !p.timed() {
+		n = min(n, p.Iters)
+	}
 	for i := range n {
 		if _, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}}); err != nil {
 			return i, err
@@ -423,39 +529,78 @@ func postReceives(s *Side, p *Params) (int, error) {
 }
 
 // consumeReceives takes iters messages, reposting a receive for each one
-// still to come, posted having been posted already.
-func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int) error {
+// still to come, posted having been posted already, and returns the
+// server's report, as run_iter_bw_server: the messages over the time from
+// the first one's arrival to the last one's, without a peak. With
+// Duration it receives until its own runTimer, started by the first
+// message, ends, and reports the messages of the sample window; with
+// Infinite it receives until ctx ends, handing emit a report every period
+// (run_iter_bw_infinitely_server), and returns a zero result.
+func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int, emit func(BWResult)) (BWResult, error) {
 	post := func(i int) error {
 		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}})
 		return err
 	}
+	var tm *runTimer
+	if p.Duration > 0 && !p.Infinite {
+		tm, ctx = newRunTimer(ctx, p)
+		defer tm.release()
+	}
+	var iv *interval
+	if p.Infinite {
+		iv = newInterval(p, emit)
+	}
+	timed := p.timed()
 	wcs := make([]cq.WC, 64)
-	for done := 0; done < p.Iters; {
+	var first time.Duration
+	done, counted := 0, 0
+	for timed && (tm == nil || !tm.ended()) || !timed && done < p.Iters {
 		n, err := s.wait(ctx, p, s.RCQ, wcs)
-		if err != nil {
-			return fmt.Errorf("perftest: waiting for receives after %d of %d: %w", done, p.Iters, err)
+		switch {
+		case err == nil:
+		case tm != nil && timeUp(err):
+			continue
+		case p.Infinite && stoppedByCaller(ctx, err):
+			return BWResult{}, nil
+		default:
+			return BWResult{}, fmt.Errorf("perftest: waiting for receives after %d: %w", done, err)
+		}
+		if done == 0 {
+			first = clock() // set_on_first_rx_packet
+			if tm != nil {
+				tm.start()
+			}
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != cq.StatusSuccess {
-				return completionError(wc)
+				return BWResult{}, completionError(wc)
 			}
 			if wc.ByteLen != uint32(p.Size) {
-				return fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size)
+				return BWResult{}, fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size)
 			}
 			if want != nil {
 				o := s.slot(int(wc.WRID))
 				if !bytes.Equal(s.Buf[o:o+p.Size], want.Buf[want.slot(int(wc.WRID)):][:p.Size]) {
-					return fmt.Errorf("%w: message %d differs", ErrCheck, wc.WRID)
+					return BWResult{}, fmt.Errorf("%w: message %d differs", ErrCheck, wc.WRID)
 				}
 			}
 			done++
-			if posted < p.Iters {
+			if tm != nil && tm.sampling() {
+				counted++
+			}
+			if timed || posted < p.Iters {
 				if err := post(posted); err != nil {
-					return err
+					return BWResult{}, err
 				}
 				posted++
 			}
 		}
+		if iv != nil {
+			iv.tick(uint64(done))
+		}
 	}
-	return nil
+	if tm != nil {
+		return bwResult(p.Size, uint64(counted), tm.sample(), 0), nil
+	}
+	return bwResult(p.Size, uint64(done), clock()-first, 0), nil
 }
