@@ -114,6 +114,9 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 	var postBytes [2]int
 	for k := range wrs {
 		wrs[k] = qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.ownSGE(1 + k), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+		if sendsInline(p, s.Size) {
+			wrs[k].Flags = qp.SendInline // copied at post time, poll byte included
+		}
 		postBytes[k] = s.slot(1+k) + s.Size - 1
 	}
 	var posted time.Duration
@@ -177,7 +180,11 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 // sendLat runs one side of the send_lat ping-pong over SEND and receive.
 // The receive for the first message must be posted already.
 func sendLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, error) {
-	return pingPong(ctx, s, p, client, qp.SendWR{Opcode: qp.WRSend, SGList: s.ownSGE(0)})
+	wr := qp.SendWR{Opcode: qp.WRSend, SGList: s.ownSGE(0)}
+	if sendsInline(p, s.Size) {
+		wr.Flags = qp.SendInline
+	}
+	return pingPong(ctx, s, p, client, wr)
 }
 
 // pingPong runs one side of a ping-pong of wr, a SEND or a WRITE with

@@ -442,7 +442,7 @@ func (s *Side) bwWR(wr *qp.SendWR, sgl []qp.SGE, p *Params, i, cqMod int) {
 	if (i+1)%cqMod == 0 || !p.timed() && i == p.Iters-1 {
 		wr.Flags = qp.SendSignaled
 	}
-	if p.Inline > 0 && s.Size <= p.Inline && (p.Test == WriteBW || p.Test == SendBW) {
+	if sendsInline(p, s.Size) {
 		wr.Flags |= qp.SendInline
 	}
 	remote := s.RemoteAddr + uint64(rdmaOffset(i, s.Size))
@@ -464,6 +464,16 @@ func (s *Side) bwWR(wr *qp.SendWR, sgl []qp.SGE, p *Params, i, cqMod int) {
 		}
 		wr.Flags |= qp.SendSignaled // each result is checked
 	}
+}
+
+// sendsInline reports whether messages of size bytes go inline: at most
+// Inline bytes, and a WRITE or a SEND (perftest refuses -I for the rest).
+func sendsInline(p *Params, size int) bool {
+	switch p.Test {
+	case WriteBW, SendBW, WriteLat, SendLat:
+		return p.Inline > 0 && size <= p.Inline
+	}
+	return false
 }
 
 // warmUp is perform_warm_up as perftest 6.2x runs it: TxDepth messages
