@@ -102,6 +102,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	// The server of a WRITE, READ or atomic test is passive: it takes no
 	// part in the run and waits in Finish for the client's report.
 	passive := server && ExchangesBWReport(p.Test)
+	caller := ctx
 	ctx, stop := p.watch(ctx)
 	defer stop()
 	var out []Result
@@ -164,7 +165,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		opt.Conn.RunTimeout = forever
 	}
 	theirs, err := opt.Conn.Finish(p.Test, last)
-	if passive && p.Infinite && (peerClosed(err) || stoppedByCaller(ctx, err)) {
+	if passive && p.Infinite && (peerClosed(err) || caller.Err() != nil) {
 		return out, nil
 	}
 	if err != nil {

@@ -60,53 +60,6 @@ func udpDevices(t *testing.T, trace func(rnic.Direction, []byte)) (client, serve
 	return nil, nil
 }
 
-// runRemotePair runs the client with pc and the server with ps on the
-// two devices, perftest's exchange between them on TCP over the loopback.
-// The client runs in cctx and closes its connection when it returns, as a
-// killed perftest's closes; afterClient, if set, runs then. The server
-// runs in sctx.
-func runRemotePair(t *testing.T, cctx, sctx context.Context, cdev, sdev *rnic.Device, pc, ps Params, afterClient func()) (client, server []Result) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	type res struct {
-		r   []Result
-		err error
-	}
-	srv := make(chan res, 1)
-	go func() {
-		conn, err := Accept(sctx, ln)
-		if err != nil {
-			srv <- res{nil, err}
-			return
-		}
-		defer conn.Close()
-		r, err := RunRemote(sctx, ps, RemoteOptions{Dev: sdev, Conn: conn})
-		srv <- res{r, err}
-	}()
-	conn, err := Dial(ctx, ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err = RunRemote(cctx, pc, RemoteOptions{Dev: cdev, Conn: conn})
-	conn.Close()
-	if afterClient != nil {
-		afterClient()
-	}
-	s := <-srv
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	if s.err != nil {
-		t.Fatalf("server: %v", s.err)
-	}
-	return client, s.r
-}
-
 // TestTimedOverUDP runs -D 2 between two gorxe devices on kernel UDP
 // sockets: write_bw (the server passive, printing the client's report),
 // send_bw and write_lat (both sides timed, each reporting its own), with
