@@ -250,7 +250,8 @@ type JSON struct {
 	StdUs   float64 `json:"t_stdev_us,omitempty"`
 	P99Us   float64 `json:"p99_us,omitempty"`
 	P999Us  float64 `json:"p99_9_us,omitempty"`
-	Check   string  `json:"check"` // "ok", "failed" or "off"
+	TPS     float64 `json:"tps,omitempty"` // a timed latency test's transactions per second
+	Check   string  `json:"check"`         // "ok", "failed" or "off"
 	Error   string  `json:"error,omitempty"`
 	// Retransmissions and drops of the run, from the client's and the
 	// server's counters.
@@ -277,6 +278,7 @@ func ToJSON(r *Result, p *Params, err error) JSON {
 		if l := r.Lat; l != nil {
 			j.Size, j.Iters = l.Size, l.Iters
 			j.MinUs, j.MaxUs, j.TypUs, j.AvgUs, j.StdUs, j.P99Us, j.P999Us = l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999
+			j.TPS = l.TPS
 		}
 		j.Retransmits = r.Client.CompleterRetryErr + r.Server.CompleterRetryErr
 		j.ICRCErrors = r.Client.ICRCErrors + r.Server.ICRCErrors

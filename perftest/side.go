@@ -126,16 +126,6 @@ func rdmaPlaces(size int) int {
 	return 1
 }
 
-// sgeAt returns a scatter/gather list for a message at offset off of the
-// buffer, reused like sge's.
-func (s *Side) sgeAt(off int) []qp.SGE {
-	if s.Size == 0 {
-		return nil
-	}
-	s.sgl[0] = qp.SGE{Addr: s.MR.IOVA() + uint64(off), Length: uint32(s.Size), LKey: s.MR.LKey()}
-	return s.sgl[:]
-}
-
 // sge returns the scatter/gather list of message i's slot. The slice is
 // reused by the next call: post it before asking for another (the verbs
 // copy it).
