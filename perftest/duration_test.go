@@ -3,6 +3,7 @@ package perftest
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -444,5 +445,23 @@ func TestHistogramSamples(t *testing.T) {
 	}
 	if r := runLocal(t, Params{Test: ReadLat, Iters: 50}, mem.Faults{}); r.Lat.Samples != nil {
 		t.Fatal("samples kept without -H or -U")
+	}
+}
+
+// TestExchangeContextDeadline: a step that its context's deadline cuts
+// short fails with context.DeadlineExceeded, also when the connection's
+// own deadline, set to the same instant, fires first.
+func TestExchangeContextDeadline(t *testing.T) {
+	for range 20 {
+		a, b := net.Pipe()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		c := NewConn(ctx, a, true)
+		_, err := c.ExchangeVersions("6.06") // the server reads first; b never writes
+		cancel()
+		a.Close()
+		b.Close()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%v, want context.DeadlineExceeded", err)
+		}
 	}
 }

@@ -165,7 +165,8 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		opt.Conn.RunTimeout = forever
 	}
 	theirs, err := opt.Conn.Finish(p.Test, last)
-	if passive && p.Infinite && (peerClosed(err) || caller.Err() != nil) {
+	if passive && p.Infinite && (peerClosed(err) || caller.Err() != nil ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return out, nil
 	}
 	if err != nil {
