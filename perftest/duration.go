@@ -3,6 +3,7 @@ package perftest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +142,16 @@ func timeUp(err error) bool { return errors.Is(err, errTimeUp) }
 // (Params.watch's), err what the run returned.
 func stoppedByCaller(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrStalled)
+}
+
+// endInfinite is how a --run_infinitely run whose context ended ends:
+// without an error if the caller ended it, with the cause if not.
+func endInfinite(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	if stoppedByCaller(ctx, cause) {
+		return nil
+	}
+	return fmt.Errorf("perftest: %w", cause)
 }
 
 // interval is --run_infinitely's report: every period, perftest's print

@@ -354,6 +354,10 @@ func bw(ctx context.Context, s *Side, p *Params, origs []uint64, emit func(BWRes
 		if tm != nil && tm.ended() || !timed && completed >= p.Iters {
 			break
 		}
+		if iv != nil && ctx.Err() != nil {
+			// A wait that finds completions at once never looks at ctx.
+			return BWResult{}, endInfinite(ctx)
+		}
 		for (timed || posted < p.Iters) && posted-completed+postList <= p.TxDepth {
 			if tm != nil && tm.ended() {
 				break
@@ -555,6 +559,9 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 	var first time.Duration
 	done, counted := 0, 0
 	for timed && (tm == nil || !tm.ended()) || !timed && done < p.Iters {
+		if iv != nil && ctx.Err() != nil {
+			return BWResult{}, endInfinite(ctx)
+		}
 		n, err := s.wait(ctx, p, s.RCQ, wcs)
 		switch {
 		case err == nil:
