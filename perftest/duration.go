@@ -144,6 +144,21 @@ func stoppedByCaller(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrStalled)
 }
 
+// interrupted returns the error that ends a timed run whose context
+// ended before its time was up (the caller's end, or the watchdog's), and
+// nil while it runs or once its time is up. The run's loops ask it on
+// every turn: a wait that finds what it waits for at once never looks at
+// its context.
+func interrupted(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); !timeUp(cause) {
+		return fmt.Errorf("perftest: %w", cause)
+	}
+	return nil
+}
+
 // endInfinite is how a --run_infinitely run whose context ended ends:
 // without an error if the caller ended it, with the cause if not.
 func endInfinite(ctx context.Context) error {

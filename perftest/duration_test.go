@@ -465,3 +465,26 @@ func TestExchangeContextDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestTimedRunInterrupted: a timed run whose caller's context ends stops
+// then, with the context's error, not at the end of its -D, also while
+// its waits find what they wait for at once and never sleep (no delay on
+// the fabric, so real time).
+func TestTimedRunInterrupted(t *testing.T) {
+	for _, tt := range []Test{WriteBW, SendBW, WriteLat, SendLat, ReadLat} {
+		t.Run(string(tt), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(200*time.Millisecond, cancel)
+			p := Params{Test: tt, Size: 64, Duration: time.Minute}
+			start := time.Now()
+			_, err := RunLocal(ctx, p, mem.Faults{})
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%v, want context.Canceled", err)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the run took %v after its context ended at 0.2 s", d)
+			}
+		})
+	}
+}

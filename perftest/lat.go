@@ -121,6 +121,11 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 	}
 	var posted time.Duration
 	for i := 0; tm != nil || i < p.Iters; i++ {
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return latOut{}, err
+			}
+		}
 		if client || i > 0 {
 			v := i
 			if client {
@@ -221,6 +226,11 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 	ended := func(err error) bool { return tm != nil && timeUp(err) }
 	var rtts []time.Duration
 	for i := 0; tm != nil || i < p.Iters; i++ {
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return latOut{}, err
+			}
+		}
 		if !client {
 			if err := wait(); err != nil {
 				if ended(err) {
@@ -289,6 +299,9 @@ func readLat(ctx context.Context, s *Side, p *Params) (latOut, error) {
 	wr := qp.SendWR{Opcode: qp.WRRDMARead, SGList: s.ownSGE(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
 	if tm != nil {
 		for !tm.ended() {
+			if err := interrupted(ctx); err != nil {
+				return latOut{}, err
+			}
 			if err := postOne(ctx, s, p, wr); err != nil {
 				if timeUp(err) {
 					break

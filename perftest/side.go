@@ -355,8 +355,12 @@ func bw(ctx context.Context, s *Side, p *Params, origs []uint64, emit func(BWRes
 			break
 		}
 		if iv != nil && ctx.Err() != nil {
-			// A wait that finds completions at once never looks at ctx.
 			return BWResult{}, endInfinite(ctx)
+		}
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return BWResult{}, err
+			}
 		}
 		for (timed || posted < p.Iters) && posted-completed+postList <= p.TxDepth {
 			if tm != nil && tm.ended() {
@@ -561,6 +565,11 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 	for timed && (tm == nil || !tm.ended()) || !timed && done < p.Iters {
 		if iv != nil && ctx.Err() != nil {
 			return BWResult{}, endInfinite(ctx)
+		}
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return BWResult{}, err
+			}
 		}
 		n, err := s.wait(ctx, p, s.RCQ, wcs)
 		switch {

@@ -4,6 +4,7 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -162,6 +163,47 @@ func TestInfiniteOverUDP(t *testing.T) {
 			}
 			if tt == SendBW && serverReports.Load() == 0 {
 				t.Error("the send_bw server reported nothing")
+			}
+		})
+	}
+}
+
+// TestTimedRunInterruptedOverUDP: a timed run on a link the device busy
+// polls, whose waits find completions at once and never sleep, still
+// stops when its caller's context ends.
+func TestTimedRunInterruptedOverUDP(t *testing.T) {
+	for _, tt := range []Test{WriteBW, WriteLat} {
+		t.Run(string(tt), func(t *testing.T) {
+			cdev, sdev := udpDevices(t, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := Params{Test: tt, Size: 64, Duration: time.Minute}
+			go func() {
+				conn, err := Accept(ctx, ln)
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				RunRemote(ctx, p, RemoteOptions{Dev: sdev, Conn: conn}) // ends when the client's connection closes
+			}()
+			conn, err := Dial(ctx, ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			cctx, stop := context.WithCancel(ctx)
+			time.AfterFunc(300*time.Millisecond, stop)
+			start := time.Now()
+			_, err = RunRemote(cctx, p, RemoteOptions{Dev: cdev, Conn: conn})
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%v, want context.Canceled", err)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the run took %v after its context ended at 0.3 s", d)
 			}
 		})
 	}
