@@ -124,11 +124,17 @@ func TestTimedSendBWServer(t *testing.T) {
 			end time.Time
 			err error
 		}
+		posted, err := postReceives(server, &p)
+		if err != nil {
+			t.Fatal(err)
+		}
 		srv := make(chan out, 1)
-		go func() { b, err := receive(ctx, server, &p, nil, nil); srv <- out{b, time.Now(), err} }()
-		time.Sleep(time.Millisecond)
+		go func() {
+			b, err := runBWSide(ctx, &p, server, true, posted, nil, nil, nil)
+			srv <- out{b, time.Now(), err}
+		}()
 		start := time.Now()
-		cb, err := bw(ctx, client, &p, nil, nil)
+		cb, err := runBWSide(ctx, &p, client, false, 0, nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

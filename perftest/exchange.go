@@ -89,12 +89,11 @@ type BWReport struct {
 	MsgRateMpps float64 // msgRate_avg
 }
 
-// ExchangesBWReport reports whether perftest's test t exchanges bandwidth
-// reports in Finish: the half-duplex tests whose server is passive
-// (write_bw, read_bw, atomic_bw). The server prints the client's report.
-func ExchangesBWReport(t Test) bool {
-	return t == WriteBW || t == ReadBW || t == AtomicBW
-}
+// ExchangesBWReport reports whether perftest's test t, without -b or
+// --write_with_imm, exchanges bandwidth reports in Finish: the tests
+// whose server is passive (write_bw, read_bw, atomic_bw). The server
+// prints the client's report. Flow.PassiveServer says it for any flags.
+func ExchangesBWReport(t Test) bool { return Flow{Test: t}.PassiveServer() }
 
 // Conn is the out-of-band TCP connection of a test, client or server role.
 //
@@ -128,9 +127,9 @@ type Conn struct {
 	remotePage        uint32
 	remoteCache       uint32
 
-	test          Test
+	flow          Flow
 	setUp         bool
-	local, remote Dest
+	local, remote Dest // QP 0's: every handshake after the per-QP loops sends them
 	closed        bool
 }
 
@@ -166,7 +165,12 @@ func Accept(ctx context.Context, ln net.Listener) (*Conn, error) {
 // DialRetry while the server refuses the connection, since a server that
 // is started at the same time may not listen yet.
 func Dial(ctx context.Context, addr string) (*Conn, error) {
-	var d net.Dialer
+	return DialWith(ctx, &net.Dialer{}, addr)
+}
+
+// DialWith is Dial with d's settings, such as the source address
+// (perftest's --bind_source_ip).
+func DialWith(ctx context.Context, d *net.Dialer, addr string) (*Conn, error) {
 	give := time.Now().Add(DialRetry)
 	for {
 		nc, err := d.DialContext(ctx, "tcp", addr)
@@ -201,6 +205,10 @@ func (c *Conn) SetContext(ctx context.Context) {
 	}
 	c.ctx = ctx
 }
+
+// LocalAddr returns the connection's local address: on a server, the
+// address the client reached it on.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 
 // IsServer reports whether c is the server (the side without a peer name).
 func (c *Conn) IsServer() bool { return c.server }
@@ -517,14 +525,22 @@ func (c *Conn) handShake(step string, timeout time.Duration, local Dest) (Dest, 
 // version is before 5.33. A passive perftest server sends a report it never
 // filled in: whatever was on its stack.
 func (c *Conn) ExchangeBWReport(local BWReport) (BWReport, error) {
+	return c.exchangeBWReport(local, c.timeout())
+}
+
+// exchangeBWReport is ExchangeBWReport with the first exchange waiting up
+// to first.
+func (c *Conn) exchangeBWReport(local BWReport, first time.Duration) (BWReport, error) {
 	var r BWReport
+	timeout := first
 	x := func(name string, v uint64, n int) (uint64, error) {
 		b := make([]byte, 8)
 		binary.BigEndian.PutUint64(b, v)
 		if n == 4 {
 			binary.BigEndian.PutUint32(b, uint32(v))
 		}
-		got, err := c.xchg("exchanging bandwidth reports ("+name+")", c.timeout(), b[:n], n)
+		got, err := c.xchg("exchanging bandwidth reports ("+name+")", timeout, b[:n], n)
+		timeout = c.timeout()
 		if err != nil {
 			return 0, err
 		}
@@ -630,116 +646,199 @@ func CheckGIDs(local, remote [16]byte) error {
 // ---------------------------------------------------------------------------
 // The sequence of each test (PROTOCOL.md).
 
-func (c *Conn) checkTest(step string, t Test) error {
-	p := Params{Test: t}
-	if !p.known() {
-		return fmt.Errorf("perftest: %s: unknown test %q", step, t)
+// Flow is what decides a test's sequence of exchange steps: the test and
+// the perftest flags that add or remove steps. The number of QPs (-q) is
+// the number of dests Setup is given.
+type Flow struct {
+	Test Test
+	// Duplex is -b: the servers of write_bw, read_bw and atomic_bw take
+	// part in the run, every test shakes hands before each size's run,
+	// and both sides exchange reports after it.
+	Duplex bool
+	// WithImm is --write_with_imm: write_bw and write_lat shake hands
+	// before each size's run (once the receives are posted), and the
+	// write_bw server receives instead of being passive. perftest has
+	// it from 6.20 (write_bw.c, write_lat.c); a peer must run with it
+	// too. With send_bw and send_lat it is --send_with_imm (6.28), which
+	// changes no step.
+	WithImm bool
+	// AllSizes is -a: some tests shake hands after each size's run.
+	AllSizes bool
+	// Duration is -D: with -b, send_bw and write_bw with WithImm then
+	// exchange no reports (send_bw.c, write_bw.c: "test_type !=
+	// DURATION").
+	Duration bool
+}
+
+func (f Flow) writeImm() bool { return f.WithImm && (f.Test == WriteBW || f.Test == WriteLat) }
+
+// PassiveServer reports whether the server takes no part in the run: it
+// goes from Connected straight to Finish, whose handshake waits for the
+// client's run, and prints the client's report (write_bw, read_bw and
+// atomic_bw: "For half duplex tests, server just waits for client to
+// exit"; write_bw with --write_with_imm receives instead).
+func (f Flow) PassiveServer() bool {
+	return (f.Test == WriteBW || f.Test == ReadBW || f.Test == AtomicBW) && !f.Duplex && !f.writeImm()
+}
+
+// ReportsPerSize reports whether both sides exchange bandwidth reports
+// after each size's run, in AfterRun: -b, unless -D stops it (send_bw,
+// and write_bw with WithImm). Each side then prints the sum of its own
+// report and the peer's (print_full_bw_report).
+func (f Flow) ReportsPerSize() bool {
+	if !f.Duplex || f.Test.IsLatency() {
+		return false
 	}
-	if step != "setup" {
-		if !c.setUp {
-			return fmt.Errorf("perftest: %s: Setup has not run", step)
-		}
-		if t != c.test {
-			return fmt.Errorf("perftest: %s: test %s, but Setup ran for %s", step, t, c.test)
-		}
+	return !f.Duration || !(f.Test == SendBW || f.writeImm())
+}
+
+// validate refuses what perftest's parser refuses of the flow.
+func (f Flow) validate(qps int) error {
+	p := Params{Test: f.Test, NumQPs: qps, Duplex: f.Duplex, WithImm: f.WithImm}
+	if !p.known() {
+		return fmt.Errorf("unknown test %q", f.Test)
+	}
+	if qps < 1 {
+		return fmt.Errorf("no QP")
+	}
+	return p.checkFlags()
+}
+
+func (c *Conn) checkSetUp(step string) error {
+	if !c.setUp {
+		return fmt.Errorf("perftest: %s: Setup has not run", step)
 	}
 	return nil
 }
 
 // Setup runs everything before the QPs are connected: exchange_versions,
 // check_version_compatibility, check_sys_data, check_mtu, (no
-// negotiate_params: see PROTOCOL.md), the key exchange (ib_write_lat and
-// ib_read_lat shake hands twice), ctx_check_gid_compatibility. It returns
-// the peer's dest and the MTU both sides use.
-func (c *Conn) Setup(t Test, local Dest, mtu qp.MTU) (remote Dest, agreedMTU qp.MTU, err error) {
-	if err := c.checkTest("setup", t); err != nil {
-		return Dest{}, 0, err
+// negotiate_params: see PROTOCOL.md), the key exchange of every QP (one
+// handshake each, in order; ib_write_lat and ib_read_lat shake hands
+// once more before), ctx_check_gid_compatibility of QP 0's GIDs. It
+// returns the peer's dest of each QP and the MTU both sides use.
+func (c *Conn) Setup(f Flow, local []Dest, mtu qp.MTU) (remote []Dest, agreedMTU qp.MTU, err error) {
+	if err := f.validate(len(local)); err != nil {
+		return nil, 0, fmt.Errorf("perftest: setup: %w", err)
 	}
 	if c.setUp {
-		return Dest{}, 0, fmt.Errorf("perftest: setup: Setup already ran")
+		return nil, 0, fmt.Errorf("perftest: setup: Setup already ran")
 	}
-	if _, err := local.MarshalKey(); err != nil {
-		return Dest{}, 0, fmt.Errorf("perftest: setup: local dest: %w", err)
+	for i, d := range local {
+		if _, err := d.MarshalKey(); err != nil {
+			return nil, 0, fmt.Errorf("perftest: setup: local dest of QP %d: %w", i, err)
+		}
 	}
 	rv, err := c.ExchangeVersions(Version)
 	if err != nil {
-		return Dest{}, 0, err
+		return nil, 0, err
 	}
 	if c.remoteVer < verMin {
-		return Dest{}, 0, fmt.Errorf("perftest: checking versions: the peer's version %q is older than 5.70, which perftest refuses", rv)
+		return nil, 0, fmt.Errorf("perftest: checking versions: the peer's version %q is older than 5.70, which perftest refuses", rv)
 	}
 	if c.remoteVer >= verSysData {
 		if _, _, err := c.ExchangeSysData(c.PageSize, c.CacheLine); err != nil {
-			return Dest{}, 0, err
+			return nil, 0, err
 		}
 	}
 	agreedMTU = mtu
 	if float64(float32(c.remoteVer)) >= verMTU {
 		if agreedMTU, err = c.ExchangeMTU(mtu); err != nil {
-			return Dest{}, 0, err
+			return nil, 0, err
 		}
 	}
 	// negotiate_params runs in a perftest of 6.28 or later only if the
 	// PEER's version is 6.28 or later: on the wire iff both are.
 	if c.remoteVer >= verNegotiate && atof(Version) >= verNegotiate {
-		return Dest{}, 0, fmt.Errorf("perftest: negotiating parameters: the peer (%s) would run negotiate_params since gorxe advertises %s; "+
+		return nil, 0, fmt.Errorf("perftest: negotiating parameters: the peer (%s) would run negotiate_params since gorxe advertises %s; "+
 			"gorxe does not speak it: advertise a Version below 6.28", rv, Version)
 	}
-	n := 1
-	if t == WriteLat || t == ReadLat {
-		n = 2 // write_lat.c, read_lat.c: one more before the per-QP one
-	}
-	for i := range n {
-		step := "exchanging keys (ctx_hand_shake)"
-		if i < n-1 {
-			step = "exchanging keys (first handshake of the latency tests)"
-		}
-		if remote, err = c.handShake(step, c.timeout(), local); err != nil {
-			return Dest{}, 0, err
+	if f.Test == WriteLat || f.Test == ReadLat {
+		// write_lat.c, read_lat.c: one handshake of QP 0 before the
+		// per-QP loop.
+		if _, err := c.handShake("exchanging keys (first handshake of the latency tests)", c.timeout(), local[0]); err != nil {
+			return nil, 0, err
 		}
 	}
-	if err := CheckGIDs(local.GID, remote.GID); err != nil {
-		return Dest{}, 0, err
+	remote = make([]Dest, len(local))
+	for i, d := range local {
+		if remote[i], err = c.handShake(keyStep("exchanging keys (ctx_hand_shake)", i, len(local)), c.timeout(), d); err != nil {
+			return nil, 0, err
+		}
 	}
-	c.test, c.setUp, c.local, c.remote = t, true, local, remote
+	if err := CheckGIDs(local[0].GID, remote[0].GID); err != nil {
+		return nil, 0, err
+	}
+	c.flow, c.setUp, c.local, c.remote = f, true, local[0], remote[0]
 	return remote, agreedMTU, nil
 }
 
-// Connected runs the handshakes after the QPs are moved to RTR/RTS:
-// two, of the same key message (send_bw/send_lat: "after connecting" and
-// the per-QP one that prints the peer; the others: the per-QP one and "after
-// moving QP to RTR"). It checks that the peer still names the same QP.
-func (c *Conn) Connected(t Test, local, remote Dest) error {
-	if err := c.checkTest("connected", t); err != nil {
+// keyStep names a handshake of the per-QP loop i of n.
+func keyStep(step string, i, n int) string {
+	if n == 1 {
+		return step
+	}
+	return fmt.Sprintf("%s of QP %d of %d", step, i, n)
+}
+
+// Connected runs the handshakes after the QPs are moved to RTR/RTS: the
+// per-QP loop ("remote" side, one handshake of each QP's dest) and one
+// of QP 0's, in perftest's order: send_bw and send_lat shake hands with
+// QP 0 first ("after connecting") and then loop; the others loop and
+// then shake hands with QP 0 ("after moving QP to RTR"). It checks that
+// the peer still names the same QPs.
+func (c *Conn) Connected(local, remote []Dest) error {
+	if err := c.checkSetUp("connected"); err != nil {
 		return err
 	}
-	steps := [2]string{"handshake after connecting the QPs", "handshake after moving the QPs to RTR"}
-	if t == SendBW || t == SendLat {
-		steps[1] = "handshake printing the peer's QP"
+	if len(local) != len(remote) || len(local) == 0 {
+		return fmt.Errorf("perftest: connected: %d local and %d remote dests", len(local), len(remote))
 	}
-	c.local = local
-	for _, step := range steps {
-		got, err := c.handShake(step, c.timeout(), local)
+	one := func(step string, i int) error {
+		got, err := c.handShake(step, c.timeout(), local[i])
 		if err != nil {
 			return err
 		}
-		if got.QPN != remote.QPN {
-			return fmt.Errorf("perftest: %s: the peer now names QP %#x, not %#x", step, got.QPN, remote.QPN)
+		if got.QPN != remote[i].QPN {
+			return fmt.Errorf("perftest: %s: the peer now names QP %#x, not %#x", step, got.QPN, remote[i].QPN)
 		}
-		c.remote = got
+		if i == 0 {
+			c.remote = got
+		}
+		return nil
 	}
-	return nil
-}
-
-// BeforeRun runs the handshake before each message size's run:
-// ib_send_bw and ib_send_lat shake hands once the receives are posted (the
-// server must post its receives BEFORE calling BeforeRun). The other tests
-// have none.
-func (c *Conn) BeforeRun(t Test) error {
-	if err := c.checkTest("before the run", t); err != nil {
+	loop := func(step string) error {
+		for i := range local {
+			if err := one(keyStep(step, i, len(local)), i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	c.local = local[0]
+	if c.flow.Test == SendBW || c.flow.Test == SendLat {
+		if err := one("handshake after connecting the QPs", 0); err != nil {
+			return err
+		}
+		return loop("handshake printing the peer's QP")
+	}
+	if err := loop("handshake after connecting the QPs"); err != nil {
 		return err
 	}
-	if t != SendBW && t != SendLat {
+	return one("handshake after moving the QPs to RTR", 0)
+}
+
+// BeforeRun runs the handshake before each message size's run, which
+// lets the peer start: ib_send_bw and ib_send_lat, every test with -b,
+// and ib_write_bw and ib_write_lat with --write_with_imm. Receives are
+// posted before it. The other tests have none. A passive server does not
+// call it.
+func (c *Conn) BeforeRun() error {
+	if err := c.checkSetUp("before the run"); err != nil {
+		return err
+	}
+	f := c.flow
+	if f.Test != SendBW && f.Test != SendLat && !f.Duplex && !f.writeImm() {
 		return nil
 	}
 	// The peer may be posting thousands of receives.
@@ -747,37 +846,63 @@ func (c *Conn) BeforeRun(t Test) error {
 	return err
 }
 
-// AfterRun runs the handshake after each message size's run: only
-// ib_send_bw with -a (allSizes) has one. Call it after every size's run,
-// the last one included, and before Finish.
-func (c *Conn) AfterRun(t Test, allSizes bool) error {
-	if err := c.checkTest("after the run", t); err != nil {
+// AfterRun runs the exchange after each message size's run, and returns
+// the peer's report when the sides exchange them (Flow.ReportsPerSize),
+// else a zero one. In perftest's order:
+//   - write_bw and read_bw with -a and -b (own version >= 4.6, as every
+//     perftest is) or WithImm (write_bw): a handshake; then with -b,
+//     xchg_bw_reports;
+//   - atomic_bw with -b: xchg_bw_reports (-a changes nothing);
+//   - send_bw: with -b, xchg_bw_reports; then with -a, a handshake.
+//
+// Call it after every size's run, the last one included, and before
+// Finish. A passive server does not call it.
+func (c *Conn) AfterRun(local BWReport) (remote BWReport, err error) {
+	if err := c.checkSetUp("after the run"); err != nil {
+		return BWReport{}, err
+	}
+	f := c.flow
+	shake := func() error {
+		_, err := c.handShake("handshake after the run of one size", c.runTimeout(), c.local)
 		return err
 	}
-	if t != SendBW || !allSizes {
-		return nil
+	if (f.Test == WriteBW || f.Test == ReadBW) && f.AllSizes && (f.Duplex || f.writeImm()) {
+		if err := shake(); err != nil {
+			return BWReport{}, err
+		}
 	}
-	_, err := c.handShake("handshake after the run of one size", c.runTimeout(), c.local)
-	return err
+	if f.ReportsPerSize() {
+		// The peer may still be running its half of the test.
+		if remote, err = c.exchangeBWReport(local, c.runTimeout()); err != nil {
+			return BWReport{}, err
+		}
+	}
+	if f.Test == SendBW && f.AllSizes {
+		if err := shake(); err != nil {
+			return BWReport{}, err
+		}
+	}
+	return remote, nil
 }
 
 // Finish runs what follows the test, once, after the last size, and
 // closes the connection:
-//   - write_bw, read_bw, atomic_bw: a handshake, xchg_bw_reports (the
-//     peer's report is returned: a perftest client's is its result, a
-//     perftest server's is garbage), ctx_close_connection. A passive server
-//     calls Finish right after Connected: it waits for the client's run.
-//   - send_bw, send_lat, read_lat: ctx_close_connection only (the read_lat
-//     server calls it right after Connected). No reports: a zero BWReport.
+//   - write_bw, read_bw, atomic_bw (passive server: Flow.PassiveServer):
+//     a handshake, xchg_bw_reports (the peer's report is returned: a
+//     perftest client's is its result, a perftest server's is garbage),
+//     ctx_close_connection. A passive server calls Finish right after
+//     Connected: it waits for the client's run.
 //   - write_lat: nothing; perftest just exits. The socket is closed.
-func (c *Conn) Finish(t Test, local BWReport) (remote BWReport, err error) {
-	if err := c.checkTest("finish", t); err != nil {
+//   - everything else: ctx_close_connection only. No report: a zero
+//     BWReport.
+func (c *Conn) Finish(local BWReport) (remote BWReport, err error) {
+	if err := c.checkSetUp("finish"); err != nil {
 		return BWReport{}, err
 	}
-	switch t {
-	case WriteLat:
+	switch f := c.flow; {
+	case f.Test == WriteLat:
 		return BWReport{}, c.Close()
-	case WriteBW, ReadBW, AtomicBW:
+	case f.PassiveServer():
 		if _, err := c.handShake("handshake after the run", c.runTimeout(), c.local); err != nil {
 			return BWReport{}, err
 		}

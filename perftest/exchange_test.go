@@ -223,25 +223,44 @@ func replayPeer(nc net.Conn, segs []segment, asClient bool) error {
 	return nil
 }
 
-// runAll runs one role of test tst through the whole sequence.
+// runAll runs one role of test tst, one QP, no flags, through the whole
+// sequence.
 func runAll(c *Conn, tst Test, local Dest, mtu qp.MTU, rep BWReport, sizes int) (Dest, qp.MTU, BWReport, error) {
-	remote, agreed, err := c.Setup(tst, local, mtu)
+	remote, agreed, got, _, err := runFlow(c, Flow{Test: tst, AllSizes: sizes > 1}, []Dest{local}, mtu, rep, sizes, false)
+	if len(remote) == 0 {
+		return Dest{}, agreed, got, err
+	}
+	return remote[0], agreed, got, err
+}
+
+// runFlow runs one role of flow f through the whole sequence, as
+// RunRemote calls the steps: a passive server goes from Connected to
+// Finish. It returns the peer's dests, the MTU, the report Finish got and
+// those AfterRun got.
+func runFlow(c *Conn, f Flow, local []Dest, mtu qp.MTU, rep BWReport, sizes int, server bool) ([]Dest, qp.MTU, BWReport, []BWReport, error) {
+	remote, agreed, err := c.Setup(f, local, mtu)
 	if err != nil {
-		return remote, agreed, BWReport{}, err
+		return remote, agreed, BWReport{}, nil, err
 	}
-	if err := c.Connected(tst, local, remote); err != nil {
-		return remote, agreed, BWReport{}, err
+	if err := c.Connected(local, remote); err != nil {
+		return remote, agreed, BWReport{}, nil, err
 	}
+	var reps []BWReport
 	for range sizes {
-		if err := c.BeforeRun(tst); err != nil {
-			return remote, agreed, BWReport{}, err
+		if server && f.PassiveServer() {
+			break
 		}
-		if err := c.AfterRun(tst, sizes > 1); err != nil {
-			return remote, agreed, BWReport{}, err
+		if err := c.BeforeRun(); err != nil {
+			return remote, agreed, BWReport{}, reps, err
 		}
+		r, err := c.AfterRun(rep)
+		if err != nil {
+			return remote, agreed, BWReport{}, reps, err
+		}
+		reps = append(reps, r)
 	}
-	got, err := c.Finish(tst, rep)
-	return remote, agreed, got, err
+	got, err := c.Finish(rep)
+	return remote, agreed, got, reps, err
 }
 
 // TestCaptureReplay drives gorxe's client against the captured server and
@@ -534,7 +553,7 @@ func TestRemoteVersion629(t *testing.T) {
 	Version = "6.29"
 	defer func() { Version = old }()
 	c, done = fakeServer(t, scriptedServer("6.29", sd))
-	_, _, err = c.Setup(SendBW, testDest(0x11, "::ffff:10.0.0.1"), qp.MTU4096)
+	_, _, err = c.Setup(Flow{Test: SendBW}, []Dest{testDest(0x11, "::ffff:10.0.0.1")}, qp.MTU4096)
 	if err == nil || !strings.Contains(err.Error(), "negotiating parameters") {
 		t.Fatalf("Setup with both at 6.29: %v", err)
 	}
@@ -548,7 +567,7 @@ func TestRemoteVersionTooOld(t *testing.T) {
 		nc.Write([]byte("5.60\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
 		return nil
 	})
-	_, _, err := c.Setup(WriteBW, testDest(1, "::ffff:10.0.0.1"), qp.MTU1024)
+	_, _, err := c.Setup(Flow{Test: WriteBW}, []Dest{testDest(1, "::ffff:10.0.0.1")}, qp.MTU1024)
 	if err == nil || !strings.Contains(err.Error(), "older than 5.70") {
 		t.Fatalf("Setup: %v", err)
 	}
@@ -676,17 +695,32 @@ func TestShortReads(t *testing.T) {
 func TestMisuse(t *testing.T) {
 	c, peer := connPair(t, false)
 	defer peer.Close()
-	if err := c.Connected(WriteBW, Dest{}, Dest{}); err == nil || !strings.Contains(err.Error(), "Setup has not run") {
+	if err := c.Connected([]Dest{{}}, []Dest{{}}); err == nil || !strings.Contains(err.Error(), "Setup has not run") {
 		t.Errorf("Connected before Setup: %v", err)
 	}
-	if _, err := c.Finish(WriteBW, BWReport{}); err == nil {
-		t.Error("Finish before Setup")
+	for _, step := range []func() error{
+		c.BeforeRun,
+		func() error { _, err := c.AfterRun(BWReport{}); return err },
+		func() error { _, err := c.Finish(BWReport{}); return err },
+	} {
+		if err := step(); err == nil || !strings.Contains(err.Error(), "Setup has not run") {
+			t.Errorf("a step before Setup: %v", err)
+		}
 	}
-	if _, _, err := c.Setup("nope", Dest{}, qp.MTU1024); err == nil || !strings.Contains(err.Error(), "unknown test") {
+	if _, _, err := c.Setup(Flow{Test: "nope"}, []Dest{{}}, qp.MTU1024); err == nil || !strings.Contains(err.Error(), "unknown test") {
 		t.Errorf("Setup of an unknown test: %v", err)
 	}
-	if _, _, err := c.Setup(WriteBW, Dest{QPN: 1 << 24}, qp.MTU1024); err == nil || !strings.Contains(err.Error(), "24 bits") {
+	if _, _, err := c.Setup(Flow{Test: WriteBW}, []Dest{{QPN: 1 << 24}}, qp.MTU1024); err == nil || !strings.Contains(err.Error(), "24 bits") {
 		t.Errorf("Setup with a 25-bit QPN: %v", err)
+	}
+	if _, _, err := c.Setup(Flow{Test: WriteBW}, nil, qp.MTU1024); err == nil || !strings.Contains(err.Error(), "no QP") {
+		t.Errorf("Setup without a dest: %v", err)
+	}
+	if _, _, err := c.Setup(Flow{Test: WriteLat}, []Dest{{}, {}}, qp.MTU1024); err == nil || !strings.Contains(err.Error(), "Multiple QPs only available on bw tests") {
+		t.Errorf("Setup of write_lat with 2 QPs: %v", err)
+	}
+	if _, _, err := c.Setup(Flow{Test: SendLat, Duplex: true}, []Dest{{}}, qp.MTU1024); err == nil || !strings.Contains(err.Error(), "Bidirectional is only available in BW test") {
+		t.Errorf("Setup of send_lat with -b: %v", err)
 	}
 	if _, err := c.ExchangeMTU(qp.MTU1024); err == nil || !strings.Contains(err.Error(), "not exchanged yet") {
 		t.Errorf("ExchangeMTU before versions: %v", err)

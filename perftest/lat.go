@@ -92,8 +92,12 @@ func reap(ctx context.Context, s *Side, p *Params) error {
 // because a WRITE is reaped after the next is posted, and a buffer must
 // not change under a WRITE that may still be sent again.
 //
-// With Events, it runs pingPong with RDMA WRITE with immediate instead.
+// With Events, it runs pingPong with RDMA WRITE with immediate instead;
+// with WithImm, writeImmLat.
 func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, error) {
+	if p.WithImm {
+		return writeImmLat(ctx, s, p, client)
+	}
 	if p.Events {
 		wr := qp.SendWR{Opcode: qp.WRRDMAWriteWithImm, SGList: s.ownSGE(1), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
 		return pingPong(ctx, s, p, client, wr)
@@ -182,10 +186,15 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 	return out, nil
 }
 
-// sendLat runs one side of the send_lat ping-pong over SEND and receive.
-// The receive for the first message must be posted already.
+// sendLat runs one side of the send_lat ping-pong over SEND (with
+// immediate with WithImm) and receive. The receive for the first message
+// must be posted already.
 func sendLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, error) {
-	wr := qp.SendWR{Opcode: qp.WRSend, SGList: s.ownSGE(0)}
+	op := qp.WRSend
+	if p.WithImm {
+		op = qp.WRSendWithImm
+	}
+	wr := qp.SendWR{Opcode: op, SGList: s.ownSGE(0)}
 	if sendsInline(p, s.Size) {
 		wr.Flags = qp.SendInline
 	}

@@ -2,7 +2,6 @@ package perftest
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -31,6 +30,10 @@ type Result struct {
 	// run itself, and Packets how many packets its devices sent and
 	// received meanwhile: their ratio is 0 in the steady state.
 	Allocs, Packets uint64
+	// With Duplex, BW is the line perftest prints, the sum of both
+	// sides' rates; OwnBW is this side's (the client's, in RunLocal)
+	// and PeerBW the peer's.
+	OwnBW, PeerBW *BWResult
 }
 
 // packets returns the packets a device has sent and received.
@@ -184,65 +187,121 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 	}
 	for i, s := range sides {
 		peer := sides[1-i]
-		s.RemoteAddr, s.RemoteKey = peer.MR.IOVA(), peer.MR.RKey()
-		err := s.QP.Connect(rnic.ConnectAttr{
-			Local: s.QP.Local(localPSNs[i]), Remote: peer.QP.Local(localPSNs[1-i]),
-			MTU: p.MTU, Access: s.MR.Access(), Timeout: p.Timeout, TrafficClass: p.TrafficClass,
-		})
-		if err != nil {
-			return nil, nil, nil, err
+		for j, l := range s.qps {
+			pl := peer.qps[j]
+			s.setRemote(j, peer.targetAddr(j), pl.mr.RKey())
+			err := l.qp.Connect(rnic.ConnectAttr{
+				Local: l.qp.Local(localPSNs[i]), Remote: pl.qp.Local(localPSNs[1-i]),
+				MTU: p.MTU, Access: l.mr.Access(), Timeout: p.Timeout, TrafficClass: p.TrafficClass,
+				MaxRdAtomic: uint8(p.outReads()), MaxDestRdAtomic: uint8(p.outReads()),
+			})
+			if err != nil {
+				return nil, nil, nil, err
+			}
 		}
 	}
 	return sides[0], sides[1], closeAll, nil
 }
 
 func info(s *Side, psn bth.PSN) Info {
-	return Info{QPN: uint32(s.QP.Num()), PSN: uint32(psn), RKey: uint32(s.MR.RKey()), VAddr: s.MR.IOVA(), GID: s.Dev.GIDs()[0]}
+	return Info{QPN: uint32(s.QP.Num()), PSN: uint32(psn), RKey: uint32(s.MR.RKey()), VAddr: s.targetAddr(0), GID: s.Dev.GIDs()[0]}
 }
 
 func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) error {
-	var origs []uint64
-	var recvErr chan error
-	switch p.Test {
-	case SendBW:
-		recvErr = make(chan error, 1)
+	sides := [2]*Side{client, server}
+	var origs [2][][]uint64
+	if p.Test == AtomicBW {
+		for i, s := range sides {
+			s.zeroAtomicWords()
+			origs[i] = make([][]uint64, len(s.qps))
+			for j := range origs[i] {
+				origs[i][j] = make([]uint64, p.Iters)
+			}
+		}
+	}
+	// Receives are posted before either side starts, as perftest's
+	// handshake before the run makes sure.
+	var posted [2]int
+	for i, s := range sides {
+		if p.receives(i == 1) {
+			var err error
+			if posted[i], err = postReceives(s, p); err != nil {
+				return err
+			}
+		}
+	}
+	type out struct {
+		r   BWResult
+		err error
+	}
+	var outs [2]chan out
+	for i, s := range sides {
+		server := i == 1
+		if !p.sends(server) && !p.receives(server) {
+			continue // a passive server
+		}
 		var want *Side
 		if p.Check {
-			want = client
+			want = sides[1-i]
 		}
-		go func() { _, err := receive(ctx, server, p, want, nil); recvErr <- err }()
-		time.Sleep(time.Millisecond) // let the receives be posted, as perftest's handshake does
-	case AtomicBW:
-		origs = make([]uint64, p.Iters)
-		binary.NativeEndian.PutUint64(server.Buf, 0)
-	}
-	emit := func(b BWResult) {
-		if p.OnReport != nil {
-			r := *res
-			r.BW = &b
-			p.OnReport(&r)
+		var emit func(BWResult)
+		if !server && p.OnReport != nil {
+			emit = func(b BWResult) {
+				r := *res
+				r.BW = &b
+				p.OnReport(&r)
+			}
 		}
+		outs[i] = make(chan out, 1)
+		go func() {
+			r, err := runBWSide(ctx, p, s, server, posted[i], want, origs[i], emit)
+			outs[i] <- out{r, err}
+		}()
 	}
-	r, err := bw(ctx, client, p, origs, emit)
-	if recvErr != nil {
-		if rerr := <-recvErr; err == nil {
-			err = rerr
+	var got [2]BWResult
+	var err error
+	for i, c := range outs {
+		if c != nil {
+			o := <-c
+			got[i] = o.r
+			if err == nil {
+				err = o.err
+			}
 		}
 	}
 	if err != nil || p.Infinite {
 		return err
 	}
-	res.BW = &r
+	res.BW = &got[0]
+	if p.Duplex {
+		sum := sumBW(got[0], got[1])
+		res.BW, res.OwnBW, res.PeerBW = &sum, &got[0], &got[1]
+	}
 	if !p.Check {
 		return nil
 	}
-	switch p.Test {
-	case WriteBW:
-		return checkSlots(server, client, p.Iters)
-	case ReadBW:
-		return checkSlots(client, server, p.Iters)
-	case AtomicBW:
-		return checkAtomics(p, origs, binary.NativeEndian.Uint64(server.Buf))
+	// The client's operations, and with Duplex the server's.
+	for i, s := range sides {
+		if !p.sends(i == 1) {
+			continue
+		}
+		peer := sides[1-i]
+		switch p.Test {
+		case WriteBW, ReadBW:
+			if err := checkPlaced(s, peer, p.Iters); err != nil {
+				return err
+			}
+		case AtomicBW:
+			for j := range s.qps {
+				w, err := peer.atomicWord(j)
+				if err == nil {
+					err = checkAtomics(p, origs[i][j], w)
+				}
+				if err != nil {
+					return fmt.Errorf("QP %d: %w", j, err)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -306,7 +365,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	if p.Check && p.Size > 0 {
 		switch p.Test {
 		case ReadLat:
-			return checkSlots(client, server, 1)
+			return checkPlaced(client, server, 1)
 		case WriteLat:
 			// Each side's slot 0 holds what the other sent from its
 			// slot 1, up to the poll byte.
@@ -322,7 +381,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	return nil
 }
 
-// latReport is a latency test's table line from what its client measured.
+// latReport is a latency test's table line from what one side measured.
 func latReport(p *Params, o latOut) LatResult {
 	half := p.Test != ReadLat
 	if p.Duration > 0 {

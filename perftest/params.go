@@ -4,7 +4,8 @@
 //
 // A test has two sides, as perftest has: the client, which drives the
 // traffic, and the server, which is passive for WRITE, READ and atomics,
-// receives for SEND, and answers in the latency ping-pongs. RunLocal runs
+// receives for SEND (and WRITE with immediate), and answers in the
+// latency ping-pongs; with -b (Duplex) both sides drive. RunLocal runs
 // both in one process over an in-memory fabric.
 package perftest
 
@@ -16,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 )
@@ -83,6 +85,27 @@ type Params struct {
 	// GiveUp ends the test with ErrStalled when no completion arrives for
 	// this long (gorxe's; perftest waits forever). 10 s when zero.
 	GiveUp time.Duration
+
+	// NumQPs is -q: the test runs on this many RC QPs, each with its own
+	// key message; the client posts to them in turn, Iters to each.
+	// 0 or 1 is one QP. Bandwidth tests only.
+	NumQPs int
+	// Duplex is -b: both sides send, and each prints the sum of both
+	// sides' bandwidth. Bandwidth tests only.
+	Duplex bool
+	// OutReads is -o: the RDMA READs and atomics this side lets its peer
+	// keep outstanding, offered in the key message (READ and atomic tests
+	// only). 0 is gorxe's default, 16; more than the device takes
+	// (qp.MaxRdAtomic) is cut to that, as perftest cuts to max_qp_rd_atom.
+	OutReads int
+	// WithImm is --write_with_imm for write_bw and write_lat (RDMA WRITE
+	// with immediate; the server receives a completion for each) and
+	// --send_with_imm for send_bw and send_lat (SEND with immediate).
+	// Both sides must set it.
+	WithImm bool
+	// MRPerQP is --mr_per_qp: each QP gets a memory region of its own,
+	// whose rkey and address its key message carries.
+	MRPerQP bool
 
 	// Duration (-D) makes the run timed instead of counted, as perftest's
 	// DURATION test type: Margin after the start the sample window opens,
@@ -173,9 +196,17 @@ func (p *Params) margin() time.Duration {
 
 // noPeakFor reports whether a side reports no peak bandwidth: with -N,
 // and where perftest's force_dependencies turns noPeak on by itself: timed
-// runs, the send_bw server, and more than 20000 iterations.
+// runs, a receiving server (send_bw, write_bw --write_with_imm) without
+// -b, and more than 20000 iterations.
 func (p *Params) noPeakFor(server bool) bool {
-	return p.NoPeak || p.timed() || (p.Test == SendBW && server) || p.Iters > 20000
+	return p.NoPeak || p.timed() || (server && p.receives(server) && !p.Duplex) || p.Iters > 20000
+}
+
+// warmsUp reports whether --perform_warm_up sends anything: perftest
+// warms up WRITE (not with immediate: "Warm up not supported for
+// WRITE_IMM verb"), READ and atomics, never SEND.
+func (p *Params) warmsUp() bool {
+	return p.Test == ReadBW || p.Test == AtomicBW || p.Test == WriteBW && !p.WithImm
 }
 
 // watch returns a context that is cancelled, with ErrStalled as its cause,
@@ -265,7 +296,20 @@ func (p *Params) Defaults() {
 	if p.GiveUp == 0 {
 		p.GiveUp = 10 * time.Second
 	}
+	if p.NumQPs == 0 {
+		p.NumQPs = 1
+	}
 }
+
+// MaxQPs is the most QPs -q takes, as perftest's MAX_QP_NUM.
+const MaxQPs = 16384
+
+// maxBuffers bounds the memory a side registers, so that a large -q with
+// large messages is refused instead of exhausting the host.
+const maxBuffers = 1 << 30
+
+// qps returns how many QPs the test runs.
+func (p *Params) qps() int { return max(p.NumQPs, 1) }
 
 // Validate reports parameters perftest would refuse.
 func (p *Params) Validate() error {
@@ -285,7 +329,68 @@ func (p *Params) Validate() error {
 	case p.Atomic != FetchAndAdd && p.Atomic != CmpAndSwap:
 		return fmt.Errorf("atomic type %q: want %s or %s", p.Atomic, FetchAndAdd, CmpAndSwap)
 	}
-	return p.validateOutput()
+	if err := p.checkFlags(); err != nil {
+		return err
+	}
+	if err := p.validateOutput(); err != nil {
+		return err
+	}
+	// The QPs share one send and one receive CQ, as perftest's.
+	if d := p.cqDepth(); d > cq.MaxDepth {
+		return fmt.Errorf("-q %d with tx depth %d and rx depth %d needs CQs of %d entries; gorxe's hold at most %d",
+			p.qps(), p.TxDepth, p.RxDepth, d, cq.MaxDepth)
+	}
+	sizes := p.Sizes()
+	if b := bufferBytes(p, sizes[len(sizes)-1]); b > maxBuffers {
+		return fmt.Errorf("-q %d with %d-byte messages needs %d MiB of buffers on each side; gorxe allows %d MiB",
+			p.qps(), sizes[len(sizes)-1], b>>20, maxBuffers>>20)
+	}
+	return nil
+}
+
+// checkFlags refuses the combinations of -q, -b, -o and
+// --write_with_imm/--send_with_imm that perftest's parser refuses, with
+// its words (perftest_parameters.c, parser()).
+func (p *Params) checkFlags() error {
+	switch {
+	case p.NumQPs < 0 || p.NumQPs > MaxQPs:
+		return fmt.Errorf("num of Qps should be between 1 and %d, not %d", MaxQPs, p.NumQPs)
+	case p.qps() > 1 && p.Test.IsLatency():
+		return fmt.Errorf("-q %d: Multiple QPs only available on bw tests", p.NumQPs)
+	case p.Duplex && p.Test.IsLatency():
+		return fmt.Errorf("-b: Bidirectional is only available in BW test")
+	case p.OutReads < 0:
+		return fmt.Errorf("-o %d: the number of outstanding reads must not be negative", p.OutReads)
+	case p.OutReads != 0 && p.Test != ReadBW && p.Test != ReadLat && p.Test != AtomicBW:
+		return fmt.Errorf("-o %d: Setting Outstanding reads only available on READ verb (read_bw, read_lat, atomic_bw)", p.OutReads)
+	case p.WithImm && (p.Test == ReadBW || p.Test == ReadLat || p.Test == AtomicBW):
+		return fmt.Errorf("%s: Write_with_imm can only be used with write_lat and write_bw tests, "+
+			"Send_with_imm with send_lat and send_bw", p.Test)
+	}
+	return nil
+}
+
+// outReads returns the out_reads this side offers in its key message:
+// the READs and atomics its responder takes at once, as perftest's
+// ctx_set_out_reads sets it (the device's limit for 0 or more), for the
+// READ and atomic tests, and 1 for the others.
+func (p *Params) outReads() uint16 {
+	switch {
+	case p.Test != ReadBW && p.Test != ReadLat && p.Test != AtomicBW:
+		return 1
+	case p.OutReads == 0:
+		return maxOutReads
+	}
+	return uint16(min(p.OutReads, qp.MaxRdAtomic))
+}
+
+// cqDepth is the depth of a side's send and receive CQs: every QP's
+// outstanding work requests, and some slack.
+func (p *Params) cqDepth() int { return p.qps()*max(p.TxDepth, p.RxDepth) + 16 }
+
+// flow returns the exchange's flow for p.
+func (p *Params) flow() Flow {
+	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && p.Test != AtomicBW, Duration: p.timed()}
 }
 
 // validateOutput checks the timing, posting and output options as
@@ -297,6 +402,10 @@ func (p *Params) validateOutput() error {
 		return fmt.Errorf("duration (-D) must be positive")
 	case p.Infinite && lat:
 		return fmt.Errorf("--run_infinitely exists only in bandwidth tests")
+	case p.Infinite && p.Duplex:
+		// perftest refuses it for SEND and WRITE with immediate, and runs
+		// the others without the handshake -b adds before the run.
+		return fmt.Errorf("--run_infinitely with -b is not supported")
 	case p.timed() && p.Events:
 		return fmt.Errorf("a timed run (-D or --run_infinitely) does not work with events (-e)")
 	case p.timed() && p.AllSize:
@@ -340,10 +449,21 @@ func (p *Params) known() bool {
 }
 
 // postsReceives reports whether the test's sides post a receive before
-// the run: send_lat, and write_lat with Events.
+// the run: send_lat, and write_lat with Events or WithImm.
 func (p *Params) postsReceives() bool {
-	return p.Test == SendLat || p.Test == WriteLat && p.Events
+	return p.Test == SendLat || p.Test == WriteLat && (p.Events || p.WithImm)
 }
+
+// receives reports whether a side of a bandwidth test receives, and so
+// posts receives before the run: the send_bw server, and the write_bw
+// server with WithImm; with Duplex, both sides of those.
+func (p *Params) receives(server bool) bool {
+	return (p.Test == SendBW || p.Test == WriteBW && p.WithImm) && (server || p.Duplex)
+}
+
+// sends reports whether a side of a bandwidth test posts the test's
+// operations: the client, and with Duplex the server too.
+func (p *Params) sends(server bool) bool { return !server || p.Duplex }
 
 // MaxSize is the largest message, as perftest's -a goes: 8 MiB.
 const MaxSize = 1 << 23

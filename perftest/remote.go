@@ -2,7 +2,6 @@ package perftest
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -24,14 +23,17 @@ type RemoteOptions struct {
 	GIDIndex int   // the device GID this side uses (perftest's -x)
 }
 
-// maxOutReads is what gorxe offers as out_reads for READ and atomic tests:
-// its limit of outstanding READs and atomics, as rxe offers its own (128).
+// maxOutReads is what gorxe offers as out_reads for READ and atomic tests
+// unless -o says otherwise (rxe offers its max_qp_rd_atom, 128, which
+// qp.MaxRdAtomic matches).
 const maxOutReads = 16
 
 // RunRemote runs one side of test p with its peer on another host,
 // speaking perftest's exchange on opt.Conn. The client drives the traffic
 // and returns its measurements; the server returns the client's
-// (bandwidth tests) or its own (latency tests), as perftest prints them.
+// (bandwidth tests with a passive server) or its own (the others), as
+// perftest prints them. With Duplex each side returns the sum of both
+// sides' rates, as perftest prints it.
 func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, error) {
 	p.Defaults()
 	if err := p.Validate(); err != nil {
@@ -49,51 +51,29 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	if opt.GIDIndex < 0 || opt.GIDIndex >= len(gids) {
 		return nil, fmt.Errorf("perftest: GID index %d: the device has %d GIDs", opt.GIDIndex, len(gids))
 	}
-	outReads := uint16(1)
-	if p.Test == ReadBW || p.Test == ReadLat || p.Test == AtomicBW {
-		outReads = maxOutReads
-	}
-	local := Dest{
-		OutReads: outReads,
-		QPN:      uint32(side.QP.Num()),
-		PSN:      rand.Uint32() & 0xffffff,
-		RKey:     uint32(side.MR.RKey()),
-		VAddr:    side.MR.IOVA(),
-		GID:      gids[opt.GIDIndex].As16(),
-	}
+	local := side.dests(&p, gids[opt.GIDIndex])
 	// The patterns --check verifies are in place before the peer can
 	// touch this side's memory.
-	if p.Check {
-		if server {
-			side.fillPattern(serverSeed)
-			if p.Test == AtomicBW {
-				binary.NativeEndian.PutUint64(side.Buf, 0) // the word the atomics change
-			}
-		} else {
-			side.fillPattern(clientSeed)
-		}
+	seed, peerSeed := uint64(clientSeed), uint64(serverSeed)
+	if server {
+		seed, peerSeed = serverSeed, clientSeed
 	}
-	remote, mtu, err := opt.Conn.Setup(p.Test, local, p.MTU)
+	if p.Check {
+		side.fillPattern(seed)
+	}
+	if p.Test == AtomicBW {
+		side.zeroAtomicWords()
+	}
+	flow := p.flow()
+	remote, mtu, err := opt.Conn.Setup(flow, local, p.MTU)
 	if err != nil {
 		return nil, err
 	}
 	p.MTU = mtu
-	side.RemoteAddr, side.RemoteKey = remote.VAddr, mr.Key(remote.RKey)
-	rd := uint8(min(max(remote.OutReads, 1), maxOutReads))
-	err = side.QP.Connect(rnic.ConnectAttr{
-		Local:        rnic.Endpoint{PSN: bth.PSN(local.PSN)},
-		Remote:       rnic.Endpoint{QPN: bth.QPN(remote.QPN), PSN: bth.PSN(remote.PSN), GID: netip.AddrFrom16(remote.GID)},
-		MTU:          mtu,
-		Access:       side.MR.Access(),
-		SGIDIndex:    uint8(opt.GIDIndex),
-		Timeout:      p.Timeout,
-		MaxRdAtomic:  rd,
-		TrafficClass: p.TrafficClass,
-	})
-	if err != nil {
+	if err := side.connect(&p, local, remote, opt.GIDIndex); err != nil {
 		return nil, err
 	}
-	if err := opt.Conn.Connected(p.Test, local, remote); err != nil {
+	if err := opt.Conn.Connected(local, remote); err != nil {
 		return nil, err
 	}
 	info := func(d Dest) Info {
@@ -101,10 +81,23 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	}
 	// The server of a WRITE, READ or atomic test is passive: it takes no
 	// part in the run and waits in Finish for the client's report.
-	passive := server && ExchangesBWReport(p.Test)
+	passive := server && flow.PassiveServer()
 	caller := ctx
 	ctx, stop := p.watch(ctx)
 	defer stop()
+	var origs [][]uint64
+	var want *Side
+	if p.Check {
+		if p.Test == AtomicBW && p.sends(server) {
+			origs = make([][]uint64, len(side.qps))
+			for i := range origs {
+				origs[i] = make([]uint64, p.Iters)
+			}
+		}
+		if p.receives(server) && p.Test == SendBW {
+			want = patternSide(side, peerSeed) // what the peer sends
+		}
+	}
 	var out []Result
 	var last BWReport
 	for _, size := range sizes {
@@ -114,28 +107,38 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		ps := p
 		ps.Size, ps.AllSize = size, false
 		side.Size = size
-		r := Result{Test: p.Test, Local: info(local), Remote: info(remote)}
+		if want != nil {
+			want.Size = size
+		}
+		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0])}
 		// Receives are posted before the handshake that lets the peer
 		// send, as perftest does.
 		posted := 0
 		switch {
-		case p.Test == SendBW && server:
-			if posted, err = postReceives(side, &ps); err != nil {
-				return out, err
-			}
 		case p.postsReceives():
 			if _, err = side.QP.PostRecv([]qp.RecvWR{{WRID: 0, SGList: side.sge(1)}}); err != nil {
 				return out, err
 			}
+		case !p.Test.IsLatency() && p.receives(server):
+			if posted, err = postReceives(side, &ps); err != nil {
+				return out, err
+			}
 		}
-		if err := opt.Conn.BeforeRun(p.Test); err != nil {
+		if err := opt.Conn.BeforeRun(); err != nil {
 			return out, err
 		}
 		pk0 := packets(opt.Dev.Counters())
 		var allocs uint64
-		if server {
-			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side, posted, &r) })
-		} else {
+		switch {
+		case !p.Test.IsLatency():
+			allocs, err = allocsDuring(func() error {
+				b, err := runBWSide(ctx, &ps, side, server, posted, want, origs, reporter(&p, &r))
+				r.BW = &b
+				return err
+			})
+		case server:
+			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side, &r) })
+		default:
 			allocs, err = allocsDuring(func() error { return runClient(ctx, &ps, side, &r) })
 		}
 		if err != nil {
@@ -148,11 +151,23 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 			return out, nil
 		}
 		r.Allocs, r.Packets = allocs, packets(opt.Dev.Counters())-pk0
-		if err := opt.Conn.AfterRun(p.Test, p.AllSize); err != nil {
-			return out, err
-		}
 		if r.BW != nil {
 			last = reportOf(&p, r.BW)
+		}
+		theirs, err := opt.Conn.AfterRun(last)
+		if err != nil {
+			return out, err
+		}
+		if flow.ReportsPerSize() {
+			own, peer := *r.BW, resultOf(&p, theirs)
+			sum := sumBW(own, peer)
+			r.BW, r.OwnBW, r.PeerBW = &sum, &own, &peer
+		}
+		if p.Check && !p.Test.IsLatency() {
+			// After AfterRun: with Duplex the peer's run is over too.
+			if err := checkBW(&ps, side, server, peerSeed, origs); err != nil {
+				return out, err
+			}
 		}
 		r.Checked = p.Check
 		out = append(out, r)
@@ -163,12 +178,14 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		// is killed and the connection closes. That, or the caller's
 		// context, ends gorxe's without an error.
 		opt.Conn.RunTimeout = forever
+		_, err := opt.Conn.Finish(last)
+		if peerClosed(err) || caller.Err() != nil ||
+			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			err = nil
+		}
+		return nil, err
 	}
-	theirs, err := opt.Conn.Finish(p.Test, last)
-	if passive && p.Infinite && (peerClosed(err) || caller.Err() != nil ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return out, nil
-	}
+	theirs, err := opt.Conn.Finish(last)
 	if err != nil {
 		return out, err
 	}
@@ -176,13 +193,13 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		// perftest's server prints the client's report, as the client
 		// sent it: in the client's unit.
 		b := resultOf(&p, theirs)
-		r := Result{Test: p.Test, Local: info(local), Remote: info(remote), BW: &b}
+		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0]), BW: &b}
 		if p.Check {
 			ps := p
 			ps.Size, ps.AllSize = int(theirs.Size), false
 			side.Size = ps.Size
 			if ps.Size > 0 && ps.Size <= maxSize {
-				if err := checkServerBW(&ps, side); err != nil {
+				if err := checkBW(&ps, side, server, peerSeed, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -196,109 +213,50 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	return out, nil
 }
 
-// Patterns for --check between hosts: each side can compute the other's.
-const (
-	clientSeed = 1
-	serverSeed = 2
-)
-
-func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
-	switch p.Test {
-	case WriteLat, SendLat, ReadLat:
-		var o latOut
-		var err error
-		switch p.Test {
-		case WriteLat:
-			o, err = writeLat(ctx, s, p, true)
-		case SendLat:
-			o, err = sendLat(ctx, s, p, true)
-		default:
-			o, err = readLat(ctx, s, p)
+// dests returns the side's key message of each QP, as perftest's
+// set_up_connection fills them: the QP's number, a random first PSN, the
+// rkey of its region and the address of its target region, the out_reads
+// it offers, the GID.
+func (s *Side) dests(p *Params, gid netip.Addr) []Dest {
+	d := make([]Dest, len(s.qps))
+	for i, l := range s.qps {
+		d[i] = Dest{
+			OutReads: p.outReads(),
+			QPN:      uint32(l.qp.Num()),
+			PSN:      rand.Uint32() & 0xffffff,
+			RKey:     uint32(l.mr.RKey()),
+			VAddr:    s.targetAddr(i),
+			GID:      gid.As16(),
 		}
+	}
+	return d
+}
+
+// connect moves each of the side's QPs to RTS, connected to the peer's
+// QP of the same index, as perftest's ctx_connect: the responder takes as
+// many READs and atomics as this side offered (max_dest_rd_atomic = its
+// out_reads), the requester keeps as many outstanding as the peer
+// offered (max_rd_atomic = the peer's out_reads), cut to what the device
+// takes.
+func (s *Side) connect(p *Params, local, remote []Dest, gidIndex int) error {
+	for i, l := range s.qps {
+		s.setRemote(i, remote[i].VAddr, mr.Key(remote[i].RKey))
+		err := l.qp.Connect(rnic.ConnectAttr{
+			Local:           rnic.Endpoint{PSN: bth.PSN(local[i].PSN)},
+			Remote:          rnic.Endpoint{QPN: bth.QPN(remote[i].QPN), PSN: bth.PSN(remote[i].PSN), GID: netip.AddrFrom16(remote[i].GID)},
+			MTU:             p.MTU,
+			Access:          l.mr.Access(),
+			SGIDIndex:       uint8(gidIndex),
+			Timeout:         p.Timeout,
+			MaxRdAtomic:     uint8(min(max(remote[i].OutReads, 1), qp.MaxRdAtomic)),
+			MaxDestRdAtomic: uint8(min(max(local[i].OutReads, 1), qp.MaxRdAtomic)),
+			TrafficClass:    p.TrafficClass,
+		})
 		if err != nil {
 			return err
 		}
-		l := latReport(p, o)
-		r.Lat = &l
-		if p.Check && p.Test == ReadLat && p.Size > 0 {
-			return checkAgainst(s, serverSeed, 1)
-		}
-		return nil
-	}
-	var origs []uint64
-	if p.Test == AtomicBW && p.Check {
-		origs = make([]uint64, p.Iters)
-	}
-	b, err := bw(ctx, s, p, origs, reporter(p, r))
-	if err != nil || p.Infinite {
-		return err
-	}
-	r.BW = &b
-	if !p.Check {
-		return nil
-	}
-	switch p.Test {
-	case ReadBW:
-		return checkAgainst(s, serverSeed, p.Iters)
-	case AtomicBW:
-		return checkAtomicResults(p, origs)
 	}
 	return nil
-}
-
-// runServer runs the server's part of the test, and puts what it reports
-// itself in r: send_bw's server its receive rate, the timed write_lat and
-// send_lat servers their latency (perftest's print_report_lat_duration on
-// both sides).
-func runServer(ctx context.Context, p *Params, s *Side, posted int, r *Result) error {
-	switch p.Test {
-	case SendBW:
-		var want *Side
-		if p.Check {
-			want = patternSide(s, clientSeed)
-		}
-		b, err := consumeReceives(ctx, s, p, want, posted, reporter(p, r))
-		if err == nil && !p.Infinite {
-			r.BW = &b
-		}
-		return err
-	case WriteLat, SendLat:
-		var o latOut
-		var err error
-		if p.Test == WriteLat {
-			o, err = writeLat(ctx, s, p, false)
-		} else {
-			o, err = sendLat(ctx, s, p, false)
-		}
-		if err == nil && p.Duration > 0 {
-			l := latReport(p, o)
-			r.Lat = &l
-		}
-		return err
-	}
-	return nil // WRITE, READ and atomics: the server's CPU takes no part
-}
-
-// reporter returns the emit function of an infinite run, which hands
-// p.OnReport each report as a Result like r.
-func reporter(p *Params, r *Result) func(BWResult) {
-	return func(b BWResult) {
-		if p.OnReport != nil {
-			out := *r
-			out.BW = &b
-			p.OnReport(&out)
-		}
-	}
-}
-
-// forever is the connection's RunTimeout while a passive server waits for
-// a client that runs until it is killed.
-const forever = 100 * 365 * 24 * time.Hour
-
-// peerClosed reports whether err is the peer closing the out-of-band
-// connection, or resetting it.
-func peerClosed(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // bwUnit is what one MB/s (2^20 bytes) is in the unit p reports
@@ -311,44 +269,147 @@ func bwUnit(p *Params) float64 {
 	return 1
 }
 
-// reportOf is the bandwidth report this side sends its peer, in its own
-// unit, as perftest's bw_report_data holds it.
+// reportOf is the bandwidth report this side sends its peer
+// (xchg_bw_reports), in its own unit, as perftest's bw_report_data holds
+// it.
 func reportOf(p *Params, b *BWResult) BWReport {
 	u := bwUnit(p)
 	return BWReport{Size: uint64(b.Size), Iters: uint64(b.Iters), PeakMBps: b.PeakMBps * u, AvgMBps: b.AvgMBps * u, MsgRateMpps: b.MsgRate}
 }
 
-// resultOf is the peer's report as a result this side prints: perftest
-// prints the peer's numbers as they came, in whatever unit the peer
-// used, so they are taken to be in this side's.
+// resultOf is the peer's report as a result of this side: perftest
+// prints and adds the peer's numbers as they came, in whatever unit the
+// peer used, so they are taken to be in this side's.
 func resultOf(p *Params, r BWReport) BWResult {
 	u := bwUnit(p)
 	return BWResult{Size: int(r.Size), Iters: int(r.Iters), PeakMBps: r.PeakMBps / u, AvgMBps: r.AvgMBps / u, MsgRate: r.MsgRateMpps}
 }
 
-// checkServerBW verifies, after the client finished, what the client's
-// operations left in the server's memory.
-func checkServerBW(p *Params, s *Side) error {
+// reporter returns the emit function of an infinite run, which hands
+// p.OnReport each report as a Result like r.
+func reporter(p *Params, r *Result) func(BWResult) {
+	if p.OnReport == nil {
+		return nil
+	}
+	return func(b BWResult) {
+		out := *r
+		out.BW = &b
+		p.OnReport(&out)
+	}
+}
+
+// forever is the connection's RunTimeout while a passive server waits for
+// a client that runs until it is stopped.
+const forever = 100 * 365 * 24 * time.Hour
+
+// peerClosed reports whether err is the peer closing the out-of-band
+// connection, or resetting it.
+func peerClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// Patterns for --check between hosts: each side can compute the other's.
+const (
+	clientSeed = 1
+	serverSeed = 2
+)
+
+// runClient runs the client side of a latency test.
+func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
+	var o latOut
+	var err error
+	switch p.Test {
+	case WriteLat:
+		o, err = writeLat(ctx, s, p, true)
+	case SendLat:
+		o, err = sendLat(ctx, s, p, true)
+	default:
+		o, err = readLat(ctx, s, p)
+	}
+	if err != nil {
+		return err
+	}
+	l := latReport(p, o)
+	r.Lat = &l
+	if p.Check && p.Test == ReadLat && p.Size > 0 {
+		return checkPlaced(s, patternSide(s, serverSeed), 1)
+	}
+	return nil
+}
+
+// runServer runs the server side of a latency test: the read_lat server
+// takes no part. A timed write_lat or send_lat server puts its own
+// report in r, as perftest prints print_report_lat_duration on both
+// sides.
+func runServer(ctx context.Context, p *Params, s *Side, r *Result) error {
+	var o latOut
+	var err error
+	switch p.Test {
+	case WriteLat:
+		o, err = writeLat(ctx, s, p, false)
+	case SendLat:
+		o, err = sendLat(ctx, s, p, false)
+	default:
+		return nil
+	}
+	if err == nil && p.Duration > 0 {
+		l := latReport(p, o)
+		r.Lat = &l
+	}
+	return err
+}
+
+// checkBW verifies, after a size's run of a bandwidth test, what this
+// side can: the results of its READs and atomics, and what the peer's
+// WRITEs and atomics left in its memory (the server's, or with Duplex
+// either's). SEND is checked as it arrives.
+func checkBW(p *Params, s *Side, server bool, peerSeed uint64, origs [][]uint64) error {
+	target := server || p.Duplex
 	switch p.Test {
 	case WriteBW:
-		return checkAgainst(s, clientSeed, p.Iters)
+		if target {
+			return checkPlaced(patternSide(s, peerSeed), s, p.Iters)
+		}
+	case ReadBW:
+		if p.sends(server) {
+			return checkPlaced(s, patternSide(s, peerSeed), p.Iters)
+		}
 	case AtomicBW:
-		if v := binary.NativeEndian.Uint64(s.Buf); v != uint64(p.Iters) {
-			return fmt.Errorf("%w: the word the atomics changed is %d after %d of them", ErrCheck, v, p.Iters)
+		for i := range s.qps {
+			if origs != nil {
+				if err := checkAtomicResults(p, origs[i]); err != nil {
+					return fmt.Errorf("QP %d: %w", i, err)
+				}
+			}
+			if !target {
+				continue
+			}
+			v, err := s.atomicWord(i)
+			if err != nil {
+				return err
+			}
+			if v != uint64(p.Iters) {
+				return fmt.Errorf("%w: the word the atomics of QP %d changed is %d after %d of them", ErrCheck, i, v, p.Iters)
+			}
 		}
 	}
 	return nil
 }
 
-// patternSide returns a side-shaped buffer holding the pattern seed fills
-// into a side like s.
+// patternSide returns a side-shaped memory, the regions where s has
+// them, holding the pattern seed fills into a side like s.
 func patternSide(s *Side, seed uint64) *Side {
-	w := &Side{Buf: make([]byte, len(s.Buf)), Slots: s.Slots, Size: s.Size}
+	w := &Side{Slots: s.Slots, Size: s.Size}
+	var last []byte
+	for i, l := range s.qps {
+		b := last
+		if i == 0 || &l.buf[0] != &s.qps[i-1].buf[0] {
+			b = make([]byte, len(l.buf))
+		}
+		w.qps = append(w.qps, &sideQP{buf: b, src: l.src, dst: l.dst})
+		last = b
+	}
+	w.Buf = w.qps[0].buf
 	w.fillPattern(seed)
 	return w
-}
-
-// checkAgainst compares the first n slots of s with the pattern seed.
-func checkAgainst(s *Side, seed uint64, n int) error {
-	return checkSlots(s, patternSide(s, seed), n)
 }

@@ -15,18 +15,22 @@ import (
 const rule = "---------------------------------------------------------------------------------------"
 
 // PrintBanner prints perftest's header: the test's name and its settings.
-func PrintBanner(w io.Writer, p *Params, device, link string) {
-	kind := "BW"
-	if p.Test.IsLatency() {
-		kind = "Latency"
-	}
-	if p.PostList > 1 && !p.Test.IsLatency() {
-		kind = "Post List " + kind
+// gidIndex is the GID's index as perftest's -x names it.
+func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
+	kind := "Latency"
+	if !p.Test.IsLatency() {
+		kind = "BW"
+		if p.PostList > 1 {
+			kind = "Post List " + kind
+		}
+		if p.Duplex {
+			kind = "Bidirectional " + kind
+		}
 	}
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, "                    %s %s Test\n", p.Test.Verb(), kind)
+	fmt.Fprintf(w, "                    %s %s Test\n", p.verbName(), kind)
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", device)
-	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IB\n")
+	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", p.qps())
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	if p.Test == AtomicBW {
 		fmt.Fprintf(w, " Atomic Operation: %s\n", p.Atomic)
@@ -45,15 +49,25 @@ func PrintBanner(w io.Writer, p *Params, device, link string) {
 	}
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", p.MTU.Bytes())
 	fmt.Fprintf(w, " Link type       : %s\n", link)
-	fmt.Fprintf(w, " GID index       : 0\n")
+	fmt.Fprintf(w, " GID index       : %d\n", gidIndex)
 	if p.Test.Verb() == "RDMA_Read" || p.Test == AtomicBW {
-		fmt.Fprintf(w, " Outstand reads  : %d\n", maxOutReads)
+		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads())
 	} else {
 		fmt.Fprintf(w, " Max inline data : %d[B]\n", p.Inline)
 	}
 	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
 	fmt.Fprintf(w, " Data ex. method : %s\n", map[bool]string{true: "in-process", false: "Ethernet"}[link == "mem"])
 	fmt.Fprintln(w, rule)
+}
+
+// verbName is the test's verb as perftest's testsStr names it: with
+// WithImm, RDMA_Write_imm and Send_imm.
+func (p *Params) verbName() string {
+	verb := p.Test.Verb()
+	if p.WithImm && (verb == "RDMA_Write" || verb == "Send") {
+		verb += "_imm"
+	}
+	return verb
 }
 
 // PrintAddresses prints the local and remote address lines of perftest.
@@ -373,26 +387,29 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 		if p.PostList > 1 {
 			kind = "Post_List_" + kind
 		}
+		if p.Duplex {
+			kind = "Bidirectional_" + kind
+		}
 	}
 	if p.Test == AtomicBW {
 		kind = p.Atomic + "_" + kind
 	}
-	fmt.Fprintf(b, "\"test_info\": {\n\"test\": \"%s_%sTest\",\n", p.Test.Verb(), kind)
+	fmt.Fprintf(b, "\"test_info\": {\n\"test\": \"%s_%sTest\",\n", p.verbName(), kind)
 	if p.Events {
 		fmt.Fprintf(b, "\"Test with events\": \"Using_%s_comp%d\",\n", info.Device, 0)
 	}
 	fmt.Fprintf(b, "\"Dual_port\": \"OFF\",\n\"Device\": \"%s\",\n", info.Device)
-	fmt.Fprintf(b, "\"Number_of_qps\": %d,\n\"Transport_type\": \"IB\",\n", 1)
+	fmt.Fprintf(b, "\"Number_of_qps\": %d,\n\"Transport_type\": \"IB\",\n", p.qps())
 	fmt.Fprintf(b, "\"Connection_type\": \"RC\",\n\"Using_SRQ\": \"OFF\",\n")
 	fmt.Fprintf(b, " \"PCIe_relax_order\": \"Unsupported\",\n") // as a perftest built without HAVE_RO writes it
 	fmt.Fprintf(b, "\"ibv_wr_API\": \"ON\",\n")
-	if !info.Server {
+	if !info.Server || p.Duplex {
 		fmt.Fprintf(b, "\"TX_depth\": %d,\n", p.TxDepth)
 	}
 	if p.PostList > 1 {
 		fmt.Fprintf(b, "\"Post_List\": %d,\n", p.PostList)
 	}
-	if (p.Test == SendBW || p.Test == SendLat) && info.Server {
+	if (p.Test == SendBW || p.Test == SendLat || p.WithImm) && (info.Server || p.Duplex) { // has_recv_comp
 		fmt.Fprintf(b, "\"RX_depth\": %d,\n", p.RxDepth)
 	}
 	if !p.Test.IsLatency() {
@@ -401,7 +418,7 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	fmt.Fprintf(b, "\"Mtu\": %d,\n\"Link_type\": \"%s\",\n", p.MTU.Bytes(), info.LinkType)
 	fmt.Fprintf(b, "\"GID_index\": %d,\n", info.GIDIndex)
 	if p.Test.Verb() == "RDMA_Read" || p.Test == AtomicBW {
-		fmt.Fprintf(b, "\"Outstand_reads\": %d,\n", maxOutReads)
+		fmt.Fprintf(b, "\"Outstand_reads\": %d,\n", p.outReads())
 	} else {
 		fmt.Fprintf(b, "\"Max_inline_data\": %d,\n", p.Inline)
 	}

@@ -17,9 +17,23 @@ import (
 	"github.com/gorxe/gorxe/rnic"
 )
 
-// Side is one end of a test: a QP, its CQs and a registered buffer of
-// slots, each a message long. Messages cycle through the slots, so --check
-// can tell one message's bytes from another's.
+// Side is one end of a test: its QPs, the CQs they share and the
+// registered memory they use, laid out in slots of a message each.
+// Messages cycle through the slots, so --check can tell one message's
+// bytes from another's.
+//
+// The memory is laid out as perftest lays out its own (ctx_init,
+// set_up_connection): each QP has two regions, one it sends from (and
+// READs into) and one it advertises in its key message, for the peer to
+// write to, read from and send into. Without MRPerQP one buffer, under
+// one memory region, holds the source regions of every QP, then their
+// target regions; with it, each QP has a buffer and memory region of its
+// own, its source region then its target region. The latency tests keep
+// one region, written and sent from alike (writeLat says how it keeps
+// them apart).
+//
+// QP, MR and Buf are QP 0's, and its source region starts Buf; RemoteAddr
+// and RemoteKey are its peer's. The latency tests use only these.
 type Side struct {
 	Dev   *rnic.Device
 	PD    *mr.PD
@@ -35,58 +49,180 @@ type Side struct {
 	RemoteAddr uint64
 	RemoteKey  mr.Key
 
+	qps  []*sideQP
 	sgl  [1]qp.SGE
 	pace spinPace
 }
 
-// slotCount is how many message slots a side's buffer holds: enough that a
+// sideQP is one of a side's QPs with its regions of memory.
+type sideQP struct {
+	qp       *rnic.QP
+	mr       *mr.MR
+	buf      []byte // mr's memory
+	src, dst int    // where the QP's two regions start in buf
+
+	// The peer's target region for this QP, from its key message.
+	remoteAddr uint64
+	remoteKey  mr.Key
+}
+
+// slotCount is how many message slots each region holds: enough that a
 // slot is not reused while a message in it may still be in flight, and at
-// least the three write_lat uses.
+// least the three write_lat uses, within 16 MiB for all of a side's
+// regions.
 func slotCount(p *Params, size int) int {
+	regions := 2 * p.qps()
+	if p.Test.IsLatency() {
+		regions = 1
+	}
 	n := max(p.TxDepth, p.RxDepth, 16)
-	for n > 3 && n*max(size, 8) > 16<<20 {
+	for n > 3 && n*max(size, 8)*regions > 16<<20 {
 		n /= 2
 	}
 	return max(n, 3)
 }
 
-// NewSide allocates a side's resources on dev for messages of size bytes.
-func NewSide(dev *rnic.Device, p *Params, size int) (*Side, error) {
-	s := &Side{Dev: dev, Size: size, Slots: slotCount(p, size)}
-	s.PD = dev.AllocPD()
-	s.Buf = make([]byte, max(s.Slots*max(size, 8), 2*cycleBuffer))
-	var err error
-	if s.MR, err = dev.RegMR(s.PD, s.Buf, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
-		return nil, err
+// regionSize returns the size of each region of a side for messages of
+// size bytes: its slots, and for the bandwidth tests at least the page a
+// perftest peer spreads its small messages over (increase_rem_addr).
+func regionSize(p *Params, size int) int {
+	r := slotCount(p, size) * max(size, 8)
+	if !p.Test.IsLatency() {
+		r = max(r, cycleBuffer)
 	}
-	depth := max(p.TxDepth, p.RxDepth) + 16
-	if s.SCQ, err = dev.CreateCQ(depth); err != nil {
-		return nil, err
-	}
-	if s.RCQ, err = dev.CreateCQ(depth); err != nil {
-		return nil, err
-	}
-	s.QP, err = dev.CreateQP(qp.InitAttr{
-		Type: qp.TypeRC, PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
-		Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1,
-			MaxInlineData: uint32(p.Inline)},
-	})
-	return s, err
+	return (r + cacheLine - 1) / cacheLine * cacheLine
 }
 
-// Close releases the side's QP and region, after sending what the
+// bufferBytes returns the memory a side registers for messages of size
+// bytes.
+func bufferBytes(p *Params, size int) int {
+	if p.Test.IsLatency() {
+		return max(regionSize(p, size), 2*cycleBuffer)
+	}
+	return 2 * p.qps() * regionSize(p, size)
+}
+
+// NewSide allocates a side's resources on dev for messages of size bytes:
+// p.NumQPs QPs, one send and one receive CQ they share, and their memory.
+func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
+	s = &Side{Dev: dev, Size: size, Slots: slotCount(p, size)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.PD = dev.AllocPD()
+	const access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	if s.SCQ, err = dev.CreateCQ(p.cqDepth()); err != nil {
+		return s, err
+	}
+	if s.RCQ, err = dev.CreateCQ(p.cqDepth()); err != nil {
+		return s, err
+	}
+	n, region := p.qps(), regionSize(p, size)
+	for i := range n {
+		l := &sideQP{}
+		switch {
+		case p.Test.IsLatency():
+			l.buf = make([]byte, bufferBytes(p, size))
+		case p.MRPerQP:
+			l.buf, l.src, l.dst = make([]byte, 2*region), 0, region
+		case i == 0:
+			l.buf, l.src, l.dst = make([]byte, bufferBytes(p, size)), 0, n*region
+		default:
+			l.buf, l.mr, l.src, l.dst = s.qps[0].buf, s.qps[0].mr, i*region, (n+i)*region
+		}
+		if l.mr == nil {
+			if l.mr, err = dev.RegMR(s.PD, l.buf, access); err != nil {
+				return s, err
+			}
+		}
+		s.qps = append(s.qps, l)
+		l.qp, err = dev.CreateQP(qp.InitAttr{
+			Type: qp.TypeRC, PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
+			Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1,
+				MaxInlineData: uint32(p.Inline)},
+		})
+		if err != nil {
+			return s, err
+		}
+	}
+	s.QP, s.MR, s.Buf = s.qps[0].qp, s.qps[0].mr, s.qps[0].buf
+	return s, nil
+}
+
+// Close releases the side's QPs and regions, after sending what the
 // device's busy polling left pending.
 func (s *Side) Close() {
 	s.Dev.Flush()
-	if s.QP != nil {
-		s.QP.Destroy()
-	}
-	if s.MR != nil {
-		s.MR.Deregister()
+	var last *mr.MR
+	for _, l := range s.qps {
+		if l.qp != nil {
+			l.qp.Destroy()
+		}
+		if l.mr != nil && l.mr != last {
+			l.mr.Deregister()
+		}
+		last = l.mr
 	}
 }
 
+// setRemote records QP i's peer target region.
+func (s *Side) setRemote(i int, addr uint64, key mr.Key) {
+	s.qps[i].remoteAddr, s.qps[i].remoteKey = addr, key
+	if i == 0 {
+		s.RemoteAddr, s.RemoteKey = addr, key
+	}
+}
+
+// targetAddr returns the address QP i advertises: its target region.
+func (s *Side) targetAddr(i int) uint64 { return s.qps[i].mr.IOVA() + uint64(s.qps[i].dst) }
+
 func (s *Side) slot(i int) int { return (i % s.Slots) * max(s.Size, 8) }
+
+// src and dst return n bytes of QP i's source or target region, from
+// offset off in it.
+func (s *Side) src(i, off, n int) []byte { l := s.qps[i]; return l.buf[l.src+off : l.src+off+n] }
+func (s *Side) dst(i, off, n int) []byte { l := s.qps[i]; return l.buf[l.dst+off : l.dst+off+n] }
+
+// peekDst returns a copy of n bytes of QP i's target region from offset
+// off, read as a CPU reads memory a NIC writes (mr.MR.Peek): the peer's
+// WRITEs and atomics land there with no completion on this side to order
+// a plain read after them. A side without registered memory (a
+// patternSide) is read directly.
+func (s *Side) peekDst(i, off, n int) ([]byte, error) {
+	l := s.qps[i]
+	b := make([]byte, n)
+	if l.mr == nil {
+		copy(b, s.dst(i, off, n))
+		return b, nil
+	}
+	if err := l.mr.Peek(l.mr.IOVA()+uint64(l.dst+off), b); err != nil {
+		return nil, fmt.Errorf("perftest: reading QP %d's target region: %w", i, err)
+	}
+	return b, nil
+}
+
+// atomicWord returns the word at the start of QP i's target region,
+// which the peer's atomics change.
+func (s *Side) atomicWord(i int) (uint64, error) {
+	b, err := s.peekDst(i, 0, 8)
+	if err != nil {
+		return 0, err
+	}
+	return binary.NativeEndian.Uint64(b), nil
+}
+
+// sgeIn returns a scatter/gather list of a message at offset off of QP
+// i's memory, reused like sge's.
+func (s *Side) sgeIn(i, off int) []qp.SGE {
+	if s.Size == 0 {
+		return nil
+	}
+	l := s.qps[i]
+	s.sgl[0] = qp.SGE{Addr: l.mr.IOVA() + uint64(off), Length: uint32(s.Size), LKey: l.mr.LKey()}
+	return s.sgl[:]
+}
 
 // The layout of RDMA WRITE and READ tests, perftest's: a peer running
 // perftest registers about two messages' worth of memory (BUFF_SIZE, at
@@ -126,30 +262,45 @@ func rdmaPlaces(size int) int {
 	return 1
 }
 
-// sge returns the scatter/gather list of message i's slot. The slice is
-// reused by the next call: post it before asking for another (the verbs
-// copy it).
-func (s *Side) sge(i int) []qp.SGE {
-	if s.Size == 0 {
-		return nil
-	}
-	s.sgl[0] = qp.SGE{Addr: s.MR.IOVA() + uint64(s.slot(i)), Length: uint32(s.Size), LKey: s.MR.LKey()}
-	return s.sgl[:]
-}
+// sge returns the scatter/gather list of message i's slot of QP 0's
+// source region. The slice is reused by the next call: post it before
+// asking for another (the verbs copy it).
+func (s *Side) sge(i int) []qp.SGE { return s.sgeIn(0, s.qps[0].src+s.slot(i)) }
 
 // ownSGE returns message i's scatter/gather list in a slice of its own,
 // for a work request posted again and again.
 func (s *Side) ownSGE(i int) []qp.SGE { return append([]qp.SGE(nil), s.sge(i)...) }
 
-// fillPattern fills every slot with bytes seeded by seed and the slot.
-func (s *Side) fillPattern(seed uint64) {
-	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	b := s.Buf
-	for ; len(b) >= 8; b = b[8:] {
-		binary.LittleEndian.PutUint64(b, r.Uint64())
+// buffers returns the side's distinct buffers: one, or one per QP with
+// MRPerQP.
+func (s *Side) buffers() [][]byte {
+	var bs [][]byte
+	for i, l := range s.qps {
+		if i == 0 || &l.buf[0] != &s.qps[i-1].buf[0] {
+			bs = append(bs, l.buf)
+		}
 	}
-	for i := range b {
-		b[i] = byte(r.Uint32())
+	return bs
+}
+
+// fillPattern fills the side's memory with bytes seeded by seed.
+func (s *Side) fillPattern(seed uint64) {
+	for i, b := range s.buffers() {
+		r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15+uint64(i)))
+		for ; len(b) >= 8; b = b[8:] {
+			binary.LittleEndian.PutUint64(b, r.Uint64())
+		}
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+	}
+}
+
+// zeroAtomicWords zeroes the word at the start of each QP's target
+// region, which the peer's atomics change.
+func (s *Side) zeroAtomicWords() {
+	for i := range s.qps {
+		binary.NativeEndian.PutUint64(s.dst(i, 0, 8), 0)
 	}
 }
 
@@ -299,13 +450,23 @@ func (sp *spinner) more(dev *rnic.Device) bool {
 	return true
 }
 
-// checkSlots compares the places that the first n messages of an RDMA
-// WRITE or READ test used in got with the same places in want.
-func checkSlots(got, want *Side, n int) error {
-	for i := range min(n, rdmaPlaces(got.Size)) {
-		o := rdmaOffset(i, got.Size)
-		if !bytes.Equal(got.Buf[o:o+got.Size], want.Buf[o:o+got.Size]) {
-			return fmt.Errorf("%w: the message at offset %d differs", ErrCheck, o)
+// checkPlaced compares, on each QP, the places the first n messages of
+// an RDMA WRITE or READ test used in the requester's source region with
+// the same places in the responder's target region: where a WRITE put
+// what it took from the requester, or where a READ took what it put
+// there.
+func checkPlaced(requester, responder *Side, n int) error {
+	size := requester.Size
+	for i := range requester.qps {
+		for k := range min(n, rdmaPlaces(size)) {
+			o := rdmaOffset(k, size)
+			got, err := responder.peekDst(i, o, size)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(requester.src(i, o, size), got) {
+				return fmt.Errorf("%w: the message at offset %d of QP %d differs", ErrCheck, o, i)
+			}
 		}
 	}
 	return nil
@@ -313,31 +474,39 @@ func checkSlots(got, want *Side, n int) error {
 
 // completionError turns a failed work completion into an error.
 func completionError(wc cq.WC) error {
-	return fmt.Errorf("perftest: completion with error: wr_id %d %v (%s)", wc.WRID, wc.Status, wc.Status.Name())
+	return fmt.Errorf("perftest: completion with error: wr_id %#x %v (%s)", wc.WRID, wc.Status, wc.Status.Name())
 }
 
-// bw runs the client side of a bandwidth test as run_iter_bw does: iters
-// operations of the test's verb, TxDepth outstanding, PostList per post,
-// one signaled in CQMod. With Duration it runs until its runTimer ends and
-// reports what completed in the sample window; with Infinite it runs
-// until ctx ends, handing a report to emit every period
-// (run_iter_bw_infinitely), and returns a zero result.
-func bw(ctx context.Context, s *Side, p *Params, origs []uint64, emit func(BWResult)) (BWResult, error) {
+// wrID names message k of the side's QP i in a work request, as
+// perftest's wr_id names the QP.
+func wrID(i, k int) uint64 { return uint64(i)<<32 | uint64(uint32(k)) }
+
+func splitWRID(id uint64) (i, k int) { return int(id >> 32), int(uint32(id)) }
+
+// bw runs the sending side of a bandwidth test as perftest's run_iter_bw
+// posts it: iters operations of the test's verb on each QP, TxDepth
+// outstanding on each, PostList per post, one signaled in CQMod, to each
+// QP in turn, as many as it has room for. origs, for atomic_bw's --check,
+// gets what each QP's atomics returned.
+//
+// With a runTimer tm (-D), whose context ctx is, it posts until the timer
+// ends and reports the messages that completed in its sample window over
+// the window; with Infinite it posts until ctx ends, handing emit a
+// report every period (run_iter_bw_infinitely), and returns a zero
+// result.
+func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer, emit func(BWResult)) (BWResult, error) {
 	cqMod := min(p.CQMod, p.TxDepth)
 	postList := max(p.PostList, 1)
 	wrs := make([]qp.SendWR, postList)
 	sges := make([]qp.SGE, postList)
 	wcs := make([]cq.WC, 64)
-	if p.WarmUp && p.Test != SendBW {
+	if p.WarmUp && p.warmsUp() {
 		if err := warmUp(ctx, s, p, wrs, sges, wcs); err != nil {
 			return BWResult{}, err
 		}
 	}
-	var tm *runTimer
-	if p.Duration > 0 && !p.Infinite {
-		tm, ctx = newRunTimer(ctx, p)
-		defer tm.release()
-		tm.start()
+	if tm != nil {
+		tm.start() // idempotent: a duplex server's started at its first receive
 	}
 	var iv *interval
 	if p.Infinite {
@@ -345,13 +514,15 @@ func bw(ctx context.Context, s *Side, p *Params, origs []uint64, emit func(BWRes
 	}
 	timed := p.timed()
 	noPeak := p.noPeakFor(false)
-	posted, completed, counted := 0, 0, 0
+	nq := len(s.qps)
+	posted, completed := make([]int, nq), make([]int, nq)
+	total, sent, done, counted := p.Iters*nq, 0, 0, 0
 	peak := 0.0
 	start := time.Now()
 	last := start
 	lastDone := 0
 	for {
-		if tm != nil && tm.ended() || !timed && completed >= p.Iters {
+		if tm != nil && tm.ended() || !timed && done >= total {
 			break
 		}
 		if iv != nil && ctx.Err() != nil {
@@ -362,22 +533,25 @@ func bw(ctx context.Context, s *Side, p *Params, origs []uint64, emit func(BWRes
 				return BWResult{}, err
 			}
 		}
-		for (timed || posted < p.Iters) && posted-completed+postList <= p.TxDepth {
-			if tm != nil && tm.ended() {
-				break
+		for i, l := range s.qps {
+			for (timed || posted[i] < p.Iters) && posted[i]-completed[i]+postList <= p.TxDepth {
+				if tm != nil && tm.ended() {
+					break
+				}
+				for j := range wrs {
+					s.bwWR(&wrs[j], sges[j:j+1], p, i, posted[i]+j, cqMod)
+				}
+				if _, err := l.qp.PostSend(wrs); err != nil {
+					return BWResult{}, err
+				}
+				if p.onPost != nil {
+					p.onPost(len(wrs))
+				}
+				posted[i] += postList
+				sent += postList
 			}
-			for j := range wrs {
-				s.bwWR(&wrs[j], sges[j:j+1], p, posted+j, cqMod)
-			}
-			if _, err := s.QP.PostSend(wrs); err != nil {
-				return BWResult{}, err
-			}
-			if p.onPost != nil {
-				p.onPost(len(wrs))
-			}
-			posted += postList
 		}
-		if completed >= posted {
+		if done >= sent {
 			continue
 		}
 		n, err := s.wait(ctx, p, s.SCQ, wcs)
@@ -388,75 +562,98 @@ func bw(ctx context.Context, s *Side, p *Params, origs []uint64, emit func(BWRes
 		case p.Infinite && stoppedByCaller(ctx, err):
 			return BWResult{}, nil
 		default:
-			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", completed, posted, err)
+			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", done, sent, err)
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != cq.StatusSuccess {
 				return BWResult{}, completionError(wc)
 			}
-			done := int(wc.WRID) + 1
-			if tm != nil && tm.sampling() {
-				counted += done - completed
+			i, k := splitWRID(wc.WRID)
+			if i < nq {
+				k = unwrap(k, completed[i])
 			}
-			completed = done
+			if i >= nq || k < completed[i] || k >= posted[i] {
+				return BWResult{}, fmt.Errorf("perftest: a completion for wr_id %#x, which is not outstanding", wc.WRID)
+			}
+			if tm != nil && tm.sampling() {
+				counted += k + 1 - completed[i]
+			}
+			done += k + 1 - completed[i]
+			completed[i] = k + 1
 			if p.Test == AtomicBW && origs != nil {
-				origs[wc.WRID] = binary.NativeEndian.Uint64(s.Buf[s.slot(int(wc.WRID)):])
+				origs[i][k] = binary.NativeEndian.Uint64(s.src(i, s.slot(k), 8))
 			}
 		}
 		if iv != nil {
-			iv.tick(uint64(completed))
+			iv.tick(uint64(done))
 			continue
 		}
-		if now := time.Now(); !noPeak && (completed-lastDone >= p.TxDepth || completed == p.Iters) {
+		if now := time.Now(); !noPeak && (done-lastDone >= p.TxDepth || done == total) {
 			if d := now.Sub(last).Seconds(); d > 0 {
-				peak = max(peak, float64((completed-lastDone)*p.Size)/d/(1<<20))
+				peak = max(peak, float64((done-lastDone)*p.Size)/d/(1<<20))
 			}
-			last, lastDone = now, completed
+			last, lastDone = now, done
 		}
 	}
 	if tm != nil {
 		return bwResult(p.Size, uint64(counted), tm.sample(), 0), nil
 	}
-	r := bwResult(p.Size, uint64(p.Iters), time.Since(start), 0)
+	r := rate(p.Size, total, time.Since(start))
+	r.PeakMBps = 0
 	if !noPeak {
 		r.PeakMBps = max(peak, r.AvgMBps)
 	}
 	return r, nil
 }
 
-// bwWR fills in wr, with its scatter/gather list in sgl[0], as bw's message
-// i: the test's verb, the place increase_rem_addr gives message i, inline
-// when it fits in Inline, signaled when it ends a run of cqMod or the run.
-func (s *Side) bwWR(wr *qp.SendWR, sgl []qp.SGE, p *Params, i, cqMod int) {
-	*wr = qp.SendWR{WRID: uint64(i)}
-	off := s.slot(i)
+// unwrap returns the message number whose low 32 bits a wr_id carries
+// (wrID), the nearest at or after base, the oldest outstanding: a timed
+// run may post more than 2^32 messages on a QP.
+func unwrap(low, base int) int {
+	return base + int(uint32(low)-uint32(base))
+}
+
+// bwWR fills in wr, with its scatter/gather list in sgl[0], as bw's
+// message k of QP i: the test's verb, the place increase_rem_addr gives
+// message k, inline when it fits in Inline, signaled when it ends a run of
+// cqMod or the run.
+func (s *Side) bwWR(wr *qp.SendWR, sgl []qp.SGE, p *Params, i, k, cqMod int) {
+	l := s.qps[i]
+	*wr = qp.SendWR{WRID: wrID(i, k)}
+	off, roff := l.src+s.slot(k), rdmaOffset(k, s.Size)
 	if p.Test == WriteBW || p.Test == ReadBW {
-		off = rdmaOffset(i, s.Size)
+		off = l.src + roff
 	}
 	if s.Size > 0 {
-		sgl[0] = qp.SGE{Addr: s.MR.IOVA() + uint64(off), Length: uint32(s.Size), LKey: s.MR.LKey()}
+		sgl[0] = qp.SGE{Addr: l.mr.IOVA() + uint64(off), Length: uint32(s.Size), LKey: l.mr.LKey()}
 		wr.SGList = sgl[:1]
 	}
-	if (i+1)%cqMod == 0 || !p.timed() && i == p.Iters-1 {
+	if (k+1)%cqMod == 0 || !p.timed() && k == p.Iters-1 {
 		wr.Flags = qp.SendSignaled
 	}
 	if sendsInline(p, s.Size) {
 		wr.Flags |= qp.SendInline
 	}
-	remote := s.RemoteAddr + uint64(rdmaOffset(i, s.Size))
+	remote := l.remoteAddr + uint64(roff)
 	switch p.Test {
 	case WriteBW:
-		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, s.RemoteKey
+		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, l.remoteKey
+		if p.WithImm {
+			wr.Opcode = qp.WRRDMAWriteWithImm
+		}
 	case ReadBW:
-		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, s.RemoteKey
+		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, l.remoteKey
 	case SendBW:
 		wr.Opcode = qp.WRSend
+		if p.WithImm {
+			wr.Opcode = qp.WRSendWithImm
+		}
 	case AtomicBW:
-		// Every atomic goes to the same word, so the results prove
-		// each one ran exactly once.
-		wr.RemoteAddr, wr.RKey = s.RemoteAddr, s.RemoteKey
+		// Every atomic of a QP goes to the same word, so the results
+		// prove each one ran exactly once.
+		wr.RemoteAddr, wr.RKey = l.remoteAddr, l.remoteKey
 		if p.Atomic == CmpAndSwap {
-			wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(i), uint64(i+1)
+			wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(k), uint64(k+1)
 		} else {
 			wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
 		}
@@ -474,85 +671,186 @@ func sendsInline(p *Params, size int) bool {
 	return false
 }
 
-// warmUp is perform_warm_up as perftest 6.2x runs it: TxDepth messages
-// (PostList with a post list) like the first one, every one signaled, and
-// a wait for all their completions, before the measured run. (6.06 posts
-// them with the run's signaling, one in CQMod, and then waits for a
-// completion of each: it never returns unless CQMod is 1.)
+// warmUp is perform_warm_up as perftest 6.2x runs it: on each QP in turn,
+// TxDepth messages (PostList with a post list) like its first one, every
+// one signaled, and a wait for all their completions, before the measured
+// run. (6.06 posts them with the run's signaling, one in CQMod, and then
+// waits for a completion of each: it never returns unless CQMod is 1.)
 func warmUp(ctx context.Context, s *Side, p *Params, wrs []qp.SendWR, sges []qp.SGE, wcs []cq.WC) error {
 	n := p.TxDepth
 	if p.PostList > 1 {
 		n = p.PostList
 	}
-	for posted := 0; posted < n; posted += len(wrs) {
-		for j := range wrs {
-			s.bwWR(&wrs[j], sges[j:j+1], p, 0, 1)
-			wrs[j].WRID = uint64(posted + j)
-			wrs[j].Flags |= qp.SendSignaled
-		}
-		if _, err := s.QP.PostSend(wrs[:min(len(wrs), n-posted)]); err != nil {
-			return fmt.Errorf("perftest: posting the warm-up: %w", err)
-		}
-	}
-	for done := 0; done < n; {
-		k, err := s.wait(ctx, p, s.SCQ, wcs)
-		if err != nil {
-			return fmt.Errorf("perftest: waiting for the warm-up after %d of %d: %w", done, n, err)
-		}
-		for _, wc := range wcs[:k] {
-			if wc.Status != cq.StatusSuccess {
-				return completionError(wc)
+	for i, l := range s.qps {
+		for posted := 0; posted < n; posted += len(wrs) {
+			for j := range wrs {
+				s.bwWR(&wrs[j], sges[j:j+1], p, i, 0, 1)
+				wrs[j].WRID = wrID(i, posted+j)
+				wrs[j].Flags |= qp.SendSignaled
+			}
+			if _, err := l.qp.PostSend(wrs[:min(len(wrs), n-posted)]); err != nil {
+				return fmt.Errorf("perftest: posting the warm-up: %w", err)
 			}
 		}
-		done += k
+		for done := 0; done < n; {
+			k, err := s.wait(ctx, p, s.SCQ, wcs)
+			if err != nil {
+				return fmt.Errorf("perftest: waiting for the warm-up of QP %d after %d of %d: %w", i, done, n, err)
+			}
+			for _, wc := range wcs[:k] {
+				if wc.Status != cq.StatusSuccess {
+					return completionError(wc)
+				}
+			}
+			done += k
+		}
 	}
 	return nil
 }
 
-// receive keeps RxDepth receives posted on s and consumes iters messages
-// (the server of send_bw), checking each against want when it is set.
-func receive(ctx context.Context, s *Side, p *Params, want *Side, emit func(BWResult)) (BWResult, error) {
-	posted, err := postReceives(s, p)
-	if err != nil {
-		return BWResult{}, err
-	}
-	return consumeReceives(ctx, s, p, want, posted, emit)
+// rate returns the result of iters messages of size bytes in el.
+func rate(size, iters int, el time.Duration) BWResult {
+	r := BWResult{Size: size, Iters: iters, Elapsed: el}
+	r.AvgMBps = float64(size) * float64(iters) / el.Seconds() / (1 << 20)
+	r.MsgRate = float64(iters) / el.Seconds() / 1e6
+	r.PeakMBps = r.AvgMBps
+	return r
 }
 
-// postReceives posts the first receives of send_bw: RxDepth, or fewer if
-// fewer messages come or the buffer has fewer slots (two receives in one
-// slot would let a message overwrite the one before it while it is
-// checked).
+// sumBW is the line perftest prints with -b: this side's size and
+// iterations, the rates of both sides added (print_full_bw_report).
+func sumBW(own, peer BWResult) BWResult {
+	own.PeakMBps += peer.PeakMBps
+	own.AvgMBps += peer.AvgMBps
+	own.MsgRate += peer.MsgRate
+	return own
+}
+
+// runBWSide runs one side's part of a size of a bandwidth test: the side
+// sends (Params.sends) and receives (Params.receives), both at once when
+// it does both, as perftest's run_iter_bi. It returns what it measured:
+// its sends, or what it received; timed (-D), what it sent and received
+// in the sample window of its one runTimer, as run_iter_bi counts both.
+// posted receives are posted on each QP already; want, when set, holds
+// what the peer sends, for --check; origs gets the results of the side's
+// atomics; emit gets the reports of an infinite run.
+func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int, want *Side, origs [][]uint64, emit func(BWResult)) (BWResult, error) {
+	sends, recvs := p.sends(server), p.receives(server)
+	var tm *runTimer
+	if p.Duration > 0 && !p.Infinite {
+		tm, ctx = newRunTimer(ctx, p)
+		defer tm.release()
+		if !server {
+			tm.start() // a client's clock starts with its run, a server's at its first receive
+		}
+	}
+	switch {
+	case sends && !recvs:
+		return bw(ctx, s, p, origs, tm, emit)
+	case !sends:
+		return consumeReceives(ctx, s, p, want, posted, nil, tm, emit)
+	}
+	// The receives are taken on a goroutine of their own, with a copy
+	// of the side for its own scratch and spin pacing; the QPs and CQs
+	// take posts and polls from both. The server sends once its first
+	// message has come, as run_iter_bi does ("SERVER will not start to
+	// send packets before CLIENT start the test").
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rs := *s
+	first := make(chan struct{})
+	type out struct {
+		r   BWResult
+		err error
+	}
+	recvOut := make(chan out, 1)
+	go func() {
+		r, err := consumeReceives(ctx, &rs, p, want, posted, func() { close(first) }, tm, nil)
+		if err != nil {
+			cancel(err)
+		}
+		recvOut <- out{r, err}
+	}()
+	if server {
+		select {
+		case <-first:
+		case <-ctx.Done():
+			o := <-recvOut
+			if tm != nil && o.err == nil {
+				return o.r, nil // the time was up before anything came
+			}
+			return BWResult{}, context.Cause(ctx)
+		}
+	}
+	r, err := bw(ctx, s, p, origs, tm, emit)
+	if err != nil {
+		cancel(err)
+	}
+	o := <-recvOut
+	if err == nil && o.err != nil {
+		err = o.err
+	}
+	if tm != nil && err == nil {
+		r = bwResult(p.Size, uint64(r.Iters+o.r.Iters), tm.sample(), 0)
+	}
+	return r, err
+}
+
+// postReceives posts the first receives of each QP of a receiving side,
+// as perftest's ctx_set_recv_wqes: RxDepth, or fewer if fewer messages
+// come or, with --check of SENDs, if the target region has fewer slots
+// (two receives in one slot would let a message overwrite the one before
+// it while it is checked). It returns how many each QP got.
 func postReceives(s *Side, p *Params) (int, error) {
-	n := min(p.RxDepth, s.Slots)
+	n := p.RxDepth
 	if !p.timed() {
 		n = min(n, p.Iters)
 	}
-	for i := range n {
-		if _, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}}); err != nil {
-			return i, err
+	if p.Check && p.Test == SendBW {
+		n = min(n, s.Slots)
+	}
+	for i := range s.qps {
+		for k := range n {
+			if err := postRecv(s, p, i, k); err != nil {
+				return k, err
+			}
 		}
 	}
 	return n, nil
 }
 
-// consumeReceives takes iters messages, reposting a receive for each one
-// still to come, posted having been posted already, and returns the
-// server's report, as run_iter_bw_server: the messages over the time from
-// the first one's arrival to the last one's, without a peak. With
-// Duration it receives until its own runTimer, started by the first
-// message, ends, and reports the messages of the sample window; with
-// Infinite it receives until ctx ends, handing emit a report every period
-// (run_iter_bw_infinitely_server), and returns a zero result.
-func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int, emit func(BWResult)) (BWResult, error) {
-	post := func(i int) error {
-		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(i)}})
-		return err
+// postRecv posts the receive of message k of QP i: into its slot of the
+// QP's target region, or, for RDMA WRITE with immediate, which puts its
+// data where its RETH says, with no memory (as perftest's since 6.24,
+// commit d6e1c86).
+func postRecv(s *Side, p *Params, i, k int) error {
+	var sgl []qp.SGE
+	if p.Test != WriteBW {
+		sgl = s.sgeIn(i, s.qps[i].dst+s.slot(k))
 	}
-	var tm *runTimer
-	if p.Duration > 0 && !p.Infinite {
-		tm, ctx = newRunTimer(ctx, p)
-		defer tm.release()
+	_, err := s.qps[i].qp.PostRecv([]qp.RecvWR{{WRID: wrID(i, k), SGList: sgl}})
+	return err
+}
+
+// consumeReceives takes iters messages on each QP, reposting a receive
+// for each one still to come, posted having been posted on each QP
+// already, as perftest's run_iter_bw_server, and returns the side's
+// report: the messages over the time from the first one's arrival to the
+// last one's (set_on_first_rx_packet), without a peak. It checks each
+// message against want when it is set, and calls first, if set, at the
+// first. With WithImm every completion must carry immediate data
+// (perftest 6.28 checks IBV_WC_WITH_IMM).
+//
+// With a runTimer tm (-D), whose context ctx is, it starts the timer at
+// the first message, receives until the timer ends, and reports the
+// messages of its sample window; with Infinite it receives until ctx
+// ends, handing emit a report every period
+// (run_iter_bw_infinitely_server), and returns a zero result.
+func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int, first func(), tm *runTimer, emit func(BWResult)) (BWResult, error) {
+	nq := len(s.qps)
+	next := make([]int, nq)
+	for i := range next {
+		next[i] = posted
 	}
 	var iv *interval
 	if p.Infinite {
@@ -560,9 +858,9 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 	}
 	timed := p.timed()
 	wcs := make([]cq.WC, 64)
-	var first time.Duration
-	done, counted := 0, 0
-	for timed && (tm == nil || !tm.ended()) || !timed && done < p.Iters {
+	var start time.Duration
+	done, counted, total := 0, 0, p.Iters*nq
+	for timed && (tm == nil || !tm.ended()) || !timed && done < total {
 		if iv != nil && ctx.Err() != nil {
 			return BWResult{}, endInfinite(ctx)
 		}
@@ -575,40 +873,51 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 		switch {
 		case err == nil:
 		case tm != nil && timeUp(err):
-			continue
+			continue // receives stay posted, as in perftest
 		case p.Infinite && stoppedByCaller(ctx, err):
 			return BWResult{}, nil
 		default:
 			return BWResult{}, fmt.Errorf("perftest: waiting for receives after %d: %w", done, err)
 		}
 		if done == 0 {
-			first = clock() // set_on_first_rx_packet
+			start = clock()
 			if tm != nil {
 				tm.start()
 			}
+		}
+		if first != nil {
+			first()
+			first = nil
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != cq.StatusSuccess {
 				return BWResult{}, completionError(wc)
 			}
-			if wc.ByteLen != uint32(p.Size) {
+			i, k := splitWRID(wc.WRID)
+			if i >= nq {
+				return BWResult{}, fmt.Errorf("perftest: a receive completion for wr_id %#x, which was not posted", wc.WRID)
+			}
+			if p.WithImm && wc.Flags&cq.FlagWithImm == 0 {
+				return BWResult{}, fmt.Errorf("%w: a receive completion without immediate data (%v)", ErrCheck, wc)
+			}
+			if p.Test == SendBW && wc.ByteLen != uint32(p.Size) {
 				return BWResult{}, fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size)
 			}
-			if want != nil {
-				o := s.slot(int(wc.WRID))
-				if !bytes.Equal(s.Buf[o:o+p.Size], want.Buf[want.slot(int(wc.WRID)):][:p.Size]) {
-					return BWResult{}, fmt.Errorf("%w: message %d differs", ErrCheck, wc.WRID)
+			if want != nil && p.Test == SendBW {
+				o := s.slot(k)
+				if !bytes.Equal(s.dst(i, o, p.Size), want.src(i, o, p.Size)) {
+					return BWResult{}, fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, k, i)
 				}
 			}
 			done++
 			if tm != nil && tm.sampling() {
 				counted++
 			}
-			if timed || posted < p.Iters {
-				if err := post(posted); err != nil {
+			if timed || next[i] < p.Iters {
+				if err := postRecv(s, p, i, next[i]); err != nil {
 					return BWResult{}, err
 				}
-				posted++
+				next[i]++
 			}
 		}
 		if iv != nil {
@@ -618,5 +927,5 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 	if tm != nil {
 		return bwResult(p.Size, uint64(counted), tm.sample(), 0), nil
 	}
-	return bwResult(p.Size, uint64(done), clock()-first, 0), nil
+	return bwResult(p.Size, uint64(done), clock()-start, 0), nil
 }

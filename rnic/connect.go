@@ -33,6 +33,12 @@ type ConnectAttr struct {
 	MaxRdAtomic  uint8 // outstanding READs and atomics each way; 16 when zero
 	TrafficClass uint8
 	HopLimit     uint8 // 64 when zero
+
+	// MaxDestRdAtomic, when not zero, is how many READs and atomics the
+	// responder takes (max_dest_rd_atomic), MaxRdAtomic then being only
+	// the requester's (max_rd_atomic): perftest sets the first from its
+	// own out_reads and the second from its peer's.
+	MaxDestRdAtomic uint8
 }
 
 // Local returns this QP's endpoint for the peer, with the given first PSN.
@@ -54,6 +60,7 @@ func (q *QP) Connect(c ConnectAttr) error {
 	def(&c.RNRRetry, 7)
 	def(&c.MinRNRTimer, 12)
 	def(&c.MaxRdAtomic, 16)
+	def(&c.MaxDestRdAtomic, c.MaxRdAtomic)
 	def(&c.HopLimit, 64)
 	if c.MTU == 0 {
 		c.MTU = q.dev.MTU()
@@ -66,7 +73,7 @@ func (q *QP) Connect(c ConnectAttr) error {
 			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
 		{qp.Attr{
 			State: qp.StateRTR, PathMTU: c.MTU, DestQPNum: c.Remote.QPN, RQPSN: c.Remote.PSN,
-			MaxDestRdAtomic: c.MaxRdAtomic, MinRNRTimer: c.MinRNRTimer,
+			MaxDestRdAtomic: c.MaxDestRdAtomic, MinRNRTimer: c.MinRNRTimer,
 			AV: qp.AddressVector{DGID: c.Remote.GID, SGIDIndex: c.SGIDIndex, HopLimit: c.HopLimit, TrafficClass: c.TrafficClass},
 		}, qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
 		{qp.Attr{

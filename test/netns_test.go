@@ -134,8 +134,14 @@ type gorxe struct {
 // ends if it is still running.
 func start(t *testing.T, n *netns, args ...string) *gorxe {
 	t.Helper()
+	return startAs(t, n, gorxeBin, args...)
+}
+
+// startAs is start with the binary at bin: gorxe under another name.
+func startAs(t *testing.T, n *netns, bin string, args ...string) *gorxe {
+	t.Helper()
 	g := &gorxe{done: make(chan error, 1)}
-	g.cmd = n.cmd(context.Background(), append([]string{gorxeBin}, args...)...)
+	g.cmd = n.cmd(context.Background(), append([]string{bin}, args...)...)
 	g.cmd.Stdout, g.cmd.Stderr = &g.out, &g.errOut
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)

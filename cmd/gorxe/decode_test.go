@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"github.com/gorxe/gorxe/internal/pcaptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorxe/gorxe/internal/pcaptest"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"

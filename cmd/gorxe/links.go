@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,10 +41,19 @@ func (l *linkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.ip, "ip", "", "this host's address for the udp and tap links, ADDR or ADDR/PREFIX (IPv4 or IPv6); tap needs the prefix")
 	fs.StringVar(&l.tapName, "tap", "", "name of the TAP device to create (tap link; default: the kernel picks)")
 	fs.StringVar(&l.bridge, "bridge", "", "attach the TAP device to this existing bridge (tap link)")
-	fs.UintVar(&l.port, "port", wire.UDPPort, "UDP port of RoCE v2")
+	fs.UintVar(&l.port, "roce-port", wire.UDPPort, "UDP port of RoCE v2")
 	fs.IntVar(&l.mtu, "link-mtu", 0, "the link's IP MTU (tap: default 1500; udp: the interface's); path MTU 4096 needs at least 4176")
 	fs.BoolVar(&l.noGSO, "no-gso", false, "udp link: send every packet as a datagram of its own, not runs of them as one datagram the kernel cuts (UDP GSO; a capture on the sending host then shows each packet)")
 	fs.BoolVar(&l.trace, "trace", false, "print every QP state change and transport event (retransmission, NAK, RNR wait, tail probe) to stderr")
+}
+
+// validateKind reports a --link that names no link.
+func (l *linkFlags) validateKind() error {
+	switch l.kind {
+	case "mem", "udp", "tap":
+		return nil
+	}
+	return fmt.Errorf("--link %s: want mem, udp or tap", l.kind)
 }
 
 // validate reports a combination of link flags that cannot work, a usage
@@ -57,7 +67,7 @@ func (l *linkFlags) validate() error {
 		return fmt.Errorf("--link %s: want mem, udp or tap", l.kind)
 	}
 	if l.port == 0 || l.port > 65535 {
-		return fmt.Errorf("--port %d: not a UDP port", l.port)
+		return fmt.Errorf("--roce-port %d: not a UDP port", l.port)
 	}
 	if l.ip == "" {
 		return fmt.Errorf("--link %s needs --ip", l.kind)
@@ -75,56 +85,166 @@ func (l *linkFlags) open() (link.Link, error) {
 		return nil, err
 	}
 	var pfx netip.Prefix
+	var addr netip.Addr // with its zone, which a Prefix drops
 	var err error
 	if strings.Contains(l.ip, "/") {
 		pfx, err = netip.ParsePrefix(l.ip)
+		addr = pfx.Addr()
 	} else {
-		var a netip.Addr
-		a, err = netip.ParseAddr(l.ip)
-		pfx = netip.PrefixFrom(a, a.BitLen())
+		addr, err = netip.ParseAddr(l.ip)
+		pfx = netip.PrefixFrom(addr, addr.BitLen())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--ip %s: %v", l.ip, err)
 	}
 	switch l.kind {
 	case "udp":
-		return udp.Open(udp.Config{Addr: pfx.Addr(), Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO})
+		return udp.Open(udp.Config{Addr: addr, Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO})
 	case "tap":
 		return tap.Open(tap.Config{Name: l.tapName, Addrs: []netip.Prefix{pfx}, Bridge: l.bridge, MTU: l.mtu, Port: uint16(l.port)})
 	}
 	return nil, fmt.Errorf("--link %s: want mem, udp or tap", l.kind)
 }
 
-// openRemote opens the device for a test across hosts and the out-of-band
-// connection: as the client when server is set, else as the server.
-func openRemote(ctx context.Context, lf *linkFlags, p *perftest.Params, server string, tcpPort int, stdout io.Writer, quiet bool) (*rnic.Device, *perftest.Conn, error) {
+// endpoint is one side of a test across hosts: its device, the
+// out-of-band connection, and the GID it uses.
+type endpoint struct {
+	dev  *rnic.Device
+	conn *perftest.Conn
+	// gidIndex is the GID's index as perftest's -x names it: in the
+	// interface's table laid out as rxe's (udp link), or in the device's
+	// (tap link). devGID is its index in the device's own table.
+	gidIndex, devGID int
+}
+
+// openRemote opens one side of a test across hosts. The client (r.server
+// set) picks its address, opens its device and connects; the server first
+// waits for the client, since without --ip the address the client reached
+// it on says which interface, and which of its GIDs, to use.
+func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer) (*endpoint, error) {
+	var conn *perftest.Conn
+	var reached netip.Addr // the address the kernel chose to talk to the peer
+	var err error
+	if r.server == "" {
+		if !r.json {
+			fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
+		}
+		conn, err = perftest.Listen(ctx, net.JoinHostPort(r.bindIP, strconv.Itoa(r.tcpPort)))
+		if err != nil {
+			return nil, err
+		}
+		if a, ok := conn.LocalAddr().(*net.TCPAddr); ok {
+			reached = a.AddrPort().Addr()
+		}
+	} else if r.link.ip == "" && r.link.kind == "udp" {
+		if reached, err = routeSource(r.server); err != nil {
+			return nil, err
+		}
+	}
+	ep := &endpoint{conn: conn}
+	fail := func(err error) (*endpoint, error) {
+		if ep.dev != nil {
+			ep.dev.Close()
+		}
+		if ep.conn != nil {
+			ep.conn.Close()
+		}
+		return nil, err
+	}
+	if err := ep.openDevice(r, name, reached); err != nil {
+		return fail(err)
+	}
+	if r.server != "" {
+		d := &net.Dialer{}
+		if r.bindIP != "" {
+			a, err := netip.ParseAddr(r.bindIP)
+			if err != nil {
+				return fail(fmt.Errorf("--bind_source_ip %s: %v", r.bindIP, err))
+			}
+			d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 0))
+		}
+		if ep.conn, err = perftest.DialWith(ctx, d, net.JoinHostPort(r.server, strconv.Itoa(r.tcpPort))); err != nil {
+			return fail(err)
+		}
+	}
+	return ep, nil
+}
+
+// openDevice opens the link and the device. On the udp link the address
+// is --ip, or else the GID -x names in the GID table of the interface that
+// holds reached, or else the one perftest would choose there (reached
+// itself when it is among the best).
+func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) error {
+	lf := r.link
+	if lf.kind == "udp" {
+		var table []gidEntry
+		var at netip.Addr // the address that names the interface
+		switch {
+		case lf.ip != "":
+			a, err := netip.ParseAddr(strings.SplitN(lf.ip, "/", 2)[0])
+			if err != nil {
+				return fmt.Errorf("--ip %s: %v", lf.ip, err)
+			}
+			at = a
+		case reached.IsValid():
+			at = reached.Unmap()
+		default:
+			return fmt.Errorf("--link udp needs --ip, or the server's name")
+		}
+		iface, err := interfaceOf(at)
+		if err != nil {
+			return fmt.Errorf("%v: gorxe's udp link needs an address of this host", err)
+		}
+		if table, err = interfaceGIDs(iface); err != nil {
+			return err
+		}
+		if lf.ip != "" {
+			ep.gidIndex = slices.IndexFunc(table, func(e gidEntry) bool { return e.GID == netip.AddrFrom16(at.As16()) })
+			if r.gidIndex >= 0 && r.gidIndex != ep.gidIndex {
+				return fmt.Errorf("-x %d names GID %d of %s, but --ip %s is GID %d (gorxe show_gids %s); give one of them", r.gidIndex, r.gidIndex, iface, lf.ip, ep.gidIndex, iface)
+			}
+		} else {
+			e, i, err := pickGID(table, r.gidIndex, r.ipv6, reached)
+			if err != nil {
+				return err
+			}
+			ep.gidIndex = i
+			lf.ip = e.addr().String()
+		}
+	}
 	l, err := lf.open()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	cfg := rnic.Config{Link: l, Port: uint16(lf.port), Window: p.Window}
+	cfg := rnic.Config{Name: name, Link: l, Port: uint16(lf.port), Window: r.p.Window}
 	if lf.trace {
 		cfg.Trace = traceTo(os.Stderr)
 	}
-	dev, err := rnic.Open(cfg)
-	if err != nil {
+	if ep.dev, err = rnic.Open(cfg); err != nil {
 		l.Close()
-		return nil, nil, err
+		return err
 	}
-	var conn *perftest.Conn
-	if server != "" {
-		conn, err = perftest.Dial(ctx, net.JoinHostPort(server, strconv.Itoa(tcpPort)))
-	} else {
-		if !quiet {
-			fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
+	if lf.kind == "tap" {
+		// The tap link is a host of gorxe's own: -x indexes the
+		// device's table, its addresses.
+		ep.gidIndex = max(r.gidIndex, 0)
+		ep.devGID = ep.gidIndex
+		if n := len(ep.dev.GIDs()); ep.devGID >= n {
+			return fmt.Errorf("GID index %d: the tap link's device has %d GIDs, its --ip addresses", ep.devGID, n)
 		}
-		conn, err = perftest.Listen(ctx, net.JoinHostPort("", strconv.Itoa(tcpPort)))
 	}
+	return nil
+}
+
+// routeSource returns the source address the kernel's routing table picks
+// for packets to server (a name or an address).
+func routeSource(server string) (netip.Addr, error) {
+	c, err := net.Dial("udp", net.JoinHostPort(server, strconv.Itoa(wire.UDPPort)))
 	if err != nil {
-		dev.Close()
-		return nil, nil, err
+		return netip.Addr{}, fmt.Errorf("finding the route to %s: %v", server, err)
 	}
-	return dev, conn, nil
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
 }
 
 // traceTo returns a device trace function that writes each line to w,

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Exit statuses, as the Go tools use them.
@@ -34,10 +36,47 @@ type command struct {
 var commands = []command{
 	{"demo", "[--quiet] [--pcap FILE]", "two NICs in one process: watch RDMA verbs become packets, loss included", runDemo},
 	{"decode", "[--json] FILE", "print the RoCE v2 packets of a pcap or pcapng capture", runDecode},
+	{"show_gids", "[IFACE]", "print the GID table gorxe uses on each interface, as show_gids prints rxe's", runShowGids},
+}
+
+// Names of other tools that gorxe answers to, as "gorxe NAME" or as a
+// copy or link of the binary called NAME, so that a script written for
+// perftest or rdma-core runs unchanged with gorxe first in PATH. perftest's
+// ib_write_bw is gorxe's write_bw, and so on; a name gorxe knows but
+// cannot run says why.
+var aliases = map[string]string{
+	"ibv_rc_pingpong": "rc_pingpong",
+}
+
+// unsupportedTools are tools of perftest's that gorxe knows of and does
+// not have, with the reason.
+var unsupportedTools = map[string]string{
+	"ib_atomic_lat":          "the atomic latency test is not supported yet (ib_atomic_bw is)",
+	"raw_ethernet_bw":        "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
+	"raw_ethernet_lat":       "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
+	"raw_ethernet_burst_lat": "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
+	"raw_ethernet_fs_rate":   "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
+}
+
+// toolName returns the command that a binary called argv0 runs by its
+// name (ib_write_bw, ibv_rc_pingpong, show_gids ...), or "".
+func toolName(argv0 string) string {
+	name := filepath.Base(argv0)
+	if _, ok := unsupportedTools[name]; ok {
+		return name
+	}
+	if c := lookup(name); c != nil && name != "help" {
+		return name
+	}
+	return ""
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	args := os.Args[1:]
+	if name := toolName(os.Args[0]); name != "" && name != "gorxe" {
+		args = append([]string{name}, args...)
+	}
+	os.Exit(run(args, os.Stdout, os.Stderr))
 }
 
 // run runs the command line args (without the program name) and returns the
@@ -60,6 +99,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return exitOK
 	}
+	if why, ok := unsupportedTools[args[0]]; ok {
+		fmt.Fprintf(stderr, "gorxe: %s: %s\n", args[0], why)
+		return exitError
+	}
 	c := lookup(args[0])
 	if c == nil {
 		fmt.Fprintf(stderr, "gorxe: unknown command %q\n", args[0])
@@ -69,8 +112,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return c.run(args[1:], stdout, stderr)
 }
 
-// lookup returns the subcommand called name, or nil.
+// lookup returns the subcommand called name, or by one of its other
+// names (ib_write_bw for write_bw), or nil.
 func lookup(name string) *command {
+	if a, ok := aliases[name]; ok {
+		name = a
+	} else if t, ok := strings.CutPrefix(name, "ib_"); ok {
+		name = t
+	}
 	for i := range commands {
 		if commands[i].name == name {
 			return &commands[i]

@@ -17,13 +17,13 @@ func TestPerfJSON(t *testing.T) {
 		args []string
 		keys []string
 	}{
-		{[]string{"write_bw", "-n", "100", "-s", "4096", "--check", "--json"}, []string{"bw_avg_MBps", "bw_peak_MBps", "msg_rate_Mpps"}},
-		{[]string{"read_bw", "-n", "100", "-s", "20000", "-m", "4096", "--check", "--json", "--fault", "drop=0.02"}, []string{"bw_avg_MBps"}},
-		{[]string{"send_bw", "-n", "100", "-s", "8192", "--check", "--json", "--fault", "reorder=4"}, []string{"bw_avg_MBps"}},
-		{[]string{"atomic_bw", "-n", "100", "-A", "CMP_AND_SWAP", "--check", "--json"}, []string{"bw_avg_MBps"}},
-		{[]string{"write_lat", "-n", "100", "--check", "--json"}, []string{"t_typical_us", "p99_us", "p99_9_us"}},
-		{[]string{"read_lat", "-n", "100", "-s", "64", "--check", "--json"}, []string{"t_avg_us"}},
-		{[]string{"send_lat", "-n", "100", "--check", "--json"}, []string{"t_min_us", "t_max_us"}},
+		{[]string{"write_bw", "--link", "mem", "-n", "100", "-s", "4096", "--check", "--json"}, []string{"bw_avg_MBps", "bw_peak_MBps", "msg_rate_Mpps"}},
+		{[]string{"read_bw", "--link", "mem", "-n", "100", "-s", "20000", "-m", "4096", "--check", "--json", "--fault", "drop=0.02"}, []string{"bw_avg_MBps"}},
+		{[]string{"send_bw", "--link", "mem", "-n", "100", "-s", "8192", "--check", "--json", "--fault", "reorder=4"}, []string{"bw_avg_MBps"}},
+		{[]string{"atomic_bw", "--link", "mem", "-n", "100", "-A", "CMP_AND_SWAP", "--check", "--json"}, []string{"bw_avg_MBps"}},
+		{[]string{"write_lat", "--link", "mem", "-n", "100", "--check", "--json"}, []string{"t_typical_us", "p99_us", "p99_9_us"}},
+		{[]string{"read_lat", "--link", "mem", "-n", "100", "-s", "64", "--check", "--json"}, []string{"t_avg_us"}},
+		{[]string{"send_lat", "--link", "mem", "-n", "100", "--check", "--json"}, []string{"t_min_us", "t_max_us"}},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(c.args, &out, &errOut); code != 0 {
@@ -53,7 +53,7 @@ func TestPerfJSON(t *testing.T) {
 
 func TestPerfTable(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"write_bw", "-n", "5", "-a", "--check", "-d", "rxe0", "-x", "1", "-F"}, &out, &errOut); code != 0 {
+	if code := run([]string{"write_bw", "--link", "mem", "-n", "5", "-a", "--check", "-d", "rxe0", "-x", "1", "-F"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	s := out.String()
@@ -72,7 +72,7 @@ func TestPerfTable(t *testing.T) {
 func TestPerfCPUProfile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cpu.pprof")
 	var out, errOut bytes.Buffer
-	if code := run([]string{"write_bw", "-n", "2000", "--json", "--cpuprofile", path}, &out, &errOut); code != 0 {
+	if code := run([]string{"write_bw", "--link", "mem", "-n", "2000", "--json", "--cpuprofile", path}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	f, err := os.Open(path)
@@ -90,7 +90,7 @@ func TestPerfCPUProfile(t *testing.T) {
 	}
 	errOut.Reset()
 	bad := filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.pprof")
-	if code := run([]string{"write_bw", "-n", "10", "--cpuprofile", bad}, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), "--cpuprofile") {
+	if code := run([]string{"write_bw", "--link", "mem", "-n", "10", "--cpuprofile", bad}, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), "--cpuprofile") {
 		t.Errorf("an uncreatable profile: exit %d, stderr %q", code, errOut.String())
 	}
 }
@@ -100,7 +100,7 @@ func TestPerfCPUProfile(t *testing.T) {
 func TestPerfGivesUp(t *testing.T) {
 	for _, test := range []string{"write_bw", "send_bw", "write_lat", "read_lat"} {
 		var out, errOut bytes.Buffer
-		code := run([]string{test, "-n", "10", "--fault", "drop=1", "--give-up", "300ms", "--json"}, &out, &errOut)
+		code := run([]string{test, "--link", "mem", "-n", "10", "--fault", "drop=1", "--give-up", "300ms", "--json"}, &out, &errOut)
 		if code != exitError || !strings.Contains(errOut.String(), "no progress") {
 			t.Errorf("%s: exit %d, stderr %q", test, code, errOut.String())
 		}
@@ -113,7 +113,8 @@ func TestPerfUsage(t *testing.T) {
 		{"atomic_bw", "-A", "SWAP"},
 		{"write_bw", "--fault", "drop=7"},
 		{"write_bw", "--link", "tap"},
-		{"read_lat", "somehost"},
+		{"read_lat", "--link", "mem", "somehost"},
+		{"write_bw", "--link", "tap", "--ip", "10.0.0.1"}, // tap needs a prefix
 		{"send_bw", "--bogus"},
 	} {
 		var out, errOut bytes.Buffer
@@ -127,7 +128,7 @@ func TestPerfUsage(t *testing.T) {
 // lines and as a JSON object after the result's.
 func TestPerfCounters(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"write_lat", "-n", "100", "--counters"}, &out, &errOut); code != 0 {
+	if code := run([]string{"write_lat", "--link", "mem", "-n", "100", "--counters"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	// 100 WRITEs each way and their ACKs, on two devices: at least 400
@@ -151,7 +152,7 @@ func TestPerfCounters(t *testing.T) {
 			got["sent_pkts"], got["rdma_sends"], got["icrc_errors"])
 	}
 	out.Reset()
-	if code := run([]string{"write_lat", "-n", "100", "--counters", "--json"}, &out, &errOut); code != 0 {
+	if code := run([]string{"write_lat", "--link", "mem", "-n", "100", "--counters", "--json"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

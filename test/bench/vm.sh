@@ -81,7 +81,7 @@ vmscript() {
 			cmd="ib_$t -d rxe0 -x \$gid -F -p $port $(flags "$t")"
 		else
 			port=18516
-			cmd="/mnt/gorxe $t --link udp --ip $addr --port 4792 -p $port --give-up 30s --counters $(flags "$t")"
+			cmd="/mnt/gorxe $t --link udp --ip $addr --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t")"
 		fi
 		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.1; done"
 		echo "echo '=== run $n: $impl $t'"

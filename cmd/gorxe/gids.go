@@ -1,0 +1,264 @@
+package main
+
+// The GID table of an interface, laid out as the kernel lays out the table
+// of an rxe (or any RoCE) device on it, so that perftest's -x N and
+// ibv_rc_pingpong's -g N mean on gorxe what they mean on rxe. The kernel's
+// RDMA core (drivers/infiniband/core/roce_gid_mgmt.c) fills the table of a
+// RoCE port this way:
+//
+//   - index 0 is the port's default GID: fe80::/64 with the interface
+//     identifier made from the netdev's MAC (EUI-64), whether or not the
+//     interface holds that address;
+//   - then the interface's IPv4 addresses, IPv4-mapped (::ffff:a.b.c.d),
+//     in the interface's order;
+//   - then its IPv6 addresses, in its order, skipping the one the default
+//     GID already holds.
+//
+// rxe is RoCE v2 only, so there is one entry per address (a ConnectX port
+// lists each twice, v1 then v2). Addresses added later take the next free
+// slot, so on a long-lived host the order can differ; gorxe's table is
+// the one rxe would have had if the addresses were there when it was
+// created.
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// gidEntry is one row of a GID table.
+type gidEntry struct {
+	GID   netip.Addr // 16 bytes, IPv4-mapped for IPv4
+	Iface string
+	// Usable says that the interface holds the address, so a udp link
+	// can bind to it. The default GID may be unusable: an interface
+	// without IPv6, or with a link-local address not made from its MAC.
+	Usable bool
+}
+
+// addr returns the entry's address for binding: IPv4 unmapped, link-local
+// IPv6 with the interface as its zone.
+func (e gidEntry) addr() netip.Addr {
+	a := e.GID.Unmap()
+	if a.Is6() && a.IsLinkLocalUnicast() {
+		a = a.WithZone(e.Iface)
+	}
+	return a
+}
+
+// defaultGID is the port's default GID: fe80::/64 and the EUI-64 of mac.
+func defaultGID(mac net.HardwareAddr) netip.Addr {
+	if len(mac) != 6 {
+		mac = make(net.HardwareAddr, 6) // the loopback's: all zeros
+	}
+	var g [16]byte
+	g[0], g[1] = 0xfe, 0x80
+	g[8], g[9], g[10] = mac[0]^0x02, mac[1], mac[2]
+	g[11], g[12] = 0xff, 0xfe
+	g[13], g[14], g[15] = mac[3], mac[4], mac[5]
+	return netip.AddrFrom16(g)
+}
+
+// buildGIDTable lays out the table of an interface called name with this
+// MAC and these addresses (in the interface's order).
+func buildGIDTable(name string, mac net.HardwareAddr, addrs []netip.Addr) []gidEntry {
+	def := defaultGID(mac)
+	t := []gidEntry{{GID: def, Iface: name}}
+	have := func(g netip.Addr) int {
+		return slices.IndexFunc(t, func(e gidEntry) bool { return e.GID == g })
+	}
+	for _, want4 := range []bool{true, false} {
+		for _, a := range addrs {
+			if a.Unmap().Is4() != want4 {
+				continue
+			}
+			g := netip.AddrFrom16(a.As16())
+			if i := have(g); i >= 0 {
+				t[i].Usable = true
+				continue
+			}
+			t = append(t, gidEntry{GID: g, Iface: name, Usable: true})
+		}
+	}
+	return t
+}
+
+// interfaceGIDs returns the GID table of the interface called name.
+func interfaceGIDs(name string) ([]gidEntry, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, err
+	}
+	return ifaceTable(ifi)
+}
+
+func ifaceTable(ifi *net.Interface) ([]gidEntry, error) {
+	ifas, err := ifi.Addrs()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", ifi.Name, err)
+	}
+	var addrs []netip.Addr
+	for _, ifa := range ifas {
+		if p, err := netip.ParsePrefix(ifa.String()); err == nil {
+			addrs = append(addrs, p.Addr().WithZone(""))
+		}
+	}
+	return buildGIDTable(ifi.Name, ifi.HardwareAddr, addrs), nil
+}
+
+// interfaceOf returns the name of the interface that holds addr.
+func interfaceOf(addr netip.Addr) (string, error) {
+	ifis, err := net.Interfaces()
+	if err != nil {
+		return "", err
+	}
+	want := addr.Unmap().WithZone("")
+	for _, ifi := range ifis {
+		ifas, err := ifi.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, ifa := range ifas {
+			if p, err := netip.ParsePrefix(ifa.String()); err == nil && p.Addr() == want {
+				return ifi.Name, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no interface holds %s", want)
+}
+
+// bestGID returns the index perftest picks without -x
+// (perftest_communication.c, get_best_gid_index and compute_gid_score):
+// the first entry with the highest score, where an address of the wanted
+// family (IPv4 unless ipv6) scores 2 and one that is not link-local 1
+// more (every entry is RoCE v2, which scores the same for all). gorxe
+// passes over entries it cannot bind to. prefer, when valid and in the
+// table with the best score, is taken over the first: the address the
+// peer reached gorxe on, or the route to the peer chose.
+func bestGID(t []gidEntry, ipv6 bool, prefer netip.Addr) int {
+	score := func(e gidEntry) int {
+		if !e.Usable {
+			return -1
+		}
+		s := 0
+		a := e.GID.Unmap()
+		if a.Is4() != ipv6 {
+			s += 2
+		}
+		if !a.IsLinkLocalUnicast() {
+			s++
+		}
+		return s
+	}
+	best, bestScore := -1, -1
+	for i, e := range t {
+		if s := score(e); s > bestScore {
+			best, bestScore = i, s
+		}
+	}
+	if prefer.IsValid() {
+		p := netip.AddrFrom16(prefer.As16())
+		for i, e := range t {
+			if e.GID == p && score(e) == bestScore {
+				return i
+			}
+		}
+	}
+	return best
+}
+
+// pickGID returns the entry of t that -x (index, or -1) names, or the
+// one chosen as perftest chooses.
+func pickGID(t []gidEntry, index int, ipv6 bool, prefer netip.Addr) (gidEntry, int, error) {
+	if index < 0 {
+		index = bestGID(t, ipv6, prefer)
+		if index < 0 {
+			return gidEntry{}, 0, fmt.Errorf("%s has no address gorxe can use as a GID", t[0].Iface)
+		}
+		return t[index], index, nil
+	}
+	if index >= len(t) {
+		return gidEntry{}, 0, fmt.Errorf("GID index %d: %s's table has %d GIDs (gorxe show_gids %s)", index, t[0].Iface, len(t), t[0].Iface)
+	}
+	e := t[index]
+	if !e.Usable {
+		return gidEntry{}, 0, fmt.Errorf("GID index %d (%s) is the port's default GID, but %s does not hold that address, so gorxe cannot send from it", index, e.GID, e.Iface)
+	}
+	return e, index, nil
+}
+
+// gidString writes a GID as the kernel's sysfs gids files do: eight
+// groups of four hex digits.
+func gidString(g netip.Addr) string {
+	b := g.As16()
+	parts := make([]string, 8)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("%02x%02x", b[2*i], b[2*i+1])
+	}
+	return strings.Join(parts, ":")
+}
+
+// The show_gids script's format (mlnx-tools; also shipped by some
+// rdma-core packagings): a header, one line per GID, and the count.
+const gidTableHeader = "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n" +
+	"---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n"
+
+// printGIDRows prints the lines of table t of device dev and returns how
+// many it printed.
+func printGIDRows(w io.Writer, dev string, t []gidEntry) int {
+	for i, e := range t {
+		if a := e.GID.Unmap(); a.Is4() {
+			fmt.Fprintf(w, "%s\t1\t%d\t%s\t%s  \tv2\t%s\n", dev, i, gidString(e.GID), a, e.Iface)
+		} else {
+			fmt.Fprintf(w, "%s\t1\t%d\t%s\t\t\tv2\t%s\n", dev, i, gidString(e.GID), e.Iface)
+		}
+	}
+	return len(t)
+}
+
+// runShowGids is "gorxe show_gids [IFACE]": the GID table gorxe would use
+// on each interface (or on IFACE), as show_gids prints rxe's. Interfaces
+// are named as rxe devices are when rdma link add makes them: the table
+// of eth0 belongs to the gorxe device of eth0.
+func runShowGids(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 || len(args) == 1 && strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "Usage: gorxe show_gids [IFACE]\n\nPrints the GID table gorxe uses on each network interface (or on IFACE),\nlaid out as kernel rxe lays out its own and in the format of show_gids, so\nthat perftest's -x N and ibv_rc_pingpong's -g N mean on gorxe what they mean\non rxe.")
+		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+			return exitOK
+		}
+		return exitUsage
+	}
+	var ifis []net.Interface
+	if len(args) == 1 {
+		ifi, err := net.InterfaceByName(args[0])
+		if err != nil {
+			fmt.Fprintf(stderr, "gorxe show_gids: %v\n", err)
+			return exitError
+		}
+		ifis = []net.Interface{*ifi}
+	} else {
+		var err error
+		if ifis, err = net.Interfaces(); err != nil {
+			fmt.Fprintf(stderr, "gorxe show_gids: %v\n", err)
+			return exitError
+		}
+	}
+	fmt.Fprint(stdout, gidTableHeader)
+	n := 0
+	for _, ifi := range ifis {
+		if ifi.Flags&net.FlagUp == 0 {
+			continue
+		}
+		t, err := ifaceTable(&ifi)
+		if err != nil {
+			fmt.Fprintf(stderr, "gorxe show_gids: %v\n", err)
+			return exitError
+		}
+		n += printGIDRows(stdout, "gorxe_"+ifi.Name, t)
+	}
+	fmt.Fprintf(stdout, "n_gids_found=%d\n", n)
+	return exitOK
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The table of the interop VM's eth0 as rxe showed it (show_gids on the
+// VM, with fd09::2 added): the MAC's link-local, the IPv4 address, then
+// the IPv6 one. The interface also holds its EUI-64 link-local address,
+// which the default GID already is.
+func TestBuildGIDTable(t *testing.T) {
+	mac, _ := net.ParseMAC("52:54:00:00:00:02")
+	addrs := []netip.Addr{
+		netip.MustParseAddr("fd09::2"),
+		netip.MustParseAddr("10.9.0.2"),
+		netip.MustParseAddr("fe80::5054:ff:fe00:2"),
+		netip.MustParseAddr("10.9.0.3"),
+	}
+	tab := buildGIDTable("eth0", mac, addrs)
+	want := []string{
+		"fe80:0000:0000:0000:5054:00ff:fe00:0002",
+		"0000:0000:0000:0000:0000:ffff:0a09:0002",
+		"0000:0000:0000:0000:0000:ffff:0a09:0003",
+		"fd09:0000:0000:0000:0000:0000:0000:0002",
+	}
+	if len(tab) != len(want) {
+		t.Fatalf("table %v, want %d entries", tab, len(want))
+	}
+	for i, w := range want {
+		if got := gidString(tab[i].GID); got != w || !tab[i].Usable || tab[i].Iface != "eth0" {
+			t.Errorf("GID %d: %s usable=%v on %s, want %s", i, got, tab[i].Usable, tab[i].Iface, w)
+		}
+	}
+	if a := tab[0].addr(); a.Zone() != "eth0" || !a.IsLinkLocalUnicast() {
+		t.Errorf("the link-local GID binds as %v, want a zone", a)
+	}
+	if a := tab[1].addr(); a != netip.MustParseAddr("10.9.0.2") {
+		t.Errorf("the IPv4 GID binds as %v", a)
+	}
+
+	// perftest picks the first IPv4 GID (-x 1, as on rxe), or with
+	// --ipv6 the global IPv6 one; an address the peer reached wins
+	// among equals.
+	for _, tc := range []struct {
+		ipv6   bool
+		prefer string
+		want   int
+	}{
+		{false, "", 1},
+		{true, "", 3},
+		{false, "10.9.0.3", 2},
+		{false, "fd09::2", 1}, // not of the family perftest prefers
+		{true, "fd09::2", 3},
+	} {
+		var p netip.Addr
+		if tc.prefer != "" {
+			p = netip.MustParseAddr(tc.prefer)
+		}
+		if got := bestGID(tab, tc.ipv6, p); got != tc.want {
+			t.Errorf("bestGID(ipv6=%v, prefer %s) = %d, want %d", tc.ipv6, tc.prefer, got, tc.want)
+		}
+	}
+}
+
+// An interface without IPv6 still has the default GID at index 0, as on
+// rxe, but gorxe cannot send from it: -x 0 is an error.
+func TestPickGIDUnusable(t *testing.T) {
+	mac, _ := net.ParseMAC("02:00:0a:09:00:01")
+	tab := buildGIDTable("br0", mac, []netip.Addr{netip.MustParseAddr("10.9.0.1")})
+	if len(tab) != 2 || tab[0].Usable {
+		t.Fatalf("table %+v", tab)
+	}
+	if _, _, err := pickGID(tab, 0, false, netip.Addr{}); err == nil || !strings.Contains(err.Error(), "does not hold") {
+		t.Errorf("-x 0: %v", err)
+	}
+	if _, _, err := pickGID(tab, 5, false, netip.Addr{}); err == nil || !strings.Contains(err.Error(), "has 2 GIDs") {
+		t.Errorf("-x 5: %v", err)
+	}
+	if e, i, err := pickGID(tab, -1, true, netip.Addr{}); err != nil || i != 1 || e.addr() != netip.MustParseAddr("10.9.0.1") {
+		t.Errorf("no -x, --ipv6 on an IPv4-only interface: %v %d %v", e, i, err)
+	}
+	if e, i, err := pickGID(tab, 1, false, netip.Addr{}); err != nil || i != 1 || !e.Usable {
+		t.Errorf("-x 1: %v %d %v", e, i, err)
+	}
+}
+
+// show_gids prints the loopback interface's table in the script's
+// format: header, rows, count.
+func TestShowGids(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"show_gids", "lo"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) < 4 || !strings.HasPrefix(lines[0], "DEV\tPORT\tINDEX\tGID") || !strings.HasPrefix(lines[1], "---\t----") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	if lines[len(lines)-1] != "n_gids_found="+strconv.Itoa(len(lines)-3) {
+		t.Errorf("last line %q for %d rows", lines[len(lines)-1], len(lines)-3)
+	}
+	if !strings.Contains(out.String(), "gorxe_lo\t1\t1\t0000:0000:0000:0000:0000:ffff:7f00:0001\t127.0.0.1  \tv2\tlo") {
+		t.Errorf("no IPv4 row for 127.0.0.1 at index 1:\n%s", out.String())
+	}
+	if code := run([]string{"show_gids", "nosuchif0"}, &out, &errOut); code != exitError {
+		t.Errorf("show_gids nosuchif0: exit %d", code)
+	}
+}

@@ -1,0 +1,447 @@
+package main
+
+// perftest's command line, as its parser (perftest_parameters.c, parser())
+// reads it: every option of perftest's table, parsed by getopt_long's
+// rules, each one honoured, accepted (it changes nothing that gorxe does
+// differently), or refused with a one-line reason. gorxe's own options
+// are long options whose names perftest does not use, and only their whole
+// names select them, so that every prefix of a perftest option still means
+// what it means to perftest.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorxe/gorxe/internal/getopt"
+	"github.com/gorxe/gorxe/perftest"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// perfRun is a perftest command line, parsed.
+type perfRun struct {
+	test    perftest.Test
+	p       perftest.Params
+	link    linkFlags
+	server  string // the operand: the server's name or address (client role)
+	tcpPort int    // -p: the out-of-band TCP port
+	device  string // -d: the name gorxe's device takes
+	ibPort  int    // -i
+	// gidIndex is -x, an index into the interface's GID table laid out as
+	// rxe lays out its own (gids.go); -1 lets gorxe choose as perftest
+	// chooses.
+	gidIndex int
+	ipv6     bool   // --ipv6: prefer an IPv6 GID
+	bindIP   string // --bind_source_ip: the out-of-band socket's source
+	mtu      int    // -m, in bytes
+	timeout  uint
+
+	// gorxe's own
+	json       bool
+	counters   bool
+	faults     string
+	cpuProfile string
+	exectrace  string
+
+	help, version bool
+}
+
+// disposition says what gorxe does with a perftest option.
+type disposition int
+
+const (
+	honoured disposition = iota // gorxe does what perftest does
+	accepted                    // accepted; it changes nothing gorxe does (e.g. -F, -d's real device)
+	refused                     // a clear error: gorxe cannot do it (yet)
+)
+
+// perfOption is one row of the option table: perftest's own, or gorxe's.
+type perfOption struct {
+	short byte
+	long  string
+	arg   getopt.HasArg
+	what  disposition
+	gorxe bool   // an option of gorxe's, not perftest's
+	help  string // for -h; for a refused option, why
+	set   func(r *perfRun, v string) error
+}
+
+// errRefused marks an option gorxe refuses.
+var errRefused = errors.New("not supported")
+
+// perfOptions returns the option table. Its order is the order -h lists
+// the options in.
+func perfOptions() []perfOption {
+	str := func(f func(r *perfRun) *string) func(*perfRun, string) error {
+		return func(r *perfRun, v string) error { *f(r) = v; return nil }
+	}
+	num := func(f func(r *perfRun) *int) func(*perfRun, string) error {
+		return func(r *perfRun, v string) error { return parseInt(v, f(r)) }
+	}
+	flag := func(f func(r *perfRun) *bool) func(*perfRun, string) error {
+		return func(r *perfRun, _ string) error { *f(r) = true; return nil }
+	}
+	noop := func(*perfRun, string) error { return nil }
+	const (
+		no  = getopt.NoArg
+		req = getopt.RequiredArg
+	)
+	return []perfOption{
+		// What perftest's tests measure and how much.
+		{'s', "size", req, honoured, false, "message size in bytes; K and M suffixes (-s 4K) as perftest reads them", func(r *perfRun, v string) error {
+			n, err := parseSize(v)
+			r.p.Size = n
+			return err
+		}},
+		{'n', "iters", req, honoured, false, "messages (at least 5)", func(r *perfRun, v string) error {
+			if err := parseInt(v, &r.p.Iters); err != nil {
+				return err
+			}
+			if r.p.Iters < 5 || r.p.Iters > 100000000 {
+				return fmt.Errorf("iteration num must be 5..100000000")
+			}
+			return nil
+		}},
+		{'a', "all", no, honoured, false, "every size from 2 bytes to 8 MiB", flag(func(r *perfRun) *bool { return &r.p.AllSize })},
+		{'m', "mtu", req, honoured, false, "path MTU in bytes: 256 ... 4096 (the smaller of both sides' is used)", num(func(r *perfRun) *int { return &r.mtu })},
+		{'t', "tx-depth", req, honoured, false, "send work requests in flight (128; 1 for latency tests)", num(func(r *perfRun) *int { return &r.p.TxDepth })},
+		{'r', "rx-depth", req, honoured, false, "receives posted (send tests; 512)", num(func(r *perfRun) *int { return &r.p.RxDepth })},
+		{'Q', "cq-mod", req, honoured, false, "one signaled send in this many (100)", num(func(r *perfRun) *int { return &r.p.CQMod })},
+		{'A', "atomic_type", req, honoured, false, "FETCH_AND_ADD or CMP_AND_SWAP (atomic tests)", func(r *perfRun, v string) error {
+			if r.test != perftest.AtomicBW {
+				return fmt.Errorf("only the atomic tests have an atomic type")
+			}
+			r.p.Atomic = v
+			return nil
+		}},
+		{'u', "qp-timeout", req, honoured, false, "local ACK timeout exponent: 4.096 us x 2^u (14)", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n < 0 || n > 31 {
+				return fmt.Errorf("the timeout exponent is 0..31")
+			}
+			r.timeout = uint(n)
+			return nil
+		}},
+		{'e', "events", no, honoured, false, "sleep on CQ events, never busy poll (both sides)", flag(func(r *perfRun) *bool { return &r.p.Events })},
+
+		// Where the test runs.
+		{'p', "port", req, honoured, false, "TCP port of the out-of-band exchange (18515)", num(func(r *perfRun) *int { return &r.tcpPort })},
+		{'d', "ib-dev", req, honoured, false, "the device's name: gorxe has one device per process and gives it this name (rxe0, mlx5_0 ...)", str(func(r *perfRun) *string { return &r.device })},
+		{'i', "ib-port", req, honoured, false, "the device's port: gorxe's device has one, port 1", func(r *perfRun, v string) error {
+			if err := parseInt(v, &r.ibPort); err != nil {
+				return err
+			}
+			if r.ibPort != 1 {
+				return fmt.Errorf("gorxe's device has one port, port 1")
+			}
+			return nil
+		}},
+		{'x', "gid-index", req, honoured, false, "GID index, in the interface's GID table as rxe lays it out (gorxe show_gids)", func(r *perfRun, v string) error {
+			if err := parseInt(v, &r.gidIndex); err != nil {
+				return err
+			}
+			if r.gidIndex < 0 || r.gidIndex > 255 {
+				return fmt.Errorf("the GID index is 0..255")
+			}
+			return nil
+		}},
+		{0, "ipv6", no, honoured, false, "without -x, choose an IPv6 GID rather than an IPv4 one", flag(func(r *perfRun) *bool { return &r.ipv6 })},
+		{0, "ipv6-addr", no, honoured, false, "the server's name is an IPv6 address (gorxe takes either kind anyway)", noop},
+		{0, "bind_source_ip", req, honoured, false, "source address of the out-of-band TCP connection", str(func(r *perfRun) *string { return &r.bindIP })},
+		{'c', "connection", req, honoured, false, "transport: RC (UC, UD, XRC, DC and SRD are not supported yet)", func(r *perfRun, v string) error {
+			switch v {
+			case "RC":
+				return nil
+			case "UC", "UD":
+				return fmt.Errorf("%w yet: gorxe has RC queue pairs only (%s comes with UD/UC support)", errRefused, v)
+			case "XRC", "DC", "SRD":
+				return fmt.Errorf("%w: %s transport is not in soft-RoCE either; gorxe has RC queue pairs", errRefused, v)
+			}
+			return fmt.Errorf("unknown connection type %q: RC, UC, UD, XRC, DC or SRD", v)
+		}},
+		{'F', "CPU-freq", no, accepted, false, "do not fail on CPU frequency warnings (gorxe has none)", noop},
+		{'V', "version", no, honoured, false, "print the perftest version gorxe speaks", flag(func(r *perfRun) *bool { return &r.version })},
+		{'h', "help", no, honoured, false, "this list", flag(func(r *perfRun) *bool { return &r.help })},
+
+		// Accepted: they change only what perftest does on its own host,
+		// in ways that have no counterpart in gorxe.
+		{'X', "vector", req, accepted, false, "completion vector", noop},
+		{'S', "sl", req, accepted, false, "service level (no wire effect on RoCE v2)", noop},
+		{'W', "report-counters", req, accepted, false, "hardware counter file (gorxe: --counters)", noop},
+		{'w', "limit_bw", req, accepted, false, "bandwidth limit for the exit status", noop},
+		{'y', "limit_msgrate", req, accepted, false, "message rate limit for the exit status", noop},
+		{0, "use-srq", no, accepted, false, "shared receive queue (invisible on the wire)", noop},
+		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
+		{0, "recv_post_list", req, accepted, false, "receives posted per call", noop},
+		{0, "cpu_util", no, accepted, false, "report CPU use", noop},
+		{0, "report-both", no, accepted, false, "", noop},
+		{0, "use_hugepages", no, accepted, false, "", noop},
+		{0, "odp", no, accepted, false, "on-demand paging (gorxe's memory is always resident)", noop},
+		{0, "use-null-mr", no, accepted, false, "", noop},
+		{0, "wait_destroy", req, accepted, false, "", noop},
+		{0, "cqe_poll", req, accepted, false, "", noop},
+		{0, "disable_dynamic_polling", no, accepted, false, "", noop},
+		{0, "pin_cores", req, accepted, false, "", noop},
+		{0, "latency_gap", req, accepted, false, "", noop},
+		{0, "flow_label", req, accepted, false, "GRH flow label (rxe ignores it too)", noop},
+		{0, "retry_count", req, accepted, false, "", noop},
+		{0, "dlid", req, accepted, false, "destination LID (no meaning on RoCE)", noop},
+		{0, "pkey_index", req, honoured, false, "P_Key index: gorxe's table has one entry, index 0", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n != 0 {
+				return fmt.Errorf("gorxe's P_Key table has one entry, index 0 (0xffff)")
+			}
+			return nil
+		}},
+
+		// Refused, each with the reason.
+		{'R', "rdma_cm", no, refused, false, "rdma_cm connections are not supported yet: gorxe speaks perftest's TCP exchange (run without -R)", nil},
+		{'z', "comm_rdma_cm", no, refused, false, "the rdma_cm out-of-band channel is not supported yet: gorxe speaks perftest's TCP exchange (run without -z)", nil},
+		{'T', "tos", req, refused, false, "--tos needs rdma_cm (-R), which gorxe does not support yet", nil},
+		{'O', "dualport", no, refused, false, "gorxe's device has one port", nil},
+		{0, "report-per-port", no, refused, false, "gorxe's device has one port", nil},
+		{'g', "mcg", no, refused, false, "multicast needs UD queue pairs, which gorxe does not have yet", nil},
+		{'M', "MGID", req, refused, false, "multicast needs UD queue pairs, which gorxe does not have yet", nil},
+		{0, "connectionless", no, refused, false, "connectionless UD runs need UD queue pairs, which gorxe does not have yet", nil},
+		{0, "data_validation", no, refused, false, "perftest 6.29's data validation is not supported: use gorxe's --check", nil},
+		{0, "data_validation_debug", no, refused, false, "perftest 6.29's data validation is not supported: use gorxe's --check", nil},
+		{0, "dont_xchg_versions", no, refused, false, "perftest itself cannot run without the version exchange", nil},
+		{0, "payload_file_path", req, refused, false, "payload files are not supported", nil},
+		{0, "mmap", req, refused, false, "memory from a file is not supported", nil},
+		{0, "mmap-offset", req, refused, false, "memory from a file is not supported", nil},
+		{0, "use_cuda", req, refused, false, "GPU memory is not supported", nil},
+		{0, "use_rocm", req, refused, false, "GPU memory is not supported", nil},
+		{0, "rate_limit", req, refused, false, "rate limiting is not supported yet", nil},
+		{0, "burst_size", req, refused, false, "rate limiting is not supported yet", nil},
+		{0, "rate_limit_type", req, refused, false, "rate limiting is not supported yet", nil},
+		{0, "rate_units", req, refused, false, "rate limiting is not supported yet", nil},
+		{0, "typical_pkt_size", req, refused, false, "rate limiting is not supported yet", nil},
+		{'B', "source_mac", req, refused, false, "raw Ethernet tests only", nil},
+		{'E', "dest_mac", req, refused, false, "raw Ethernet tests only", nil},
+		{'J', "dest_ip", req, refused, false, "raw Ethernet tests only", nil},
+		{'j', "source_ip", req, refused, false, "raw Ethernet tests only (the out-of-band socket's source is --bind_source_ip)", nil},
+		{'K', "dest_port", req, refused, false, "raw Ethernet tests only", nil},
+		{'k', "source_port", req, refused, false, "raw Ethernet tests only", nil},
+		{'Z', "server", no, refused, false, "raw Ethernet tests only: the role follows from the server's name", nil},
+		{'P', "client", no, refused, false, "raw Ethernet tests only: the role follows from the server's name", nil},
+		{'v', "mac_fwd", no, refused, false, "raw Ethernet tests only", nil},
+		{'L', "hop_limit", req, refused, false, "--hop_limit needs rdma_cm (-R), which gorxe does not support yet", nil},
+
+		// Built by other workers of this issue: refused until they land.
+		{'D', "duration", req, refused, false, "timed runs (-D) are not supported yet", nil},
+		{'f', "margin", req, refused, false, "timed runs (-D) are not supported yet", nil},
+		{0, "run_infinitely", no, refused, false, "timed runs are not supported yet", nil},
+		{0, "perform_warm_up", no, refused, false, "warm-up is not supported yet", nil},
+		{'N', "noPeak", no, refused, false, "-N is not supported yet", nil},
+		{0, "report_gbits", no, refused, false, "--report_gbits is not supported yet", nil},
+		{'H', "report-histogrm", no, refused, false, "-H is not supported yet", nil},
+		{'U', "report-unsorted", no, refused, false, "-U is not supported yet", nil},
+		{'C', "report-cycles", no, refused, false, "-C is not supported yet", nil},
+		{'I', "inline_size", req, refused, false, "-I is not supported yet", nil},
+		{'l', "post_list", req, refused, false, "-l is not supported yet", nil},
+		{0, "tclass", req, refused, false, "--tclass is not supported yet", nil},
+		{0, "out_json", no, refused, false, "--out_json is not supported yet", nil},
+		{0, "out_json_file", req, refused, false, "--out_json_file is not supported yet", nil},
+		{0, "output", req, refused, false, "--output is not supported yet", nil},
+		{'q', "qp", req, honoured, false, "queue pairs (bandwidth tests), posted to in turn", num(func(r *perfRun) *int { return &r.p.NumQPs })},
+		{'b', "bidirectional", no, honoured, false, "both sides send (bandwidth tests); each prints the sum", flag(func(r *perfRun) *bool { return &r.p.Duplex })},
+		{'o', "outs", req, honoured, false, "outstanding READs and atomics offered to the peer (READ and atomic tests)", num(func(r *perfRun) *int { return &r.p.OutReads })},
+		{0, "write_with_imm", no, honoured, false, "RDMA WRITE with immediate (write_bw, write_lat; a perftest peer needs 6.20 or later)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
+		{0, "send_with_imm", no, honoured, false, "SEND with immediate (send tests; both sides)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
+		{0, "mr_per_qp", no, honoured, false, "one memory region per QP", flag(func(r *perfRun) *bool { return &r.p.MRPerQP })},
+
+		// gorxe's own options.
+		{0, "link", req, honoured, true, "how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host), mem (both sides of the test in this process, no network)", str(func(r *perfRun) *string { return &r.link.kind })},
+		{0, "ip", req, honoured, true, "this host's address for the udp and tap links, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -x names, or the kernel's route to the server)", str(func(r *perfRun) *string { return &r.link.ip })},
+		{0, "tap", req, honoured, true, "name of the TAP device to create (tap link)", str(func(r *perfRun) *string { return &r.link.tapName })},
+		{0, "bridge", req, honoured, true, "attach the TAP device to this bridge (tap link)", str(func(r *perfRun) *string { return &r.link.bridge })},
+		{0, "roce-port", req, honoured, true, "UDP port of RoCE v2 (4791)", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n <= 0 || n > 65535 {
+				return fmt.Errorf("not a UDP port")
+			}
+			r.link.port = uint(n)
+			return nil
+		}},
+		{0, "link-mtu", req, honoured, true, "the link's IP MTU (tap: 1500; udp: the interface's); path MTU 4096 needs at least 4176", num(func(r *perfRun) *int { return &r.link.mtu })},
+		{0, "no-gso", no, honoured, true, "udp link: one datagram per packet, no UDP GSO", flag(func(r *perfRun) *bool { return &r.link.noGSO })},
+		{0, "trace", no, honoured, true, "print every QP state change and transport event to stderr", flag(func(r *perfRun) *bool { return &r.link.trace })},
+		{0, "check", no, honoured, true, "fill the buffers with a pattern and verify every byte (and atomic result) that arrived", flag(func(r *perfRun) *bool { return &r.p.Check })},
+		{0, "json", no, honoured, true, "print each result as one JSON object of gorxe's", flag(func(r *perfRun) *bool { return &r.json })},
+		{0, "counters", no, honoured, true, "at exit, print the device's counters, named as rxe's hw_counters", flag(func(r *perfRun) *bool { return &r.counters })},
+		{0, "fault", req, honoured, true, "faults of the in-memory fabric, e.g. drop=0.01,reorder=8,dup=0.01,corrupt=0.001,delay=100us,ecn=0.1,seed=1", str(func(r *perfRun) *string { return &r.faults })},
+		{0, "window", req, honoured, true, "requester window in PSNs (256)", num(func(r *perfRun) *int { return &r.p.Window })},
+		{0, "give-up", req, honoured, true, "fail when no completion arrives for this long (10s; perftest waits forever)", func(r *perfRun, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("want a positive duration such as 30s")
+			}
+			r.p.GiveUp = d
+			return nil
+		}},
+		{0, "cpuprofile", req, honoured, true, "write a Go CPU profile of the run to this file", str(func(r *perfRun) *string { return &r.cpuProfile })},
+		{0, "exectrace", req, honoured, true, "write a Go execution trace of the run to this file", str(func(r *perfRun) *string { return &r.exectrace })},
+	}
+}
+
+// otherPerftestOptions are the rest of perftest's long options (HEAD's
+// table, perftest_parameters.c): raw Ethernet, accelerator memory and
+// vendor extensions. They are all refused, and all listed, so that a
+// prefix of a long option means in gorxe what it means in perftest.
+var otherPerftestOptions = []struct {
+	names  string
+	arg    getopt.HasArg
+	reason string
+}{
+	{"force-link remote_mac local_mac remote_ip local_ip remote_port local_port ethertype flows flows_burst reply_every vlan_pcp", getopt.RequiredArg, "raw Ethernet tests only"},
+	{"use_rss tcp reversed vlan_en raw_ipv6 promiscuous sniffer raw_mcast", getopt.NoArg, "raw Ethernet tests only"},
+	{"use_cuda_bus_id cuda_mem_type use_musa use_musa_bus_id use_neuron use_hl use_mlu use_opencl opencl_platform_id use_ib_dm_dmabuf gpu_touch", getopt.RequiredArg, "accelerator memory is not supported"},
+	{"use_cuda_dmabuf use_cuda_pcie_mapping use_data_direct use_musa_dmabuf use_musa_pcie_mapping use_rocm_dmabuf use_neuron_dmabuf use_mlu_dmabuf", getopt.NoArg, "accelerator memory is not supported"},
+	{"aes_block_size kek_path credentials_path data_enc_keys_number data_enc_key_app_path log_dci_streams log_active_dci_streams congest_type tph_mem cpu_id ph numa_node", getopt.RequiredArg, "a vendor extension gorxe does not have"},
+	{"no_lock aes_xts encrypt_on_tx sig_before disable_pcie_relaxed use_ooo no_enhanced_reorder unsolicited_write sig_offload disable_numa", getopt.NoArg, "a vendor extension gorxe does not have"},
+}
+
+// parsePerf parses a perftest command line for test t. Like perftest it
+// refuses an option given twice.
+func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
+	r := &perfRun{
+		test:     t,
+		p:        perftest.Params{Test: t},
+		tcpPort:  perftest.DefaultPort,
+		ibPort:   1,
+		gidIndex: -1,
+		mtu:      1024,
+		timeout:  14,
+		link:     linkFlags{port: wire.UDPPort},
+	}
+	table := perfOptions()
+	for _, g := range otherPerftestOptions {
+		for _, name := range strings.Fields(g.names) {
+			table = append(table, perfOption{long: name, arg: g.arg, what: refused, help: g.reason})
+		}
+	}
+	seen := make(map[*perfOption]bool)
+	opts := make([]getopt.Option, len(table))
+	for i := range table {
+		o := &table[i]
+		opts[i] = getopt.Option{Short: o.short, Long: o.long, Arg: o.arg, Exact: o.gorxe, Set: func(v string) error {
+			if seen[o] && !o.gorxe {
+				return fmt.Errorf("duplicated argument (perftest refuses it too)")
+			}
+			seen[o] = true
+			if o.what == refused {
+				return fmt.Errorf("%w: %s", errRefused, o.help)
+			}
+			return o.set(r, v)
+		}}
+	}
+	operands, err := getopt.Parse(opts, args)
+	if err != nil {
+		return r, err
+	}
+	if r.help || r.version {
+		return r, nil
+	}
+	switch len(operands) {
+	case 0:
+	case 1:
+		r.server = operands[0]
+	default:
+		return r, fmt.Errorf("invalid command line: one server name at most, got %q", operands)
+	}
+	if r.link.kind == "" {
+		r.link.kind = "udp" // as perftest: a server without a name waits for a client
+	}
+	return r, nil
+}
+
+// refusal reports whether err is an option gorxe refuses, rather than a
+// malformed command line.
+func refusal(err error) bool { return errors.Is(err, errRefused) }
+
+// parseInt reads an integer as perftest's CHECK_VALUE does (strtol with
+// base 0: 0x10 is 16, 010 is 8), refusing trailing garbage.
+func parseInt(v string, dst *int) error {
+	n, err := strconv.ParseInt(cNumber(v), 0, 64)
+	if err != nil || strings.Contains(v, "_") {
+		return fmt.Errorf("not a number")
+	}
+	*dst = int(n)
+	return nil
+}
+
+// cNumber makes a C integer literal one Go reads the same way: strtol's
+// leading-zero octal ("010") is Go's "0o10".
+func cNumber(v string) string {
+	s := strings.TrimPrefix(strings.TrimPrefix(v, "-"), "+")
+	if len(s) > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '7' {
+		return v[:len(v)-len(s)] + "0o" + s[1:]
+	}
+	return v
+}
+
+// parseSize reads -s as perftest does: a number (base 0), optionally
+// followed by K (KiB) or M (MiB); gorxe also takes G. perftest refuses
+// sizes below 1.
+func parseSize(v string) (int, error) {
+	factor := 1
+	switch {
+	case strings.HasSuffix(v, "K"):
+		factor, v = 1<<10, v[:len(v)-1]
+	case strings.HasSuffix(v, "M"):
+		factor, v = 1<<20, v[:len(v)-1]
+	case strings.HasSuffix(v, "G"):
+		factor, v = 1<<30, v[:len(v)-1]
+	}
+	var n int
+	if err := parseInt(v, &n); err != nil {
+		return 0, err
+	}
+	if n < 1 || n > (1<<31-1)/factor {
+		return 0, fmt.Errorf("message size must be 1..%d", 1<<31-1)
+	}
+	return n * factor, nil
+}
+
+// perfUsage prints -h: the synopsis, then the options by what gorxe does
+// with them.
+func perfUsage(w io.Writer, name string, t perftest.Test) {
+	fmt.Fprintf(w, "Usage: %s [options] [SERVER]\n\n", name)
+	fmt.Fprintf(w, "Measures as perftest's ib_%s does, with perftest's command line. Run it\n", t)
+	fmt.Fprintf(w, "without SERVER on one host (the server) and with the server's address on the\n")
+	fmt.Fprintf(w, "other (the client); either side may be stock perftest. With --link mem, both\n")
+	fmt.Fprintf(w, "sides run in this process over an in-memory fabric, with no network.\n")
+	section := func(title string, keep func(o *perfOption) bool) {
+		fmt.Fprintf(w, "\n%s\n", title)
+		for _, o := range perfOptions() {
+			if !keep(&o) {
+				continue
+			}
+			name := "    "
+			if o.short != 0 {
+				name = "-" + string(o.short) + ", "
+			}
+			name += "--" + o.long
+			if o.arg == getopt.RequiredArg {
+				name += " VALUE"
+			}
+			fmt.Fprintf(w, "  %-28s %s\n", name, o.help)
+		}
+	}
+	section("perftest options gorxe honours:", func(o *perfOption) bool { return !o.gorxe && o.what == honoured })
+	section("perftest options gorxe accepts, which change nothing in gorxe:", func(o *perfOption) bool { return o.what == accepted })
+	section("perftest options gorxe refuses:", func(o *perfOption) bool { return o.what == refused })
+	section("gorxe's own options:", func(o *perfOption) bool { return o.gorxe })
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gorxe/gorxe/internal/getopt"
+	"github.com/gorxe/gorxe/perftest"
+)
+
+// perfSummary renders what a parsed command line sets, apart from the
+// defaults, as sorted "name=value" words: the parameters a test's run
+// takes from it.
+func perfSummary(r *perfRun) string {
+	def, _ := parsePerf(r.test, nil)
+	var out []string
+	add := func(name string, got, want any) {
+		if !reflect.DeepEqual(got, want) {
+			out = append(out, fmt.Sprintf("%s=%v", name, got))
+		}
+	}
+	add("server", r.server, def.server)
+	add("link", r.link.kind, def.link.kind)
+	add("ip", r.link.ip, def.link.ip)
+	add("roce-port", r.link.port, def.link.port)
+	add("tcp-port", r.tcpPort, def.tcpPort)
+	add("dev", r.device, def.device)
+	add("ib-port", r.ibPort, def.ibPort)
+	add("gid", r.gidIndex, def.gidIndex)
+	add("ipv6", r.ipv6, def.ipv6)
+	add("bind", r.bindIP, def.bindIP)
+	add("mtu", r.mtu, def.mtu)
+	add("timeout", r.timeout, def.timeout)
+	add("size", r.p.Size, def.p.Size)
+	add("iters", r.p.Iters, def.p.Iters)
+	add("all", r.p.AllSize, def.p.AllSize)
+	add("tx", r.p.TxDepth, def.p.TxDepth)
+	add("rx", r.p.RxDepth, def.p.RxDepth)
+	add("cqmod", r.p.CQMod, def.p.CQMod)
+	add("atomic", r.p.Atomic, def.p.Atomic)
+	add("events", r.p.Events, def.p.Events)
+	add("check", r.p.Check, def.p.Check)
+	add("json", r.json, def.json)
+	add("window", r.p.Window, def.p.Window)
+	add("give-up", r.p.GiveUp, def.p.GiveUp)
+	add("qps", r.p.NumQPs, def.p.NumQPs)
+	add("duplex", r.p.Duplex, def.p.Duplex)
+	add("outs", r.p.OutReads, def.p.OutReads)
+	add("imm", r.p.WithImm, def.p.WithImm)
+	add("mr-per-qp", r.p.MRPerQP, def.p.MRPerQP)
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+// Command lines shaped as people publish them (perftest's docs, rxe
+// tutorials, test scripts, issue threads), each with the parameters it
+// must give.
+var perfCommandLines = []struct {
+	test perftest.Test
+	args string
+	want string
+}{
+	// Server and client, the device named as the host's.
+	{perftest.WriteBW, "-d rxe0", "dev=rxe0"},
+	{perftest.WriteBW, "-d rxe0 10.0.0.1", "dev=rxe0 server=10.0.0.1"},
+	{perftest.WriteBW, "-d mlx5_0 -F --report_gbits", ""}, // refused until --report_gbits lands: see perfRefused
+	{perftest.WriteBW, "-d mlx5_0 -i 1 -F 192.168.1.10", "dev=mlx5_0 server=192.168.1.10"},
+	{perftest.WriteBW, "-d rxe0 -x 1 -F", "dev=rxe0 gid=1"},
+	{perftest.WriteBW, "-d rxe0 -x 1 -F 10.9.0.1", "dev=rxe0 gid=1 server=10.9.0.1"},
+	{perftest.WriteBW, "-d rxe0 -x 3 -s 65536 -n 1000", "dev=rxe0 gid=3 iters=1000 size=65536"},
+	{perftest.WriteBW, "-a -d rxe0", "all=true dev=rxe0"},
+	{perftest.WriteBW, "-a -F -d rxe0 server", "all=true dev=rxe0 server=server"},
+	{perftest.WriteBW, "-aF -d rxe0", "all=true dev=rxe0"},
+	{perftest.WriteBW, "-Fa", "all=true"},
+	{perftest.WriteBW, "-s 4K", "size=4096"},
+	{perftest.WriteBW, "-s 1M -n 100", "iters=100 size=1048576"},
+	{perftest.WriteBW, "-s65536", "size=65536"},
+	{perftest.WriteBW, "--size=65536", "size=65536"},
+	{perftest.WriteBW, "--size 65536", "size=65536"},
+	{perftest.WriteBW, "--size=4K --iters=5000", "iters=5000 size=4096"},
+	{perftest.WriteBW, "-s 0x1000", "size=4096"},
+	{perftest.WriteBW, "--siz 8", "size=8"},
+	{perftest.WriteBW, "10.0.0.2 -d mlx5_0 -s 4096", "dev=mlx5_0 server=10.0.0.2 size=4096"},
+	{perftest.WriteBW, "host1 -F -d rxe0 -x 1", "dev=rxe0 gid=1 server=host1"},
+	{perftest.WriteBW, "-d rxe0 host1 -n 20 -s 1024", "dev=rxe0 iters=20 server=host1 size=1024"},
+	{perftest.WriteBW, "--ib-dev=rxe0 --ib-port=1 --gid-index=1", "dev=rxe0 gid=1"},
+	{perftest.WriteBW, "--ib-dev rxe0 --gid-index 1 --mtu 4096", "dev=rxe0 gid=1 mtu=4096"},
+	{perftest.WriteBW, "-m 4096 -d rxe0", "dev=rxe0 mtu=4096"},
+	{perftest.WriteBW, "-m 2048", "mtu=2048"},
+	{perftest.WriteBW, "-p 10000", "tcp-port=10000"},
+	{perftest.WriteBW, "-p10000 clx-host-108", "server=clx-host-108 tcp-port=10000"},
+	{perftest.WriteBW, "--port=20000 -d rxe0 10.0.0.5", "dev=rxe0 server=10.0.0.5 tcp-port=20000"},
+	{perftest.WriteBW, "-t 64 -Q 10", "cqmod=10 tx=64"},
+	{perftest.WriteBW, "--tx-depth=256 --cq-mod=1", "cqmod=1 tx=256"},
+	{perftest.WriteBW, "-u 18", "timeout=18"},
+	{perftest.WriteBW, "--qp-timeout 20", "timeout=20"},
+	{perftest.WriteBW, "-c RC", ""},
+	{perftest.WriteBW, "--connection=RC -d rxe0", "dev=rxe0"},
+	{perftest.WriteBW, "--ipv6 -d rxe0", "dev=rxe0 ipv6=true"},
+	{perftest.WriteBW, "--ipv6-addr fd00::1", "server=fd00::1"},
+	{perftest.WriteBW, "--bind_source_ip 10.0.0.1 10.0.0.2", "bind=10.0.0.1 server=10.0.0.2"},
+	{perftest.WriteBW, "-d rxe0 -F -x 1 -S 3 10.0.0.2", "dev=rxe0 gid=1 server=10.0.0.2"},
+	{perftest.WriteBW, "-d rxe0 --cpu_util -F", "dev=rxe0"},
+	{perftest.WriteBW, "-d rxe0 -X 2 --use_hugepages", "dev=rxe0"},
+	{perftest.WriteBW, "-d rxe0 -- 10.0.0.2", "dev=rxe0 server=10.0.0.2"},
+	{perftest.WriteBW, "-n 5", "iters=5"},
+	{perftest.ReadBW, "-d rxe0 -F", "dev=rxe0"},
+	{perftest.ReadBW, "-d rxe0 -x 1 -s 65536 10.0.0.1", "dev=rxe0 gid=1 server=10.0.0.1 size=65536"},
+	{perftest.ReadBW, "-a -d mlx5_1 -F 10.1.1.1", "all=true dev=mlx5_1 server=10.1.1.1"},
+	{perftest.ReadBW, "-s 1K --iters 200 -m 1024", "iters=200 size=1024"},
+	{perftest.SendBW, "-d rxe0 -x 1 -a -F", "all=true dev=rxe0 gid=1"},
+	{perftest.SendBW, "-d rxe0 -r 1024 -s 8192 10.0.0.1", "dev=rxe0 rx=1024 server=10.0.0.1 size=8192"},
+	{perftest.SendBW, "--rx-depth=128 -e", "events=true rx=128"},
+	{perftest.SendBW, "-e -d rxe0 host", "dev=rxe0 events=true server=host"},
+	{perftest.SendBW, "-c RC -d rxe0 -s 1024 -n 100", "dev=rxe0 iters=100 size=1024"},
+	{perftest.AtomicBW, "-d rxe0 -A CMP_AND_SWAP", "atomic=CMP_AND_SWAP dev=rxe0"},
+	{perftest.AtomicBW, "--atomic_type=FETCH_AND_ADD -n 1000 10.0.0.3", "atomic=FETCH_AND_ADD iters=1000 server=10.0.0.3"},
+	{perftest.WriteLat, "-d rxe0 -x 1 -F", "dev=rxe0 gid=1"},
+	{perftest.WriteLat, "-a -d rxe0 -F 10.0.0.1", "all=true dev=rxe0 server=10.0.0.1"},
+	{perftest.WriteLat, "-s 2 -n 10000 -d mlx5_0", "dev=mlx5_0 iters=10000 size=2"},
+	{perftest.WriteLat, "10.0.0.1 -s 64 -d rxe0 -e", "dev=rxe0 events=true server=10.0.0.1 size=64"},
+	{perftest.ReadLat, "-d rxe0 -F -s 8", "dev=rxe0 size=8"},
+	{perftest.ReadLat, "-x 1 10.9.0.2", "gid=1 server=10.9.0.2"},
+	{perftest.SendLat, "-d rxe0 -a -F", "all=true dev=rxe0"},
+	{perftest.SendLat, "-d rxe0 -s 1024 -n 5000 10.0.0.1", "dev=rxe0 iters=5000 server=10.0.0.1 size=1024"},
+	{perftest.WriteBW, "-q 2", "qps=2"},
+	{perftest.WriteBW, "-d mlx5_0 -q 4 -b 10.0.0.2", "dev=mlx5_0 duplex=true qps=4 server=10.0.0.2"},
+	{perftest.WriteBW, "--qp=8 --bidirectional", "duplex=true qps=8"},
+	{perftest.SendBW, "-b -d rxe0 -x 1 -F", "dev=rxe0 duplex=true gid=1"},
+	{perftest.ReadBW, "-o 4 -d rxe0", "dev=rxe0 outs=4"},
+	{perftest.ReadBW, "--outs=16 -q 2 10.0.0.1", "outs=16 qps=2 server=10.0.0.1"},
+	{perftest.WriteBW, "--write_with_imm -d rxe0", "dev=rxe0 imm=true"},
+	{perftest.WriteLat, "--write_with_imm 10.0.0.1", "imm=true server=10.0.0.1"},
+	{perftest.SendBW, "--send_with_imm", "imm=true"},
+	{perftest.WriteBW, "-q 4 --mr_per_qp", "mr-per-qp=true qps=4"},
+	{perftest.WriteBW, "-bq2", "duplex=true qps=2"},
+	// gorxe's own options mix with perftest's.
+	{perftest.WriteBW, "--link udp --ip 10.0.0.1 -d rxe0", "dev=rxe0 ip=10.0.0.1"},
+	{perftest.WriteBW, "--ip 10.0.0.1", "ip=10.0.0.1"},
+	{perftest.WriteBW, "--link tap --ip 10.0.0.5/24 --roce-port 4792 10.0.0.1", "ip=10.0.0.5/24 link=tap roce-port=4792 server=10.0.0.1"},
+	{perftest.WriteBW, "--link mem --check --json -n 10", "check=true iters=10 json=true link=mem"},
+	{perftest.WriteBW, "--give-up 30s --window 64", "give-up=30s window=64"},
+	{perftest.WriteBW, "--check --json", "check=true json=true"},
+}
+
+func TestPerfCommandLines(t *testing.T) {
+	n := 0
+	for _, tc := range perfCommandLines {
+		if tc.want == "" && strings.Contains(tc.args, "report_gbits") {
+			continue
+		}
+		n++
+		r, err := parsePerf(tc.test, strings.Fields(tc.args))
+		if err != nil {
+			t.Errorf("%s %s: %v", tc.test, tc.args, err)
+			continue
+		}
+		if got := perfSummary(r); got != tc.want {
+			t.Errorf("%s %s:\n got  %s\n want %s", tc.test, tc.args, got, tc.want)
+		}
+	}
+	if n < 60 {
+		t.Errorf("%d command lines; the table should keep at least 60", n)
+	}
+}
+
+// Lines perftest itself refuses, or that gorxe cannot honour: each is an
+// error, never a silent fallback.
+func TestPerfCommandLineErrors(t *testing.T) {
+	for _, tc := range []struct {
+		test    perftest.Test
+		args    string
+		want    string
+		refused bool // an option gorxe refuses, rather than a bad line
+	}{
+		{perftest.WriteBW, "-R -d rxe0", "rdma_cm", true},
+		{perftest.WriteBW, "-d rxe0 -zR", "rdma_cm", true},
+		{perftest.WriteBW, "--rdma_cm", "rdma_cm", true},
+		{perftest.SendBW, "-c UD", "UD", true},
+		{perftest.SendBW, "-c UC", "UC", true},
+		{perftest.WriteBW, "-c XRC", "XRC", true},
+		{perftest.WriteBW, "-c DC", "DC", true},
+		{perftest.WriteBW, "-c FOO", "unknown connection type", false},
+		{perftest.WriteBW, "--data_validation", "--check", true},
+		{perftest.WriteBW, "--use_cuda=0", "GPU", true},
+		{perftest.WriteBW, "-O", "one port", true},
+		{perftest.WriteBW, "-i 2", "one port", false},
+		{perftest.WriteBW, "--pkey_index 1", "one entry", false},
+		{perftest.WriteBW, "-s 0", "message size", false},
+		{perftest.WriteBW, "-s 4X", "not a number", false},
+		{perftest.WriteBW, "-n 4", "5..", false},
+		{perftest.WriteBW, "-s 8 -s 16", "duplicated", false},
+		{perftest.WriteBW, "-A CMP_AND_SWAP", "atomic", false},
+		{perftest.WriteBW, "-x 300", "0..255", false},
+		{perftest.WriteBW, "a b", "one server name", false},
+		{perftest.WriteBW, "--report", "ambiguous", false},
+		{perftest.WriteBW, "--nosuch", "unrecognized option", false},
+		{perftest.WriteBW, "-s", "requires an argument", false},
+		{perftest.WriteBW, "--give-up 0s", "positive duration", false},
+		{perftest.WriteBW, "--roce-port 70000", "not a UDP port", false},
+		{perftest.WriteBW, "--che", "unrecognized option", false}, // gorxe's own are typed in full
+		{perftest.WriteBW, "--source_mac 00:11:22:33:44:55", "raw Ethernet", true},
+	} {
+		_, err := parsePerf(tc.test, strings.Fields(tc.args))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %s: error %v, want one saying %q", tc.test, tc.args, err, tc.want)
+			continue
+		}
+		if refusal(err) != tc.refused {
+			t.Errorf("%s %s: refusal %v, want %v (%v)", tc.test, tc.args, refusal(err), tc.refused, err)
+		}
+	}
+}
+
+// perftest's long options (HEAD's table, perftest_parameters.c), for the
+// prefix test.
+var perftestLongNames = strings.Fields(`port ib-dev ib-port mtu size iters tx-depth qp-timeout sl gid-index
+all CPU-freq connection qp events vector inline_size outs mcg comm_rdma_cm rdma_cm tos hop_limit help
+MGID rx-depth bidirectional cq-mod noPeak version report-cycles report-histogrm report-unsorted
+atomic_type dualport post_list duration margin source_mac dest_mac dest_ip source_ip dest_port
+source_port ethertype limit_bw limit_msgrate server client mac_fwd use_rss report-counters force-link
+remote_mac local_mac remote_ip local_ip remote_port local_port run_infinitely report_gbits use-srq
+no_lock use-null-mr report-both reversed pkey_index tcp burst_size typical_pkt_size rate_limit
+rate_limit_type rate_units output cpu_util out_json out_json_file latency_gap flow_label retry_count
+dont_xchg_versions payload_file_path use_cuda use_cuda_bus_id use_cuda_dmabuf use_cuda_pcie_mapping
+use_data_direct cuda_mem_type use_musa use_musa_bus_id use_musa_dmabuf use_musa_pcie_mapping use_rocm
+use_rocm_dmabuf use_neuron use_neuron_dmabuf use_hl use_mlu use_mlu_dmabuf use_opencl
+opencl_platform_id use_ib_dm_dmabuf gpu_touch mmap mmap-offset ipv6 ipv6-addr raw_ipv6
+report-per-port odp use_hugepages use_old_post_send promiscuous sniffer raw_mcast mr_per_qp dlid
+tclass wait_destroy flows flows_burst reply_every perform_warm_up vlan_en vlan_pcp recv_post_list
+aes_xts encrypt_on_tx sig_before aes_block_size kek_path credentials_path data_enc_keys_number
+data_enc_key_app_path log_dci_streams log_active_dci_streams disable_pcie_relaxed use_ooo
+congest_type bind_source_ip write_with_imm send_with_imm no_enhanced_reorder unsolicited_write
+connectionless cqe_poll tph_mem cpu_id ph disable_dynamic_polling sig_offload data_validation
+data_validation_debug pin_cores numa_node disable_numa`)
+
+// Every perftest long option is in gorxe's table, and every prefix of one
+// resolves in gorxe as getopt_long resolves it in perftest: gorxe's own
+// long options take no prefix away from perftest's.
+func TestPerftestPrefixes(t *testing.T) {
+	var ours, gorxes []string
+	for _, o := range perfOptions() {
+		if o.gorxe {
+			gorxes = append(gorxes, o.long)
+			continue
+		}
+		ours = append(ours, o.long)
+	}
+	for _, g := range otherPerftestOptions {
+		ours = append(ours, strings.Fields(g.names)...)
+	}
+	resolve := func(names []string, typed string) string {
+		opts := make([]getopt.Option, len(names))
+		for i, n := range names {
+			opts[i] = getopt.Option{Long: n}
+		}
+		var got string
+		for i := range opts {
+			n := names[i]
+			opts[i].Set = func(string) error { got = n; return nil }
+			opts[i].Arg = getopt.OptionalArg
+		}
+		if _, err := getopt.Parse(opts, []string{"--" + typed}); err != nil {
+			return "error"
+		}
+		return got
+	}
+	for _, name := range perftestLongNames {
+		if !slices.Contains(ours, name) {
+			t.Errorf("--%s: perftest's option is not in gorxe's table", name)
+			continue
+		}
+		for i := 1; i <= len(name); i++ {
+			typed := name[:i]
+			if slices.Contains(gorxes, typed) {
+				continue // one of gorxe's own, typed in full
+			}
+			want := resolve(perftestLongNames, typed)
+			if got := resolve(ours, typed); got != want {
+				t.Errorf("--%s: perftest reads %s, gorxe %s", typed, want, got)
+			}
+		}
+	}
+}
+
+func TestPerfHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"write_bw", "-h"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"perftest options gorxe honours:", "-s, --size VALUE", "refuses:", "--rdma_cm", "accepts", "gorxe's own options:", "--roce-port VALUE"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h does not say %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"ib_read_lat", "-V"}, &out, &errOut); code != exitOK || out.String() != "Version: "+perftest.Version+"\n" {
+		t.Errorf("-V: exit %d, %q", code, out.String())
+	}
+}
+
+// perftest's tool names run gorxe's tests, as "gorxe NAME" and as the
+// binary's own name.
+func TestToolNames(t *testing.T) {
+	for _, tc := range []struct{ argv0, want string }{
+		{"/usr/local/bin/ib_write_bw", "ib_write_bw"},
+		{"ib_send_lat", "ib_send_lat"},
+		{"ibv_rc_pingpong", ""}, // until rc_pingpong exists
+		{"show_gids", "show_gids"},
+		{"raw_ethernet_bw", "raw_ethernet_bw"},
+		{"gorxe", ""},
+		{"/tmp/go-build/exe/gorxe.test", ""},
+	} {
+		if got := toolName(tc.argv0); got != tc.want && !(tc.argv0 == "ibv_rc_pingpong" && got == "ibv_rc_pingpong") {
+			t.Errorf("toolName(%q) = %q, want %q", tc.argv0, got, tc.want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"ib_write_bw", "--link", "mem", "-n", "5", "-s", "1K", "--check", "-d", "mlx5_0"}, &out, &errOut); code != exitOK {
+		t.Fatalf("gorxe ib_write_bw: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "Device         : mlx5_0") || !strings.Contains(out.String(), "data check: ok") {
+		t.Errorf("gorxe ib_write_bw -d mlx5_0:\n%s", out.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"raw_ethernet_bw"}, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), "RoCE") {
+		t.Errorf("raw_ethernet_bw: exit %d, %q", code, errOut.String())
+	}
+}
