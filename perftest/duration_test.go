@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"strings"
@@ -492,5 +493,79 @@ func TestTimedRunInterrupted(t *testing.T) {
 				t.Errorf("the run took %v after its context ended at 0.2 s", d)
 			}
 		})
+	}
+}
+
+// TestInfiniteClientFinishes: a stopped --run_infinitely client of
+// write_bw finishes as perftest's does from 6.24 (f51c4f0): the
+// handshake after the run, the report, the close, as after any run; the
+// passive server takes it and ends without an error or a result.
+func TestInfiniteClientFinishes(t *testing.T) {
+	cdev, sdev := memDevices(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := Params{Test: WriteBW, Infinite: true, Duration: 100 * time.Millisecond, Size: 64}
+	type res struct {
+		r   []Result
+		err error
+	}
+	srv := make(chan res, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			srv <- res{nil, err}
+			return
+		}
+		conn := NewConn(ctx, nc, true)
+		defer conn.Close()
+		r, err := RunRemote(ctx, p, RemoteOptions{Dev: sdev, Conn: conn})
+		srv <- res{r, err}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{Conn: nc}
+	cctx, stop := context.WithCancel(ctx)
+	var last BWResult
+	pc := p
+	pc.OnReport = func(r *Result) {
+		if last = *r.BW; r.BW.Iters > 0 {
+			stop()
+		}
+	}
+	conn := NewConn(cctx, rec, false)
+	out, err := RunRemote(cctx, pc, RemoteOptions{Dev: cdev, Conn: conn})
+	conn.Close()
+	if err != nil || len(out) != 0 {
+		t.Fatalf("client: %v %v", out, err)
+	}
+	s := <-srv
+	if s.err != nil || len(s.r) != 0 {
+		t.Fatalf("server: %v %v", s.r, s.err)
+	}
+	// Both sides advertise 6.06, so both write "done".
+	want := "ver sys sys mtu k0 k0 k0 k0 rep k0 done"
+	rec.mu.Lock()
+	qpn := uint32(0)
+	if d, err := ParseKey(rec.writes[4]); err == nil {
+		qpn = d.QPN
+	}
+	rec.mu.Unlock()
+	if got := rec.steps(t, qpn); got != want {
+		t.Fatalf("the client wrote\n %s\nwant\n %s", got, want)
+	}
+	// Its report is its last: the second of the report's writes (after
+	// the four prefix writes, four key messages and the size) is iters.
+	rec.mu.Lock()
+	iters := binary.BigEndian.Uint64(rec.writes[9])
+	rec.mu.Unlock()
+	if iters != uint64(last.Iters) {
+		t.Fatalf("the client reported %d iterations at the end, its last report %d", iters, last.Iters)
 	}
 }

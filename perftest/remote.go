@@ -100,6 +100,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	}
 	var out []Result
 	var last BWReport
+	var lastInterval *BWResult // an infinite run's last report
 	for _, size := range sizes {
 		if passive {
 			break
@@ -132,7 +133,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		switch {
 		case !p.Test.IsLatency():
 			allocs, err = allocsDuring(func() error {
-				b, err := runBWSide(ctx, &ps, side, server, posted, want, origs, reporter(&p, &r))
+				b, err := runBWSide(ctx, &ps, side, server, posted, want, origs, reporter(&p, &r, &lastInterval))
 				r.BW = &b
 				return err
 			})
@@ -145,10 +146,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 			return out, err
 		}
 		if p.Infinite {
-			// Only the caller's context ends an infinite run, and
-			// perftest's ends only when it is killed: no exchange
-			// follows (the peer's next read fails).
-			return out, nil
+			return out, finishInfinite(caller, &p, opt.Conn, flow, lastInterval)
 		}
 		r.Allocs, r.Packets = allocs, packets(opt.Dev.Counters())-pk0
 		if r.BW != nil {
@@ -173,13 +171,16 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		out = append(out, r)
 	}
 	if passive && p.Infinite {
-		// The client of --run_infinitely never finishes: perftest's
-		// server waits in the handshake after the run until the client
-		// is killed and the connection closes. That, or the caller's
-		// context, ends gorxe's without an error.
+		// The client of --run_infinitely runs until it is stopped, and
+		// perftest's server waits in the handshake after the run until
+		// then: a perftest before 6.24 is killed, which closes the
+		// connection; from 6.24 (f51c4f0) it finishes on SIGINT as after
+		// a run, and the server prints " Client closed connection".
+		// Either, or the caller's context, ends gorxe's without an error
+		// and without a result.
 		opt.Conn.RunTimeout = forever
 		_, err := opt.Conn.Finish(last)
-		if peerClosed(err) || caller.Err() != nil ||
+		if err == nil || peerClosed(err) || caller.Err() != nil ||
 			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			err = nil
 		}
@@ -285,18 +286,50 @@ func resultOf(p *Params, r BWReport) BWResult {
 	return BWResult{Size: int(r.Size), Iters: int(r.Iters), PeakMBps: r.PeakMBps / u, AvgMBps: r.AvgMBps / u, MsgRate: r.MsgRateMpps}
 }
 
-// reporter returns the emit function of an infinite run, which hands
-// p.OnReport each report as a Result like r.
-func reporter(p *Params, r *Result) func(BWResult) {
-	if p.OnReport == nil {
-		return nil
-	}
+// reporter returns the emit function of an infinite run, which keeps
+// each report in *last and hands it to p.OnReport as a Result like r.
+func reporter(p *Params, r *Result, last **BWResult) func(BWResult) {
 	return func(b BWResult) {
-		out := *r
-		out.BW = &b
-		p.OnReport(&out)
+		*last = &b
+		if p.OnReport != nil {
+			out := *r
+			out.BW = &b
+			p.OnReport(&out)
+		}
 	}
 }
+
+// finishInfinite ends an infinite run, which ended because its caller's
+// context did. The client of a passive server finishes as perftest's
+// does from 6.24 (f51c4f0: "User stopped traffic" on SIGINT): the
+// handshake after the run, its last report, the close, under a context
+// of its own, as the caller's has ended; a server of either 6.06 or 6.2x
+// takes them. The other sides just stop, as perftest's, which are
+// killed: their peers' next read fails.
+func finishInfinite(caller context.Context, p *Params, c *Conn, flow Flow, last *BWResult) error {
+	if c.IsServer() || !flow.PassiveServer() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), finishTimeout)
+	defer cancel()
+	c.SetContext(ctx)
+	var rep BWReport
+	if last != nil {
+		rep = reportOf(p, last)
+	}
+	_, err := c.AfterRun(rep)
+	if err == nil {
+		_, err = c.Finish(rep)
+	}
+	if peerClosed(err) {
+		return nil // a peer that did not wait: nothing is left to finish
+	}
+	return err
+}
+
+// finishTimeout bounds how long a stopped infinite client waits for its
+// peer to take its last exchange.
+const finishTimeout = 5 * time.Second
 
 // forever is the connection's RunTimeout while a passive server waits for
 // a client that runs until it is stopped.
