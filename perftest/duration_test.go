@@ -496,6 +496,60 @@ func TestTimedRunInterrupted(t *testing.T) {
 	}
 }
 
+// TestTimedWithQPsAndDuplex: -D with -q counts the messages of every QP
+// in the window (perftest's one global iters); with -b each side counts
+// what it sent and, for SEND, what it received, as run_iter_bi does, and
+// the sides' windows are as long as one side's.
+func TestTimedWithQPsAndDuplex(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		p     Params
+		share float64 // of every message posted by either side, what one side counts
+	}{
+		{"write_bw -q 3", Params{Test: WriteBW, NumQPs: 3}, 0.5},
+		{"write_bw -b", Params{Test: WriteBW, Duplex: true}, 0.25},
+		{"send_bw -b", Params{Test: SendBW, Duplex: true}, 0.5},
+		{"send_bw -q 2 -b", Params{Test: SendBW, Duplex: true, NumQPs: 2}, 0.5},
+		{"write_bw --write_with_imm", Params{Test: WriteBW, WithImm: true}, 0.5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := timedParams(c.p.Test)
+				p.NumQPs, p.Duplex, p.WithImm = c.p.NumQPs, c.p.Duplex, c.p.WithImm
+				var posted atomic.Int64
+				p.onPost = func(n int) { posted.Add(int64(n)) }
+				r := runLocal(t, p, mem.Faults{Delay: delay})
+				own := r.BW
+				if p.Duplex {
+					own = r.OwnBW
+					if r.PeerBW.Elapsed != time.Second || r.BW.Iters != own.Iters || r.BW.AvgMBps != own.AvgMBps+r.PeerBW.AvgMBps {
+						t.Errorf("sum %+v of own %+v and peer %+v", r.BW, own, r.PeerBW)
+					}
+				}
+				if own.Elapsed != time.Second || own.PeakMBps != 0 {
+					t.Errorf("window %v, peak %v", own.Elapsed, own.PeakMBps)
+				}
+				if share := float64(own.Iters) / float64(posted.Load()); share < c.share*0.9 || share > c.share*1.1 {
+					t.Errorf("%d of %d messages counted: %.3f of them, want %.2f", own.Iters, posted.Load(), share, c.share)
+				}
+			})
+		})
+	}
+}
+
+// TestTimedWriteImmLatency: write_lat --write_with_imm -D counts the
+// round trips of its window as run_iter_lat_write_imm does.
+func TestTimedWriteImmLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := timedParams(WriteLat)
+		p.TxDepth, p.CQMod, p.WithImm = 0, 0, true
+		l := runLocal(t, p, mem.Faults{Delay: delay}).Lat
+		if !l.Timed || l.Iters < 99 || l.Iters > 101 || l.Avg < 4900 || l.Avg > 5100 {
+			t.Fatalf("%+v, want about 100 round trips of 10 ms", l)
+		}
+	})
+}
+
 // TestInfiniteClientFinishes: a stopped --run_infinitely client of
 // write_bw finishes as perftest's does from 6.24 (f51c4f0): the
 // handshake after the run, the report, the close, as after any run; the
