@@ -123,8 +123,9 @@ type Params struct {
 	// ends, reporting every Duration (5 s when zero) to OnReport. A run
 	// that ctx ended returns no error.
 	Infinite bool
-	// OnReport receives each report of an Infinite run as it is made, on
-	// the goroutine running the test.
+	// OnReport receives each report of an Infinite run as it is made:
+	// the client's in RunLocal, this side's in RunRemote. It is called
+	// from the goroutine of the side's run, one report at a time.
 	OnReport func(*Result)
 	// WarmUp (--perform_warm_up) sends TxDepth messages (PostList with a
 	// post list), every one signaled, and waits for them before the run;
