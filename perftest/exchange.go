@@ -245,7 +245,8 @@ func (c *Conn) do(step string, timeout time.Duration, f func() error) error {
 		return fmt.Errorf("perftest: %s: %w", step, err)
 	}
 	dl := time.Now().Add(timeout)
-	if d, ok := c.ctx.Deadline(); ok && d.Before(dl) {
+	d, ctxDeadline := c.ctx.Deadline()
+	if ctxDeadline = ctxDeadline && d.Before(dl); ctxDeadline {
 		dl = d
 	}
 	c.nc.SetDeadline(dl)
@@ -255,7 +256,12 @@ func (c *Conn) do(step string, timeout time.Duration, f func() error) error {
 	if err == nil {
 		return nil
 	}
-	if cerr := c.ctx.Err(); cerr != nil {
+	cerr := c.ctx.Err()
+	if cerr == nil && ctxDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The context's deadline, which the connection's reached first.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil {
 		return fmt.Errorf("perftest: %s: %w (%v)", step, cerr, err)
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {

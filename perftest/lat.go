@@ -94,7 +94,7 @@ func reap(ctx context.Context, s *Side, p *Params) error {
 //
 // With Events, it runs pingPong with RDMA WRITE with immediate instead;
 // with WithImm, writeImmLat.
-func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Duration, error) {
+func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, error) {
 	if p.WithImm {
 		return writeImmLat(ctx, s, p, client)
 	}
@@ -102,9 +102,15 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 		wr := qp.SendWR{Opcode: qp.WRRDMAWriteWithImm, SGList: s.ownSGE(1), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
 		return pingPong(ctx, s, p, client, wr)
 	}
+	tm, ctx := latTimer(ctx, p)
+	if tm != nil {
+		defer tm.release()
+		tm.start() // run_iter_lat_write starts it on both sides
+	}
+	var out latOut
 	var seen uint64
 	var rtts []time.Duration
-	if client {
+	if client && tm == nil {
 		rtts = make([]time.Duration, 0, p.Iters)
 	}
 	copy(s.Buf[s.slot(2):s.slot(2)+s.Size], s.Buf[s.slot(1):s.slot(1)+s.Size]) // one message in both
@@ -112,20 +118,34 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 	var postBytes [2]int
 	for k := range wrs {
 		wrs[k] = qp.SendWR{Opcode: qp.WRRDMAWrite, SGList: s.ownSGE(1 + k), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+		if sendsInline(p, s.Size) {
+			wrs[k].Flags = qp.SendInline // copied at post time, poll byte included
+		}
 		postBytes[k] = s.slot(1+k) + s.Size - 1
 	}
 	var posted time.Duration
-	for i := range p.Iters {
+	for i := 0; tm != nil || i < p.Iters; i++ {
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return latOut{}, err
+			}
+		}
 		if client || i > 0 {
 			v := i
 			if client {
 				v = i + 1
 			}
 			if err := waitWrite(ctx, s, p, &seen, v); err != nil {
-				return nil, err
+				if tm != nil && timeUp(err) {
+					break
+				}
+				return latOut{}, err
 			}
 		}
-		if client {
+		if tm != nil && tm.ended() {
+			break
+		}
+		if client && tm == nil {
 			// One clock read per round trip, as perftest takes one
 			// timestamp per post: it ends one round trip and starts the
 			// next.
@@ -139,41 +159,60 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Dura
 			s.Buf[postBytes[i%2]] = byte(i + 1)
 		}
 		if err := post(s, wrs[i%2]); err != nil {
-			return nil, err
+			return latOut{}, err
 		}
 		if i > 0 {
 			if err := reap(ctx, s, p); err != nil {
-				return nil, err
+				if tm != nil && timeUp(err) {
+					break
+				}
+				return latOut{}, err
 			}
+			out.count(tm)
 		}
+	}
+	if tm != nil {
+		return out.timed(tm), nil // the last WRITE completes unreaped, as in perftest
 	}
 	if !client {
 		if err := waitWrite(ctx, s, p, &seen, p.Iters); err != nil {
-			return nil, err
+			return latOut{}, err
 		}
 	}
 	if err := reap(ctx, s, p); err != nil {
-		return nil, err
+		return latOut{}, err
 	}
-	return rtts, nil
+	out.samples = rtts
+	return out, nil
 }
 
 // sendLat runs one side of the send_lat ping-pong over SEND (with
 // immediate with WithImm) and receive. The receive for the first message
 // must be posted already.
-func sendLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Duration, error) {
+func sendLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, error) {
 	op := qp.WRSend
 	if p.WithImm {
 		op = qp.WRSendWithImm
 	}
-	return pingPong(ctx, s, p, client, qp.SendWR{Opcode: op, SGList: s.ownSGE(0)})
+	wr := qp.SendWR{Opcode: op, SGList: s.ownSGE(0)}
+	if sendsInline(p, s.Size) {
+		wr.Flags = qp.SendInline
+	}
+	return pingPong(ctx, s, p, client, wr)
 }
 
 // pingPong runs one side of a ping-pong of wr, a SEND or a WRITE with
 // immediate, each of which consumes a receive of the peer's: a side
 // answers the peer's message when its receive completes. The receive for
 // the first message must be posted already.
-func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR) ([]time.Duration, error) {
+func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR) (latOut, error) {
+	// A timed run_iter_lat_send starts its clock at the first message it
+	// receives (set_on_first_rx_packet), on each side.
+	tm, ctx := latTimer(ctx, p)
+	if tm != nil {
+		defer tm.release()
+	}
+	var out latOut
 	recv := func(i int) error {
 		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(1)}})
 		return err
@@ -186,21 +225,38 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 		if wc[0].Status != cq.StatusSuccess {
 			return completionError(wc[0])
 		}
+		if tm != nil {
+			tm.start()
+			out.count(tm)
+		}
 		return nil
 	}
+	// ended says whether err is the end of a timed run, or else fails it.
+	ended := func(err error) bool { return tm != nil && timeUp(err) }
 	var rtts []time.Duration
-	for i := range p.Iters {
+	for i := 0; tm != nil || i < p.Iters; i++ {
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return latOut{}, err
+			}
+		}
 		if !client {
 			if err := wait(); err != nil {
-				return nil, err
+				if ended(err) {
+					break
+				}
+				return latOut{}, err
 			}
 			if err := recv(i + 1); err != nil {
-				return nil, err
+				return latOut{}, err
 			}
+		}
+		if tm != nil && tm.ended() {
+			break
 		}
 		start := clock()
 		if err := post(s, wr); err != nil {
-			return nil, err
+			return latOut{}, err
 		}
 		if i > 0 {
 			// The last message's completion, reaped after the next
@@ -209,37 +265,117 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 			// answering put it on the round trip. A side that sleeps
 			// slept for it in one round trip of five.
 			if err := reap(ctx, s, p); err != nil {
-				return nil, err
+				if ended(err) {
+					break
+				}
+				return latOut{}, err
 			}
 		}
 		if client {
 			if err := wait(); err != nil {
-				return nil, err
+				if ended(err) {
+					break
+				}
+				return latOut{}, err
 			}
-			rtts = append(rtts, clock()-start)
+			if tm == nil {
+				rtts = append(rtts, clock()-start)
+			}
 			if err := recv(i + 1); err != nil {
-				return nil, err
+				return latOut{}, err
 			}
 		}
 	}
-	if err := reap(ctx, s, p); err != nil {
-		return nil, err
+	if tm != nil {
+		return out.timed(tm), nil
 	}
-	return rtts, nil
+	if err := reap(ctx, s, p); err != nil {
+		return latOut{}, err
+	}
+	out.samples = rtts
+	return out, nil
 }
 
-// readLat times iters RDMA READs, one at a time.
-func readLat(ctx context.Context, s *Side, p *Params) ([]time.Duration, error) {
-	times := make([]time.Duration, 0, p.Iters)
+// readLat times iters RDMA READs, one at a time (run_iter_lat); timed, it
+// reads until its runTimer ends and counts the READs of the sample window.
+func readLat(ctx context.Context, s *Side, p *Params) (latOut, error) {
+	tm, ctx := latTimer(ctx, p)
+	if tm != nil {
+		defer tm.release()
+		tm.start()
+	}
+	var out latOut
 	wr := qp.SendWR{Opcode: qp.WRRDMARead, SGList: s.ownSGE(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+	if tm != nil {
+		for !tm.ended() {
+			if err := interrupted(ctx); err != nil {
+				return latOut{}, err
+			}
+			if err := postOne(ctx, s, p, wr); err != nil {
+				if timeUp(err) {
+					break
+				}
+				return latOut{}, err
+			}
+			out.count(tm)
+		}
+		return out.timed(tm), nil
+	}
+	out.samples = make([]time.Duration, 0, p.Iters)
 	for range p.Iters {
 		start := clock()
 		if err := postOne(ctx, s, p, wr); err != nil {
-			return nil, err
+			return latOut{}, err
 		}
-		times = append(times, clock()-start)
+		out.samples = append(out.samples, clock()-start)
 	}
-	return times, nil
+	return out, nil
+}
+
+// latOut is what one side of a latency test measured: the samples of a
+// counted run, or the messages and sample window of a timed one.
+type latOut struct {
+	samples []time.Duration
+	n       int
+	window  time.Duration
+}
+
+// latTimer returns the runTimer of a timed latency run, not started, and
+// the context that ends with it; nil and ctx for a counted run.
+func latTimer(ctx context.Context, p *Params) (*runTimer, context.Context) {
+	if p.Duration <= 0 {
+		return nil, ctx
+	}
+	return newRunTimer(ctx, p)
+}
+
+// count counts a completion, if it came in the sample window.
+func (o *latOut) count(tm *runTimer) {
+	if tm != nil && tm.sampling() {
+		o.n++
+	}
+}
+
+// timed returns o with the sample window of tm.
+func (o latOut) timed(tm *runTimer) latOut {
+	o.window = tm.sample()
+	return o
+}
+
+// latDuration summarises a timed latency run as print_report_lat_duration
+// does: the average latency in microseconds, half the round trip for the
+// ping-pongs, and the transactions per second, over the sample window.
+func latDuration(size int, o latOut, half bool) LatResult {
+	r := LatResult{Size: size, Iters: o.n, Timed: true}
+	if o.n == 0 || o.window <= 0 {
+		return r
+	}
+	r.Avg = float64(o.window) / 1e3 / float64(o.n)
+	if half {
+		r.Avg /= 2
+	}
+	r.TPS = float64(o.n) / o.window.Seconds()
+	return r
 }
 
 // clock returns the monotonic time since the program started. The

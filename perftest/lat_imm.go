@@ -21,8 +21,21 @@ import (
 // Unlike perftest it does not write a counter into the message's last
 // byte: nobody reads it, and slot 1 then never changes under a WRITE that
 // may still be sent again.
-func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.Duration, error) {
+//
+// Timed (-D), each side runs from its start until its runTimer ends and
+// counts the completions of its sends in the sample window.
+func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, error) {
 	wr := qp.SendWR{Opcode: qp.WRRDMAWriteWithImm, SGList: s.ownSGE(1), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+	if sendsInline(p, s.Size) {
+		wr.Flags = qp.SendInline
+	}
+	tm, ctx := latTimer(ctx, p)
+	if tm != nil {
+		defer tm.release()
+		tm.start()
+	}
+	var out latOut
+	ended := func(err error) bool { return tm != nil && timeUp(err) }
 	receive := func(i int) error {
 		var wc [1]cq.WC
 		if _, err := s.wait(ctx, p, s.RCQ, wc[:]); err != nil {
@@ -38,17 +51,28 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.D
 		return err
 	}
 	var rtts []time.Duration
-	if client {
+	if client && tm == nil {
 		rtts = make([]time.Duration, 0, p.Iters)
 	}
 	var last time.Duration
-	for i := range p.Iters {
-		if client || i > 0 {
-			if err := receive(i); err != nil {
-				return nil, err
+	for i := 0; tm != nil || i < p.Iters; i++ {
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return latOut{}, err
 			}
 		}
-		if client {
+		if client || i > 0 {
+			if err := receive(i); err != nil {
+				if ended(err) {
+					break
+				}
+				return latOut{}, err
+			}
+		}
+		if tm != nil && tm.ended() {
+			break
+		}
+		if client && tm == nil {
 			now := clock()
 			if i > 0 {
 				rtts = append(rtts, now-last)
@@ -56,23 +80,31 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) ([]time.D
 			last = now
 		}
 		if err := post(s, wr); err != nil {
-			return nil, err
+			return latOut{}, err
 		}
 		if i > 0 {
 			// The last message's completion, reaped after the next is
 			// posted, as pingPong reaps.
 			if err := reap(ctx, s, p); err != nil {
-				return nil, err
+				if ended(err) {
+					break
+				}
+				return latOut{}, err
 			}
+			out.count(tm)
 		}
+	}
+	if tm != nil {
+		return out.timed(tm), nil
 	}
 	if !client {
 		if err := receive(p.Iters); err != nil {
-			return nil, err
+			return latOut{}, err
 		}
 	}
 	if err := reap(ctx, s, p); err != nil {
-		return nil, err
+		return latOut{}, err
 	}
-	return rtts, nil
+	out.samples = rtts
+	return out, nil
 }

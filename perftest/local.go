@@ -109,6 +109,9 @@ func RunLocal(ctx context.Context, p Params, faults mem.Faults) ([]Result, error
 		ps := p
 		ps.Size = size
 		r, err := runLocalSize(ctx, &ps, faults)
+		if p.Infinite {
+			return nil, err // the reports went to OnReport
+		}
 		if err != nil {
 			return out, err
 		}
@@ -173,7 +176,7 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 		f := faults
 		f.Seed += uint64(i) * 1000003
 		l.SetFaults(f)
-		d, err := rnic.Open(rnic.Config{Link: l, Name: []string{"client", "server"}[i], Window: p.Window})
+		d, err := rnic.Open(rnic.Config{Link: l, Name: []string{"client", "server"}[i], Window: p.Window, PacketTrace: p.packetTrace})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -189,7 +192,7 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 			s.setRemote(j, peer.targetAddr(j), pl.mr.RKey())
 			err := l.qp.Connect(rnic.ConnectAttr{
 				Local: l.qp.Local(localPSNs[i]), Remote: pl.qp.Local(localPSNs[1-i]),
-				MTU: p.MTU, Access: l.mr.Access(), Timeout: p.Timeout,
+				MTU: p.MTU, Access: l.mr.Access(), Timeout: p.Timeout, TrafficClass: p.TrafficClass,
 				MaxRdAtomic: uint8(p.outReads()), MaxDestRdAtomic: uint8(p.outReads()),
 			})
 			if err != nil {
@@ -241,9 +244,17 @@ func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) er
 		if p.Check {
 			want = sides[1-i]
 		}
+		var emit func(BWResult)
+		if !server && p.OnReport != nil {
+			emit = func(b BWResult) {
+				r := *res
+				r.BW = &b
+				p.OnReport(&r)
+			}
+		}
 		outs[i] = make(chan out, 1)
 		go func() {
-			r, err := runBWSide(ctx, p, s, server, posted[i], want, origs[i])
+			r, err := runBWSide(ctx, p, s, server, posted[i], want, origs[i], emit)
 			outs[i] <- out{r, err}
 		}()
 	}
@@ -258,7 +269,7 @@ func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) er
 			}
 		}
 	}
-	if err != nil {
+	if err != nil || p.Infinite {
 		return err
 	}
 	res.BW = &got[0]
@@ -321,12 +332,9 @@ func checkAtomicResults(p *Params, origs []uint64) error {
 }
 
 func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) error {
-	type out struct {
-		t   []time.Duration
-		err error
-	}
+	type out struct{ err error }
 	srv := make(chan out, 1)
-	var samples []time.Duration
+	var samples latOut
 	var err error
 	if p.postsReceives() {
 		for _, s := range []*Side{client, server} {
@@ -337,10 +345,10 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	}
 	switch p.Test {
 	case WriteLat:
-		go func() { t, err := writeLat(ctx, server, p, false); srv <- out{t, err} }()
+		go func() { _, err := writeLat(ctx, server, p, false); srv <- out{err} }()
 		samples, err = writeLat(ctx, client, p, true)
 	case SendLat:
-		go func() { t, err := sendLat(ctx, server, p, false); srv <- out{t, err} }()
+		go func() { _, err := sendLat(ctx, server, p, false); srv <- out{err} }()
 		samples, err = sendLat(ctx, client, p, true)
 	case ReadLat:
 		srv <- out{}
@@ -352,8 +360,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	if o := <-srv; o.err != nil {
 		return o.err
 	}
-	r := latStats(p.Size, samples, p.Test != ReadLat)
-	r.Iters = p.Iters // as perftest reports it; write_lat has one sample fewer
+	r := latReport(p, samples)
 	res.Lat = &r
 	if p.Check && p.Size > 0 {
 		switch p.Test {
@@ -372,4 +379,18 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 		}
 	}
 	return nil
+}
+
+// latReport is a latency test's table line from what one side measured.
+func latReport(p *Params, o latOut) LatResult {
+	half := p.Test != ReadLat
+	if p.Duration > 0 {
+		return latDuration(p.Size, o, half)
+	}
+	r := latStats(p.Size, o.samples, half)
+	r.Iters = p.Iters // as perftest reports it; write_lat has one sample fewer
+	if p.Histogram || p.Unsorted {
+		r.Samples = o.samples
+	}
+	return r
 }

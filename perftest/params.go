@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // Test names one of perftest's programs, without the ib_ prefix.
@@ -106,7 +107,107 @@ type Params struct {
 	// whose rkey and address its key message carries.
 	MRPerQP bool
 
+	// Duration (-D) makes the run timed instead of counted, as perftest's
+	// DURATION test type: Margin after the start the sample window opens,
+	// Margin before the end it closes, and only the messages completed
+	// inside it are reported (Iters is then ignored). There is no peak.
+	// The send_bw server and both sides of write_lat and send_lat time
+	// themselves, so the peer must be given -D too, as with perftest.
+	Duration time.Duration
+	// Margin (-f) is the time at either end of a timed run that is not
+	// measured. Zero means perftest's default, a quarter of Duration in
+	// whole seconds (so none below 4 s); NoMargin asks for none (-f 0).
+	// Duration must be more than twice the margin.
+	Margin time.Duration
+	// Infinite (--run_infinitely, bandwidth tests only) runs until ctx
+	// ends, reporting every Duration (5 s when zero) to OnReport. A run
+	// that ctx ended returns no error.
+	Infinite bool
+	// OnReport receives each report of an Infinite run as it is made:
+	// the client's in RunLocal, this side's in RunRemote. It is called
+	// from the goroutine of the side's run, one report at a time.
+	OnReport func(*Result)
+	// WarmUp (--perform_warm_up) sends TxDepth messages (PostList with a
+	// post list), every one signaled, and waits for them before the run;
+	// WRITE, READ and atomic bandwidth tests only, as perftest.
+	WarmUp bool
+	// NoPeak (-N) reports no peak bandwidth: 0, as perftest prints it.
+	// perftest also leaves the peak out of timed runs, of runs of more
+	// than 20000 iterations and of the send_bw server (noPeakFor).
+	NoPeak bool
+	// ReportGbits (--report_gbits) reports bandwidth in Gb/s (10^9 bits)
+	// instead of MB/s (2^20 bytes). The client's report to the server is
+	// in its own unit, as perftest's is.
+	ReportGbits bool
+	// Histogram (-H) prints a latency test's sorted samples, Unsorted
+	// (-U) the samples in the order they were taken, both before the
+	// table. Cycles (-C) reports latencies in CPU cycles (see cpuMHz).
+	Histogram bool
+	Unsorted  bool
+	Cycles    bool
+	// Inline (-I) sends messages of at most this many bytes inline
+	// (IBV_SEND_INLINE): the payload is copied at post time; the packets
+	// are the same. Not for READ and atomics. 0 (rxe's) by default.
+	Inline int
+	// PostList (-l) posts this many work requests per PostSend call
+	// (bandwidth tests). Without an explicit CQMod the CQ moderation is
+	// then the post list, as in perftest.
+	PostList int
+	// TrafficClass (--tclass) is the traffic class (IPv4 TOS, IPv6
+	// traffic class) of every packet this side sends.
+	TrafficClass uint8
+
 	progress *atomic.Uint64 // completions so far, for the watchdog
+	// onPost, when set, sees the number of work requests of every
+	// PostSend call of a bandwidth client (tests count them).
+	onPost func(n int)
+	// packetTrace, when set, is the PacketTrace of RunLocal's devices.
+	packetTrace func(rnic.Direction, []byte)
+}
+
+// NoMargin is the Margin that asks for none: perftest's -f 0.
+const NoMargin time.Duration = -1
+
+// defaultDuration is perftest's DEF_DURATION: -D's value when only
+// --run_infinitely or -f is given.
+const defaultDuration = 5 * time.Second
+
+// timed reports whether the run is timed: -D or --run_infinitely.
+func (p *Params) timed() bool { return p.Duration > 0 || p.Infinite }
+
+// period returns -D, or perftest's default of 5 s.
+func (p *Params) period() time.Duration {
+	if p.Duration > 0 {
+		return p.Duration
+	}
+	return defaultDuration
+}
+
+// margin returns the margin of a timed run: -f, or perftest's default of
+// duration/4 (force_dependencies, on whole seconds).
+func (p *Params) margin() time.Duration {
+	switch {
+	case p.Margin < 0:
+		return 0
+	case p.Margin == 0:
+		return (p.period() / 4).Truncate(time.Second)
+	}
+	return p.Margin
+}
+
+// noPeakFor reports whether a side reports no peak bandwidth: with -N,
+// and where perftest's force_dependencies turns noPeak on by itself: timed
+// runs, a receiving server (send_bw, write_bw --write_with_imm) without
+// -b, and more than 20000 iterations.
+func (p *Params) noPeakFor(server bool) bool {
+	return p.NoPeak || p.timed() || (server && p.receives(server) && !p.Duplex) || p.Iters > 20000
+}
+
+// warmsUp reports whether --perform_warm_up sends anything: perftest
+// warms up WRITE (not with immediate: "Warm up not supported for
+// WRITE_IMM verb"), READ and atomics, never SEND.
+func (p *Params) warmsUp() bool {
+	return p.Test == ReadBW || p.Test == AtomicBW || p.Test == WriteBW && !p.WithImm
 }
 
 // watch returns a context that is cancelled, with ErrStalled as its cause,
@@ -180,6 +281,12 @@ func (p *Params) Defaults() {
 	}
 	if p.CQMod == 0 {
 		p.CQMod = 100
+		if p.PostList > 1 {
+			p.CQMod = p.PostList // "CQ moderation will be the size of the post list"
+		}
+	}
+	if p.PostList == 0 {
+		p.PostList = 1
 	}
 	if p.Atomic == "" {
 		p.Atomic = FetchAndAdd
@@ -224,6 +331,9 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("atomic type %q: want %s or %s", p.Atomic, FetchAndAdd, CmpAndSwap)
 	}
 	if err := p.checkFlags(); err != nil {
+		return err
+	}
+	if err := p.validateOutput(); err != nil {
 		return err
 	}
 	// The QPs share one send and one receive CQ, as perftest's.
@@ -281,7 +391,53 @@ func (p *Params) cqDepth() int { return p.qps()*max(p.TxDepth, p.RxDepth) + 16 }
 
 // flow returns the exchange's flow for p.
 func (p *Params) flow() Flow {
-	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && p.Test != AtomicBW}
+	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && p.Test != AtomicBW, Duration: p.timed()}
+}
+
+// validateOutput checks the timing, posting and output options as
+// perftest's parser and force_dependencies do.
+func (p *Params) validateOutput() error {
+	lat, bw := p.Test.IsLatency(), !p.Test.IsLatency()
+	switch {
+	case p.Duration < 0:
+		return fmt.Errorf("duration (-D) must be positive")
+	case p.Infinite && lat:
+		return fmt.Errorf("--run_infinitely exists only in bandwidth tests")
+	case p.Infinite && p.Duplex:
+		// perftest refuses it for SEND and WRITE with immediate, and runs
+		// the others without the handshake -b adds before the run.
+		return fmt.Errorf("--run_infinitely with -b is not supported")
+	case p.timed() && p.Events:
+		return fmt.Errorf("a timed run (-D or --run_infinitely) does not work with events (-e)")
+	case p.timed() && p.AllSize:
+		return fmt.Errorf("a timed run (-D or --run_infinitely) does not support all sizes (-a)")
+	case p.timed() && p.Check:
+		return fmt.Errorf("--check needs a fixed number of iterations: not with -D or --run_infinitely")
+	case p.period() <= 2*p.margin():
+		// perftest checks it whatever the test type, with -D's default.
+		return fmt.Errorf("the duration (-D %v) must be more than twice the margin (-f %v)", p.period(), p.margin())
+	case p.NoPeak && lat:
+		return fmt.Errorf("no peak (-N) is only valid for bandwidth tests")
+	case (p.Cycles || p.Histogram || p.Unsorted) && bw:
+		return fmt.Errorf("-C, -H and -U are available only on latency tests")
+	case p.Inline < 0 || p.Inline > qp.MaxInlineData:
+		return fmt.Errorf("inline size (-I) %d is outside 0..%d", p.Inline, qp.MaxInlineData)
+	case p.Inline > 0 && (p.Test == ReadBW || p.Test == ReadLat || p.Test == AtomicBW):
+		return fmt.Errorf("inline (-I) is not available on READ and atomic tests")
+	case p.PostList < 1:
+		return fmt.Errorf("post list (-l) must be at least 1")
+	case p.PostList > 1 && lat:
+		return fmt.Errorf("post list (-l) is supported in bandwidth tests only")
+	case p.PostList > 1 && !p.timed() && p.Iters%p.PostList != 0:
+		return fmt.Errorf("the number of iterations (-n %d) must be a multiple of the post list size (-l %d)", p.Iters, p.PostList)
+	case p.PostList > 1 && p.PostList%min(p.CQMod, p.TxDepth) != 0:
+		return fmt.Errorf("the post list size (-l %d) must be a multiple of the CQ moderation (-Q %d)", p.PostList, min(p.CQMod, p.TxDepth))
+	case p.PostList > p.TxDepth:
+		return fmt.Errorf("the post list (-l %d) does not fit in the send queue (-t %d)", p.PostList, p.TxDepth)
+	case p.WarmUp && p.Check && p.Test == AtomicBW:
+		return fmt.Errorf("--perform_warm_up changes the word --check counts atomics in")
+	}
+	return nil
 }
 
 func (p *Params) known() bool {
@@ -356,4 +512,12 @@ type LatResult struct {
 	Stdev   float64
 	P99     float64
 	P999    float64
+	// Timed is set for a timed run (-D), which reports Iters (the
+	// messages of its sample window), Avg and TPS only: perftest's
+	// RESULT_FMT_LAT_DUR table.
+	Timed bool
+	TPS   float64 // transactions per second, of a timed run
+	// Samples are the measured times in the order taken (round trips,
+	// or READs for read_lat), kept for -H and -U.
+	Samples []time.Duration
 }

@@ -2,9 +2,12 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/gorxe/gorxe/mr"
@@ -79,6 +82,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	// The server of a WRITE, READ or atomic test is passive: it takes no
 	// part in the run and waits in Finish for the client's report.
 	passive := server && flow.PassiveServer()
+	caller := ctx
 	ctx, stop := p.watch(ctx)
 	defer stop()
 	var origs [][]uint64
@@ -96,6 +100,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	}
 	var out []Result
 	var last BWReport
+	var lastInterval *BWResult // an infinite run's last report
 	for _, size := range sizes {
 		if passive {
 			break
@@ -128,28 +133,31 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		switch {
 		case !p.Test.IsLatency():
 			allocs, err = allocsDuring(func() error {
-				b, err := runBWSide(ctx, &ps, side, server, posted, want, origs)
+				b, err := runBWSide(ctx, &ps, side, server, posted, want, origs, reporter(&p, &r, &lastInterval))
 				r.BW = &b
 				return err
 			})
 		case server:
-			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side) })
+			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side, &r) })
 		default:
 			allocs, err = allocsDuring(func() error { return runClient(ctx, &ps, side, &r) })
 		}
 		if err != nil {
 			return out, err
 		}
+		if p.Infinite {
+			return out, finishInfinite(caller, &p, opt.Conn, flow, lastInterval)
+		}
 		r.Allocs, r.Packets = allocs, packets(opt.Dev.Counters())-pk0
 		if r.BW != nil {
-			last = report(r.BW)
+			last = reportOf(&p, r.BW)
 		}
 		theirs, err := opt.Conn.AfterRun(last)
 		if err != nil {
 			return out, err
 		}
 		if flow.ReportsPerSize() {
-			own, peer := *r.BW, fromReport(theirs)
+			own, peer := *r.BW, resultOf(&p, theirs)
 			sum := sumBW(own, peer)
 			r.BW, r.OwnBW, r.PeerBW = &sum, &own, &peer
 		}
@@ -162,13 +170,30 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		r.Checked = p.Check
 		out = append(out, r)
 	}
+	if passive && p.Infinite {
+		// The client of --run_infinitely runs until it is stopped, and
+		// perftest's server waits in the handshake after the run until
+		// then: a perftest before 6.24 is killed, which closes the
+		// connection; from 6.24 (f51c4f0) it finishes on SIGINT as after
+		// a run, and the server prints " Client closed connection".
+		// Either, or the caller's context, ends gorxe's without an error
+		// and without a result.
+		opt.Conn.RunTimeout = forever
+		_, err := opt.Conn.Finish(last)
+		if err == nil || peerClosed(err) || caller.Err() != nil ||
+			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			err = nil
+		}
+		return nil, err
+	}
 	theirs, err := opt.Conn.Finish(last)
 	if err != nil {
 		return out, err
 	}
 	if passive {
-		// perftest's server prints the client's report.
-		b := fromReport(theirs)
+		// perftest's server prints the client's report, as the client
+		// sent it: in the client's unit.
+		b := resultOf(&p, theirs)
 		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0]), BW: &b}
 		if p.Check {
 			ps := p
@@ -226,6 +251,7 @@ func (s *Side) connect(p *Params, local, remote []Dest, gidIndex int) error {
 			Timeout:         p.Timeout,
 			MaxRdAtomic:     uint8(min(max(remote[i].OutReads, 1), qp.MaxRdAtomic)),
 			MaxDestRdAtomic: uint8(min(max(local[i].OutReads, 1), qp.MaxRdAtomic)),
+			TrafficClass:    p.TrafficClass,
 		})
 		if err != nil {
 			return err
@@ -234,14 +260,85 @@ func (s *Side) connect(p *Params, local, remote []Dest, gidIndex int) error {
 	return nil
 }
 
-// report and fromReport convert a result to the report xchg_bw_reports
-// sends and back.
-func report(b *BWResult) BWReport {
-	return BWReport{Size: uint64(b.Size), Iters: uint64(b.Iters), PeakMBps: b.PeakMBps, AvgMBps: b.AvgMBps, MsgRateMpps: b.MsgRate}
+// bwUnit is what one MB/s (2^20 bytes) is in the unit p reports
+// bandwidth in: 1, or in Gb/s 2^20·8/10^9 (perftest's format_factor,
+// 0x100000 or 125000000 bytes).
+func bwUnit(p *Params) float64 {
+	if p.ReportGbits {
+		return float64(1<<20) / 125e6
+	}
+	return 1
 }
 
-func fromReport(r BWReport) BWResult {
-	return BWResult{Size: int(r.Size), Iters: int(r.Iters), PeakMBps: r.PeakMBps, AvgMBps: r.AvgMBps, MsgRate: r.MsgRateMpps}
+// reportOf is the bandwidth report this side sends its peer
+// (xchg_bw_reports), in its own unit, as perftest's bw_report_data holds
+// it.
+func reportOf(p *Params, b *BWResult) BWReport {
+	u := bwUnit(p)
+	return BWReport{Size: uint64(b.Size), Iters: uint64(b.Iters), PeakMBps: b.PeakMBps * u, AvgMBps: b.AvgMBps * u, MsgRateMpps: b.MsgRate}
+}
+
+// resultOf is the peer's report as a result of this side: perftest
+// prints and adds the peer's numbers as they came, in whatever unit the
+// peer used, so they are taken to be in this side's.
+func resultOf(p *Params, r BWReport) BWResult {
+	u := bwUnit(p)
+	return BWResult{Size: int(r.Size), Iters: int(r.Iters), PeakMBps: r.PeakMBps / u, AvgMBps: r.AvgMBps / u, MsgRate: r.MsgRateMpps}
+}
+
+// reporter returns the emit function of an infinite run, which keeps
+// each report in *last and hands it to p.OnReport as a Result like r.
+func reporter(p *Params, r *Result, last **BWResult) func(BWResult) {
+	return func(b BWResult) {
+		*last = &b
+		if p.OnReport != nil {
+			out := *r
+			out.BW = &b
+			p.OnReport(&out)
+		}
+	}
+}
+
+// finishInfinite ends an infinite run, which ended because its caller's
+// context did. The client of a passive server finishes as perftest's
+// does from 6.24 (f51c4f0: "User stopped traffic" on SIGINT): the
+// handshake after the run, its last report, the close, under a context
+// of its own, as the caller's has ended; a server of either 6.06 or 6.2x
+// takes them. The other sides just stop, as perftest's, which are
+// killed: their peers' next read fails.
+func finishInfinite(caller context.Context, p *Params, c *Conn, flow Flow, last *BWResult) error {
+	if c.IsServer() || !flow.PassiveServer() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), finishTimeout)
+	defer cancel()
+	c.SetContext(ctx)
+	var rep BWReport
+	if last != nil {
+		rep = reportOf(p, last)
+	}
+	_, err := c.AfterRun(rep)
+	if err == nil {
+		_, err = c.Finish(rep)
+	}
+	if peerClosed(err) {
+		return nil // a peer that did not wait: nothing is left to finish
+	}
+	return err
+}
+
+// finishTimeout bounds how long a stopped infinite client waits for its
+// peer to take its last exchange.
+const finishTimeout = 5 * time.Second
+
+// forever is the connection's RunTimeout while a passive server waits for
+// a client that runs until it is stopped.
+const forever = 100 * 365 * 24 * time.Hour
+
+// peerClosed reports whether err is the peer closing the out-of-band
+// connection, or resetting it.
+func peerClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // Patterns for --check between hosts: each side can compute the other's.
@@ -252,21 +349,20 @@ const (
 
 // runClient runs the client side of a latency test.
 func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
-	var samples []time.Duration
+	var o latOut
 	var err error
 	switch p.Test {
 	case WriteLat:
-		samples, err = writeLat(ctx, s, p, true)
+		o, err = writeLat(ctx, s, p, true)
 	case SendLat:
-		samples, err = sendLat(ctx, s, p, true)
+		o, err = sendLat(ctx, s, p, true)
 	default:
-		samples, err = readLat(ctx, s, p)
+		o, err = readLat(ctx, s, p)
 	}
 	if err != nil {
 		return err
 	}
-	l := latStats(p.Size, samples, p.Test != ReadLat)
-	l.Iters = p.Iters
+	l := latReport(p, o)
 	r.Lat = &l
 	if p.Check && p.Test == ReadLat && p.Size > 0 {
 		return checkPlaced(s, patternSide(s, serverSeed), 1)
@@ -275,14 +371,23 @@ func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
 }
 
 // runServer runs the server side of a latency test: the read_lat server
-// takes no part.
-func runServer(ctx context.Context, p *Params, s *Side) error {
+// takes no part. A timed write_lat or send_lat server puts its own
+// report in r, as perftest prints print_report_lat_duration on both
+// sides.
+func runServer(ctx context.Context, p *Params, s *Side, r *Result) error {
+	var o latOut
 	var err error
 	switch p.Test {
 	case WriteLat:
-		_, err = writeLat(ctx, s, p, false)
+		o, err = writeLat(ctx, s, p, false)
 	case SendLat:
-		_, err = sendLat(ctx, s, p, false)
+		o, err = sendLat(ctx, s, p, false)
+	default:
+		return nil
+	}
+	if err == nil && p.Duration > 0 {
+		l := latReport(p, o)
+		r.Lat = &l
 	}
 	return err
 }

@@ -100,3 +100,91 @@ func TestRemoteAllSizes(t *testing.T) {
 		}
 	}
 }
+
+// runRemotePair runs the client with pc and the server with ps on the
+// two devices, perftest's exchange between them on TCP over the loopback.
+// The client runs in cctx and closes its connection when it returns, as a
+// killed perftest's closes; afterClient, if set, runs then. The server
+// runs in sctx.
+func runRemotePair(t *testing.T, cctx, sctx context.Context, cdev, sdev *rnic.Device, pc, ps Params, afterClient func()) (client, server []Result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		r   []Result
+		err error
+	}
+	srv := make(chan res, 1)
+	go func() {
+		conn, err := Accept(sctx, ln)
+		if err != nil {
+			srv <- res{nil, err}
+			return
+		}
+		defer conn.Close()
+		r, err := RunRemote(sctx, ps, RemoteOptions{Dev: sdev, Conn: conn})
+		srv <- res{r, err}
+	}()
+	conn, err := Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = RunRemote(cctx, pc, RemoteOptions{Dev: cdev, Conn: conn})
+	conn.Close()
+	if afterClient != nil {
+		afterClient()
+	}
+	s := <-srv
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	if s.err != nil {
+		t.Fatalf("server: %v", s.err)
+	}
+	return client, s.r
+}
+
+// memDevices opens two devices on an in-memory fabric.
+func memDevices(t *testing.T) (client, server *rnic.Device) {
+	t.Helper()
+	fab := mem.NewFabric()
+	var devs [2]*rnic.Device
+	for i, a := range []string{"10.0.0.1", "10.0.0.2"} {
+		l, err := fab.NewLink(netip.MustParseAddr(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if devs[i], err = rnic.Open(rnic.Config{Link: l}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { devs[i].Close() })
+	}
+	return devs[0], devs[1]
+}
+
+// TestPassiveInfiniteServerStops: the passive server of an infinite run
+// waits for the client however long it runs, past its own watchdog's
+// GiveUp, and its context ends the wait without an error.
+func TestPassiveInfiniteServerStops(t *testing.T) {
+	cdev, sdev := memDevices(t)
+	// The server's QP goes with it: the client stops soon after, before
+	// its own watchdog would see that nothing completes any more.
+	cctx, stopClient := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer stopClient()
+	sctx, stopServer := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer stopServer()
+	reports := 0
+	p := Params{Test: WriteBW, Infinite: true, Duration: 200 * time.Millisecond, Size: 64}
+	pc := p
+	pc.OnReport = func(*Result) { reports++ }
+	ps := p
+	ps.GiveUp = 100 * time.Millisecond
+	c, s := runRemotePair(t, cctx, sctx, cdev, sdev, pc, ps, nil)
+	if len(c) != 0 || len(s) != 0 || reports < 2 {
+		t.Fatalf("client %v, server %v, %d reports", c, s, reports)
+	}
+}

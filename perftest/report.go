@@ -4,7 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 const rule = "---------------------------------------------------------------------------------------"
@@ -12,18 +17,18 @@ const rule = "------------------------------------------------------------------
 // PrintBanner prints perftest's header: the test's name and its settings.
 // gidIndex is the GID's index as perftest's -x names it.
 func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
-	kind := "BW"
-	if p.Test.IsLatency() {
-		kind = "Latency"
-	} else if p.Duplex {
-		kind = "Bidirectional BW"
-	}
-	verb := p.Test.Verb()
-	if p.WithImm && (verb == "RDMA_Write" || verb == "Send") {
-		verb += "_imm" // perftest's testsStr
+	kind := "Latency"
+	if !p.Test.IsLatency() {
+		kind = "BW"
+		if p.PostList > 1 {
+			kind = "Post List " + kind
+		}
+		if p.Duplex {
+			kind = "Bidirectional " + kind
+		}
 	}
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, "                    %s %s Test\n", verb, kind)
+	fmt.Fprintf(w, "                    %s %s Test\n", p.verbName(), kind)
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", device)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", p.qps())
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
@@ -32,6 +37,9 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	}
 	if !p.Test.IsLatency() {
 		fmt.Fprintf(w, " TX depth        : %d\n", p.TxDepth)
+	}
+	if p.PostList > 1 {
+		fmt.Fprintf(w, " Post List       : %d\n", p.PostList)
 	}
 	if p.Test == SendBW || p.Test == SendLat {
 		fmt.Fprintf(w, " RX depth        : %d\n", p.RxDepth)
@@ -42,10 +50,24 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", p.MTU.Bytes())
 	fmt.Fprintf(w, " Link type       : %s\n", link)
 	fmt.Fprintf(w, " GID index       : %d\n", gidIndex)
-	fmt.Fprintf(w, " Max inline data : 0[B]\n")
+	if p.Test.Verb() == "RDMA_Read" || p.Test == AtomicBW {
+		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads())
+	} else {
+		fmt.Fprintf(w, " Max inline data : %d[B]\n", p.Inline)
+	}
 	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
 	fmt.Fprintf(w, " Data ex. method : %s\n", map[bool]string{true: "in-process", false: "Ethernet"}[link == "mem"])
 	fmt.Fprintln(w, rule)
+}
+
+// verbName is the test's verb as perftest's testsStr names it: with
+// WithImm, RDMA_Write_imm and Send_imm.
+func (p *Params) verbName() string {
+	verb := p.Test.Verb()
+	if p.WithImm && (verb == "RDMA_Write" || verb == "Send") {
+		verb += "_imm"
+	}
+	return verb
 }
 
 // PrintAddresses prints the local and remote address lines of perftest.
@@ -66,24 +88,165 @@ func PrintAddresses(w io.Writer, local, remote Info) {
 	fmt.Fprintln(w, rule)
 }
 
-// PrintHeader prints the column names of the result table.
-func PrintHeader(w io.Writer, t Test) {
-	if t.IsLatency() {
-		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
-		return
-	}
-	fmt.Fprintln(w, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
+// PrintHeader prints the column names of t's result table, as
+// PrintReportHeader does for a test with perftest's default options.
+func PrintHeader(w io.Writer, t Test) { PrintReportHeader(w, &Params{Test: t}) }
+
+// PrintResult prints one line of the result table, as PrintReport does
+// for a test with perftest's default options.
+func PrintResult(w io.Writer, r *Result) { PrintReport(w, &Params{Test: r.Test}, r) }
+
+// perftest's table headers and result lines, its RESULT_FMT* and
+// REPORT_FMT* (perftest_parameters.h at v4.5-0.17, which reports 6.06;
+// 6.2x says MiB/sec where 6.06 says MB/sec, and puts two more spaces
+// before the message rate), the latter as Go formats. Each line ends with
+// RESULT_EXT or REPORT_EXT, a newline.
+const (
+	// RESULT_FMT
+	resultFmt = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+	// RESULT_FMT_G, with --report_gbits
+	resultFmtG = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+	// RESULT_FMT_LAT
+	resultFmtLat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
+	// RESULT_FMT_LAT_DUR, of a timed latency test
+	resultFmtLatDur = " #bytes        #iterations       t_avg[usec]    tps average"
+
+	// REPORT_FMT: " %-7lu    %-10" PRIu64 "       %-7.2lf            %-7.2lf\t\t   %-7.6lf"
+	reportFmt = " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f"
+	// REPORT_FMT_EXT, in Gb/s below 0.1 (print_full_bw_report's inc_accuracy)
+	reportFmtExt = " %-7d    %d           %-7.6f            %-7.6f            %-7.6f"
+	// REPORT_FMT_LAT
+	reportFmtLat = " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f"
+	// REPORT_FMT_LAT_DUR
+	reportFmtLatDur = " %-7d       %d            %-7.2f        %-7.2f"
+)
+
+// PrintReportHeader prints the column names of p's result table, as
+// perftest prints them before the run: MB/sec or, with ReportGbits,
+// Gb/sec; for a timed latency test the shorter RESULT_FMT_LAT_DUR table.
+func PrintReportHeader(w io.Writer, p *Params) {
+	fmt.Fprintln(w, reportHeader(p.Test, p.ReportGbits, p.Duration > 0))
 }
 
-// PrintResult prints one line of the result table.
-func PrintResult(w io.Writer, r *Result) {
+func reportHeader(t Test, gbits, timed bool) string {
+	switch {
+	case t.IsLatency() && timed:
+		return resultFmtLatDur
+	case t.IsLatency():
+		return resultFmtLat
+	case gbits:
+		return resultFmtG
+	}
+	return resultFmt
+}
+
+// PrintReport prints one line of p's result table as perftest's
+// print_full_bw_report, print_report_lat and print_report_lat_duration
+// do. Bandwidth is in p's unit (ReportGbits), with six decimals in Gb/s
+// below 0.1 (inc_accuracy); no peak is a peak of 0.00. For a latency test
+// it first prints the samples -U and -H ask for, then the table's header
+// again, and with Cycles it reports CPU cycles (under the same header,
+// as perftest does).
+func PrintReport(w io.Writer, p *Params, r *Result) {
 	if l := r.Lat; l != nil {
-		fmt.Fprintf(w, " %-7d %-10d     %-7.2f        %-7.2f      %-7.2f            %-7.2f        %-7.2f         %-7.2f                %-7.2f\n",
-			l.Size, l.Iters, l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999)
+		printLat(w, p, l)
 		return
 	}
 	b := r.BW
-	fmt.Fprintf(w, " %-10d %-10d       %-7.2f            %-7.2f\t\t   %.6f\n", b.Size, b.Iters, b.PeakMBps, b.AvgMBps, b.MsgRate)
+	if b == nil {
+		return
+	}
+	u := bwUnit(p)
+	peak, avg := b.PeakMBps*u, b.AvgMBps*u
+	if p.ReportGbits && avg < 0.1 {
+		fmt.Fprintf(w, reportFmtExt+"\n", b.Size, b.Iters, peak, avg, b.MsgRate)
+		return
+	}
+	fmt.Fprintf(w, reportFmt+"\n", b.Size, b.Iters, peak, avg, b.MsgRate)
+}
+
+// latMeasureTail is perftest's LAT_MEASURE_TAIL: print_report_lat leaves
+// the largest two samples out after sorting.
+const latMeasureTail = 2
+
+func printLat(w io.Writer, p *Params, l *LatResult) {
+	if l.Timed {
+		fmt.Fprintf(w, reportFmtLatDur+"\n", l.Size, l.Iters, l.Avg, l.TPS)
+		return
+	}
+	scale, units := 1.0, "usec"
+	if p.Cycles {
+		scale, units = cpuMHz(), "cycles"
+	}
+	// Samples are round trips; the ping-pongs report half of one.
+	perSample := scale / 1e3
+	if p.Test != ReadLat {
+		perSample /= 2
+	}
+	printSamples := func(d []time.Duration) {
+		fmt.Fprintf(w, "#, %s\n", units)
+		for i, v := range d {
+			fmt.Fprintf(w, "%d, %s\n", i+1, cFormatG(float64(v)*perSample))
+		}
+	}
+	if p.Unsorted {
+		printSamples(l.Samples)
+	}
+	if p.Histogram {
+		sorted := slices.Clone(l.Samples)
+		slices.Sort(sorted)
+		printSamples(sorted[:max(len(sorted)-latMeasureTail, 0)])
+	}
+	if p.Unsorted || p.Histogram {
+		fmt.Fprint(w, rule+"\n"+resultFmtLat+"\n")
+	}
+	fmt.Fprintf(w, reportFmtLat+"\n", l.Size, l.Iters, l.Min*scale, l.Max*scale, l.Typical*scale,
+		l.Avg*scale, l.Stdev*scale, l.P99*scale, l.P999*scale)
+}
+
+// cFormatG formats v as C's printf("%g") does: six significant digits,
+// trailing zeros dropped, an exponent below 1e-4 and from 1e6.
+func cFormatG(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
+// cpuMHz is the CPU frequency with which -C turns microseconds into
+// cycles. perftest counts cycles (get_cycles) and divides by
+// get_cpu_mhz(), which takes the first "cpu MHz" line of /proc/cpuinfo
+// (and its own measurement of the cycle counter where the two differ by
+// more than 2%); gorxe measures nanoseconds, and prints ns × MHz/1000
+// with the MHz read from /proc/cpuinfo as perftest reads it. Where there
+// is no such line (arm64), it uses 1000 MHz: cycles are nanoseconds.
+var cpuMHz = sync.OnceValue(func() float64 {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 1000
+	}
+	if mhz, ok := parseCPUMHz(string(b)); ok {
+		return mhz
+	}
+	return 1000
+})
+
+// parseCPUMHz returns the first "cpu MHz : N" of a /proc/cpuinfo, read as
+// sscanf(buf, "cpu MHz : %lf") reads each line.
+func parseCPUMHz(cpuinfo string) (float64, bool) {
+	for _, line := range strings.Split(cpuinfo, "\n") {
+		rest, ok := strings.CutPrefix(line, "cpu MHz")
+		if !ok {
+			continue
+		}
+		rest = strings.TrimLeft(rest, " \t")
+		if rest, ok = strings.CutPrefix(rest, ":"); !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil && v > 0 {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // JSON is the --json form of a result: one object per size.
@@ -101,7 +264,8 @@ type JSON struct {
 	StdUs   float64 `json:"t_stdev_us,omitempty"`
 	P99Us   float64 `json:"p99_us,omitempty"`
 	P999Us  float64 `json:"p99_9_us,omitempty"`
-	Check   string  `json:"check"` // "ok", "failed" or "off"
+	TPS     float64 `json:"tps,omitempty"` // a timed latency test's transactions per second
+	Check   string  `json:"check"`         // "ok", "failed" or "off"
 	Error   string  `json:"error,omitempty"`
 	// Retransmissions and drops of the run, from the client's and the
 	// server's counters.
@@ -128,6 +292,7 @@ func ToJSON(r *Result, p *Params, err error) JSON {
 		if l := r.Lat; l != nil {
 			j.Size, j.Iters = l.Size, l.Iters
 			j.MinUs, j.MaxUs, j.TypUs, j.AvgUs, j.StdUs, j.P99Us, j.P999Us = l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999
+			j.TPS = l.TPS
 		}
 		j.Retransmits = r.Client.CompleterRetryErr + r.Server.CompleterRetryErr
 		j.ICRCErrors = r.Client.ICRCErrors + r.Server.ICRCErrors
@@ -157,4 +322,107 @@ func WriteJSON(w io.Writer, j JSON) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// DefaultOutJSONFile is where perftest's --out_json writes without
+// --out_json_file: perftest_out.json in the working directory.
+const DefaultOutJSONFile = "perftest_out.json"
+
+// OutJSONInfo is what perftest's --out_json file says of the run beside
+// Params: the device, the link layer (perftest's link_layer_str:
+// "Ethernet" for RoCE), the GID index and which side wrote it.
+type OutJSONInfo struct {
+	Device   string
+	LinkType string
+	GIDIndex int
+	Server   bool
+}
+
+// WriteOutJSON writes r in the shape of perftest's --out_json file, as
+// perftest 6.2x writes it (write_test_info_to_file, then
+// write_bw_report_to_file, write_report_lat_to_file or
+// write_report_lat_duration_to_file): a "test_info" object of the
+// banner's settings and a "results" object of the table's numbers, in
+// the table's units. (6.06 writes the same keys unquoted, which no JSON
+// parser reads.) perftest rewrites the file with each report: the last
+// size's, or an infinite run's last report, is the one that stays.
+func WriteOutJSON(w io.Writer, p *Params, info OutJSONInfo, r *Result) error {
+	var b strings.Builder
+	b.WriteString("{\n")
+	writeTestInfo(&b, p, info)
+	b.WriteString("\"results\": {\n")
+	switch {
+	case r.BW != nil:
+		u := bwUnit(p)
+		peak, avg := r.BW.PeakMBps*u, r.BW.AvgMBps*u
+		f := "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"BW_peak\": %.2f,\n\"BW_average\": %.2f,\n\"MsgRate\": %.6f" // REPORT_FMT_JSON
+		if p.ReportGbits && avg < 0.1 {
+			f = "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"BW_peak\": %.6f,\n\"BW_average\": %.6f,\n\"MsgRate\": %.6f" // REPORT_FMT_EXT_JSON
+		}
+		fmt.Fprintf(&b, f, r.BW.Size, r.BW.Iters, peak, avg, r.BW.MsgRate)
+	case r.Lat != nil && r.Lat.Timed:
+		l := r.Lat
+		fmt.Fprintf(&b, "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"t_avg\": %.2f,\n\"tps_average\": %.2f", // REPORT_FMT_LAT_DUR_JSON
+			l.Size, l.Iters, l.Avg, l.TPS)
+	case r.Lat != nil:
+		l, scale := r.Lat, 1.0
+		if p.Cycles {
+			scale = cpuMHz()
+		}
+		fmt.Fprintf(&b, "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"t_min\": %.2f,\n\"t_max\": %.2f,\n\"t_typical\": %.2f,\n\"t_avg\": %.2f,\n"+
+			"\"t_stdev\": %.2f,\n\"percentile_99\": %.2f,\n\"percentile_99.9\": %.2f", // REPORT_FMT_LAT_JSON
+			l.Size, l.Iters, l.Min*scale, l.Max*scale, l.Typical*scale, l.Avg*scale, l.Stdev*scale, l.P99*scale, l.P999*scale)
+	}
+	b.WriteString("\n}\n}\n") // REPORT_EXT_JSON, then the two objects' ends
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeTestInfo is perftest's write_test_info_to_file for a gorxe run:
+// one RC QP, no SRQ, no rdma_cm, perftest's TCP exchange.
+func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
+	kind := "Latency_"
+	if !p.Test.IsLatency() {
+		kind = "BW_"
+		if p.PostList > 1 {
+			kind = "Post_List_" + kind
+		}
+		if p.Duplex {
+			kind = "Bidirectional_" + kind
+		}
+	}
+	if p.Test == AtomicBW {
+		kind = p.Atomic + "_" + kind
+	}
+	fmt.Fprintf(b, "\"test_info\": {\n\"test\": \"%s_%sTest\",\n", p.verbName(), kind)
+	if p.Events {
+		fmt.Fprintf(b, "\"Test with events\": \"Using_%s_comp%d\",\n", info.Device, 0)
+	}
+	fmt.Fprintf(b, "\"Dual_port\": \"OFF\",\n\"Device\": \"%s\",\n", info.Device)
+	fmt.Fprintf(b, "\"Number_of_qps\": %d,\n\"Transport_type\": \"IB\",\n", p.qps())
+	fmt.Fprintf(b, "\"Connection_type\": \"RC\",\n\"Using_SRQ\": \"OFF\",\n")
+	fmt.Fprintf(b, " \"PCIe_relax_order\": \"Unsupported\",\n") // as a perftest built without HAVE_RO writes it
+	fmt.Fprintf(b, "\"ibv_wr_API\": \"ON\",\n")
+	if !info.Server || p.Duplex {
+		fmt.Fprintf(b, "\"TX_depth\": %d,\n", p.TxDepth)
+	}
+	if p.PostList > 1 {
+		fmt.Fprintf(b, "\"Post_List\": %d,\n", p.PostList)
+	}
+	if (p.Test == SendBW || p.Test == SendLat || p.WithImm) && (info.Server || p.Duplex) { // has_recv_comp
+		fmt.Fprintf(b, "\"RX_depth\": %d,\n", p.RxDepth)
+	}
+	if !p.Test.IsLatency() {
+		fmt.Fprintf(b, "\"CQ_Moderation\": %d,\n", min(p.CQMod, p.TxDepth))
+	}
+	fmt.Fprintf(b, "\"Mtu\": %d,\n\"Link_type\": \"%s\",\n", p.MTU.Bytes(), info.LinkType)
+	fmt.Fprintf(b, "\"GID_index\": %d,\n", info.GIDIndex)
+	if p.Test.Verb() == "RDMA_Read" || p.Test == AtomicBW {
+		fmt.Fprintf(b, "\"Outstand_reads\": %d,\n", p.outReads())
+	} else {
+		fmt.Fprintf(b, "\"Max_inline_data\": %d,\n", p.Inline)
+	}
+	fmt.Fprintf(b, "\"rdma_cm_QPs\": \"OFF\",\n")
+	fmt.Fprintf(b, "\"Use_ROCm_memory\": \"OFF\",\n\"Use_MUSA_memory\": \"OFF\",\n")
+	fmt.Fprintf(b, "\"Data_ex_method\": \"Ethernet\"\n},\n")
 }

@@ -140,7 +140,8 @@ func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
 		s.qps = append(s.qps, l)
 		l.qp, err = dev.CreateQP(qp.InitAttr{
 			Type: qp.TypeRC, PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
-			Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1},
+			Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1,
+				MaxInlineData: uint32(p.Inline)},
 		})
 		if err != nil {
 			return s, err
@@ -482,76 +483,100 @@ func wrID(i, k int) uint64 { return uint64(i)<<32 | uint64(uint32(k)) }
 
 func splitWRID(id uint64) (i, k int) { return int(id >> 32), int(uint32(id)) }
 
-// bw runs the sending side of a bandwidth test: iters operations of the
-// test's verb on each QP, TxDepth outstanding on each, one signaled in
-// CQMod, as perftest's run_iter_bw posts them: to each QP in turn, as
-// many as it has room for. origs, for atomic_bw's --check, gets what
-// each QP's atomics returned.
-func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64) (BWResult, error) {
+// bw runs the sending side of a bandwidth test as perftest's run_iter_bw
+// posts it: iters operations of the test's verb on each QP, TxDepth
+// outstanding on each, PostList per post, one signaled in CQMod, to each
+// QP in turn, as many as it has room for. origs, for atomic_bw's --check,
+// gets what each QP's atomics returned.
+//
+// With a runTimer tm (-D), whose context ctx is, it posts until the timer
+// ends and reports the messages that completed in its sample window over
+// the window; with Infinite it posts until ctx ends, handing emit a
+// report every period (run_iter_bw_infinitely), and returns a zero
+// result.
+func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer, emit func(BWResult)) (BWResult, error) {
 	cqMod := min(p.CQMod, p.TxDepth)
-	wrs := make([]qp.SendWR, 1)
+	postList := max(p.PostList, 1)
+	wrs := make([]qp.SendWR, postList)
+	sges := make([]qp.SGE, postList)
 	wcs := make([]cq.WC, 64)
+	if p.WarmUp && p.warmsUp() {
+		if err := warmUp(ctx, s, p, wrs, sges, wcs); err != nil {
+			return BWResult{}, err
+		}
+	}
+	if tm != nil {
+		tm.start() // idempotent: a duplex server's started at its first receive
+	}
+	var iv *interval
+	if p.Infinite {
+		iv = newInterval(p, emit)
+	}
+	timed := p.timed()
+	noPeak := p.noPeakFor(false)
 	nq := len(s.qps)
 	posted, completed := make([]int, nq), make([]int, nq)
-	total, done := p.Iters*nq, 0
+	total, sent, done, counted := p.Iters*nq, 0, 0, 0
 	peak := 0.0
 	start := time.Now()
 	last := start
 	lastDone := 0
-	for done < total {
+	for {
+		if tm != nil && tm.ended() || !timed && done >= total {
+			break
+		}
+		if iv != nil && ctx.Err() != nil {
+			return BWResult{}, endInfinite(ctx)
+		}
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return BWResult{}, err
+			}
+		}
 		for i, l := range s.qps {
-			for posted[i] < p.Iters && posted[i]-completed[i] < p.TxDepth {
-				k := posted[i]
-				wr := &wrs[0]
-				*wr = qp.SendWR{WRID: wrID(i, k), SGList: s.sgeIn(i, l.src+s.slot(k))}
-				if (k+1)%cqMod == 0 || k == p.Iters-1 {
-					wr.Flags = qp.SendSignaled
+			for (timed || posted[i] < p.Iters) && posted[i]-completed[i]+postList <= p.TxDepth {
+				if tm != nil && tm.ended() {
+					break
 				}
-				off := rdmaOffset(k, s.Size)
-				remote := l.remoteAddr + uint64(off)
-				switch p.Test {
-				case WriteBW:
-					wr.SGList = s.sgeIn(i, l.src+off)
-					wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, l.remoteKey
-					if p.WithImm {
-						wr.Opcode = qp.WRRDMAWriteWithImm
-					}
-				case ReadBW:
-					wr.SGList = s.sgeIn(i, l.src+off)
-					wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, l.remoteKey
-				case SendBW:
-					wr.Opcode = qp.WRSend
-					if p.WithImm {
-						wr.Opcode = qp.WRSendWithImm
-					}
-				case AtomicBW:
-					// Every atomic of a QP goes to the same word, so the
-					// results prove each one ran exactly once.
-					wr.RemoteAddr, wr.RKey = l.remoteAddr, l.remoteKey
-					if p.Atomic == CmpAndSwap {
-						wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(k), uint64(k+1)
-					} else {
-						wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
-					}
-					wr.Flags = qp.SendSignaled // each result is checked
+				for j := range wrs {
+					s.bwWR(&wrs[j], sges[j:j+1], p, i, posted[i]+j, cqMod)
 				}
 				if _, err := l.qp.PostSend(wrs); err != nil {
 					return BWResult{}, err
 				}
-				posted[i]++
+				if p.onPost != nil {
+					p.onPost(len(wrs))
+				}
+				posted[i] += postList
+				sent += postList
 			}
 		}
+		if done >= sent {
+			continue
+		}
 		n, err := s.wait(ctx, p, s.SCQ, wcs)
-		if err != nil {
-			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", done, total, err)
+		switch {
+		case err == nil:
+		case tm != nil && timeUp(err):
+			continue // the loop ends: outstanding sends complete unreaped, as in perftest
+		case p.Infinite && stoppedByCaller(ctx, err):
+			return BWResult{}, nil
+		default:
+			return BWResult{}, fmt.Errorf("perftest: waiting for completions after %d of %d: %w", done, sent, err)
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != cq.StatusSuccess {
 				return BWResult{}, completionError(wc)
 			}
 			i, k := splitWRID(wc.WRID)
+			if i < nq {
+				k = unwrap(k, completed[i])
+			}
 			if i >= nq || k < completed[i] || k >= posted[i] {
 				return BWResult{}, fmt.Errorf("perftest: a completion for wr_id %#x, which is not outstanding", wc.WRID)
+			}
+			if tm != nil && tm.sampling() {
+				counted += k + 1 - completed[i]
 			}
 			done += k + 1 - completed[i]
 			completed[i] = k + 1
@@ -559,16 +584,128 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64) (BWResult, er
 				origs[i][k] = binary.NativeEndian.Uint64(s.src(i, s.slot(k), 8))
 			}
 		}
-		if now := time.Now(); done-lastDone >= p.TxDepth || done == total {
+		if iv != nil {
+			iv.tick(uint64(done))
+			continue
+		}
+		if now := time.Now(); !noPeak && (done-lastDone >= p.TxDepth || done == total) {
 			if d := now.Sub(last).Seconds(); d > 0 {
 				peak = max(peak, float64((done-lastDone)*p.Size)/d/(1<<20))
 			}
 			last, lastDone = now, done
 		}
 	}
+	if tm != nil {
+		return bwResult(p.Size, uint64(counted), tm.sample(), 0), nil
+	}
 	r := rate(p.Size, total, time.Since(start))
-	r.PeakMBps = max(peak, r.AvgMBps)
+	r.PeakMBps = 0
+	if !noPeak {
+		r.PeakMBps = max(peak, r.AvgMBps)
+	}
 	return r, nil
+}
+
+// unwrap returns the message number whose low 32 bits a wr_id carries
+// (wrID), the nearest at or after base, the oldest outstanding: a timed
+// run may post more than 2^32 messages on a QP.
+func unwrap(low, base int) int {
+	return base + int(uint32(low)-uint32(base))
+}
+
+// bwWR fills in wr, with its scatter/gather list in sgl[0], as bw's
+// message k of QP i: the test's verb, the place increase_rem_addr gives
+// message k, inline when it fits in Inline, signaled when it ends a run of
+// cqMod or the run.
+func (s *Side) bwWR(wr *qp.SendWR, sgl []qp.SGE, p *Params, i, k, cqMod int) {
+	l := s.qps[i]
+	*wr = qp.SendWR{WRID: wrID(i, k)}
+	off, roff := l.src+s.slot(k), rdmaOffset(k, s.Size)
+	if p.Test == WriteBW || p.Test == ReadBW {
+		off = l.src + roff
+	}
+	if s.Size > 0 {
+		sgl[0] = qp.SGE{Addr: l.mr.IOVA() + uint64(off), Length: uint32(s.Size), LKey: l.mr.LKey()}
+		wr.SGList = sgl[:1]
+	}
+	if (k+1)%cqMod == 0 || !p.timed() && k == p.Iters-1 {
+		wr.Flags = qp.SendSignaled
+	}
+	if sendsInline(p, s.Size) {
+		wr.Flags |= qp.SendInline
+	}
+	remote := l.remoteAddr + uint64(roff)
+	switch p.Test {
+	case WriteBW:
+		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, remote, l.remoteKey
+		if p.WithImm {
+			wr.Opcode = qp.WRRDMAWriteWithImm
+		}
+	case ReadBW:
+		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, remote, l.remoteKey
+	case SendBW:
+		wr.Opcode = qp.WRSend
+		if p.WithImm {
+			wr.Opcode = qp.WRSendWithImm
+		}
+	case AtomicBW:
+		// Every atomic of a QP goes to the same word, so the results
+		// prove each one ran exactly once.
+		wr.RemoteAddr, wr.RKey = l.remoteAddr, l.remoteKey
+		if p.Atomic == CmpAndSwap {
+			wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, uint64(k), uint64(k+1)
+		} else {
+			wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
+		}
+		wr.Flags |= qp.SendSignaled // each result is checked
+	}
+}
+
+// sendsInline reports whether messages of size bytes go inline: at most
+// Inline bytes, and a WRITE or a SEND (perftest refuses -I for the rest).
+func sendsInline(p *Params, size int) bool {
+	switch p.Test {
+	case WriteBW, SendBW, WriteLat, SendLat:
+		return p.Inline > 0 && size <= p.Inline
+	}
+	return false
+}
+
+// warmUp is perform_warm_up as perftest 6.2x runs it: on each QP in turn,
+// TxDepth messages (PostList with a post list) like its first one, every
+// one signaled, and a wait for all their completions, before the measured
+// run. (6.06 posts them with the run's signaling, one in CQMod, and then
+// waits for a completion of each: it never returns unless CQMod is 1.)
+func warmUp(ctx context.Context, s *Side, p *Params, wrs []qp.SendWR, sges []qp.SGE, wcs []cq.WC) error {
+	n := p.TxDepth
+	if p.PostList > 1 {
+		n = p.PostList
+	}
+	for i, l := range s.qps {
+		for posted := 0; posted < n; posted += len(wrs) {
+			for j := range wrs {
+				s.bwWR(&wrs[j], sges[j:j+1], p, i, 0, 1)
+				wrs[j].WRID = wrID(i, posted+j)
+				wrs[j].Flags |= qp.SendSignaled
+			}
+			if _, err := l.qp.PostSend(wrs[:min(len(wrs), n-posted)]); err != nil {
+				return fmt.Errorf("perftest: posting the warm-up: %w", err)
+			}
+		}
+		for done := 0; done < n; {
+			k, err := s.wait(ctx, p, s.SCQ, wcs)
+			if err != nil {
+				return fmt.Errorf("perftest: waiting for the warm-up of QP %d after %d of %d: %w", i, done, n, err)
+			}
+			for _, wc := range wcs[:k] {
+				if wc.Status != cq.StatusSuccess {
+					return completionError(wc)
+				}
+			}
+			done += k
+		}
+	}
+	return nil
 }
 
 // rate returns the result of iters messages of size bytes in el.
@@ -592,20 +729,26 @@ func sumBW(own, peer BWResult) BWResult {
 // runBWSide runs one side's part of a size of a bandwidth test: the side
 // sends (Params.sends) and receives (Params.receives), both at once when
 // it does both, as perftest's run_iter_bi. It returns what it measured:
-// its sends, or what it received. posted receives are posted on each QP
-// already; want, when set, holds what the peer sends, for --check;
-// origs gets the results of the side's atomics.
-func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int, want *Side, origs [][]uint64) (BWResult, error) {
+// its sends, or what it received; timed (-D), what it sent and received
+// in the sample window of its one runTimer, as run_iter_bi counts both.
+// posted receives are posted on each QP already; want, when set, holds
+// what the peer sends, for --check; origs gets the results of the side's
+// atomics; emit gets the reports of an infinite run.
+func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int, want *Side, origs [][]uint64, emit func(BWResult)) (BWResult, error) {
 	sends, recvs := p.sends(server), p.receives(server)
+	var tm *runTimer
+	if p.Duration > 0 && !p.Infinite {
+		tm, ctx = newRunTimer(ctx, p)
+		defer tm.release()
+		if !server {
+			tm.start() // a client's clock starts with its run, a server's at its first receive
+		}
+	}
 	switch {
 	case sends && !recvs:
-		return bw(ctx, s, p, origs)
+		return bw(ctx, s, p, origs, tm, emit)
 	case !sends:
-		start := time.Now()
-		if err := consumeReceives(ctx, s, p, want, posted, nil); err != nil {
-			return BWResult{}, err
-		}
-		return rate(p.Size, p.Iters*len(s.qps), time.Since(start)), nil
+		return consumeReceives(ctx, s, p, want, posted, nil, tm, emit)
 	}
 	// The receives are taken on a goroutine of their own, with a copy
 	// of the side for its own scratch and spin pacing; the QPs and CQs
@@ -616,28 +759,39 @@ func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int,
 	defer cancel(nil)
 	rs := *s
 	first := make(chan struct{})
-	recvErr := make(chan error, 1)
+	type out struct {
+		r   BWResult
+		err error
+	}
+	recvOut := make(chan out, 1)
 	go func() {
-		err := consumeReceives(ctx, &rs, p, want, posted, func() { close(first) })
+		r, err := consumeReceives(ctx, &rs, p, want, posted, func() { close(first) }, tm, nil)
 		if err != nil {
 			cancel(err)
 		}
-		recvErr <- err
+		recvOut <- out{r, err}
 	}()
 	if server {
 		select {
 		case <-first:
 		case <-ctx.Done():
-			<-recvErr
+			o := <-recvOut
+			if tm != nil && o.err == nil {
+				return o.r, nil // the time was up before anything came
+			}
 			return BWResult{}, context.Cause(ctx)
 		}
 	}
-	r, err := bw(ctx, s, p, origs)
+	r, err := bw(ctx, s, p, origs, tm, emit)
 	if err != nil {
 		cancel(err)
 	}
-	if rerr := <-recvErr; err == nil && rerr != nil {
-		err = rerr
+	o := <-recvOut
+	if err == nil && o.err != nil {
+		err = o.err
+	}
+	if tm != nil && err == nil {
+		r = bwResult(p.Size, uint64(r.Iters+o.r.Iters), tm.sample(), 0)
 	}
 	return r, err
 }
@@ -648,7 +802,10 @@ func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int,
 // (two receives in one slot would let a message overwrite the one before
 // it while it is checked). It returns how many each QP got.
 func postReceives(s *Side, p *Params) (int, error) {
-	n := min(p.RxDepth, p.Iters)
+	n := p.RxDepth
+	if !p.timed() {
+		n = min(n, p.Iters)
+	}
 	if p.Check && p.Test == SendBW {
 		n = min(n, s.Slots)
 	}
@@ -677,21 +834,56 @@ func postRecv(s *Side, p *Params, i, k int) error {
 
 // consumeReceives takes iters messages on each QP, reposting a receive
 // for each one still to come, posted having been posted on each QP
-// already, as perftest's run_iter_bw_server. It checks each message
-// against want when it is set, and calls first, if set, at the first.
-// With WithImm every completion must carry immediate data (perftest
-// 6.28 checks IBV_WC_WITH_IMM).
-func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int, first func()) error {
+// already, as perftest's run_iter_bw_server, and returns the side's
+// report: the messages over the time from the first one's arrival to the
+// last one's (set_on_first_rx_packet), without a peak. It checks each
+// message against want when it is set, and calls first, if set, at the
+// first. With WithImm every completion must carry immediate data
+// (perftest 6.28 checks IBV_WC_WITH_IMM).
+//
+// With a runTimer tm (-D), whose context ctx is, it starts the timer at
+// the first message, receives until the timer ends, and reports the
+// messages of its sample window; with Infinite it receives until ctx
+// ends, handing emit a report every period
+// (run_iter_bw_infinitely_server), and returns a zero result.
+func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted int, first func(), tm *runTimer, emit func(BWResult)) (BWResult, error) {
 	nq := len(s.qps)
 	next := make([]int, nq)
 	for i := range next {
 		next[i] = posted
 	}
+	var iv *interval
+	if p.Infinite {
+		iv = newInterval(p, emit)
+	}
+	timed := p.timed()
 	wcs := make([]cq.WC, 64)
-	for done, total := 0, p.Iters*nq; done < total; {
+	var start time.Duration
+	done, counted, total := 0, 0, p.Iters*nq
+	for timed && (tm == nil || !tm.ended()) || !timed && done < total {
+		if iv != nil && ctx.Err() != nil {
+			return BWResult{}, endInfinite(ctx)
+		}
+		if tm != nil {
+			if err := interrupted(ctx); err != nil {
+				return BWResult{}, err
+			}
+		}
 		n, err := s.wait(ctx, p, s.RCQ, wcs)
-		if err != nil {
-			return fmt.Errorf("perftest: waiting for receives after %d of %d: %w", done, total, err)
+		switch {
+		case err == nil:
+		case tm != nil && timeUp(err):
+			continue // receives stay posted, as in perftest
+		case p.Infinite && stoppedByCaller(ctx, err):
+			return BWResult{}, nil
+		default:
+			return BWResult{}, fmt.Errorf("perftest: waiting for receives after %d: %w", done, err)
+		}
+		if done == 0 {
+			start = clock()
+			if tm != nil {
+				tm.start()
+			}
 		}
 		if first != nil {
 			first()
@@ -699,32 +891,41 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != cq.StatusSuccess {
-				return completionError(wc)
+				return BWResult{}, completionError(wc)
 			}
 			i, k := splitWRID(wc.WRID)
 			if i >= nq {
-				return fmt.Errorf("perftest: a receive completion for wr_id %#x, which was not posted", wc.WRID)
+				return BWResult{}, fmt.Errorf("perftest: a receive completion for wr_id %#x, which was not posted", wc.WRID)
 			}
 			if p.WithImm && wc.Flags&cq.FlagWithImm == 0 {
-				return fmt.Errorf("%w: a receive completion without immediate data (%v)", ErrCheck, wc)
+				return BWResult{}, fmt.Errorf("%w: a receive completion without immediate data (%v)", ErrCheck, wc)
 			}
 			if p.Test == SendBW && wc.ByteLen != uint32(p.Size) {
-				return fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size)
+				return BWResult{}, fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size)
 			}
 			if want != nil && p.Test == SendBW {
 				o := s.slot(k)
 				if !bytes.Equal(s.dst(i, o, p.Size), want.src(i, o, p.Size)) {
-					return fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, k, i)
+					return BWResult{}, fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, k, i)
 				}
 			}
 			done++
-			if next[i] < p.Iters {
+			if tm != nil && tm.sampling() {
+				counted++
+			}
+			if timed || next[i] < p.Iters {
 				if err := postRecv(s, p, i, next[i]); err != nil {
-					return err
+					return BWResult{}, err
 				}
 				next[i]++
 			}
 		}
+		if iv != nil {
+			iv.tick(uint64(done))
+		}
 	}
-	return nil
+	if tm != nil {
+		return bwResult(p.Size, uint64(counted), tm.sample(), 0), nil
+	}
+	return bwResult(p.Size, uint64(done), clock()-start, 0), nil
 }
