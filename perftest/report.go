@@ -426,3 +426,42 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	fmt.Fprintf(b, "\"Use_ROCm_memory\": \"OFF\",\n\"Use_MUSA_memory\": \"OFF\",\n")
 	fmt.Fprintf(b, "\"Data_ex_method\": \"Ethernet\"\n},\n")
 }
+
+// Values of perftest's --output: print only this one number of a
+// result, as "%lf\n", and nothing else (no banner, no table).
+const (
+	OutputBandwidth   = "bandwidth"    // the average bandwidth, in the table's unit
+	OutputMessageRate = "message_rate" // the average message rate, Mpps
+	OutputLatency     = "latency"      // the average latency, in the table's unit
+)
+
+// CheckOutput reports an --output value perftest refuses for test t
+// (perftest_parameters.c, force_dependencies).
+func CheckOutput(t Test, what string) error {
+	switch {
+	case what != OutputBandwidth && what != OutputMessageRate && what != OutputLatency:
+		return fmt.Errorf("invalid verbosity level output flag %q: use bandwidth, latency or message_rate", what)
+	case !t.IsLatency() && what == OutputLatency:
+		return fmt.Errorf("output verbosity level for BW can be: bandwidth, message_rate")
+	case t.IsLatency() && what != OutputLatency:
+		return fmt.Errorf("output verbosity level for LAT can be: latency")
+	}
+	return nil
+}
+
+// PrintOutput prints what --output asks of r, as perftest prints it
+// (print_report_bw, print_report_lat, print_report_lat_duration).
+func PrintOutput(w io.Writer, p *Params, r *Result, what string) {
+	switch {
+	case r.BW != nil && what == OutputBandwidth:
+		fmt.Fprintf(w, "%f\n", r.BW.AvgMBps*bwUnit(p))
+	case r.BW != nil && what == OutputMessageRate:
+		fmt.Fprintf(w, "%f\n", r.BW.MsgRate)
+	case r.Lat != nil && what == OutputLatency:
+		avg := r.Lat.Avg
+		if p.Cycles {
+			avg *= cpuMHz()
+		}
+		fmt.Fprintf(w, "%f\n", avg)
+	}
+}

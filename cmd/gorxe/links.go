@@ -121,12 +121,12 @@ type endpoint struct {
 // set) picks its address, opens its device and connects; the server first
 // waits for the client, since without --ip the address the client reached
 // it on says which interface, and which of its GIDs, to use.
-func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer) (*endpoint, error) {
+func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer, quiet bool) (*endpoint, error) {
 	var conn *perftest.Conn
 	var reached netip.Addr // the address the kernel chose to talk to the peer
 	var err error
 	if r.server == "" {
-		if !r.json {
+		if !quiet {
 			fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
 		}
 		conn, err = perftest.Listen(ctx, net.JoinHostPort(r.bindIP, strconv.Itoa(r.tcpPort)))

@@ -85,6 +85,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	device := cmp.Or(r.device, "gorxe0")
+	rr := r
+	quiet := r.json || r.output != "" // no banner, no table: one JSON object or one number
+	gidIndex := max(r.gidIndex, 0)
 	cpuProfile, traceOut, jsonOut := &r.cpuProfile, &r.exectrace, &r.json
 	faults, counters := &r.faults, &r.counters
 
@@ -113,8 +116,8 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	var run func(yield func(*perftest.Result, *perftest.Params)) error
 	var final func() []qp.NamedCounter
 	if r.link.kind == "mem" {
-		if !*jsonOut {
-			perftest.PrintBanner(stdout, &p, device, "mem", max(r.gidIndex, 0))
+		if !quiet {
+			perftest.PrintBanner(stdout, &p, device, "mem", gidIndex)
 		}
 		var total []qp.NamedCounter
 		final = func() []qp.NamedCounter { return total }
@@ -138,14 +141,15 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: --fault needs --link mem\n", name)
 			return exitUsage
 		}
-		ep, err := openRemote(ctx, r, device, stdout)
+		ep, err := openRemote(ctx, r, device, stdout, quiet)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 			return exitError
 		}
 		defer ep.dev.Close()
 		defer ep.conn.Close()
-		if !*jsonOut {
+		gidIndex = ep.gidIndex
+		if !quiet {
 			perftest.PrintBanner(stdout, &p, ep.dev.Name(), r.link.kind, ep.gidIndex)
 		}
 		final = func() []qp.NamedCounter { c := ep.dev.Counters(); return c.Named() }
@@ -160,20 +164,30 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	first := true
-	err = run(func(r *perftest.Result, ps *perftest.Params) {
-		if *jsonOut {
+	emit := func(r *perftest.Result, ps *perftest.Params) {
+		switch {
+		case *jsonOut:
 			perftest.WriteJSON(stdout, perftest.ToJSON(r, ps, nil))
-		} else {
+		case rr.output != "":
+			perftest.PrintOutput(stdout, ps, r, rr.output)
+		default:
 			if first {
 				perftest.PrintAddresses(stdout, r.Local, r.Remote)
-				perftest.PrintHeader(stdout, t)
+				perftest.PrintReportHeader(stdout, ps)
 				first = false
 			}
 			if r.BW != nil || r.Lat != nil {
-				perftest.PrintResult(stdout, r)
+				perftest.PrintReport(stdout, ps, r)
 			}
 		}
-	})
+		if rr.outJSON && (r.BW != nil || r.Lat != nil) {
+			if err := writeOutJSON(rr, ps, r, gidIndex); err != nil {
+				fmt.Fprintf(stderr, "%s: --out_json: %v\n", name, err)
+			}
+		}
+	}
+	p.OnReport = func(r *perftest.Result) { emit(r, &p) }
+	err = run(emit)
 	failed := err != nil
 	if err != nil {
 		if *jsonOut {
@@ -181,7 +195,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	}
-	if !*jsonOut {
+	if !quiet {
 		fmt.Fprintln(stdout, "---------------------------------------------------------------------------------------")
 		if p.Check {
 			fmt.Fprintf(stdout, " data check: %s\n", map[bool]string{true: "FAILED", false: "ok"}[failed])
@@ -267,4 +281,19 @@ func startTrace(path string) (func(), error) {
 		trace.Stop()
 		f.Close()
 	}, nil
+}
+
+// writeOutJSON writes perftest's --out_json file for result res, as
+// perftest rewrites it with every report.
+func writeOutJSON(r *perfRun, p *perftest.Params, res *perftest.Result, gidIndex int) error {
+	f, err := os.Create(cmp.Or(r.outJSONFile, perftest.DefaultOutJSONFile))
+	if err != nil {
+		return err
+	}
+	info := perftest.OutJSONInfo{Device: cmp.Or(r.device, "gorxe0"), LinkType: "Ethernet", GIDIndex: gidIndex, Server: r.server == ""}
+	if err := perftest.WriteOutJSON(f, p, info, res); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -39,6 +39,10 @@ type perfRun struct {
 	mtu      int    // -m, in bytes
 	timeout  uint
 
+	outJSON     bool   // --out_json
+	outJSONFile string // --out_json_file
+	output      string // --output: print only this number
+
 	// gorxe's own
 	json       bool
 	counters   bool
@@ -236,22 +240,62 @@ func perfOptions() []perfOption {
 		{'v', "mac_fwd", no, refused, false, "raw Ethernet tests only", nil},
 		{'L', "hop_limit", req, refused, false, "--hop_limit needs rdma_cm (-R), which gorxe does not support yet", nil},
 
-		// Built by other workers of this issue: refused until they land.
-		{'D', "duration", req, refused, false, "timed runs (-D) are not supported yet", nil},
-		{'f', "margin", req, refused, false, "timed runs (-D) are not supported yet", nil},
-		{0, "run_infinitely", no, refused, false, "timed runs are not supported yet", nil},
-		{0, "perform_warm_up", no, refused, false, "warm-up is not supported yet", nil},
-		{'N', "noPeak", no, refused, false, "-N is not supported yet", nil},
-		{0, "report_gbits", no, refused, false, "--report_gbits is not supported yet", nil},
-		{'H', "report-histogrm", no, refused, false, "-H is not supported yet", nil},
-		{'U', "report-unsorted", no, refused, false, "-U is not supported yet", nil},
-		{'C', "report-cycles", no, refused, false, "-C is not supported yet", nil},
-		{'I', "inline_size", req, refused, false, "-I is not supported yet", nil},
-		{'l', "post_list", req, refused, false, "-l is not supported yet", nil},
-		{0, "tclass", req, refused, false, "--tclass is not supported yet", nil},
-		{0, "out_json", no, refused, false, "--out_json is not supported yet", nil},
-		{0, "out_json_file", req, refused, false, "--out_json_file is not supported yet", nil},
-		{0, "output", req, refused, false, "--output is not supported yet", nil},
+		// Timed runs and what is printed.
+		{'D', "duration", req, honoured, false, "run for this many seconds instead of -n messages (both sides)", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n <= 0 {
+				return fmt.Errorf("the duration must be positive")
+			}
+			r.p.Duration = time.Duration(n) * time.Second
+			return nil
+		}},
+		{'f', "margin", req, honoured, false, "seconds at each end of a -D run that are not measured (a quarter of -D)", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			switch {
+			case n < 0:
+				return fmt.Errorf("the margin must not be negative")
+			case n == 0:
+				r.p.Margin = perftest.NoMargin
+			default:
+				r.p.Margin = time.Duration(n) * time.Second
+			}
+			return nil
+		}},
+		{0, "run_infinitely", no, honoured, false, "run until stopped, printing a report every -D seconds (5)", flag(func(r *perfRun) *bool { return &r.p.Infinite })},
+		{0, "perform_warm_up", no, honoured, false, "send tx-depth messages before the measured run", flag(func(r *perfRun) *bool { return &r.p.WarmUp })},
+		{'N', "noPeak", no, honoured, false, "do not measure the peak bandwidth", flag(func(r *perfRun) *bool { return &r.p.NoPeak })},
+		{0, "report_gbits", no, honoured, false, "report bandwidth in Gb/s", flag(func(r *perfRun) *bool { return &r.p.ReportGbits })},
+		{'H', "report-histogrm", no, honoured, false, "print every latency sample, sorted", flag(func(r *perfRun) *bool { return &r.p.Histogram })},
+		{'U', "report-unsorted", no, honoured, false, "print every latency sample, in the order taken", flag(func(r *perfRun) *bool { return &r.p.Unsorted })},
+		{'C', "report-cycles", no, honoured, false, "report latency in CPU cycles (from the CPU's MHz)", flag(func(r *perfRun) *bool { return &r.p.Cycles })},
+		{'I', "inline_size", req, honoured, false, "send messages of at most this many bytes inline", num(func(r *perfRun) *int { return &r.p.Inline })},
+		{'l', "post_list", req, honoured, false, "work requests posted per call", num(func(r *perfRun) *int { return &r.p.PostList })},
+		{0, "tclass", req, honoured, false, "traffic class (IP TOS byte) of every packet", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n < 0 || n > 255 {
+				return fmt.Errorf("the traffic class is 0..255")
+			}
+			r.p.TrafficClass = uint8(n)
+			return nil
+		}},
+		{0, "out_json", no, honoured, false, "also write the results as perftest's JSON, to perftest_out.json or --out_json_file", flag(func(r *perfRun) *bool { return &r.outJSON })},
+		{0, "out_json_file", req, honoured, false, "the file --out_json writes", str(func(r *perfRun) *string { return &r.outJSONFile })},
+		{0, "output", req, honoured, false, "print only one number: bandwidth or message_rate (bandwidth tests), latency (latency tests)", func(r *perfRun, v string) error {
+			if err := perftest.CheckOutput(r.test, v); err != nil {
+				return err
+			}
+			r.output = v
+			return nil
+		}},
 		{'q', "qp", req, honoured, false, "queue pairs (bandwidth tests), posted to in turn", num(func(r *perfRun) *int { return &r.p.NumQPs })},
 		{'b', "bidirectional", no, honoured, false, "both sides send (bandwidth tests); each prints the sum", flag(func(r *perfRun) *bool { return &r.p.Duplex })},
 		{'o', "outs", req, honoured, false, "outstanding READs and atomics offered to the peer (READ and atomic tests)", num(func(r *perfRun) *int { return &r.p.OutReads })},

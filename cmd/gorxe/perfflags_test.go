@@ -52,6 +52,21 @@ func perfSummary(r *perfRun) string {
 	add("outs", r.p.OutReads, def.p.OutReads)
 	add("imm", r.p.WithImm, def.p.WithImm)
 	add("mr-per-qp", r.p.MRPerQP, def.p.MRPerQP)
+	add("D", r.p.Duration, def.p.Duration)
+	add("margin", r.p.Margin, def.p.Margin)
+	add("infinite", r.p.Infinite, def.p.Infinite)
+	add("warm-up", r.p.WarmUp, def.p.WarmUp)
+	add("no-peak", r.p.NoPeak, def.p.NoPeak)
+	add("gbits", r.p.ReportGbits, def.p.ReportGbits)
+	add("hist", r.p.Histogram, def.p.Histogram)
+	add("unsorted", r.p.Unsorted, def.p.Unsorted)
+	add("cycles", r.p.Cycles, def.p.Cycles)
+	add("inline", r.p.Inline, def.p.Inline)
+	add("post-list", r.p.PostList, def.p.PostList)
+	add("tclass", r.p.TrafficClass, def.p.TrafficClass)
+	add("out-json", r.outJSON, def.outJSON)
+	add("out-json-file", r.outJSONFile, def.outJSONFile)
+	add("output", r.output, def.output)
 	slices.Sort(out)
 	return strings.Join(out, " ")
 }
@@ -67,7 +82,7 @@ var perfCommandLines = []struct {
 	// Server and client, the device named as the host's.
 	{perftest.WriteBW, "-d rxe0", "dev=rxe0"},
 	{perftest.WriteBW, "-d rxe0 10.0.0.1", "dev=rxe0 server=10.0.0.1"},
-	{perftest.WriteBW, "-d mlx5_0 -F --report_gbits", ""}, // refused until --report_gbits lands: see perfRefused
+	{perftest.WriteBW, "-d mlx5_0 -F --report_gbits", "dev=mlx5_0 gbits=true"},
 	{perftest.WriteBW, "-d mlx5_0 -i 1 -F 192.168.1.10", "dev=mlx5_0 server=192.168.1.10"},
 	{perftest.WriteBW, "-d rxe0 -x 1 -F", "dev=rxe0 gid=1"},
 	{perftest.WriteBW, "-d rxe0 -x 1 -F 10.9.0.1", "dev=rxe0 gid=1 server=10.9.0.1"},
@@ -138,6 +153,26 @@ var perfCommandLines = []struct {
 	{perftest.SendBW, "--send_with_imm", "imm=true"},
 	{perftest.WriteBW, "-q 4 --mr_per_qp", "mr-per-qp=true qps=4"},
 	{perftest.WriteBW, "-bq2", "duplex=true qps=2"},
+	{perftest.WriteBW, "-d mlx5_3 -D 30 clx-host-108 -s 65536 -p 10000 -F --report_gbit -b -q 2 --out_json",
+		"D=30s dev=mlx5_3 duplex=true gbits=true out-json=true qps=2 server=clx-host-108 size=65536 tcp-port=10000"},
+	{perftest.WriteBW, "-D 5", "D=5s"},
+	{perftest.WriteBW, "-D5 -f1", "D=5s margin=1s"},
+	{perftest.WriteBW, "-D 4 -f 0", "D=4s margin=-1ns"},
+	{perftest.WriteBW, "--duration=10 --margin=2 10.0.0.2", "D=10s margin=2s server=10.0.0.2"},
+	{perftest.WriteBW, "--run_infinitely -D 2 -d rxe0 10.0.0.2", "D=2s dev=rxe0 infinite=true server=10.0.0.2"},
+	{perftest.WriteBW, "--run_inf", "infinite=true"},
+	{perftest.WriteBW, "-aF --report_gbits -d rxe0", "all=true dev=rxe0 gbits=true"},
+	{perftest.ReadBW, "--report_gbit -s 4K -d rxe0 10.0.0.2", "dev=rxe0 gbits=true server=10.0.0.2 size=4096"},
+	{perftest.SendBW, "--report_gbits -a -D 2", "D=2s all=true gbits=true"},
+	{perftest.WriteBW, "--perform_warm_up -N", "no-peak=true warm-up=true"},
+	{perftest.WriteLat, "-H -U -C", "cycles=true hist=true unsorted=true"},
+	{perftest.WriteLat, "-I 64 -s 32", "inline=64 size=32"},
+	{perftest.WriteBW, "-l 8 -Q 8", "cqmod=8 post-list=8"},
+	{perftest.WriteBW, "--tclass=106", "tclass=106"},
+	{perftest.WriteBW, "--tclass 0x68 --out_json_file=/tmp/r.json --out_json", "out-json-file=/tmp/r.json out-json=true tclass=104"},
+	{perftest.WriteBW, "--output=bandwidth", "output=bandwidth"},
+	{perftest.SendBW, "--output message_rate -D 3", "D=3s output=message_rate"},
+	{perftest.ReadLat, "--output=latency -n 1000", "iters=1000 output=latency"},
 	// gorxe's own options mix with perftest's.
 	{perftest.WriteBW, "--link udp --ip 10.0.0.1 -d rxe0", "dev=rxe0 ip=10.0.0.1"},
 	{perftest.WriteBW, "--ip 10.0.0.1", "ip=10.0.0.1"},
@@ -150,9 +185,6 @@ var perfCommandLines = []struct {
 func TestPerfCommandLines(t *testing.T) {
 	n := 0
 	for _, tc := range perfCommandLines {
-		if tc.want == "" && strings.Contains(tc.args, "report_gbits") {
-			continue
-		}
 		n++
 		r, err := parsePerf(tc.test, strings.Fields(tc.args))
 		if err != nil {
@@ -203,6 +235,12 @@ func TestPerfCommandLineErrors(t *testing.T) {
 		{perftest.WriteBW, "--give-up 0s", "positive duration", false},
 		{perftest.WriteBW, "--roce-port 70000", "not a UDP port", false},
 		{perftest.WriteBW, "--che", "unrecognized option", false}, // gorxe's own are typed in full
+		{perftest.WriteBW, "-D 0", "positive", false},
+		{perftest.WriteBW, "-f -1", "negative", false},
+		{perftest.WriteBW, "--output=latency", "BW can be", false},
+		{perftest.WriteLat, "--output=bandwidth", "LAT can be", false},
+		{perftest.WriteBW, "--output=loud", "invalid verbosity", false},
+		{perftest.WriteBW, "--tclass 256", "0..255", false},
 		{perftest.WriteBW, "--source_mac 00:11:22:33:44:55", "raw Ethernet", true},
 	} {
 		_, err := parsePerf(tc.test, strings.Fields(tc.args))
