@@ -753,9 +753,9 @@ func (c *Conn) Setup(f Flow, local []Dest, mtu qp.MTU) (remote []Dest, agreedMTU
 		return nil, 0, fmt.Errorf("perftest: negotiating parameters: the peer (%s) would run negotiate_params since gorxe advertises %s; "+
 			"gorxe does not speak it: advertise a Version below 6.28", rv, Version)
 	}
-	if f.Test == WriteLat || f.Test == ReadLat {
-		// write_lat.c, read_lat.c: one handshake of QP 0 before the
-		// per-QP loop.
+	if f.Test == WriteLat || f.Test == ReadLat || f.Test == AtomicLat {
+		// write_lat.c, read_lat.c, atomic_lat.c: one handshake of QP 0
+		// before the per-QP loop.
 		if _, err := c.handShake("exchanging keys (first handshake of the latency tests)", c.timeout(), local[0]); err != nil {
 			return nil, 0, err
 		}

@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -296,8 +297,11 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 	return out, nil
 }
 
-// readLat times iters RDMA READs, one at a time (run_iter_lat); timed, it
-// reads until its runTimer ends and counts the READs of the sample window.
+// readLat times iters RDMA READs (read_lat) or atomics (atomic_lat), one
+// at a time (run_iter_lat); timed, it runs until its runTimer ends and
+// counts the operations of the sample window. An atomic_lat with Check
+// verifies each atomic's result: the k-th finds k in the word, which
+// starts at 0 (FETCH_AND_ADD adds 1; CMP_AND_SWAP swaps k for k+1).
 func readLat(ctx context.Context, s *Side, p *Params) (latOut, error) {
 	tm, ctx := latTimer(ctx, p)
 	if tm != nil {
@@ -306,15 +310,40 @@ func readLat(ctx context.Context, s *Side, p *Params) (latOut, error) {
 	}
 	var out latOut
 	wr := qp.SendWR{Opcode: qp.WRRDMARead, SGList: s.ownSGE(0), RemoteAddr: s.RemoteAddr, RKey: s.RemoteKey}
+	k := uint64(0) // atomics done
+	if p.Test == AtomicLat {
+		wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, 1
+	}
+	next := func() qp.SendWR {
+		if p.Test == AtomicLat && p.Atomic == CmpAndSwap {
+			wr.Opcode, wr.CompareAdd, wr.Swap = qp.WRAtomicCmpAndSwp, k, k+1
+		}
+		return wr
+	}
+	done := func() error {
+		if p.Test != AtomicLat {
+			return nil
+		}
+		if p.Check {
+			if got := binary.NativeEndian.Uint64(s.src(0, s.slot(0), 8)); got != k {
+				return fmt.Errorf("%w: atomic %d found %d in the word, want %d", ErrCheck, k, got, k)
+			}
+		}
+		k++
+		return nil
+	}
 	if tm != nil {
 		for !tm.ended() {
 			if err := interrupted(ctx); err != nil {
 				return latOut{}, err
 			}
-			if err := postOne(ctx, s, p, wr); err != nil {
+			if err := postOne(ctx, s, p, next()); err != nil {
 				if timeUp(err) {
 					break
 				}
+				return latOut{}, err
+			}
+			if err := done(); err != nil {
 				return latOut{}, err
 			}
 			out.count(tm)
@@ -324,10 +353,13 @@ func readLat(ctx context.Context, s *Side, p *Params) (latOut, error) {
 	out.samples = make([]time.Duration, 0, p.Iters)
 	for range p.Iters {
 		start := clock()
-		if err := postOne(ctx, s, p, wr); err != nil {
+		if err := postOne(ctx, s, p, next()); err != nil {
 			return latOut{}, err
 		}
 		out.samples = append(out.samples, clock()-start)
+		if err := done(); err != nil {
+			return latOut{}, err
+		}
 	}
 	return out, nil
 }

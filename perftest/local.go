@@ -332,6 +332,9 @@ func checkAtomicResults(p *Params, origs []uint64) error {
 }
 
 func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) error {
+	if p.Test == AtomicLat {
+		server.zeroAtomicWords()
+	}
 	type out struct{ err error }
 	srv := make(chan out, 1)
 	var samples latOut
@@ -350,7 +353,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	case SendLat:
 		go func() { _, err := sendLat(ctx, server, p, false); srv <- out{err} }()
 		samples, err = sendLat(ctx, client, p, true)
-	case ReadLat:
+	case ReadLat, AtomicLat:
 		srv <- out{}
 		samples, err = readLat(ctx, client, p)
 	}
@@ -383,7 +386,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 
 // latReport is a latency test's table line from what one side measured.
 func latReport(p *Params, o latOut) LatResult {
-	half := p.Test != ReadLat
+	half := !p.Test.oneSided()
 	if p.Duration > 0 {
 		return latDuration(p.Size, o, half)
 	}

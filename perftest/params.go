@@ -27,20 +27,34 @@ type Test string
 
 // The tests.
 const (
-	WriteBW  Test = "write_bw"
-	ReadBW   Test = "read_bw"
-	SendBW   Test = "send_bw"
-	AtomicBW Test = "atomic_bw"
-	WriteLat Test = "write_lat"
-	ReadLat  Test = "read_lat"
-	SendLat  Test = "send_lat"
+	WriteBW   Test = "write_bw"
+	ReadBW    Test = "read_bw"
+	SendBW    Test = "send_bw"
+	AtomicBW  Test = "atomic_bw"
+	WriteLat  Test = "write_lat"
+	ReadLat   Test = "read_lat"
+	SendLat   Test = "send_lat"
+	AtomicLat Test = "atomic_lat"
 )
 
 // Tests lists every test.
-var Tests = []Test{WriteBW, ReadBW, SendBW, AtomicBW, WriteLat, ReadLat, SendLat}
+var Tests = []Test{WriteBW, ReadBW, SendBW, AtomicBW, WriteLat, ReadLat, SendLat, AtomicLat}
 
 // IsLatency reports whether t is a latency test.
 func (t Test) IsLatency() bool { return strings.HasSuffix(string(t), "_lat") }
+
+// IsAtomic reports whether t runs atomic operations: atomic_bw and
+// atomic_lat.
+func (t Test) IsAtomic() bool { return t == AtomicBW || t == AtomicLat }
+
+// oneSided reports whether t is a latency test only the client runs, one
+// operation at a time, timing each round trip: read_lat and atomic_lat.
+// Their server is passive.
+func (t Test) oneSided() bool { return t == ReadLat || t == AtomicLat }
+
+// readsOrAtomics reports whether t's operations are RDMA READs or
+// atomics, which the out_reads of the key message limits.
+func (t Test) readsOrAtomics() bool { return t == ReadBW || t == ReadLat || t.IsAtomic() }
 
 // Verb returns the operation the test measures, as perftest's banner
 // names it: "RDMA_Write", "RDMA_Read", "Send" or "Atomic".
@@ -251,7 +265,7 @@ func (p *Params) progressed() {
 func (p *Params) Defaults() {
 	if p.Size == 0 {
 		switch {
-		case p.Test == AtomicBW:
+		case p.Test.IsAtomic():
 			p.Size = 8
 		case p.Test.IsLatency():
 			p.Size = 2
@@ -319,7 +333,7 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("unknown test %q", p.Test)
 	case p.Size < 0 || p.Size > MaxSize:
 		return fmt.Errorf("message size %d is outside 0..%d", p.Size, MaxSize)
-	case p.Test == AtomicBW && p.Size != 8:
+	case p.Test.IsAtomic() && p.Size != 8:
 		return fmt.Errorf("atomic operations are 8 bytes, not %d", p.Size)
 	case p.Iters < 1:
 		return fmt.Errorf("iterations must be at least 1")
@@ -362,9 +376,9 @@ func (p *Params) checkFlags() error {
 		return fmt.Errorf("-b: Bidirectional is only available in BW test")
 	case p.OutReads < 0:
 		return fmt.Errorf("-o %d: the number of outstanding reads must not be negative", p.OutReads)
-	case p.OutReads != 0 && p.Test != ReadBW && p.Test != ReadLat && p.Test != AtomicBW:
+	case p.OutReads != 0 && !p.Test.readsOrAtomics():
 		return fmt.Errorf("-o %d: Setting Outstanding reads only available on READ verb (read_bw, read_lat, atomic_bw)", p.OutReads)
-	case p.WithImm && (p.Test == ReadBW || p.Test == ReadLat || p.Test == AtomicBW):
+	case p.WithImm && p.Test.readsOrAtomics():
 		return fmt.Errorf("%s: Write_with_imm can only be used with write_lat and write_bw tests, "+
 			"Send_with_imm with send_lat and send_bw", p.Test)
 	}
@@ -377,7 +391,7 @@ func (p *Params) checkFlags() error {
 // READ and atomic tests, and 1 for the others.
 func (p *Params) outReads() uint16 {
 	switch {
-	case p.Test != ReadBW && p.Test != ReadLat && p.Test != AtomicBW:
+	case !p.Test.readsOrAtomics():
 		return 1
 	case p.OutReads == 0:
 		return maxOutReads
@@ -422,7 +436,7 @@ func (p *Params) validateOutput() error {
 		return fmt.Errorf("-C, -H and -U are available only on latency tests")
 	case p.Inline < 0 || p.Inline > qp.MaxInlineData:
 		return fmt.Errorf("inline size (-I) %d is outside 0..%d", p.Inline, qp.MaxInlineData)
-	case p.Inline > 0 && (p.Test == ReadBW || p.Test == ReadLat || p.Test == AtomicBW):
+	case p.Inline > 0 && p.Test.readsOrAtomics():
 		return fmt.Errorf("inline (-I) is not available on READ and atomic tests")
 	case p.PostList < 1:
 		return fmt.Errorf("post list (-l) must be at least 1")

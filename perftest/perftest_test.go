@@ -69,6 +69,40 @@ func TestEvents(t *testing.T) {
 	}
 }
 
+// TestAtomicLat runs atomic_lat (ib_atomic_lat) with both atomic
+// operations, under loss and not, in one process and across the
+// out-of-band exchange: every atomic's result is checked (the k-th finds
+// k in the word).
+func TestAtomicLat(t *testing.T) {
+	for _, op := range []string{FetchAndAdd, CmpAndSwap} {
+		for _, f := range []string{"", "drop=0.02,dup=0.01,seed=3"} {
+			t.Run(op+"/"+f, func(t *testing.T) {
+				faults, err := ParseFaults(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := Params{Test: AtomicLat, Atomic: op, Iters: 300, Check: true, Timeout: 10}
+				res, err := RunLocal(context.Background(), p, faults)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := res[0]; !r.Checked || r.Lat == nil || r.Lat.Iters != 300 || r.Lat.Size != 8 || r.Lat.Min <= 0 {
+					t.Fatalf("result %+v %+v", r, r.Lat)
+				}
+				c, _ := runPair(t, p, faults)
+				if len(c) != 1 || c[0].Lat == nil || !c[0].Checked || c[0].Lat.Iters != 300 {
+					t.Fatalf("across the exchange: %+v", c)
+				}
+			})
+		}
+	}
+	p := Params{Test: AtomicLat, Size: 16}
+	p.Defaults()
+	if err := p.Validate(); err == nil {
+		t.Errorf("atomic_lat of 16 bytes: no error")
+	}
+}
+
 func TestAtomicCAS(t *testing.T) {
 	res, err := RunLocal(context.Background(), Params{Test: AtomicBW, Atomic: CmpAndSwap, Iters: 300, Check: true}, mem.Faults{})
 	if err != nil || !res[0].Checked {

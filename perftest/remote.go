@@ -61,7 +61,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	if p.Check {
 		side.fillPattern(seed)
 	}
-	if p.Test == AtomicBW {
+	if p.Test.IsAtomic() {
 		side.zeroAtomicWords()
 	}
 	flow := p.flow()
@@ -370,8 +370,8 @@ func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
 	return nil
 }
 
-// runServer runs the server side of a latency test: the read_lat server
-// takes no part. A timed write_lat or send_lat server puts its own
+// runServer runs the server side of a latency test: the read_lat and
+// atomic_lat servers take no part. A timed write_lat or send_lat server puts its own
 // report in r, as perftest prints print_report_lat_duration on both
 // sides.
 func runServer(ctx context.Context, p *Params, s *Side, r *Result) error {

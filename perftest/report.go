@@ -32,7 +32,7 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", device)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", p.qps())
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
-	if p.Test == AtomicBW {
+	if p.Test.IsAtomic() {
 		fmt.Fprintf(w, " Atomic Operation: %s\n", p.Atomic)
 	}
 	if !p.Test.IsLatency() {
@@ -50,7 +50,7 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", p.MTU.Bytes())
 	fmt.Fprintf(w, " Link type       : %s\n", link)
 	fmt.Fprintf(w, " GID index       : %d\n", gidIndex)
-	if p.Test.Verb() == "RDMA_Read" || p.Test == AtomicBW {
+	if p.Test.readsOrAtomics() {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads())
 	} else {
 		fmt.Fprintf(w, " Max inline data : %d[B]\n", p.Inline)
@@ -180,7 +180,7 @@ func printLat(w io.Writer, p *Params, l *LatResult) {
 	}
 	// Samples are round trips; the ping-pongs report half of one.
 	perSample := scale / 1e3
-	if p.Test != ReadLat {
+	if !p.Test.oneSided() {
 		perSample /= 2
 	}
 	printSamples := func(d []time.Duration) {
@@ -391,7 +391,7 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 			kind = "Bidirectional_" + kind
 		}
 	}
-	if p.Test == AtomicBW {
+	if p.Test.IsAtomic() {
 		kind = p.Atomic + "_" + kind
 	}
 	fmt.Fprintf(b, "\"test_info\": {\n\"test\": \"%s_%sTest\",\n", p.verbName(), kind)
@@ -417,7 +417,7 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	}
 	fmt.Fprintf(b, "\"Mtu\": %d,\n\"Link_type\": \"%s\",\n", p.MTU.Bytes(), info.LinkType)
 	fmt.Fprintf(b, "\"GID_index\": %d,\n", info.GIDIndex)
-	if p.Test.Verb() == "RDMA_Read" || p.Test == AtomicBW {
+	if p.Test.readsOrAtomics() {
 		fmt.Fprintf(b, "\"Outstand_reads\": %d,\n", p.outReads())
 	} else {
 		fmt.Fprintf(b, "\"Max_inline_data\": %d,\n", p.Inline)

@@ -142,6 +142,11 @@ var sequences = []struct {
 	// write_lat.c: an extra hs before the setup loop, remote loop, RTR;
 	// with --write_with_imm a hs before each size's run; never a close.
 	{"write_lat", Flow{Test: WriteLat}, 1, 1, "pre k0 k0 k0 k0"},
+	// read_lat.c and atomic_lat.c (:186 the extra hs, :194 per QP, :234
+	// per QP, :243 after RTR, then ctx_close_connection: the passive
+	// server's right away, the client's after its run).
+	{"read_lat", Flow{Test: ReadLat}, 1, 1, "pre k0 k0 k0 k0 k0 done"},
+	{"atomic_lat", Flow{Test: AtomicLat}, 1, 1, "pre k0 k0 k0 k0 k0 done"},
 	{"write_lat --write_with_imm", Flow{Test: WriteLat, WithImm: true}, 1, 1, "pre k0 k0 k0 k0 k0"},
 	{"write_lat --write_with_imm -a", Flow{Test: WriteLat, WithImm: true, AllSizes: true}, 1, 3, "pre k0 k0 k0 k0 k0 k0 k0"},
 	{"send_lat --send_with_imm", Flow{Test: SendLat, WithImm: true}, 1, 1, "pre k0 k0 k0 k0 k0 done"},

@@ -54,7 +54,6 @@ var aliases = map[string]string{
 // unsupportedTools are tools of perftest's that gorxe knows of and does
 // not have, with the reason.
 var unsupportedTools = map[string]string{
-	"ib_atomic_lat":          "the atomic latency test is not supported yet (ib_atomic_bw is)",
 	"raw_ethernet_bw":        "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
 	"raw_ethernet_lat":       "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
 	"raw_ethernet_burst_lat": "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",

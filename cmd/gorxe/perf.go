@@ -23,6 +23,7 @@ func perfCommand(t perftest.Test) command {
 		perftest.WriteBW: "RDMA WRITE bandwidth", perftest.ReadBW: "RDMA READ bandwidth",
 		perftest.SendBW: "SEND bandwidth", perftest.AtomicBW: "atomic operation rate",
 		perftest.WriteLat: "RDMA WRITE latency", perftest.ReadLat: "RDMA READ latency", perftest.SendLat: "SEND latency",
+		perftest.AtomicLat: "atomic operation latency",
 	}[t]
 	return command{
 		name:    string(t),

@@ -115,7 +115,7 @@ func perfOptions() []perfOption {
 		{'r', "rx-depth", req, honoured, false, "receives posted (send tests; 512)", num(func(r *perfRun) *int { return &r.p.RxDepth })},
 		{'Q', "cq-mod", req, honoured, false, "one signaled send in this many (100)", num(func(r *perfRun) *int { return &r.p.CQMod })},
 		{'A', "atomic_type", req, honoured, false, "FETCH_AND_ADD or CMP_AND_SWAP (atomic tests)", func(r *perfRun, v string) error {
-			if r.test != perftest.AtomicBW {
+			if !r.test.IsAtomic() {
 				return fmt.Errorf("only the atomic tests have an atomic type")
 			}
 			r.p.Atomic = v
