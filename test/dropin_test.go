@@ -22,7 +22,7 @@ func TestDropIn(t *testing.T) {
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 1500)
 	dir := t.TempDir()
-	for _, tool := range []string{"ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat"} {
+	for _, tool := range []string{"ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat", "ib_atomic_lat"} {
 		if err := os.Symlink(gorxeBin, filepath.Join(dir, tool)); err != nil {
 			t.Fatal(err)
 		}
@@ -49,6 +49,12 @@ func TestDropIn(t *testing.T) {
 			[]string{"Number of qps   : 2", " 1024       200 "}, "1"},
 		{"read -o 4", "ib_read_bw", "-o 4 -n 50 --check", "-o 4 -n 50 --check 10.77.0.2",
 			[]string{"RDMA_Read BW Test", " 65536      50 "}, "1"},
+		{"-D 2", "ib_send_bw", "-D 2 -d rxe0 --report_gbits", "-D2 -d rxe0 --report_gbit 10.77.0.2",
+			[]string{"BW average[Gb/sec]"}, "1"},
+		{"write_lat -D 2", "ib_write_lat", "-D 2", "10.77.0.2 -D 2",
+			[]string{"t_avg[usec]"}, "1"},
+		{"atomic_lat", "ib_atomic_lat", "-A CMP_AND_SWAP -n 200 --check", "-A CMP_AND_SWAP -n 200 --check 10.77.0.2",
+			[]string{"Atomic Latency Test", "Atomic Operation: CMP_AND_SWAP"}, "1"},
 		{"write_lat with immediate", "ib_write_lat", "--write_with_imm -n 100 --check", "--write_with_imm -n 100 --check 10.77.0.2",
 			[]string{"RDMA_Write_imm Latency Test"}, "1"},
 	} {
@@ -62,7 +68,11 @@ func TestDropIn(t *testing.T) {
 					t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", g.cmd.Args[3:], err, g.out.String(), g.errOut.String())
 				}
 				out := g.out.String()
-				for _, w := range append(tc.want, "data check: ok", " GID index       : "+tc.wantGIDs+"\n") {
+				want := append(tc.want, " GID index       : "+tc.wantGIDs+"\n")
+				if strings.Contains(tc.client, "--check") {
+					want = append(want, "data check: ok")
+				}
+				for _, w := range want {
 					if !strings.Contains(out, w) {
 						t.Errorf("%v: no %q in\n%s", g.cmd.Args[3:], w, out)
 					}
