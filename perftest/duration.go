@@ -200,6 +200,31 @@ func (iv *interval) tick(done uint64) {
 	iv.since, iv.done = now, done
 }
 
+// errReportDue ends a wait of an infinite run whose report is due.
+var errReportDue = errors.New("perftest: an infinite run's report is due")
+
+// wait runs wait, which waits for completions until its context ends,
+// bounded by the time the next report is due, so that a run that sees
+// nothing complete still reports, as perftest's print thread does (a
+// send_bw server whose client is gone prints zeros). It then returns
+// errReportDue. A nil interval waits as wait does.
+func (iv *interval) wait(ctx context.Context, wait func(context.Context) (int, error)) (int, error) {
+	if iv == nil {
+		return wait(ctx)
+	}
+	due := iv.since + iv.period - clock()
+	if due <= 0 {
+		return 0, errReportDue
+	}
+	dctx, cancel := context.WithTimeoutCause(ctx, due, errReportDue)
+	defer cancel()
+	n, err := wait(dctx)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(dctx), errReportDue) {
+		return 0, errReportDue
+	}
+	return n, err
+}
+
 // bwResult is a bandwidth report of n messages of size bytes in el.
 func bwResult(size int, n uint64, el time.Duration, peak float64) BWResult {
 	r := BWResult{Size: size, Iters: int(n), Elapsed: el, PeakMBps: peak}

@@ -228,13 +228,25 @@ func TestInfinite(t *testing.T) {
 }
 
 // TestStalledInfiniteRunFails: an infinite run that stops making progress
-// ends with ErrStalled, not quietly.
+// reports nothing done every period, as perftest's print thread does
+// (where nothing completes, no completion would trigger a report), and
+// then ends with ErrStalled, not quietly.
 func TestStalledInfiniteRunFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := Params{Test: WriteBW, Size: 64, Infinite: true, Duration: time.Second, GiveUp: 2 * time.Second, Timeout: 12}
+		var reports []BWResult
+		p := Params{Test: WriteBW, Size: 64, Infinite: true, Duration: time.Second, GiveUp: 3500 * time.Millisecond, Timeout: 12}
+		p.OnReport = func(r *Result) { reports = append(reports, *r.BW) }
 		_, err := RunLocal(context.Background(), p, mem.Faults{Drop: 1})
 		if !errors.Is(err, ErrStalled) {
 			t.Fatalf("%v, want ErrStalled", err)
+		}
+		if len(reports) < 3 {
+			t.Fatalf("%d reports before giving up after 3.5 periods, want 3: %+v", len(reports), reports)
+		}
+		for _, r := range reports {
+			if r.Iters != 0 || r.AvgMBps != 0 || r.Elapsed < time.Second || r.Elapsed > 1100*time.Millisecond {
+				t.Errorf("report %+v, want nothing done in a period of 1 s", r)
+			}
 		}
 	})
 }

@@ -554,9 +554,12 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 		if done >= sent {
 			continue
 		}
-		n, err := s.wait(ctx, p, s.SCQ, wcs)
+		n, err := iv.wait(ctx, func(ctx context.Context) (int, error) { return s.wait(ctx, p, s.SCQ, wcs) })
 		switch {
 		case err == nil:
+		case errors.Is(err, errReportDue):
+			iv.tick(uint64(done))
+			continue
 		case tm != nil && timeUp(err):
 			continue // the loop ends: outstanding sends complete unreaped, as in perftest
 		case p.Infinite && stoppedByCaller(ctx, err):
@@ -869,9 +872,12 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 				return BWResult{}, err
 			}
 		}
-		n, err := s.wait(ctx, p, s.RCQ, wcs)
+		n, err := iv.wait(ctx, func(ctx context.Context) (int, error) { return s.wait(ctx, p, s.RCQ, wcs) })
 		switch {
 		case err == nil:
+		case errors.Is(err, errReportDue):
+			iv.tick(uint64(done))
+			continue
 		case tm != nil && timeUp(err):
 			continue // receives stay posted, as in perftest
 		case p.Infinite && stoppedByCaller(ctx, err):
