@@ -24,8 +24,10 @@ type Result struct {
 	Checked bool       // --check ran and passed
 	// Counters of the client and server devices after the run.
 	Client, Server rnic.Counters
-	// Endpoints as perftest prints them.
-	Local, Remote Info
+	// Endpoints as perftest prints them: QP 0's, and with more QPs
+	// (NumQPs) every QP's in Locals and Remotes (nil for one QP).
+	Local, Remote   Info
+	Locals, Remotes []Info
 	// Allocs is how many heap allocations this process made during the
 	// run itself, and Packets how many packets its devices sent and
 	// received meanwhile: their ratio is 0 in the steady state.

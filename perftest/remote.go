@@ -76,8 +76,16 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	if err := opt.Conn.Connected(local, remote); err != nil {
 		return nil, err
 	}
-	info := func(d Dest) Info {
-		return Info{QPN: d.QPN, PSN: d.PSN, RKey: d.RKey, VAddr: d.VAddr, GID: netip.AddrFrom16(d.GID)}
+	info := destInfo
+	infos := func(ds []Dest) []Info {
+		if len(ds) < 2 {
+			return nil
+		}
+		is := make([]Info, len(ds))
+		for i, d := range ds {
+			is[i] = destInfo(d)
+		}
+		return is
 	}
 	// The server of a WRITE, READ or atomic test is passive: it takes no
 	// part in the run and waits in Finish for the client's report.
@@ -111,7 +119,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		if want != nil {
 			want.Size = size
 		}
-		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0])}
+		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0]), Locals: infos(local), Remotes: infos(remote)}
 		// Receives are posted before the handshake that lets the peer
 		// send, as perftest does.
 		posted := 0
@@ -194,7 +202,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		// perftest's server prints the client's report, as the client
 		// sent it: in the client's unit.
 		b := resultOf(&p, theirs)
-		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0]), BW: &b}
+		r := Result{Test: p.Test, Local: info(local[0]), Remote: info(remote[0]), Locals: infos(local), Remotes: infos(remote), BW: &b}
 		if p.Check {
 			ps := p
 			ps.Size, ps.AllSize = int(theirs.Size), false
@@ -339,6 +347,11 @@ const forever = 100 * 365 * 24 * time.Hour
 // connection, or resetting it.
 func peerClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// destInfo is a key message's endpoint as perftest prints it.
+func destInfo(d Dest) Info {
+	return Info{QPN: d.QPN, PSN: d.PSN, RKey: d.RKey, VAddr: d.VAddr, GID: netip.AddrFrom16(d.GID)}
 }
 
 // Patterns for --check between hosts: each side can compute the other's.

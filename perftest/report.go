@@ -72,10 +72,24 @@ func (p *Params) verbName() string {
 
 // PrintAddresses prints the local and remote address lines of perftest.
 func PrintAddresses(w io.Writer, local, remote Info) {
-	for _, x := range []struct {
+	PrintAllAddresses(w, []Info{local}, []Info{remote})
+}
+
+// PrintAllAddresses prints the address lines of every QP as perftest does
+// with -q: every local one (its setup loop), then every remote one.
+func PrintAllAddresses(w io.Writer, locals, remotes []Info) {
+	type line struct {
 		name string
 		i    Info
-	}{{"local", local}, {"remote", remote}} {
+	}
+	var lines []line
+	for _, i := range locals {
+		lines = append(lines, line{"local", i})
+	}
+	for _, i := range remotes {
+		lines = append(lines, line{"remote", i})
+	}
+	for _, x := range lines {
 		fmt.Fprintf(w, " %s address: LID 0000 QPN %#06x PSN %#06x RKey %#08x VAddr %#016x\n",
 			x.name, x.i.QPN, x.i.PSN, x.i.RKey, x.i.VAddr)
 		g := x.i.GID.As16()

@@ -34,6 +34,7 @@ func TestDropIn(t *testing.T) {
 		client   string
 		want     []string // in both sides' output
 		wantGIDs string   // the GID index both banners print
+		counts   map[string]int
 	}{
 		{"defaults", "ib_write_bw", "-d rxe0 -F --check", "-d mlx5_0 -F 10.77.0.2 -s 4K -n 50 --check",
 			[]string{"RDMA_Write BW Test", " 4096       50 "}, "1"},
@@ -44,7 +45,8 @@ func TestDropIn(t *testing.T) {
 		{"ipv6 by --ipv6", "ib_write_bw", "--ipv6 -n 20 --check", "--ipv6 -n 20 --check 10.77.0.2",
 			[]string{"GID: 253:119:"}, "2"},
 		{"-q 4 -b", "ib_write_bw", "-q 4 -b -s 4K -n 50 --check", "10.77.0.2 -bq4 -s4K -n50 --check",
-			[]string{"Number of qps   : 4", "Bidirectional", " 4096       200 "}, "1"},
+			[]string{"Number of qps   : 4", "Bidirectional", " 4096       200 "}, "1",
+			map[string]int{" local address: ": 4, " remote address: ": 4}},
 		{"send -q 2 -b", "ib_send_bw", "-q 2 -b -s 1K -n 100 --check", "-q 2 -b -s 1K -n 100 --check 10.77.0.2",
 			[]string{"Number of qps   : 2", " 1024       200 "}, "1"},
 		{"read -o 4", "ib_read_bw", "-o 4 -n 50 --check", "-o 4 -n 50 --check 10.77.0.2",
@@ -75,6 +77,11 @@ func TestDropIn(t *testing.T) {
 				for _, w := range want {
 					if !strings.Contains(out, w) {
 						t.Errorf("%v: no %q in\n%s", g.cmd.Args[3:], w, out)
+					}
+				}
+				for w, n := range tc.counts {
+					if got := strings.Count(out, w); got != n {
+						t.Errorf("%v: %d lines with %q, want %d:\n%s", g.cmd.Args[3:], got, w, n, out)
 					}
 				}
 			}

@@ -173,7 +173,11 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			perftest.PrintOutput(stdout, ps, r, rr.output)
 		default:
 			if first {
-				perftest.PrintAddresses(stdout, r.Local, r.Remote)
+				if r.Locals != nil {
+					perftest.PrintAllAddresses(stdout, r.Locals, r.Remotes)
+				} else {
+					perftest.PrintAddresses(stdout, r.Local, r.Remote)
+				}
 				perftest.PrintReportHeader(stdout, ps)
 				first = false
 			}
