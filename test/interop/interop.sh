@@ -62,7 +62,9 @@ rm -rf "$run"; mkdir -p "$run/share"
 # who is the server: gorxe-server (perftest in the VM is the client) or
 # rxe-server. LOSS is the percentage of the VM's packets netem drops.
 # FLAGS, with commas for spaces, are perftest flags both sides get, typed
-# the same on both; "after" puts every option after the server's name.
+# the same on both (perftest refuses a flag given twice: the VM's command
+# has -d and -F already); "after" puts every option after the server's
+# name.
 cases=()
 # flagcases: perftest's flags that change a run, each both ways over udp.
 flagcases=(
@@ -71,7 +73,7 @@ flagcases=(
 	"write_bw 4 65536 -q,4" "read_bw 4 65536 -q,4" "send_bw 4 65536 -q,4" "atomic_bw:FETCH_AND_ADD 4 8 -q,4"
 	"write_bw 4 65536 -b" "read_bw 4 65536 -b" "send_bw 4 65536 -b" "write_bw 4 65536 -q,2,-b"
 	"write_bw 4 65536 --report_gbits" "send_bw 4 65536 --report_gbits,-a"
-	"write_bw 4 65536 after,-F" "read_lat 4 64 after,-d,rxe0" "write_bw 4 4K -F" "read_bw 4 65536 -o,4"
+	"write_bw 4 65536 after" "read_lat 4 64 after,-u,14" "write_bw 4 4K -u,16" "read_bw 4 65536 -o,4"
 )
 # --write_with_imm came with perftest 6.20: not in bookworm's 6.06.
 [ "$suite" != bookworm ] && flagcases+=("write_bw 4 65536 --write_with_imm" "write_lat 4 2 --write_with_imm")
@@ -83,7 +85,7 @@ if $flags; then
 elif ! $full; then
 	# The quick matrix keeps a few of them.
 	cases+=("rxe-server write_bw udp 1024 4 65536 0 -D,3" "gorxe-server send_bw udp 1024 4 65536 0 -q,2,-b"
-		"rxe-server read_bw udp 4096 4 65536 0 after,-q,2,--report_gbits" "gorxe-server write_bw udp 1024 4 4K 0 -F")
+		"rxe-server read_bw udp 4096 4 65536 0 after,-q,2,--report_gbits" "gorxe-server write_bw udp 1024 4 4K 0")
 fi
 tests=(write_bw read_bw send_bw atomic_bw:FETCH_AND_ADD atomic_bw:CMP_AND_SWAP write_lat read_lat send_lat atomic_lat:CMP_AND_SWAP)
 sizes=(1 64 4096 65536 1048576)
