@@ -159,6 +159,9 @@ func TestPaperAlphaHalfLife(t *testing.T) {
 //	t=380  T=5: min = 5, not > F: additive, RT = 20.28, RC = 20237871094
 //	t=435  T=6: min(T, BC) = 6 > F: hyper, i = 1: RT = 20.48, RC = 20358935547
 //	t=490  T=7: min = 6 (BC holds): i = 1 again: RT = 20.68, RC = 20519467774
+//	t=500  10 MB more, T=8, BC=6: hyper, i = 1: RT = 20.88, RC = 20699733887
+//	t=545  T=8, BC=7: i = 2: RT = 20.88 + 2·0.2 = 21.28, RC = 20989866944
+//	t=600  T=9: min = 7 still: i = 2: RT = 21.68, RC = 21334933472
 func TestPaperIncreaseStages(t *testing.T) {
 	r := newRP(t, Paper(), 40*GbitPerSecond)
 	r.OnCNP(us(0))
@@ -182,6 +185,10 @@ func TestPaperIncreaseStages(t *testing.T) {
 	} {
 		checkAt(t, r, i+7, w)
 	}
+	r.OnPacketSent(us(500), 10_000_000)
+	checkAt(t, r, 15, step{us(500), 20699733887, 20.88e9})
+	checkAt(t, r, 16, step{us(545), 20989866944, 21.28e9})
+	checkAt(t, r, 17, step{us(600), 21334933472, 21.68e9})
 }
 
 // TestConnectXFirstCut is dcqcn.md §1.5's vector, verbatim: the first
@@ -305,6 +312,16 @@ func TestConnectXRecovery(t *testing.T) {
 	}
 	if d := r.Deadline(); d != 0 {
 		t.Errorf("at the line rate the deadline is %v, want none", time.Duration(d-epoch))
+	}
+	// At the line rate the timer still counts its expiries (they decide
+	// the target clamp at the next cut), and counts none before it is due.
+	r.Advance(us(300*1000 - 1))
+	if st, c := r.State(), r.Counters(); st.TimerStage != 999 || c.TimerIncreases != 999 {
+		t.Errorf("just before the 1000th expiry: T %d, %d counted", st.TimerStage, c.TimerIncreases)
+	}
+	r.Advance(us(300 * 1000))
+	if st := r.State(); st.TimerStage != 1000 || st.Rate != 100*GbitPerSecond {
+		t.Errorf("at the 1000th expiry: T %d, RC %v", st.TimerStage, st.Rate)
 	}
 }
 
@@ -435,8 +452,55 @@ func TestMonitorPeriodFoldsCNPs(t *testing.T) {
 	if got := r.State().Rate; got != 12537*MbitPerSecond {
 		t.Fatalf("a CNP after a quiet period: RC %v, want 12537Mb/s", got)
 	}
-	if c := r.Counters(); c.RPCNPHandled != 4 || c.RateDecreases != 3 {
-		t.Errorf("counters %+v: want 4 CNPs, 3 cuts", c)
+	// The period opened at 100 ends at 104: a CNP at that instant cuts at
+	// once: 12537 − ⌊12537·1023/2048⌋ = 12537 − 6262.
+	r.OnCNP(us(104))
+	if got := r.State().Rate; got != 6275*MbitPerSecond || r.Deadline() == us(104) {
+		t.Fatalf("a CNP as the period ends: RC %v, deadline %v", got, time.Duration(r.Deadline()-epoch))
+	}
+	if c := r.Counters(); c.RPCNPHandled != 5 || c.RateDecreases != 4 {
+		t.Errorf("counters %+v: want 5 CNPs, 4 cuts", c)
+	}
+}
+
+// TestCeilingTimerStopsAtPendingCut: with α = 0 a cut takes nothing, so
+// RC stays at the line while a cut is pending; the timer's expiries at
+// the ceiling are counted up to the cut, which restarts the timer, and
+// from it. rpg_time_reset 1 µs: a CNP at 0 cuts nothing and opens the
+// period [0, 4); a CNP at 1 leaves a cut pending at 4. Up to 10 µs:
+// expiries at 1, 2, 3, 4 (the timer runs before the cut at the same
+// instant), the cut at 4, expiries at 5 … 10: T = 6, 10 expiries.
+func TestCeilingTimerStopsAtPendingCut(t *testing.T) {
+	p := ConnectX()
+	p.InitialAlphaValue = 0
+	p.RPGTimeReset = time.Microsecond
+	p.DCETCPRTT = time.Hour
+	r := newRP(t, p, 100*GbitPerSecond)
+	r.OnCNP(us(0))
+	r.OnCNP(us(1))
+	r.Advance(us(10))
+	if st, c := r.State(), r.Counters(); st.Rate != 100*GbitPerSecond || st.TimerStage != 6 || c.TimerIncreases != 10 || c.RateDecreases != 2 {
+		t.Fatalf("RC %v T %d; %d expiries, %d cuts; want 100Gb/s 6, 10, 2", st.Rate, st.TimerStage, c.TimerIncreases, c.RateDecreases)
+	}
+}
+
+// TestMinDecFac: rpg_min_dec_fac bounds one cut to leave at least that
+// share of RC (NVIDIA: "new_cur_rate >= min_dec_fac% of old_cur_rate";
+// 100 prevents cuts). With rpg_gd 10 the cut would be RC·α =
+// ⌊100000·1023/1024⌋ = 99902 Mb/s; the bound leaves 25, 50 or 100 %.
+func TestMinDecFac(t *testing.T) {
+	for _, c := range []struct {
+		fac uint8
+		rc  Rate
+	}{{0, 98}, {25, 25000}, {50, 50000}, {100, 100000}} {
+		p := ConnectX()
+		p.RPGGD = 10
+		p.RPGMinDecFac = c.fac
+		r := newRP(t, p, 100*GbitPerSecond)
+		r.OnCNP(us(0))
+		if got := r.State().Rate; got != c.rc*MbitPerSecond {
+			t.Errorf("rpg_min_dec_fac %d: RC %v, want %vMb/s", c.fac, got, c.rc)
+		}
 	}
 }
 
