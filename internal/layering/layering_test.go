@@ -32,6 +32,7 @@ var layers = []struct{ pkg, may string }{
 	{"cq", "internal/..."},                                                        // completion queues
 	{"mr", "internal/... wire/..."},                                               // memory regions; keys are wire's
 	{"qp", "mr cq wire/..."},                                                      // the verbs' types
+	{"congestion", "internal/monotime"},                                           // DCQCN: a leaf the transport plugs in
 	{"rnic", "internal/rc qp mr cq link wire/... internal/..."},                   // the device: links to QP engines
 	{"rnic/rnictest", "rnic qp mr cq link/... wire/... internal/..."},             // a scripted peer for tests
 	{"perftest", "rnic qp mr cq link/... wire/... internal/..."},                  // perftest's protocol over gorxe
@@ -144,6 +145,11 @@ func TestCheck(t *testing.T) {
 		{"perftest", "cmd/gorxe", false},
 		{"rnic", "link/udp", false},
 		{"cmd/gorxe", "rnic", true},
+		{"congestion", "internal/monotime", true},
+		{"congestion", "qp", false},
+		{"congestion", "rnic", false},
+		{"congestion", "link", false},
+		{"congestion", "wire", false},
 	} {
 		if why := check(c.pkg, c.imp); (why == "") != c.ok {
 			t.Errorf("check(%s, %s) = %q, want allowed %v", c.pkg, c.imp, why, c.ok)
