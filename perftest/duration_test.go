@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -251,14 +252,23 @@ func TestStalledInfiniteRunFails(t *testing.T) {
 	})
 }
 
-// countOps returns a PacketTrace that counts the packets sent with opcode
-// op, and the counter.
+// countOps returns a PacketTrace that counts the requests sent with opcode
+// op: the distinct PSNs of the packets sent with it, so that a
+// retransmission (a timer or a tail probe that fires on a loaded machine)
+// is not counted twice.
 func countOps(op bth.Opcode) (func(rnic.Direction, []byte), *atomic.Int64) {
 	var n atomic.Int64
+	var mu sync.Mutex
+	seen := make(map[bth.PSN]bool)
 	return func(dir rnic.Direction, pkt []byte) {
 		var p wire.Packet
 		if dir == rnic.Sent && wire.ParseIP(&p, pkt) == nil && p.BTH.Opcode() == op {
-			n.Add(1)
+			mu.Lock()
+			defer mu.Unlock()
+			if psn := p.BTH.PSN(); !seen[psn] {
+				seen[psn] = true
+				n.Add(1)
+			}
 		}
 	}, &n
 }
