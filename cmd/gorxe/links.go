@@ -122,26 +122,7 @@ type endpoint struct {
 // waits for the client, since without --ip the address the client reached
 // it on says which interface, and which of its GIDs, to use.
 func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer, quiet bool) (*endpoint, error) {
-	var conn *perftest.Conn
-	var reached netip.Addr // the address the kernel chose to talk to the peer
-	var err error
-	if r.server == "" {
-		if !quiet {
-			fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
-		}
-		conn, err = perftest.Listen(ctx, net.JoinHostPort(r.bindIP, strconv.Itoa(r.tcpPort)))
-		if err != nil {
-			return nil, err
-		}
-		if a, ok := conn.LocalAddr().(*net.TCPAddr); ok {
-			reached = a.AddrPort().Addr()
-		}
-	} else if r.link.ip == "" && r.link.kind == "udp" {
-		if reached, err = routeSource(r.server); err != nil {
-			return nil, err
-		}
-	}
-	ep := &endpoint{conn: conn}
+	ep := &endpoint{}
 	fail := func(err error) (*endpoint, error) {
 		if ep.dev != nil {
 			ep.dev.Close()
@@ -151,21 +132,53 @@ func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer, 
 		}
 		return nil, err
 	}
-	if err := ep.openDevice(r, name, reached); err != nil {
-		return fail(err)
-	}
-	if r.server != "" {
-		d := &net.Dialer{}
-		if r.bindIP != "" {
-			a, err := netip.ParseAddr(r.bindIP)
-			if err != nil {
-				return fail(fmt.Errorf("--bind_source_ip %s: %v", r.bindIP, err))
-			}
-			d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 0))
+	// The device comes first, as in perftest, wherever its address is
+	// known: --ip (a tap host then answers ARP and ping while its server
+	// waits), or the route to the server. A server without --ip on the
+	// udp link learns its address from the client's connection.
+	early := r.link.kind == "tap" || r.link.ip != ""
+	if r.server != "" && !early {
+		reached, err := routeSource(r.server)
+		if err != nil {
+			return nil, err
 		}
-		if ep.conn, err = perftest.DialWith(ctx, d, net.JoinHostPort(r.server, strconv.Itoa(r.tcpPort))); err != nil {
+		if err := ep.openDevice(r, name, reached); err != nil {
 			return fail(err)
 		}
+	} else if early {
+		if err := ep.openDevice(r, name, netip.Addr{}); err != nil {
+			return fail(err)
+		}
+	}
+	var err error
+	if r.server == "" {
+		if !quiet {
+			fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
+		}
+		if ep.conn, err = perftest.Listen(ctx, net.JoinHostPort(r.bindIP, strconv.Itoa(r.tcpPort))); err != nil {
+			return fail(err)
+		}
+		if ep.dev == nil {
+			var reached netip.Addr
+			if a, ok := ep.conn.LocalAddr().(*net.TCPAddr); ok {
+				reached = a.AddrPort().Addr()
+			}
+			if err := ep.openDevice(r, name, reached); err != nil {
+				return fail(err)
+			}
+		}
+		return ep, nil
+	}
+	d := &net.Dialer{}
+	if r.bindIP != "" {
+		a, err := netip.ParseAddr(r.bindIP)
+		if err != nil {
+			return fail(fmt.Errorf("--bind_source_ip %s: %v", r.bindIP, err))
+		}
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 0))
+	}
+	if ep.conn, err = perftest.DialWith(ctx, d, net.JoinHostPort(r.server, strconv.Itoa(r.tcpPort))); err != nil {
+		return fail(err)
 	}
 	return ep, nil
 }
