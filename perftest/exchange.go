@@ -496,13 +496,9 @@ func ParseKey(msg []byte) (Dest, error) {
 	return d, nil
 }
 
-// ExchangeDest is perftest's ctx_hand_shake on Ethernet: both sides send
+// handShake is perftest's ctx_hand_shake on Ethernet: both sides send
 // their pingpong_dest as the key message. Every "handshake" of perftest is
 // this exchange, with the same content each time.
-func (c *Conn) ExchangeDest(local Dest) (Dest, error) {
-	return c.handShake("exchanging keys (ctx_hand_shake)", c.timeout(), local)
-}
-
 func (c *Conn) handShake(step string, timeout time.Duration, local Dest) (Dest, error) {
 	msg, err := local.MarshalKey()
 	if err != nil {
@@ -577,18 +573,11 @@ func (c *Conn) exchangeBWReport(local BWReport, first time.Duration) (BWReport, 
 	return r, nil
 }
 
-// CloseConnection is ctx_close_connection: a handshake, then (perftest
+// closeConnection is ctx_close_connection: a handshake, then (perftest
 // before 6.17) "done\0" written by both sides, then close. gorxe writes
 // "done\0" when the peer is older than 6.17, as two such perftests do, and
 // reads the peer's so that closing does not reset the connection. The
 // handshake waits up to RunTimeout, as the peer may still be running.
-func (c *Conn) CloseConnection() error {
-	if !c.setUp {
-		return fmt.Errorf("perftest: closing the connection: Setup has not run")
-	}
-	return c.closeConnection()
-}
-
 func (c *Conn) closeConnection() error {
 	if _, err := c.handShake("closing the connection (ctx_close_connection)", c.runTimeout(), c.local); err != nil {
 		c.Close()
