@@ -9,7 +9,6 @@ package main
 // what it means to perftest.
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -53,28 +52,8 @@ type perfRun struct {
 	help, version bool
 }
 
-// disposition says what gorxe does with a perftest option.
-type disposition int
-
-const (
-	honoured disposition = iota // gorxe does what perftest does
-	accepted                    // accepted; it changes nothing gorxe does (e.g. -F, -d's real device)
-	refused                     // a clear error: gorxe cannot do it (yet)
-)
-
-// perfOption is one row of the option table: perftest's own, or gorxe's.
-type perfOption struct {
-	short byte
-	long  string
-	arg   getopt.HasArg
-	what  disposition
-	gorxe bool   // an option of gorxe's, not perftest's
-	help  string // for -h; for a refused option, why
-	set   func(r *perfRun, v string) error
-}
-
-// errRefused marks an option gorxe refuses.
-var errRefused = errors.New("not supported")
+// perfOption is one row of perftest's option table, or one of gorxe's.
+type perfOption = toolOption[perfRun]
 
 // perfOptions returns the option table. Its order is the order -h lists
 // the options in.
@@ -376,22 +355,7 @@ func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
 			table = append(table, perfOption{long: name, arg: g.arg, what: refused, help: g.reason})
 		}
 	}
-	seen := make(map[*perfOption]bool)
-	opts := make([]getopt.Option, len(table))
-	for i := range table {
-		o := &table[i]
-		opts[i] = getopt.Option{Short: o.short, Long: o.long, Arg: o.arg, Exact: o.gorxe, Set: func(v string) error {
-			if seen[o] && !o.gorxe {
-				return fmt.Errorf("duplicated argument (perftest refuses it too)")
-			}
-			seen[o] = true
-			if o.what == refused {
-				return fmt.Errorf("%w: %s", errRefused, o.help)
-			}
-			return o.set(r, v)
-		}}
-	}
-	operands, err := getopt.Parse(opts, args)
+	operands, err := parseOptions(table, r, args, true)
 	if err != nil {
 		return r, err
 	}
@@ -410,10 +374,6 @@ func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
 	}
 	return r, nil
 }
-
-// refusal reports whether err is an option gorxe refuses, rather than a
-// malformed command line.
-func refusal(err error) bool { return errors.Is(err, errRefused) }
 
 // parseInt reads an integer as perftest's CHECK_VALUE does (strtol with
 // base 0: 0x10 is 16, 010 is 8), refusing trailing garbage.
@@ -467,25 +427,5 @@ func perfUsage(w io.Writer, name string, t perftest.Test) {
 	fmt.Fprintf(w, "without SERVER on one host (the server) and with the server's address on the\n")
 	fmt.Fprintf(w, "other (the client); either side may be stock perftest. With --link mem, both\n")
 	fmt.Fprintf(w, "sides run in this process over an in-memory fabric, with no network.\n")
-	section := func(title string, keep func(o *perfOption) bool) {
-		fmt.Fprintf(w, "\n%s\n", title)
-		for _, o := range perfOptions() {
-			if !keep(&o) {
-				continue
-			}
-			name := "    "
-			if o.short != 0 {
-				name = "-" + string(o.short) + ", "
-			}
-			name += "--" + o.long
-			if o.arg == getopt.RequiredArg {
-				name += " VALUE"
-			}
-			fmt.Fprintf(w, "  %-28s %s\n", name, o.help)
-		}
-	}
-	section("perftest options gorxe honours:", func(o *perfOption) bool { return !o.gorxe && o.what == honoured })
-	section("perftest options gorxe accepts, which change nothing in gorxe:", func(o *perfOption) bool { return o.what == accepted })
-	section("perftest options gorxe refuses:", func(o *perfOption) bool { return o.what == refused })
-	section("gorxe's own options:", func(o *perfOption) bool { return o.gorxe })
+	printOptions(w, perfOptions(), "perftest")
 }

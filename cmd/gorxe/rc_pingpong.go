@@ -45,15 +45,7 @@ type rcRun struct {
 // rcOption is one row of the option table: ibv_rc_pingpong's own
 // (rc_pingpong.c, main's long_options and
 // "p:d:i:s:m:r:n:l:eg:oOPtcjNU"), or gorxe's.
-type rcOption struct {
-	short byte
-	long  string
-	arg   getopt.HasArg
-	what  disposition
-	gorxe bool   // an option of gorxe's, not ibv_rc_pingpong's
-	help  string // for -h; for a refused option, why
-	set   func(r *rcRun, v string) error
-}
+type rcOption = toolOption[rcRun]
 
 // rcOptions returns the option table, in the order -h lists it.
 func rcOptions() []rcOption {
@@ -134,17 +126,7 @@ func parseRC(args []string) (*rcRun, error) {
 	}
 	r.p.GiveUp = 10 * time.Second
 	table := rcOptions()
-	opts := make([]getopt.Option, len(table))
-	for i := range table {
-		o := &table[i]
-		opts[i] = getopt.Option{Short: o.short, Long: o.long, Arg: o.arg, Exact: o.gorxe, Set: func(v string) error {
-			if o.what == refused {
-				return fmt.Errorf("%w: %s", errRefused, o.help)
-			}
-			return o.set(r, v)
-		}}
-	}
-	operands, err := getopt.Parse(opts, args)
+	operands, err := parseOptions(table, r, args, false)
 	if err != nil || r.help {
 		return r, err
 	}
@@ -209,27 +191,7 @@ func rcUsage(w io.Writer, name string) {
 	fmt.Fprintf(w, "RC SEND ping-pong with rdma-core's ibv_rc_pingpong's command line, exchange and\n")
 	fmt.Fprintf(w, "output; either side may be stock ibv_rc_pingpong on rxe or a RoCE NIC. As there,\n")
 	fmt.Fprintf(w, "-g is needed: RoCE cannot go without a GID (or give gorxe's --ip).\n")
-	section := func(title string, keep func(o *rcOption) bool) {
-		fmt.Fprintf(w, "\n%s\n", title)
-		for _, o := range rcOptions() {
-			if !keep(&o) {
-				continue
-			}
-			name := "    "
-			if o.short != 0 {
-				name = "-" + string(o.short) + ", "
-			}
-			name += "--" + o.long
-			if o.arg == getopt.RequiredArg {
-				name += " VALUE"
-			}
-			fmt.Fprintf(w, "  %-30s %s\n", name, o.help)
-		}
-	}
-	section("ibv_rc_pingpong options gorxe honours:", func(o *rcOption) bool { return !o.gorxe && o.what == honoured })
-	section("ibv_rc_pingpong options gorxe accepts, which change nothing it sends:", func(o *rcOption) bool { return o.what == accepted })
-	section("ibv_rc_pingpong options gorxe refuses:", func(o *rcOption) bool { return o.what == refused })
-	section("gorxe's own options:", func(o *rcOption) bool { return o.gorxe })
+	printOptions(w, rcOptions(), "ibv_rc_pingpong")
 }
 
 func runRCPingpong(args []string, stdout, stderr io.Writer) int {
