@@ -175,34 +175,15 @@ func memLinks(t *testing.T, faults mem.Faults) [2]link.Link {
 	return links
 }
 
-// udpLinks opens kernel UDP links on 127.0.0.1 and 127.0.0.2, on one port
-// both addresses have free, as RoCE v2 peers share theirs.
-func udpLinks(t *testing.T) [2]link.Link {
+// udpLinks opens kernel UDP links on 127.0.0.1 and 127.0.0.2, on one
+// port both addresses have free, as RoCE v2 peers share theirs.
+func udpLinks(t testing.TB) [2]link.Link {
 	t.Helper()
-	addrs := [2]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}
-	var last error
-	for range 20 {
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addrs[0], 0)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
-		c.Close()
-		a, err := udp.Open(udp.Config{Addr: addrs[0], Port: port})
-		if err != nil {
-			last = err
-			continue
-		}
-		b, err := udp.Open(udp.Config{Addr: addrs[1], Port: port})
-		if err != nil {
-			a.Close()
-			last = err
-			continue
-		}
-		return [2]link.Link{a, b}
+	ls, err := udp.LoopbackPair(udp.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no UDP port free on both loopback addresses: %v", last)
-	return [2]link.Link{}
+	return [2]link.Link{ls[0], ls[1]}
 }
 
 func TestFlagsRemote(t *testing.T) {

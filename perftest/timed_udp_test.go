@@ -6,59 +6,36 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/rnic"
 	"github.com/gorxe/gorxe/wire"
 )
 
 // udpDevices opens two devices on kernel UDP links on 127.0.0.1 and
-// 127.0.0.2, on one port both addresses have free, as RoCE v2 peers share
-// theirs. trace is the server's PacketTrace.
+// 127.0.0.2 (udp.LoopbackPair). trace is the server's PacketTrace.
 func udpDevices(t *testing.T, trace func(rnic.Direction, []byte)) (client, server *rnic.Device) {
 	t.Helper()
-	addrs := [2]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}
-	var last error
-	for range 20 {
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addrs[0], 0)))
-		if err != nil {
+	ls, err := udp.LoopbackPair(udp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs [2]*rnic.Device
+	for i, l := range ls {
+		cfg := rnic.Config{Link: l, Port: l.SourcePort()}
+		if i == 1 {
+			cfg.PacketTrace = trace
+		}
+		if devs[i], err = rnic.Open(cfg); err != nil {
+			l.Close()
 			t.Fatal(err)
 		}
-		port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
-		c.Close()
-		var links [2]link.Link
-		for i, a := range addrs {
-			if links[i], err = udp.Open(udp.Config{Addr: a, Port: port}); err != nil {
-				break
-			}
-		}
-		if err != nil {
-			last = err
-			if links[0] != nil {
-				links[0].Close()
-			}
-			continue
-		}
-		var devs [2]*rnic.Device
-		for i, l := range links {
-			cfg := rnic.Config{Link: l, Port: port}
-			if i == 1 {
-				cfg.PacketTrace = trace
-			}
-			if devs[i], err = rnic.Open(cfg); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { devs[i].Close() })
-		}
-		return devs[0], devs[1]
+		t.Cleanup(func() { devs[i].Close() })
 	}
-	t.Fatalf("no UDP port free on both loopback addresses: %v", last)
-	return nil, nil
+	return devs[0], devs[1]
 }
 
 // TestTimedOverUDP runs -D 2 between two gorxe devices on kernel UDP

@@ -39,38 +39,22 @@ func devices(t *testing.T) (a, b *rnic.Device) {
 }
 
 // udpDevices opens two gorxe devices on kernel UDP sockets at 127.0.0.1
-// and 127.0.0.2, on one port free on both, closed when the test ends.
+// and 127.0.0.2 (udp.LoopbackPair), closed when the test ends.
 func udpDevices(t *testing.T) (a, b *rnic.Device) {
 	t.Helper()
-	addrs := [2]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}
-	var last error
-	for range 20 {
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addrs[0], 0)))
-		if err != nil {
+	ls, err := udp.LoopbackPair(udp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs [2]*rnic.Device
+	for i, l := range ls {
+		if devs[i], err = rnic.Open(rnic.Config{Link: l, Port: l.SourcePort()}); err != nil {
+			l.Close()
 			t.Fatal(err)
 		}
-		port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
-		c.Close()
-		var devs [2]*rnic.Device
-		for i, addr := range addrs {
-			l, err := udp.Open(udp.Config{Addr: addr, Port: port})
-			if err != nil {
-				last = err
-				break
-			}
-			if devs[i], err = rnic.Open(rnic.Config{Link: l, Port: port}); err != nil {
-				l.Close()
-				last = err
-				break
-			}
-			t.Cleanup(func() { devs[i].Close() })
-		}
-		if devs[1] != nil {
-			return devs[0], devs[1]
-		}
+		t.Cleanup(func() { devs[i].Close() })
 	}
-	t.Fatalf("no UDP port free on both loopback addresses: %v", last)
-	return nil, nil
+	return devs[0], devs[1]
 }
 
 // listen opens a TCP listener on a free loopback port.

@@ -2,7 +2,6 @@ package rnic_test
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -190,33 +189,14 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 }
 
 // udpLinks opens kernel UDP links on 127.0.0.1 and 127.0.0.2, on one
-// port that both addresses have free, as RoCE v2 peers share theirs.
+// port both addresses have free, as RoCE v2 peers share theirs.
 func udpLinks(t testing.TB) [2]link.Link {
 	t.Helper()
-	addrs := [2]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}
-	var last error
-	for range 20 {
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addrs[0], 0)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
-		c.Close()
-		a, err := udp.Open(udp.Config{Addr: addrs[0], Port: port})
-		if err != nil {
-			last = err
-			continue
-		}
-		b, err := udp.Open(udp.Config{Addr: addrs[1], Port: port})
-		if err != nil {
-			a.Close()
-			last = err
-			continue
-		}
-		return [2]link.Link{a, b}
+	ls, err := udp.LoopbackPair(udp.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no UDP port free on both loopback addresses: %v", last)
-	return [2]link.Link{}
+	return [2]link.Link{ls[0], ls[1]}
 }
 
 func must(t testing.TB, err error) {

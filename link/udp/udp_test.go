@@ -424,3 +424,26 @@ func TestSendWrongFamily(t *testing.T) {
 		t.Errorf("Stats = %+v, want 1 send error and 2 sent", s)
 	}
 }
+
+// LoopbackPair: two links on 127.0.0.1 and 127.0.0.2 that share a port,
+// and a packet from one reaches the other as it was sent.
+func TestLoopbackPair(t *testing.T) {
+	ls, err := udp.LoopbackPair(udp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := ls[0], ls[1]
+	defer a.Close()
+	defer b.Close()
+	if a.SourcePort() != b.SourcePort() || a.SourcePort() == 0 {
+		t.Fatalf("ports %d and %d", a.SourcePort(), b.SourcePort())
+	}
+	if a.Addrs()[0] != netip.MustParseAddr("127.0.0.1") || b.Addrs()[0] != netip.MustParseAddr("127.0.0.2") {
+		t.Fatalf("addresses %v and %v", a.Addrs(), b.Addrs())
+	}
+	want := packets(t, a, b, 7, 1, 64, 0)
+	if err := a.Send(want); err != nil {
+		t.Fatal(err)
+	}
+	sameRoCE(t, collect(t, b, 1)[0], want[0][link.Headroom:])
+}
