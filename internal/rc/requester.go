@@ -62,7 +62,8 @@ func (r *requester) unanswered() bool { return r.sentMax != r.q.comp.oldest() }
 const maxBurst = 256
 
 // sendSome sends packets while the send queue has work, the window has
-// room, and nothing (an RNR wait, max_rd_atomic, a fence) holds it back.
+// room, and nothing (an RNR wait, max_rd_atomic, a fence, the congestion
+// control's pacing) holds it back.
 //
 // In SQD the send queue drains: work requests already started are sent to
 // the end (retransmissions included), and no new one starts.
@@ -85,6 +86,9 @@ func (r *requester) sendSome() {
 		}
 		if r.pkt == 0 && !r.canStart(w) {
 			return
+		}
+		if !q.cc.mayBuild() {
+			return // paced: the QP's timer brings it back for the next burst
 		}
 		if !w.started && !r.startWQE(w) {
 			return
