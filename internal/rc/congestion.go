@@ -118,6 +118,12 @@ func (c *cc) mayBuild() bool {
 	return false
 }
 
+// lastOfBurst reports whether a paced packet with n bytes of transport
+// (BTH through pad) is the last the RP lets go before it holds the QP.
+func (c *cc) lastOfBurst(n int) bool {
+	return c.hot && c.rp.PacingBudget(c.q.now()) <= n+wire.ICRCLen+c.q.ipOverhead()
+}
+
 // paced reports whether packets of opcode op are paced: everything the
 // QP sends but ACKs, NAKs, atomic ACKs and CNPs.
 func paced(op bth.Opcode) bool {

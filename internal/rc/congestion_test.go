@@ -149,6 +149,11 @@ func TestPacingInBursts(t *testing.T) {
 		if len(pkts) == 0 || sum-wireLen(&pkts[len(pkts)-1]) >= testBurst || sum < testBurst && total+len(pkts) < 256 {
 			t.Fatalf("burst %d: %d packets of %d bytes, want one Burst (%d bytes) and the packet that overdraws it", bursts, len(pkts), sum, testBurst)
 		}
+		// The burst's last packet asks for an ACK: its tail is then
+		// acknowledged while the requester waits.
+		if !pkts[len(pkts)-1].BTH.AckReq() {
+			t.Fatalf("burst %d: its last packet (of %d) does not ask for an ACK", bursts, len(pkts))
+		}
 		total += len(pkts)
 		bursts++
 		if total == 256 {

@@ -167,7 +167,10 @@ func (r *requester) startWQE(w *sendWQE) bool {
 }
 
 // sendPacket builds and transmits packet r.pkt of w. A probe asks for an
-// ACK whatever its place in the window.
+// ACK whatever its place in the window, and so does the last packet of a
+// burst that pacing ends: the burst is then acknowledged while the
+// requester waits for the next, and the local ACK timer and the tail-loss
+// probe never take the wait for a loss.
 func (r *requester) sendPacket(w *sendWQE, probe bool) {
 	q := r.q
 	k := r.pkt
@@ -203,7 +206,7 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 		h.BTH.SE = last && w.wr.Flags&qp.SendSolicited != 0
 	}
 	r.noAck++
-	if last || r.noAck >= r.ackInterval() || probe {
+	if last || r.noAck >= r.ackInterval() || probe || q.cc.lastOfBurst(h.Len()+int(payload)+wire.PadLen(int(payload))) {
 		h.BTH.AckReq = true
 		r.noAck = 0
 	}
