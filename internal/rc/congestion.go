@@ -47,7 +47,8 @@ type cc struct {
 	// ignored counts CNPs that came while the QP could send nothing
 	// (RESET, INIT, ERR): rp_cnp_ignored, as a CNP to a disabled RP.
 	ignored uint64
-	hdr     wire.Headers
+	hdr     wire.Headers // a CNP's, built in place: no allocation per CNP
+	tx      TxDesc
 }
 
 // SetCongestion gives the QP, which must be in RESET, DCQCN with the
@@ -210,9 +211,9 @@ func (c *cc) sendCNP(psn bth.PSN) {
 		q.tracef("CNP not sent: %v", err)
 		return
 	}
-	tx := q.path
-	tx.TrafficClass = wire.TrafficClass(c.cfg.Params.CNPDSCP, wire.ECT0)
-	q.queueTxTo(&tx, buf, n)
+	c.tx = q.path
+	c.tx.TrafficClass = wire.TrafficClass(c.cfg.Params.CNPDSCP, wire.ECT0)
+	q.queueTxTo(&c.tx, buf, n)
 	if q.trace != nil {
 		q.tracef("ECN CE at PSN %d: CNP to QP %#x", psn, uint32(q.attr.DestQPNum))
 	}

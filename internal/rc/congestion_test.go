@@ -433,3 +433,31 @@ func TestSetCongestionRefusesBadConfig(t *testing.T) {
 		t.Fatal("a refused configuration was kept")
 	}
 }
+
+// TestCongestionAllocatesNothing: a marked request answered with a CNP
+// and an ACK, and a CNP taken, allocate nothing: DCQCN keeps the steady
+// state free of garbage when the network is congested, too.
+func TestCongestionAllocatesNothing(t *testing.T) {
+	q, port, m := ccQP(t, connectX())
+	port.keep = false
+	psn := rtrAttr.RQPSN
+	pkts := make([]*wire.Packet, 200)
+	for i := range pkts {
+		pkts[i] = markedWrite(t, m, psn.Add(uint32(i)), wire.CE)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		q.HandlePacket(pkts[i])
+		q.FlushAck()
+		q.HandleCNP()
+		port.advance(5 * time.Microsecond) // past min_time_between_cnps and the monitor period
+		i++
+	})
+	_, cnt := q.Congestion()
+	if cnt.NPCNPSent < 100 || cnt.RPCNPHandled < 100 {
+		t.Fatalf("%d CNPs sent, %d handled: the runs did not take the CNP paths", cnt.NPCNPSent, cnt.RPCNPHandled)
+	}
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per marked request and CNP, want 0", allocs)
+	}
+}
