@@ -40,10 +40,10 @@ type cc struct {
 	cfg  *congestion.Config // nil: congestion control is off
 	rp   congestion.ReactionPoint
 	np   congestion.NotificationPoint
-	hot  bool          // a CNP has come: the RP may pace, its timers run
-	held bool          // the last mayBuild held a packet back
-	wake monotime.Time // when a held sender may send again; zero when none is held
-	rate congestion.Rate
+	hot  bool            // a CNP has come: the RP may pace, its timers run
+	held bool            // the last mayBuild held a packet back
+	wake monotime.Time   // when a held sender may send again; zero when none is held
+	rate congestion.Rate // the RP's rate as the trace last told it
 	// ignored counts CNPs that came while the QP could send nothing
 	// (RESET, INIT, ERR): rp_cnp_ignored, as a CNP to a disabled RP.
 	ignored uint64
