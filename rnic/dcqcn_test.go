@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/netip"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -364,5 +365,82 @@ func TestCEOverUDP(t *testing.T) {
 	}
 	if ca.CC.NPECNMarkedRoCEPackets != 0 {
 		t.Fatalf("A saw %d marked packets; B's leave ECT(0)", ca.CC.NPECNMarkedRoCEPackets)
+	}
+}
+
+// TestCCConfig: Open takes the congestion control's settings, with the
+// link's rate as the line rate when the link knows it, and refuses what
+// DCQCN cannot run, saying which parameter is wrong.
+func TestCCConfig(t *testing.T) {
+	open := func(cfg rnic.Config, bandwidth int64) (*rnic.Device, error) {
+		f := mem.NewFabric()
+		l, err := f.NewLink(netip.MustParseAddr("10.0.0.1"))
+		must(t, err)
+		l.SetFaults(mem.Faults{Bandwidth: bandwidth})
+		cfg.Link = l
+		d, err := rnic.Open(cfg)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		t.Cleanup(func() { d.Close() })
+		return d, nil
+	}
+	rate := func(d *rnic.Device) congestion.Rate {
+		t.Helper()
+		pd := d.AllocPD()
+		c, err := d.CreateCQ(4)
+		must(t, err)
+		q, err := d.CreateQP(qp.InitAttr{Type: qp.TypeRC, PD: pd, SendCQ: c, RecvCQ: c, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
+		must(t, err)
+		st, _ := q.Congestion()
+		return st.Rate
+	}
+	for _, c := range []struct {
+		name      string
+		cfg       rnic.Config
+		bandwidth int64 // bytes per second of the mem link; 0 for none
+		want      congestion.Rate
+	}{
+		{"default", rnic.Config{}, 0, rnic.DefaultLineRate},
+		{"the link's rate", rnic.Config{}, 1_250_000_000, 10 * congestion.GbitPerSecond},
+		{"the link's rate, in whole Mb/s", rnic.Config{}, 1_250_000_100, 10 * congestion.GbitPerSecond},
+		{"the paper's, to the bit", rnic.Config{CCParams: congestion.Paper()}, 1_250_000_100, 10_000_000_800},
+		{"below rpg_min_rate", rnic.Config{}, 100, congestion.MbitPerSecond},
+		{"Config.LineRate first", rnic.Config{LineRate: 25 * congestion.GbitPerSecond}, 1_250_000_000, 25 * congestion.GbitPerSecond},
+		{"off", rnic.Config{CC: rnic.CCNone}, 0, 0},
+	} {
+		d, err := open(c.cfg, c.bandwidth)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if got := rate(d); got != c.want {
+			t.Errorf("%s: a new QP's rate is %v, want %v", c.name, got, c.want)
+		}
+	}
+	bad := congestion.ConnectX()
+	bad.RPGMinDecFac = 101
+	for _, c := range []struct {
+		cfg  rnic.Config
+		want string
+	}{
+		{rnic.Config{CCParams: bad}, "rpg_min_dec_fac"},
+		{rnic.Config{LineRate: 1500 * congestion.KbitPerSecond}, "whole Mb/s"},
+		{rnic.Config{PacingBurst: -1}, "burst"},
+		{rnic.Config{CC: 7}, "no such congestion control"},
+	} {
+		if _, err := open(c.cfg, 0); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%+v): %v, want an error naming %q", c.cfg, err, c.want)
+		}
+	}
+	if m, err := rnic.ParseCCMode("dcqcn"); err != nil || m != rnic.CCDCQCN || m.String() != "dcqcn" {
+		t.Errorf("ParseCCMode(dcqcn) = %v, %v", m, err)
+	}
+	if m, err := rnic.ParseCCMode("none"); err != nil || m != rnic.CCNone || m.String() != "none" {
+		t.Errorf("ParseCCMode(none) = %v, %v", m, err)
+	}
+	if _, err := rnic.ParseCCMode("reno"); err == nil {
+		t.Error("ParseCCMode(reno) succeeded")
 	}
 }
