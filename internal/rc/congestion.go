@@ -180,7 +180,11 @@ func (c *cc) onCNP() {
 	c.hot = true
 	if q.trace != nil {
 		s := c.rp.State()
-		q.tracef("CNP received: rate %v -> %v, target %v, alpha %.3f", c.rate, s.Rate, s.TargetRate, s.Alpha)
+		if s.Rate == c.rate {
+			q.tracef("CNP received: rate %v, target %v, alpha %.3f: no cut now (one per rate_reduce_monitor_period, none below rpg_min_rate)", s.Rate, s.TargetRate, s.Alpha)
+		} else {
+			q.tracef("CNP received: rate %v -> %v, target %v, alpha %.3f", c.rate, s.Rate, s.TargetRate, s.Alpha)
+		}
 		c.rate = s.Rate
 	}
 }

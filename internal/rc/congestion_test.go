@@ -3,6 +3,7 @@ package rc
 import (
 	"bytes"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -459,5 +460,32 @@ func TestCongestionAllocatesNothing(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per marked request and CNP, want 0", allocs)
+	}
+}
+
+// TestCongestionTrace: the trace shows each CNP with the cut it made, or
+// why it made none, and the rate's later changes as the QP sends.
+func TestCongestionTrace(t *testing.T) {
+	q, port, m := ccQP(t, connectX())
+	var lines []string
+	q.SetTrace(func(_ *QP, ev string) { lines = append(lines, ev) })
+	q.HandleCNP()
+	q.HandleCNP() // within rate_reduce_monitor_period: the cut waits for its end
+	port.advance(5 * time.Microsecond)
+	if _, err := q.PostSend(writeOf(m, 8)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"CNP received: rate 100Gb/s -> 50.049Gb/s, target 100Gb/s, alpha 0.999",
+		"CNP received: rate 50.049Gb/s, target 100Gb/s, alpha 0.999: no cut now (one per rate_reduce_monitor_period, none below rpg_min_rate)",
+		"DCQCN rate 50.049Gb/s -> 25.416Gb/s, target 100Gb/s, alpha 0.979", // the cut the second CNP left for the period's end
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("trace:\n%s\nwant %d lines", strings.Join(lines, "\n"), len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("trace line %d: %q, want %q", i, lines[i], w)
+		}
 	}
 }
