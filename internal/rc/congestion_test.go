@@ -12,6 +12,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
 	"github.com/gorxe/gorxe/wire/reth"
 )
@@ -487,5 +488,42 @@ func TestCongestionTrace(t *testing.T) {
 		if !strings.HasPrefix(lines[i], w) {
 			t.Errorf("trace line %d: %q, want %q", i, lines[i], w)
 		}
+	}
+}
+
+// TestRetransmissionsPaced: a go-back-N after a NAK resends at the paced
+// rate: the NAK finds the burst spent, and the resent packets, from the
+// NAKed PSN on, leave with the next burst.
+func TestRetransmissionsPaced(t *testing.T) {
+	q, port, m := ccQP(t, connectX())
+	q.HandleCNP()
+	if _, err := q.PostSend(writeOf(m, 128<<10)); err != nil {
+		t.Fatal(err)
+	}
+	first := len(port.packets(t))
+	if first == 0 || first >= 128 {
+		t.Fatalf("the first burst was %d packets of 128", first)
+	}
+	lost := bth.PSN(rtsAttr.SQPSN).Add(3)
+	buf, _ := wire.AppendTransport(nil, &wire.Headers{
+		BTH:  bth.Fields{Opcode: bth.RCAcknowledge, PKey: 0xffff, DestQP: 0x11, PSN: lost},
+		AETH: aeth.Fields{Syndrome: aeth.NAK(aeth.NAKPSNSequenceError)},
+	}, nil)
+	var nak wire.Packet
+	if err := wire.ParseUDPPayload(&nak, append(buf, 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	q.HandlePacket(&nak)
+	if n := len(port.packets(t)); n != 0 {
+		t.Fatalf("the NAK made the paced requester resend %d packets at once", n)
+	}
+	port.now = q.Deadline() - 1
+	q.Run()
+	pkts := port.packets(t)
+	if len(pkts) == 0 || pkts[0].BTH.PSN() != lost {
+		t.Fatalf("the next burst sent %d packets, the first PSN %d; want the resend from PSN %d", len(pkts), pkts[0].BTH.PSN(), lost)
+	}
+	if _, cnt := q.Congestion(); cnt.RPCNPHandled != 1 || q.Stats().CompleterRetryErr != 1 {
+		t.Fatalf("counters %+v, %d go-back-N", cnt, q.Stats().CompleterRetryErr)
 	}
 }
