@@ -14,6 +14,12 @@
 // the QPs' timers and the sends a QP leaves for later: the rest of a
 // READ's responses beyond the first burst, and the rest of a long send.
 //
+// Every QP runs DCQCN by default (Config.CC), as ConnectX NICs do: its
+// packets leave ECN-capable, it answers CE-marked data with CNPs, and a
+// CNP from its peer cuts its rate, to which its sends are then paced in
+// bursts on its worker's timers (congestion.go here, internal/rc's
+// congestion.go, and package congestion).
+//
 // Lock order (a lock may be taken while holding those left of it):
 //
 //	receiver.mu (the receive path) > rc.QP.mu > worker.mu, cq.CQ.mu, mr.Table's
