@@ -27,17 +27,27 @@ import (
 //     QP, at most one per min_time_between_cnps. A CNP is sent at once,
 //     not paced, and uses no PSN.
 //
-// A CNP that arrives for the QP goes to its RP (HandleCNP). The RP starts
-// at the line rate and, until the first CNP, costs the send path one
-// branch per packet: hot says a CNP has come, and only then is the clock
-// read, once per lock hold (QP.now), and the RP told of every packet.
+// A CNP that arrives for the QP goes to its RP (HandleCNP).
 //
-// Without a configuration (SetCongestion(nil)) both points are the zero,
+// An idle QP, or one whose packets no switch marks, pays almost nothing
+// for this: the points and what goes with them (type points) are made at
+// the QP's first CNP or CE mark, so that until then a QP keeps two
+// pointers (gorxe's budget is thousands of QPs a device, and the points
+// are 500 bytes), and until the first CNP the send path asks one question
+// per packet: has a CNP come? Only then is the clock read, once per lock
+// hold (QP.now), and the RP told of every packet.
+//
+// Without a configuration (SetCongestion(nil)) the points are the zero,
 // off, ones: the RP counts every CNP as ignored, the NP counts marks and
 // sends no CNP.
 type cc struct {
-	q    *QP
-	cfg  *congestion.Config // nil: congestion control is off
+	q   *QP
+	cfg *congestion.Config // nil: congestion control is off; the device's, shared, never written
+	p   *points            // nil until the first CNP or CE mark
+}
+
+// points is a QP's DCQCN state, from its first CNP or CE mark on.
+type points struct {
 	rp   congestion.ReactionPoint
 	np   congestion.NotificationPoint
 	hot  bool            // a CNP has come: the RP may pace, its timers run
@@ -47,14 +57,14 @@ type cc struct {
 	// ignored counts CNPs that came while the QP could send nothing
 	// (RESET, INIT, ERR): rp_cnp_ignored, as a CNP to a disabled RP.
 	ignored uint64
-	hdr     wire.Headers // a CNP's, built in place: no allocation per CNP
-	tx      TxDesc
+	tx      TxDesc // a CNP's, kept here so that a CNP allocates nothing
 }
 
 // SetCongestion gives the QP, which must be in RESET, DCQCN with the
 // reaction point's configuration c (its Params are the notification
 // point's too), or no congestion control when c is nil. The device gives
-// all its QPs the same. It returns c's first problem, changing nothing.
+// all its QPs the same; the QP keeps c, which must not change. It returns
+// c's first problem, changing nothing.
 func (q *QP) SetCongestion(c *congestion.Config) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -65,30 +75,33 @@ func (q *QP) SetCongestion(c *congestion.Config) error {
 		if _, err := congestion.NewReactionPoint(*c); err != nil {
 			return err
 		}
-		cp := *c
-		c = &cp
 	}
 	q.cc.cfg = c
-	q.cc.setup()
+	q.cc.reset()
 	return nil
 }
 
-// setup makes the points anew: a QP starts at the line rate, and starts
-// so again when it returns to RESET for a new connection.
-func (c *cc) setup() {
-	*c = cc{q: c.q, cfg: c.cfg}
-	if c.cfg == nil {
-		return
+// reset forgets the points: a QP starts at the line rate, and starts so
+// again when it returns to RESET for a new connection.
+func (c *cc) reset() { c.p = nil }
+
+// points returns the QP's DCQCN state, making it at the first need.
+func (c *cc) points() *points {
+	if c.p != nil {
+		return c.p
 	}
-	// SetCongestion checked the configuration, so neither fails.
-	rp, err := congestion.NewReactionPoint(*c.cfg)
-	np, err2 := congestion.NewNotificationPoint(c.cfg.Params)
-	if err != nil || err2 != nil {
-		c.cfg = nil
-		return
+	p := new(points)
+	if c.cfg != nil {
+		// SetCongestion checked the configuration, so neither fails.
+		rp, err := congestion.NewReactionPoint(*c.cfg)
+		np, err2 := congestion.NewNotificationPoint(c.cfg.Params)
+		if err == nil && err2 == nil {
+			p.rp, p.np = *rp, *np
+		}
 	}
-	c.rp, c.np = *rp, *np
-	c.rate = c.rp.Rate()
+	p.rate = p.rp.Rate()
+	c.p = p
+	return p
 }
 
 // now returns the time for congestion control's decisions: the clock,
@@ -105,24 +118,29 @@ func (q *QP) now() monotime.Time {
 // mayBuild reports whether the RP lets the QP build one more paced packet
 // now. When it does not, the QP's timers wake it when a burst is due.
 func (c *cc) mayBuild() bool {
-	if !c.hot {
+	p := c.p
+	if p == nil || !p.hot {
 		return true
 	}
 	now := c.q.now()
-	if c.rp.HasPacingBudget(now) {
-		c.held = false
+	if p.rp.HasPacingBudget(now) {
+		p.held = false
 		return true
 	}
-	c.held = true
-	c.wake = c.rp.TimeUntilSend(now)
+	p.held = true
+	p.wake = p.rp.TimeUntilSend(now)
 	c.traceRate()
 	return false
 }
 
+// held reports whether the last mayBuild held a packet back.
+func (c *cc) held() bool { return c.p != nil && c.p.held }
+
 // lastOfBurst reports whether a paced packet with n bytes of transport
 // (BTH through pad) is the last the RP lets go before it holds the QP.
 func (c *cc) lastOfBurst(n int) bool {
-	return c.hot && c.rp.PacingBudget(c.q.now()) <= n+wire.ICRCLen+c.q.ipOverhead()
+	p := c.p
+	return p != nil && p.hot && p.rp.PacingBudget(c.q.now()) <= n+wire.ICRCLen+c.q.ipOverhead()
 }
 
 // paced reports whether packets of opcode op are paced: everything the
@@ -134,10 +152,11 @@ func paced(op bth.Opcode) bool {
 // onSent tells the RP of a packet of opcode op with n bytes of transport
 // (BTH through ICRC) gone to the link.
 func (c *cc) onSent(op bth.Opcode, n int) {
-	if !c.hot || !paced(op) {
+	p := c.p
+	if p == nil || !p.hot || !paced(op) {
 		return
 	}
-	c.rp.OnPacketSent(c.q.now(), n+c.q.ipOverhead())
+	p.rp.OnPacketSent(c.q.now(), n+c.q.ipOverhead())
 	c.traceRate()
 }
 
@@ -163,29 +182,30 @@ func (c *cc) sends() bool {
 // onCNP takes a CNP from the peer's NP: this QP's packets arrived marked.
 func (c *cc) onCNP() {
 	q := c.q
+	p := c.points()
 	if !c.sends() {
-		c.ignored++
+		p.ignored++
 		if q.trace != nil {
 			q.tracef("CNP ignored: the QP sends nothing in %v", q.attr.State)
 		}
 		return
 	}
-	c.rp.OnCNP(q.now())
-	if !c.rp.Enabled() {
+	p.rp.OnCNP(q.now())
+	if !p.rp.Enabled() {
 		if q.trace != nil {
 			q.tracef("CNP ignored: congestion control is off")
 		}
 		return
 	}
-	c.hot = true
+	p.hot = true
 	if q.trace != nil {
-		s := c.rp.State()
-		if s.Rate == c.rate {
+		s := p.rp.State()
+		if s.Rate == p.rate {
 			q.tracef("CNP received: rate %v, target %v, alpha %.3f: no cut now (one per rate_reduce_monitor_period, none below rpg_min_rate)", s.Rate, s.TargetRate, s.Alpha)
 		} else {
-			q.tracef("CNP received: rate %v -> %v, target %v, alpha %.3f", c.rate, s.Rate, s.TargetRate, s.Alpha)
+			q.tracef("CNP received: rate %v -> %v, target %v, alpha %.3f", p.rate, s.Rate, s.TargetRate, s.Alpha)
 		}
-		c.rate = s.Rate
+		p.rate = s.Rate
 	}
 }
 
@@ -197,7 +217,7 @@ func (c *cc) onMarked(p *wire.Packet) {
 	if !paced(p.BTH.Opcode()) || !c.sends() {
 		return
 	}
-	if c.np.OnECNMarked(c.q.now()) {
+	if c.points().np.OnECNMarked(c.q.now()) {
 		c.sendCNP(p.BTH.PSN())
 	}
 }
@@ -206,18 +226,18 @@ func (c *cc) onMarked(p *wire.Packet) {
 // with PSN psn, on the QP's path but with the CNP's traffic class:
 // cnp_dscp and ECT(0), as ConnectX sends it.
 func (c *cc) sendCNP(psn bth.PSN) {
-	q := c.q
-	c.hdr = wire.CNPHeaders(q.attr.DestQPNum)
+	q, p := c.q, c.p
+	h := wire.CNPHeaders(q.attr.DestQPNum)
 	buf := q.port.NewBuffer()
-	n, err := c.hdr.Encode(buf[q.txOff:])
+	n, err := h.Encode(buf[q.txOff:])
 	if err != nil {
 		q.port.FreeBuffer(buf)
 		q.tracef("CNP not sent: %v", err)
 		return
 	}
-	c.tx = q.path
-	c.tx.TrafficClass = wire.TrafficClass(c.cfg.Params.CNPDSCP, wire.ECT0)
-	q.queueTxTo(&c.tx, buf, n)
+	p.tx = q.path
+	p.tx.TrafficClass = wire.TrafficClass(c.cfg.Params.CNPDSCP, wire.ECT0)
+	q.queueTxTo(&p.tx, buf, n)
 	if q.trace != nil {
 		q.tracef("ECN CE at PSN %d: CNP to QP %#x", psn, uint32(q.attr.DestQPNum))
 	}
@@ -227,37 +247,46 @@ func (c *cc) sendCNP(psn bth.PSN) {
 // sender's wake-up, or the end of the NP's interval when a deferred CNP
 // waits for it (the paper's variant); the zero Time for neither.
 func (c *cc) deadline() monotime.Time {
-	if !c.sends() {
+	p := c.p
+	if p == nil || !c.sends() {
 		return 0
 	}
-	return monotime.Min(c.wake, c.np.Deadline())
+	return monotime.Min(p.wake, p.np.Deadline())
 }
 
 // run does what is due at now: a held sender may look again (Run sends
 // next), and a deferred CNP goes.
 func (c *cc) run(now monotime.Time) {
-	if !c.wake.IsZero() && !now.Before(c.wake) {
-		c.wake = 0
+	p := c.p
+	if p == nil {
+		return
 	}
-	if c.sends() && c.np.Advance(now) {
+	if !p.wake.IsZero() && !now.Before(p.wake) {
+		p.wake = 0
+	}
+	if c.sends() && p.np.Advance(now) {
 		c.sendCNP(c.q.resp.psn)
 	}
 }
 
 // stop forgets a held sender's wake-up, as the QP enters ERR.
-func (c *cc) stop() { c.wake, c.held = 0, false }
+func (c *cc) stop() {
+	if c.p != nil {
+		c.p.wake, c.p.held = 0, false
+	}
+}
 
 // traceRate reports a change of the RP's rate since it last did: a cut,
 // or a recovery step of its timer or byte counter.
 func (c *cc) traceRate() {
-	q := c.q
+	q, p := c.q, c.p
 	if q.trace == nil {
 		return
 	}
-	if r := c.rp.Rate(); r != c.rate {
-		s := c.rp.State()
-		q.tracef("DCQCN rate %v -> %v, target %v, alpha %.3f", c.rate, r, s.TargetRate, s.Alpha)
-		c.rate = r
+	if r := p.rp.Rate(); r != p.rate {
+		s := p.rp.State()
+		q.tracef("DCQCN rate %v -> %v, target %v, alpha %.3f", p.rate, r, s.TargetRate, s.Alpha)
+		p.rate = r
 	}
 }
 
@@ -274,12 +303,22 @@ func (q *QP) HandleCNP() {
 
 // Congestion returns the state of the QP's reaction point and the
 // counters of both its points (mlx5's np_ and rp_ counters).
+// Before the first CNP the rate is the line rate (0 with congestion
+// control off).
 func (q *QP) Congestion() (congestion.State, congestion.Counters) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	c := q.cc.rp.Counters()
-	n := q.cc.np.Counters()
+	p := q.cc.p
+	if p == nil {
+		var st congestion.State
+		if cfg := q.cc.cfg; cfg != nil {
+			st.Rate, st.TargetRate = cfg.LineRate, cfg.LineRate
+		}
+		return st, congestion.Counters{}
+	}
+	c := p.rp.Counters()
+	n := p.np.Counters()
 	c.Add(&n)
-	c.RPCNPIgnored += q.cc.ignored
-	return q.cc.rp.State(), c
+	c.RPCNPIgnored += p.ignored
+	return p.rp.State(), c
 }

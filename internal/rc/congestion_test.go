@@ -201,7 +201,7 @@ func TestAcksNotPaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	port.packets(t)
-	if !q.cc.held {
+	if !q.cc.held() {
 		t.Fatal("a 256 KiB WRITE after a CNP was not paced")
 	}
 	owe(t, q, m, 8)
@@ -210,7 +210,7 @@ func TestAcksNotPaced(t *testing.T) {
 	if len(pkts) != 1 || pkts[0].BTH.Opcode() != bth.RCAcknowledge {
 		t.Fatalf("the responder of a paced QP sent %d packets, want its ACK", len(pkts))
 	}
-	if !q.cc.held {
+	if !q.cc.held() {
 		t.Fatal("the ACK released the paced requester")
 	}
 }

@@ -316,7 +316,7 @@ func (q *QP) reset() {
 	q.comp = completer{q: q}
 	q.resp.reset()
 	q.tm.reset()
-	q.cc.setup()
+	q.cc.reset()
 }
 
 // enterError moves the QP to ERR (IBTA Vol 1 §10.3.1): the work request

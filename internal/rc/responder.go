@@ -560,7 +560,7 @@ func (r *responder) sendReplies(budget int) {
 		case replyRead:
 			budget -= r.sendReadResponses(rp, budget)
 			if rp.i < rp.n {
-				if q.cc.held {
+				if q.cc.held() {
 					return // paced: the QP's timer brings it back for the next burst
 				}
 				continue
