@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./rnic:FuzzResponder
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags bench bench-gbn bench-net bench-fairness bench-scale bench-vm
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-cc
 
 all: build
 
@@ -85,6 +85,12 @@ bench:
 # (root): throughput, round trip and allocations per packet.
 bench-net:
 	test/bench/bench.sh
+
+# bench-cc prints what DCQCN costs an unmarked flow: write_bw over the
+# in-memory fabric with --cc dcqcn and with --cc none, alternating runs,
+# their medians and the ratio (test/bench/cc.sh; no root).
+bench-cc:
+	test/bench/cc.sh
 
 # bench-vm runs perftest's tests between two 1-vCPU VMs (the interop
 # image under qemu's emulation), over kernel rxe and then over gorxe, and

@@ -229,3 +229,40 @@ func TestPacerSpendBounds(t *testing.T) {
 		t.Fatal("at rate zero the pacer promised a wake-up")
 	}
 }
+
+// TestPacingBudget: the budget is the credit in whole bytes, rounded up,
+// so that a packet as long as the budget is the last of its burst and the
+// next one waits; at the line rate and off it is unbounded.
+func TestPacingBudget(t *testing.T) {
+	const burst = 10000
+	r := steady(t, burst)
+	now := epoch
+	if b := r.PacingBudget(now); b != burst {
+		t.Fatalf("a fresh burst's budget is %d bytes, want %d", b, burst)
+	}
+	r.OnPacketSent(now, 4000)
+	if b := r.PacingBudget(now); b != burst-4000 {
+		t.Fatalf("after 4000 bytes the budget is %d, want %d", b, burst-4000)
+	}
+	r.OnPacketSent(now, 5999)
+	if b := r.PacingBudget(now); b != 1 || !r.HasPacingBudget(now) {
+		t.Fatalf("one byte of credit left: budget %d, HasPacingBudget %v", b, r.HasPacingBudget(now))
+	}
+	r.OnPacketSent(now, 1500) // overdraws
+	if b := r.PacingBudget(now); b != 0 || r.HasPacingBudget(now) {
+		t.Fatalf("overdrawn: budget %d, HasPacingBudget %v", b, r.HasPacingBudget(now))
+	}
+	// 20 Gb/s earns 2.5 bytes a nanosecond: in 602 ns, the 1499 bytes of
+	// debt and 6 of credit.
+	if b := r.PacingBudget(now + 602); b != 6 {
+		t.Fatalf("602 ns later the budget is %d, want 6", b)
+	}
+	var off ReactionPoint
+	line, err := NewReactionPoint(Config{Params: ConnectX(), LineRate: 40 * GbitPerSecond, Burst: burst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.PacingBudget(now) != math.MaxInt || line.PacingBudget(now) != math.MaxInt {
+		t.Fatal("the off and the line-rate reaction points bound the budget")
+	}
+}

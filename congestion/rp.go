@@ -2,6 +2,7 @@ package congestion
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 
@@ -221,6 +222,22 @@ func (r *ReactionPoint) HasPacingBudget(now monotime.Time) bool {
 	}
 	r.paceAt(now)
 	return r.pacer.credit > 0
+}
+
+// PacingBudget returns how many bytes the flow may send at now before the
+// pacer holds it: while HasPacingBudget, at least 1 (the packet that
+// overdraws the credit still goes), else 0; math.MaxInt when nothing is
+// paced (at the line rate, or off). A sender that knows its next packet
+// is n bytes long learns from PacingBudget(now) <= n that it is the last
+// of its burst, and may ask for an acknowledgement on it.
+func (r *ReactionPoint) PacingBudget(now monotime.Time) int {
+	if !r.HasPacingBudget(now) {
+		return 0
+	}
+	if !r.on || r.rc >= r.line {
+		return math.MaxInt
+	}
+	return int((r.pacer.credit + nanobitsPerByte - 1) / nanobitsPerByte)
 }
 
 // TimeUntilSend returns when the flow may next send: now if it may send

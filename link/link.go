@@ -110,3 +110,13 @@ type TimedPoller interface {
 type SourcePorter interface {
 	SourcePort() uint16
 }
+
+// LineRater is implemented by links that know the rate of the port they
+// send on. The device's congestion control (DCQCN) starts each flow at
+// the line rate, never exceeds it, and paces nothing while a flow is at
+// it.
+type LineRater interface {
+	// LineRate returns the port's rate in bits per second of IP packets,
+	// or 0 if it is not known.
+	LineRate() uint64
+}

@@ -357,7 +357,8 @@ func TestInline(t *testing.T) {
 }
 
 // TestTrafficClass: --tclass is the traffic class of every packet a side
-// sends, its requests and its acknowledgements.
+// sends, its requests and its acknowledgements, made ECN-capable (ECT(0))
+// as a RoCE NIC sends it, for DCQCN.
 func TestTrafficClass(t *testing.T) {
 	for _, tt := range []Test{WriteBW, ReadBW, SendLat} {
 		var sent, wrong atomic.Int64
@@ -367,13 +368,13 @@ func TestTrafficClass(t *testing.T) {
 				return
 			}
 			sent.Add(1)
-			if wire.IPv4(pkt).TOS() != 0xb8 {
+			if wire.IPv4(pkt).TOS() != 0xb8|uint8(wire.ECT0) {
 				wrong.Add(1)
 			}
 		}
 		runLocal(t, p, mem.Faults{})
 		if sent.Load() < 50 || wrong.Load() != 0 {
-			t.Errorf("%s: %d of %d packets without traffic class 0xb8", tt, wrong.Load(), sent.Load())
+			t.Errorf("%s: %d of %d packets without traffic class 0xb8 and ECT(0)", tt, wrong.Load(), sent.Load())
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
@@ -170,6 +171,11 @@ type Params struct {
 	// TrafficClass (--tclass) is the traffic class (IPv4 TOS, IPv6
 	// traffic class) of every packet this side sends.
 	TrafficClass uint8
+	// CC and CCParams are the congestion control of RunLocal's devices
+	// (gorxe's --cc and --cc-profile; rnic.Config's): DCQCN with
+	// ConnectX's parameters when zero.
+	CC       rnic.CCMode
+	CCParams congestion.Params
 
 	progress *atomic.Uint64 // completions so far, for the watchdog
 	// onPost, when set, sees the number of work requests of every

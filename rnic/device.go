@@ -14,6 +14,12 @@
 // the QPs' timers and the sends a QP leaves for later: the rest of a
 // READ's responses beyond the first burst, and the rest of a long send.
 //
+// Every QP runs DCQCN by default (Config.CC), as ConnectX NICs do: its
+// packets leave ECN-capable, it answers CE-marked data with CNPs, and a
+// CNP from its peer cuts its rate, to which its sends are then paced in
+// bursts on its worker's timers (congestion.go here, internal/rc's
+// congestion.go, and package congestion).
+//
 // Lock order (a lock may be taken while holding those left of it):
 //
 //	receiver.mu (the receive path) > rc.QP.mu > worker.mu, cq.CQ.mu, mr.Table's
@@ -36,6 +42,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/internal/rc"
@@ -72,6 +79,24 @@ type Config struct {
 	// receives, from its IP header on, before it is sent or after its ICRC
 	// was checked. It must not keep the slice.
 	PacketTrace func(dir Direction, pkt []byte)
+
+	// CC is the congestion control the device's QPs run: CCDCQCN, the
+	// default as on ConnectX NICs, or CCNone. Either way every packet
+	// leaves ECN-capable (ECT(0)) unless its address vector's traffic
+	// class sets the ECN bits, and marks are counted
+	// (np_ecn_marked_roce_packets).
+	CC CCMode
+	// CCParams are DCQCN's parameters: congestion.ConnectX() (the
+	// default, when CCParams is zero) or congestion.Paper(), with any
+	// field changed.
+	CCParams congestion.Params
+	// LineRate is the port's rate, where each QP's DCQCN starts and which
+	// it never exceeds: when zero, the link's (link.LineRater) or
+	// DefaultLineRate. Nothing is paced at the line rate.
+	LineRate congestion.Rate
+	// PacingBurst is how many bytes a QP that DCQCN paces sends at a
+	// time, waking once per burst; DefaultPacingBurst when zero.
+	PacingBurst int
 }
 
 // Direction tells PacketTrace whether a packet was sent or received.
@@ -96,11 +121,13 @@ type Device struct {
 	workers []*worker
 	ports   []*port // the rc.Port of each worker's QPs
 	tx      transmitter
+	cc      *congestion.Config // each QP's DCQCN; nil when off
 
 	mu      sync.RWMutex
 	qps     map[bth.QPN]*QP
 	nextQPN bth.QPN
 	retired qp.Counters // counters of destroyed QPs
+	retCC   congestion.Counters
 	closed  bool
 
 	icrcErrors atomic.Uint64
@@ -108,7 +135,7 @@ type Device struct {
 	noQP       atomic.Uint64
 	rcvd       atomic.Uint64
 	noRoute    atomic.Uint64
-	cnpIgnored atomic.Uint64 // rp_cnp_ignored
+	cnpIgnored atomic.Uint64 // rp_cnp_ignored: CNPs for QPs that do not exist
 
 	badOpcode      atomic.Uint64 // receive_checks.go
 	addrMismatch   atomic.Uint64
@@ -151,6 +178,11 @@ func Open(cfg Config) (*Device, error) {
 	if len(d.gids) == 0 {
 		return nil, errors.New("rnic: the link has no address")
 	}
+	cc, err := ccConfig(&cfg, cfg.Link)
+	if err != nil {
+		return nil, err
+	}
+	d.cc = cc
 	d.tx = transmitter{link: cfg.Link, gids: d.gids, dport: d.cfg.Port, trace: cfg.PacketTrace,
 		noRoute: func() { d.noRoute.Add(1) }}
 	if sp, ok := cfg.Link.(link.SourcePorter); ok {
@@ -261,6 +293,11 @@ func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 // Query returns the QP's attributes, as ibv_query_qp.
 func (q *QP) Query() qp.Attr { return q.e.Query() }
 
+// Congestion returns the state of the QP's DCQCN reaction point (its
+// rate, target rate and α) and the counters of its reaction and
+// notification points.
+func (q *QP) Congestion() (congestion.State, congestion.Counters) { return q.e.Congestion() }
+
 // State returns the QP's current state.
 func (q *QP) State() qp.State { return q.e.State() }
 
@@ -295,6 +332,9 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 	q, err := rc.New(d.ports[int(num)%len(d.workers)], num, ia)
 	if err != nil {
 		return nil, err
+	}
+	if err := q.SetCongestion(d.cc); err != nil {
+		return nil, err // Open checked the configuration
 	}
 	if d.cfg.Trace != nil {
 		name := d.name
@@ -332,6 +372,8 @@ func (q *QP) Destroy() error {
 	delete(d.qps, q.Num())
 	st := q.Stats()
 	d.retired.Add(&st)
+	_, cc := q.e.Congestion()
+	d.retCC.Add(&cc)
 	d.mu.Unlock()
 	d.rx.forget(q)
 	q.w.remove(q)
@@ -356,10 +398,11 @@ type Counters struct {
 	Malformed  uint64 // dropped as not a RoCE v2 packet gorxe can parse
 	NoQP       uint64 // dropped for a destination QP that does not exist
 	NoRoute    uint64 // not sent: no source GID of the destination's family
-	// RPCNPIgnored counts CNPs received and consumed: gorxe's requesters
-	// do no congestion control, so every CNP is one mlx5 counts as
-	// rp_cnp_ignored (a CNP while the reaction point is disabled).
-	RPCNPIgnored uint64
+	// CC are DCQCN's counters, named as mlx5's: np_cnp_sent,
+	// np_ecn_marked_roce_packets, rp_cnp_handled, rp_cnp_ignored (CNPs
+	// with congestion control off, for a QP that does not exist, or to
+	// one in a state that sends nothing), then gorxe's own.
+	CC congestion.Counters
 	// The drops of receive_checks.go; rxe counts none of them but the
 	// P_Key one, in its port's bad_pkey_cntr.
 	BadOpcode      uint64 // dropped for a reserved opcode, or one of a service the QP does not run
@@ -367,24 +410,28 @@ type Counters struct {
 	PKeyViolations uint64 // dropped for a P_Key the QP's partition does not admit
 }
 
-// Named returns the counters with their names, rxe's first.
+// Named returns the counters with their names: rxe's, the device's own,
+// then DCQCN's, mlx5's first.
 func (c *Counters) Named() []qp.NamedCounter {
-	return append(c.Counters.Named(),
+	n := append(c.Counters.Named(),
 		qp.NamedCounter{Name: "icrc_errors", Value: c.ICRCErrors},
 		qp.NamedCounter{Name: "malformed", Value: c.Malformed},
 		qp.NamedCounter{Name: "no_qp", Value: c.NoQP},
 		qp.NamedCounter{Name: "no_route", Value: c.NoRoute},
-		qp.NamedCounter{Name: "rp_cnp_ignored", Value: c.RPCNPIgnored},
 		qp.NamedCounter{Name: "bad_opcode", Value: c.BadOpcode},
 		qp.NamedCounter{Name: "addr_mismatch", Value: c.AddrMismatch},
 		qp.NamedCounter{Name: "pkey_violations", Value: c.PKeyViolations},
 	)
+	for _, cc := range c.CC.Named() {
+		n = append(n, qp.NamedCounter{Name: cc.Name, Value: cc.Value})
+	}
+	return n
 }
 
 // Counters returns the device's counters.
 func (d *Device) Counters() Counters {
 	d.mu.RLock()
-	c := Counters{Counters: d.retired}
+	c := Counters{Counters: d.retired, CC: d.retCC}
 	qps := make([]*QP, 0, len(d.qps))
 	for _, q := range d.qps {
 		qps = append(qps, q)
@@ -393,13 +440,15 @@ func (d *Device) Counters() Counters {
 	for _, q := range qps {
 		st := q.Stats()
 		c.Counters.Add(&st)
+		_, cc := q.Congestion()
+		c.CC.Add(&cc)
 	}
 	c.RcvdAll = d.rcvd.Load()
 	c.ICRCErrors = d.icrcErrors.Load()
 	c.Malformed = d.malformed.Load()
 	c.NoQP = d.noQP.Load()
 	c.NoRoute = d.noRoute.Load()
-	c.RPCNPIgnored = d.cnpIgnored.Load()
+	c.CC.RPCNPIgnored += d.cnpIgnored.Load()
 	c.BadOpcode = d.badOpcode.Load()
 	c.AddrMismatch = d.addrMismatch.Load()
 	c.PKeyViolations = d.pkeyViolations.Load()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/mem"
@@ -60,6 +61,13 @@ type pairOpts struct {
 	// noTrace leaves the devices without a Trace function, as a program
 	// that does not trace runs them (their QPs then format nothing).
 	noTrace bool
+	// cc, ccParams and lineRate are both devices' congestion control
+	// (rnic.Config's CC, CCParams, LineRate).
+	cc       rnic.CCMode
+	ccParams congestion.Params
+	lineRate congestion.Rate
+	// trafficClassA is side A's address vector's traffic class.
+	trafficClassA uint8
 }
 
 // recordingLink is a UDP link whose Sends are seen first.
@@ -129,11 +137,12 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 			s.link, l = ml, ml
 		}
 		name := []string{"A", "B"}[i]
-		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, PollGrace: o.pollGrace, Trace: func(line string) {
-			s.traceM.Lock()
-			s.trace = append(s.trace, line)
-			s.traceM.Unlock()
-		}}
+		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, PollGrace: o.pollGrace,
+			CC: o.cc, CCParams: o.ccParams, LineRate: o.lineRate, Trace: func(line string) {
+				s.traceM.Lock()
+				s.trace = append(s.trace, line)
+				s.traceM.Unlock()
+			}}
 		if o.noTrace {
 			cfg.Trace = nil
 		}
@@ -173,10 +182,14 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		peer := sides[1-i]
 		must(t, s.qp.Modify(&qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: o.access},
 			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags))
+		var tc uint8
+		if i == 0 {
+			tc = o.trafficClassA
+		}
 		must(t, s.qp.Modify(&qp.Attr{
 			State: qp.StateRTR, PathMTU: o.mtu, DestQPNum: peer.qp.Num(), RQPSN: o.sqPSN,
 			MaxDestRdAtomic: o.maxRd, MinRNRTimer: o.minRNRTimer,
-			AV: qp.AddressVector{DGID: peer.dev.GIDs()[0], HopLimit: 64},
+			AV: qp.AddressVector{DGID: peer.dev.GIDs()[0], HopLimit: 64, TrafficClass: tc},
 		}, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer))
 	}
 	for _, s := range sides {

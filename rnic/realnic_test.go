@@ -217,33 +217,48 @@ func cx4CNP(t *testing.T, p *rnictest.Peer, dqpn bth.QPN) []byte {
 }
 
 // TestCNPConsumed: a ConnectX notification point sends CNPs whenever a
-// switch CE-marks the device's ECT packets. gorxe does no congestion
-// control, so a CNP is counted as mlx5 counts one with its reaction point
-// off (rp_cnp_ignored), whether its QP exists or not; it is no error,
-// nothing answers it, and the QP and its outstanding work go on.
+// switch CE-marks the device's ECT packets, from UDP source port 0. With
+// DCQCN on (the default) the CNP to the QP cuts its rate (rp_cnp_handled);
+// with it off, the CNP is counted as mlx5 counts one with its reaction
+// point disabled (rp_cnp_ignored), as is one for a QP that does not exist.
+// Either way it is no error, nothing answers it, and the QP and its
+// outstanding work go on.
 func TestCNPConsumed(t *testing.T) {
-	p := rnictest.New(t, rnictest.Options{})
-	d := p.Opts.DevPSN
-	p.PostSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
-		SGList: []qp.SGE{p.LocalSGE(0, 8)}, RemoteAddr: 0x5000, RKey: 1})
-	p.ExpectOp(t, bth.RCRDMAWriteOnly, d)
+	for _, c := range []struct {
+		cc               rnic.CCMode
+		handled, ignored uint64
+	}{{rnic.CCDCQCN, 1, 1}, {rnic.CCNone, 0, 2}} {
+		t.Run(c.cc.String(), func(t *testing.T) {
+			p := rnictest.New(t, rnictest.Options{CC: c.cc})
+			d := p.Opts.DevPSN
+			p.PostSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+				SGList: []qp.SGE{p.LocalSGE(0, 8)}, RemoteAddr: 0x5000, RKey: 1})
+			p.ExpectOp(t, bth.RCRDMAWriteOnly, d)
 
-	p.SendRaw(t, cx4CNP(t, p, p.QP.Num()), cx4CNP(t, p, 0x123456))
-	p.ExpectNone(t)
-	c := p.Dev.Counters()
-	if c.RPCNPIgnored != 2 || c.NoQP != 0 || c.BadOpcode != 0 || c.ICRCErrors != 0 || c.Malformed != 0 || c.PKeyViolations != 0 {
-		t.Fatalf("counters after two CNPs: %+v", c)
-	}
-	if named(c, "rp_cnp_ignored") != 2 {
-		t.Fatalf("Named() has rp_cnp_ignored %d, want 2", named(c, "rp_cnp_ignored"))
-	}
-	p.ExpectState(t, qp.StateRTS)
-	rnictest.ExpectNoWC(t, p.SendCQ)
+			p.SendRaw(t, cx4CNP(t, p, p.QP.Num()), cx4CNP(t, p, 0x123456))
+			p.ExpectNone(t)
+			cnt := p.Dev.Counters()
+			if cnt.CC.RPCNPHandled != c.handled || cnt.CC.RPCNPIgnored != c.ignored || cnt.NoQP != 0 || cnt.BadOpcode != 0 ||
+				cnt.ICRCErrors != 0 || cnt.Malformed != 0 || cnt.PKeyViolations != 0 || cnt.AddrMismatch != 0 {
+				t.Fatalf("counters after two CNPs: %+v", cnt)
+			}
+			if named(cnt, "rp_cnp_ignored") != int64(c.ignored) || named(cnt, "rp_cnp_handled") != int64(c.handled) {
+				t.Fatalf("Named() has rp_cnp_ignored %d, rp_cnp_handled %d; want %d, %d",
+					named(cnt, "rp_cnp_ignored"), named(cnt, "rp_cnp_handled"), c.ignored, c.handled)
+			}
+			st, _ := p.QP.Congestion()
+			if cut := st.Started && st.Rate < rnic.DefaultLineRate; cut != (c.handled == 1) {
+				t.Fatalf("the QP's rate after the CNP is %v (a CNP handled: %v)", st.Rate, st.Started)
+			}
+			p.ExpectState(t, qp.StateRTS)
+			rnictest.ExpectNoWC(t, p.SendCQ)
 
-	p.Send(t, p.Resp(bth.RCAcknowledge, d, ack, 1), nil)
-	p.Sync(t)
-	rnictest.ExpectWC(t, p.SendCQ, cq.StatusSuccess)
-	expectAccepted(t, p, p.Opts.PeerPSN, 1)
+			p.Send(t, p.Resp(bth.RCAcknowledge, d, ack, 1), nil)
+			p.Sync(t)
+			rnictest.ExpectWC(t, p.SendCQ, cq.StatusSuccess)
+			expectAccepted(t, p, p.Opts.PeerPSN, 1)
+		})
+	}
 }
 
 // named returns the counter name of c.Named(), failing with -1 if absent.
@@ -313,7 +328,7 @@ func TestScapyVectors(t *testing.T) {
 	p.SendRaw(t, mustBuild(t, f, nil))
 	p.ExpectNone(t)
 	c := p.Dev.Counters()
-	if c.RPCNPIgnored != 1 || c.NoQP != 1 || c.BadOpcode != 1 || c.ICRCErrors != 0 || c.Malformed != 0 {
+	if c.CC.RPCNPIgnored != 1 || c.NoQP != 1 || c.BadOpcode != 1 || c.ICRCErrors != 0 || c.Malformed != 0 {
 		t.Fatalf("counters after the scapy vectors: %+v", c)
 	}
 	p.ExpectState(t, qp.StateRTS)
@@ -325,7 +340,7 @@ func TestScapyVectors(t *testing.T) {
 // TestECNMarksAccepted: requests arrive with ECT(0) or ECT(1) set by their
 // sender (Huawei marks ECT(0) on everything) or CE set by a switch after
 // the sender computed the ICRC, over IPv4 and IPv6. The ICRC masks the
-// traffic class, so all are executed.
+// traffic class, so all are executed; a CE-marked one draws a CNP first.
 func TestECNMarksAccepted(t *testing.T) {
 	for _, c := range []struct {
 		name       string
@@ -364,6 +379,9 @@ func TestECNMarksAccepted(t *testing.T) {
 				t.Fatalf("traffic class %#x, want %#x", q.TrafficClass(), c.after)
 			}
 			p.SendRaw(t, pkt)
+			if wire.ECN(c.after&3) == wire.CE {
+				expectCNP(t, p)
+			}
 			p.ExpectAck(t, ack, e, 1)
 			if !bytes.Equal(p.Region[128:132], []byte{0xec, 0x70, 0xce, 0x01}) {
 				t.Fatal("WRITE not executed")
@@ -512,4 +530,25 @@ func TestOwnSourcePort(t *testing.T) {
 	p.Send(t, readReq(p, e.Add(1), 0, 2048), nil)
 	check(p.ExpectOp(t, bth.RCRDMAReadResponseFirst, e.Add(1)))
 	check(p.ExpectOp(t, bth.RCRDMAReadResponseLast, e.Add(2)))
+}
+
+// expectCNP reads the next packet the device sent the peer and fails the
+// test unless it is a CNP as ConnectX sends one (Annex A17.9.3,
+// dcqcn.md §1.6): BTH opcode 0x81, BECN set and FECN clear, P_Key 0xFFFF,
+// the peer's QP, PSN 0 without AckReq, 16 reserved zero bytes, a valid
+// ICRC, traffic class 0xC2 (DSCP 48, ECT(0)); 60 bytes over IPv4, 80 over
+// IPv6.
+func expectCNP(t *testing.T, p *rnictest.Peer) *rnictest.Packet {
+	t.Helper()
+	k := p.ExpectOp(t, bth.CNP, 0) // Expect checked the ICRC and the peer's QP
+	tr := k.Transport()
+	want := 60
+	if k.IPVersion() == 6 {
+		want = 80
+	}
+	if len(k.Raw) != want || len(tr) != 28 || !k.BTH.BECN() || k.BTH.FECN() || k.BTH.AckReq() || k.BTH.PKey() != 0xffff ||
+		!bytes.Equal(tr[bth.Len:], make([]byte, 16)) || k.TrafficClass() != wire.CNPTrafficClass || len(k.Payload) != 0 {
+		t.Fatalf("the device's CNP is not as ConnectX sends one (traffic class %#x): % x", k.TrafficClass(), k.Raw)
+	}
+	return k
 }

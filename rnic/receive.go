@@ -351,10 +351,7 @@ func (d *Device) process(n int) {
 			continue
 		}
 		if p.IsCNP() {
-			// Consumed whatever its QPN: hardware notification points
-			// send CNPs (Annex A17.9.3) and no requester here reacts to
-			// them yet. Counted, as mlx5 does with congestion control off.
-			d.cnpIgnored.Add(1)
+			d.handleCNP(p, pkt)
 			continue
 		}
 		q := d.lookup(p.BTH.DestQP())

@@ -27,7 +27,11 @@ import (
 //	  aligns the payload to 4 bytes;
 //	  payload only where the opcode has one
 //	ICRC                                   process                        drop                              icrc_errors
-//	CNP (0x81), to any QPN                 process                        consumed: no congestion control   rp_cnp_ignored
+//	CNP (0x81): destination QP exists      handleCNP (congestion.go)      consumed, not answered            rp_cnp_ignored
+//	  IP source is the QP's peer,          handleCNP                      drop                              addr_mismatch
+//	  P_Key admitted                       handleCNP                      drop                              pkey_violations
+//	  QP sends (RTR, RTS, SQD), DCQCN on   rc HandleCNP                   consumed: counted ignored         rp_cnp_ignored
+//	  otherwise: the QP's RP cuts its rate rc HandleCNP                   -                                 rp_cnp_handled
 //	destination QP exists (QPs 0, 1 and    process, Device.lookup         drop                              no_qp
 //	  0xFFFFFF never do)
 //	opcode's service is the QP's (RC)      admit (rxe check_type_state)   drop                              bad_opcode

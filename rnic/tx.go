@@ -65,7 +65,9 @@ func (t *transmitter) Finish(tx *rc.TxDesc, buf []byte, n int) []byte {
 	}
 	start, err := wire.PutRoCEHeaders(buf, txOffset, n, &wire.RoCEFields{
 		// DF and IP ID 0, as a kernel UDP socket sends them.
-		IP:      wire.IPFields{Src: srcA, Dst: dstA, TrafficClass: tx.TrafficClass, FlowLabel: tx.FlowLabel, HopLimit: hop, DontFrag: true},
+		// ECN-capable, so that a congested switch marks rather than drops
+		// (DCQCN), as a RoCE NIC sends and as the udp link would anyway.
+		IP:      wire.IPFields{Src: srcA, Dst: dstA, TrafficClass: wire.ECNCapable(tx.TrafficClass), FlowLabel: tx.FlowLabel, HopLimit: hop, DontFrag: true},
 		SrcPort: sport, DstPort: t.dport,
 	})
 	if err != nil {

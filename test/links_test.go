@@ -249,3 +249,35 @@ func TestKilledPeer(t *testing.T) {
 		}
 	}
 }
+
+// TestECNOverTAP: on the tap link the device reads CE from the IP header
+// it receives. The client's --tclass 3 sends every packet CE-marked, as if
+// a switch had marked it; the server answers with CNPs, which the
+// client's reaction point takes, and the run completes with its data
+// checked. The server's packets leave ECT(0), and none comes back marked.
+func TestECNOverTAP(t *testing.T) {
+	needRoot(t)
+	br := bridgeNS(t, 9000)
+	base := append(testArgs("write_bw", 1024), "--link", "tap", "--bridge", "br0", "--link-mtu", "9000", "-p", "18600", "--counters")
+	srv := append(append([]string{}, base...), "--ip", "10.78.0.2/24", "--tap", "gxsecn")
+	cli := append(append([]string{}, base...), "--ip", "10.78.0.1/24", "--tap", "gxcecn", "--tclass", "3", "127.0.0.1")
+	server, client := pair(t, br, br, srv, cli)
+	sc, cc := jsonCounters(t, server), jsonCounters(t, client)
+	if sc["np_ecn_marked_roce_packets"] < 200 || sc["np_cnp_sent"] == 0 || cc["rp_cnp_handled"] == 0 ||
+		cc["rp_cnp_handled"] > sc["np_cnp_sent"] || cc["np_ecn_marked_roce_packets"] != 0 {
+		t.Fatalf("server: %d marked, %d CNPs sent; client: %d CNPs handled, %d marked\nserver:\n%s\nclient:\n%s",
+			sc["np_ecn_marked_roce_packets"], sc["np_cnp_sent"], cc["rp_cnp_handled"], cc["np_ecn_marked_roce_packets"], server.out.String(), client.out.String())
+	}
+}
+
+// jsonCounters returns the counters a gorxe run with --json --counters
+// printed on its last line.
+func jsonCounters(t *testing.T, g *gorxe) map[string]uint64 {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(g.out.String()), "\n")
+	var m struct{ Counters map[string]uint64 }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil || m.Counters == nil {
+		t.Fatalf("%v: no counters on the last line (%v):\n%s", g.cmd.Args[3:], err, g.out.String())
+	}
+	return m.Counters
+}

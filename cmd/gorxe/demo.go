@@ -29,12 +29,13 @@ import (
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
-const demoUsage = `usage: gorxe demo [--quiet] [--pcap FILE]
+const demoUsage = `usage: gorxe demo [--quiet] [--pcap FILE] [--cc dcqcn|none] [--cc-profile connectx|paper]
 
 Demo runs two gorxe NICs in this process, A at 10.0.0.1 and B at 10.0.0.2,
 joined by an in-memory fabric, connects an RC queue pair on each to the
 other, and shows the verbs at work scene by scene: connect, SEND/RECV,
-RDMA WRITE, RDMA READ, atomics, and a lost packet recovered by go-back-N.
+RDMA WRITE, RDMA READ, atomics, a lost packet recovered by go-back-N, and
+an ECN mark answered by a CNP and a rate cut (DCQCN).
 Every packet is printed as it leaves its NIC, and every queue pair state
 change and transport event as it happens. The exit status is 0 when every
 scene's checks pass.
@@ -75,6 +76,8 @@ const (
 	lossOff   = 40 << 10
 	lossLen   = 5000 // five packets; the fabric drops the third
 	lossDrop  = 3
+	ccOff     = 48 << 10
+	ccLen     = 1000 // one packet, which the fabric marks CE
 )
 
 // lossPackets is how many packets the loss scene's WRITE takes.
@@ -94,6 +97,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	quiet := flags.Bool("quiet", false, "print only the scene headers and results")
 	pcapName := flags.String("pcap", "", "also write every packet to `FILE` (pcap)")
+	var lf linkFlags
+	flags.Func("cc", ccHelp, lf.setCC)
+	flags.Func("cc-profile", ccProfileHelp, lf.setCCProfile)
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), demoUsage)
 		flags.PrintDefaults()
@@ -109,7 +115,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		flags.Usage()
 		return exitUsage
 	}
-	log := &demoLog{w: stdout, quiet: *quiet}
+	if err := lf.validateCC(); err != nil {
+		fmt.Fprintf(stderr, "gorxe demo: %v\n", err)
+		return exitUsage
+	}
+	log := &demoLog{w: stdout, quiet: *quiet, cc: lf}
 	var (
 		file    *os.File
 		capture *bufio.Writer
@@ -185,6 +195,11 @@ var demoScenes = []demoScene{
 		"The fabric drops the 3rd packet of a 5-packet RDMA WRITE. Look for B's NAK (PSN sequence error)\n" +
 			"naming the missing PSN, A going back to it and resending from there, and the data arriving intact.",
 		(*demo).loss},
+	{"Congestion: ECN and DCQCN",
+		"A switch whose queue builds up marks packets ECN CE rather than drop them. The fabric marks A's next\n" +
+			"WRITE so, after it leaves A. Look for B's NIC (DCQCN's notification point) answering with a CNP (opcode\n" +
+			"0x81, becn) to A's QP before its ACK, and A's NIC (the reaction point) cutting the QP's rate.",
+		(*demo).congestion},
 }
 
 // demoLegend explains the lines the demo prints.
@@ -280,7 +295,9 @@ func (s *demoSide) open(fabric *mem.Fabric, log *demoLog, peer string) error {
 	}
 	// The demo shows the IBTA's recovery, NAK and timer; gorxe's tail-loss
 	// probe, which could fire on a busy machine before a NAK arrives, is off.
-	s.dev, err = rnic.Open(rnic.Config{Link: s.link, Name: s.name, Trace: log.event, NoTailProbe: true})
+	cfg := rnic.Config{Link: s.link, Name: s.name, Trace: log.event, NoTailProbe: true}
+	log.cc.applyCC(&cfg)
+	s.dev, err = rnic.Open(cfg)
 	if err != nil {
 		s.link.Close()
 		return err
@@ -561,6 +578,67 @@ func (d *demo) loss() error {
 	return nil
 }
 
+// Scene 7.
+func (d *demo) congestion() error {
+	a, b := d.a, d.b
+	src, dst := a.buf[ccOff:ccOff+ccLen], b.buf[ccOff:ccOff+ccLen]
+	fillText(src, "DCQCN: an ECN mark, a CNP, a slower sender. ")
+	_, ba := a.qp.Congestion()
+	_, bb := b.qp.Congestion()
+	f := a.link.Faults()
+	f.ECN = 1 // every ECN-capable packet A sends: the one WRITE
+	a.link.SetFaults(f)
+	defer func() {
+		f.ECN = 0
+		a.link.SetFaults(f)
+	}()
+	d.log.detail("A posts an RDMA WRITE of %d bytes to B's va=%#x (wr_id 8); the fabric marks it CE", ccLen, b.va(ccOff))
+	wc, err := a.postSend(qp.SendWR{WRID: 8, Opcode: qp.WRRDMAWrite, SGList: a.sge(ccOff, ccLen),
+		RemoteAddr: b.va(ccOff), RKey: b.mr.RKey()})
+	if err != nil {
+		return err
+	}
+	d.log.result("A's send CQ: %v", wc)
+	if err := sameBytes(dst, src, "B's memory"); err != nil {
+		return err
+	}
+	st, ca := a.qp.Congestion()
+	_, cb := b.qp.Congestion()
+	on := d.log.cc.cc == rnic.CCDCQCN
+	cnps, handled, ignored := uint64(0), uint64(0), uint64(0)
+	if on {
+		cnps, handled = 1, 1
+		d.log.result("A's QP now sends at most %v: DCQCN's rate, which silence raises back to the line", st.Rate)
+	} else {
+		d.log.result("congestion control is off (--cc none): B counts the mark and sends no CNP")
+	}
+	counters := []struct {
+		side      string
+		name      string
+		got, want uint64
+		means     string
+	}{
+		{"B", "np_ecn_marked_roce_packets", cb.NPECNMarkedRoCEPackets - bb.NPECNMarkedRoCEPackets, 1, "packets B received marked CE"},
+		{"B", "np_cnp_sent", cb.NPCNPSent - bb.NPCNPSent, cnps, "CNPs B's notification point sent"},
+		{"A", "rp_cnp_handled", ca.RPCNPHandled - ba.RPCNPHandled, handled, "CNPs A's reaction point acted on"},
+		{"A", "rp_cnp_ignored", ca.RPCNPIgnored - ba.RPCNPIgnored, ignored, "CNPs A could not act on"},
+	}
+	var bad []string
+	for _, c := range counters {
+		d.log.result("%s %-29s %s", c.side, fmt.Sprintf("%s=%d", c.name, c.got), c.means)
+		if c.got != c.want {
+			bad = append(bad, fmt.Sprintf("%s %s=%d, want %d", c.side, c.name, c.got, c.want))
+		}
+	}
+	if on && !st.Started {
+		bad = append(bad, "A's rate was not cut")
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
 // demoLog writes the demo's lines, from the main goroutine, the devices'
 // trace callbacks and the links' taps, one whole line at a time, so the
 // order on the page is the order things happened in. It also captures the
@@ -569,7 +647,8 @@ type demoLog struct {
 	mu       sync.Mutex
 	w        io.Writer
 	quiet    bool
-	writeErr error // the first error writing w
+	cc       linkFlags // --cc and --cc-profile, for the NICs
+	writeErr error     // the first error writing w
 	pcap     *pcapgo.Writer
 	pcapErr  error
 
@@ -683,6 +762,9 @@ func (l *demoLog) formatPacket(from, to string, pkt []byte, dropped bool) string
 	fmt.Fprintf(sb, "%-28v qp=%#x psn=%d", h.Opcode(), uint32(h.DestQP()), uint32(h.PSN()))
 	if h.AckReq() {
 		sb.WriteString(" ackreq")
+	}
+	if h.BECN() {
+		sb.WriteString(" becn")
 	}
 	if p.RETH != nil {
 		fmt.Fprintf(sb, " reth(va=%#x rkey=%#08x len=%d)", p.RETH.VA(), uint32(p.RETH.RKey()), p.RETH.DMALen())

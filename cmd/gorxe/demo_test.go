@@ -87,7 +87,17 @@ func TestDemo(t *testing.T) {
 		`=> A retransmit_timeouts=0 `,
 		`=> B out_of_seq_request=2 `,
 		`=> B duplicate_request=0 `,
-		`=> all 6 scenes passed; 24 packets, 1 dropped by the fabric\n`,
+		`A -> B  RC_RDMA_WRITE_ONLY +qp=0x11 psn=1193060 ackreq reth\(va=0x[0-9a-f]+ rkey=0x[0-9a-f]{8} len=1000\) payload=1000\n`,
+		`\[B qp 0x11\] ECN CE at PSN 1193060: CNP to QP 0x11\n`,
+		`B -> A  CNP +qp=0x11 psn=0 becn\n`,
+		`B -> A  RC_ACKNOWLEDGE +qp=0x11 psn=1193060 aeth\(ACK credits=31 msn=7\)`,
+		`\[A qp 0x11\] CNP received: rate 100Gb/s -> 50.049Gb/s, target 100Gb/s, alpha 0.999\n`,
+		`=> A's QP now sends at most 50.049Gb/s`,
+		`=> B np_ecn_marked_roce_packets=1 `,
+		`=> B np_cnp_sent=1 `,
+		`=> A rp_cnp_handled=1 `,
+		`=> A rp_cnp_ignored=0 `,
+		`=> all 7 scenes passed; 27 packets, 1 dropped by the fabric\n`,
 	}
 	rest := out
 	for _, w := range want {
@@ -97,8 +107,28 @@ func TestDemo(t *testing.T) {
 		}
 		rest = rest[loc[1]:]
 	}
-	if n := len(packetLine.FindAllString(out, -1)); n != 24 {
-		t.Errorf("%d packet lines, want 24", n)
+	if n := len(packetLine.FindAllString(out, -1)); n != 27 {
+		t.Errorf("%d packet lines, want 27", n)
+	}
+}
+
+// TestDemoNoCC: with --cc none the congestion scene's mark is counted and
+// draws no CNP; --cc-profile paper cuts by the paper's rule, to half.
+func TestDemoNoCC(t *testing.T) {
+	code, out, errOut := runDemoArgs(t, "--cc", "none")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("--cc none: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	if strings.Contains(out, "B -> A  CNP") || !strings.Contains(out, "=> B np_ecn_marked_roce_packets=1 ") ||
+		!strings.Contains(out, "=> B np_cnp_sent=0 ") || !strings.Contains(out, "all 7 scenes passed; 26 packets") {
+		t.Errorf("--cc none:\n%s", out)
+	}
+	code, out, errOut = runDemoArgs(t, "--cc-profile", "paper")
+	if code != exitOK || !strings.Contains(out, "CNP received: rate 100Gb/s -> 50Gb/s, target 100Gb/s, alpha 1.000") {
+		t.Errorf("--cc-profile paper: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	if code, _, errOut := runDemoArgs(t, "--cc", "none", "--cc-profile", "paper"); code != exitUsage || !strings.Contains(errOut, "congestion control is off") {
+		t.Errorf("--cc none --cc-profile paper: exit %d, stderr %q", code, errOut)
 	}
 }
 
@@ -132,7 +162,7 @@ func TestDemoQuiet(t *testing.T) {
 			t.Errorf("no header %q", h)
 		}
 	}
-	for _, w := range []string{`=> B's receive buffer holds "hello, RDMA"`, "=> all 6 scenes passed"} {
+	for _, w := range []string{`=> B's receive buffer holds "hello, RDMA"`, "=> all 7 scenes passed"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("no result %q in\n%s", w, out)
 		}
@@ -161,8 +191,13 @@ func TestDemoPcap(t *testing.T) {
 	if want := (summary{RoCE: printed}); sum != want {
 		t.Errorf("decode: %+v, want %+v", sum, want)
 	}
-	if n := strings.Count(decoded.String(), "RC_ACKNOWLEDGE"); n != 4 {
-		t.Errorf("%d ACKs in the capture, want 4 (3 ACKs and a NAK)", n)
+	if n := strings.Count(decoded.String(), "RC_ACKNOWLEDGE"); n != 5 {
+		t.Errorf("%d ACKs in the capture, want 5 (4 ACKs and a NAK)", n)
+	}
+	// The CNP B sent decodes as one: opcode 0x81, BECN, the ICRC good.
+	cnp := regexp.MustCompile(`(?m)^.* 10\.0\.0\.2 -> 10\.0\.0\.1 .* CNP +qp=0x000011 psn=0 .*becn=1 payload=0 icrc=ok$`)
+	if n := len(cnp.FindAllString(decoded.String(), -1)); n != 1 || strings.Count(decoded.String(), "CNP") != 1 {
+		t.Errorf("the capture decodes to %d CNPs from B to A, want 1:\n%s", n, decoded.String())
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/rnic"
 
@@ -34,7 +36,49 @@ type linkFlags struct {
 	mtu     int
 	noGSO   bool
 	trace   bool
+
+	// --cc and --cc-profile, parsed: the devices' congestion control.
+	cc        rnic.CCMode
+	ccParams  congestion.Params
+	ccProfile string // as given, for the error that --cc none refuses it
 }
+
+// setCC takes --cc: dcqcn or none.
+func (l *linkFlags) setCC(v string) error {
+	m, err := rnic.ParseCCMode(v)
+	if err != nil {
+		return errors.New("want dcqcn (the default, as on ConnectX) or none")
+	}
+	l.cc = m
+	return nil
+}
+
+// setCCProfile takes --cc-profile: connectx or paper.
+func (l *linkFlags) setCCProfile(v string) error {
+	p, err := congestion.Profile(v)
+	if err != nil {
+		return errors.New("want connectx (NVIDIA's firmware defaults, the default) or paper (the SIGCOMM'15 paper's)")
+	}
+	l.ccParams, l.ccProfile = p, v
+	return nil
+}
+
+// validateCC reports --cc-profile with --cc none: no profile to apply.
+func (l *linkFlags) validateCC() error {
+	if l.cc == rnic.CCNone && l.ccProfile != "" {
+		return fmt.Errorf("--cc-profile %s: congestion control is off (--cc none)", l.ccProfile)
+	}
+	return nil
+}
+
+// applyCC gives cfg the congestion control the flags ask for.
+func (l *linkFlags) applyCC(cfg *rnic.Config) { cfg.CC, cfg.CCParams = l.cc, l.ccParams }
+
+// ccHelp and ccProfileHelp describe --cc and --cc-profile.
+const (
+	ccHelp        = "congestion control: dcqcn (DCQCN, the default, as on ConnectX: CNPs answer ECN marks, the sender paces to the rate they leave it) or none"
+	ccProfileHelp = "DCQCN's parameters: connectx (NVIDIA's firmware defaults, the default) or paper (the SIGCOMM'15 paper's)"
+)
 
 func (l *linkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.kind, "link", "mem", "how packets travel: mem (both sides in this process), udp (a kernel UDP socket), tap (a TAP device on which gorxe is a whole host)")
@@ -44,7 +88,9 @@ func (l *linkFlags) register(fs *flag.FlagSet) {
 	fs.UintVar(&l.port, "roce-port", wire.UDPPort, "UDP port of RoCE v2")
 	fs.IntVar(&l.mtu, "link-mtu", 0, "the link's IP MTU (tap: default 1500; udp: the interface's); path MTU 4096 needs at least 4176")
 	fs.BoolVar(&l.noGSO, "no-gso", false, "udp link: send every packet as a datagram of its own, not runs of them as one datagram the kernel cuts (UDP GSO; a capture on the sending host then shows each packet)")
-	fs.BoolVar(&l.trace, "trace", false, "print every QP state change and transport event (retransmission, NAK, RNR wait, tail probe) to stderr")
+	fs.BoolVar(&l.trace, "trace", false, "print every QP state change and transport event (retransmission, NAK, RNR wait, tail probe, CNP, DCQCN rate change) to stderr")
+	fs.Func("cc", ccHelp, l.setCC)
+	fs.Func("cc-profile", ccProfileHelp, l.setCCProfile)
 }
 
 // validateKind reports a --link that names no link.
@@ -230,6 +276,7 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 		return err
 	}
 	cfg := rnic.Config{Name: name, Link: l, Port: uint16(lf.port), Window: r.p.Window}
+	lf.applyCC(&cfg)
 	if lf.trace {
 		cfg.Trace = traceTo(os.Stderr)
 	}

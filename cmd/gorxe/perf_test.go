@@ -161,3 +161,34 @@ func TestPerfCounters(t *testing.T) {
 		t.Errorf("want a result line and a counters line with rdma_sends 200, got:\n%s", out.String())
 	}
 }
+
+// TestPerfECN: write_bw over a fabric that marks 5% of the packets CE
+// completes and checks every byte. With DCQCN (the default) the server's
+// notification point answers marks with CNPs, which the client's reaction
+// point handles, every one; with --cc none the marks are counted and no
+// CNP is sent.
+func TestPerfECN(t *testing.T) {
+	for _, cc := range []string{"dcqcn", "none"} {
+		var out, errOut bytes.Buffer
+		args := []string{"write_bw", "--link", "mem", "-s", "65536", "-n", "100", "--check", "--fault", "ecn=0.05,seed=5", "--counters", "--cc", cc}
+		if code := run(args, &out, &errOut); code != 0 {
+			t.Fatalf("--cc %s: exit %d: %s", cc, code, errOut.String())
+		}
+		got := map[string]uint64{}
+		for _, line := range strings.Split(out.String(), "\n") {
+			var name string
+			var v uint64
+			if n, _ := fmt.Sscanf(line, "%s %d", &name, &v); n == 2 {
+				got[name] = v
+			}
+		}
+		marked, sent, handled, ignored := got["np_ecn_marked_roce_packets"], got["np_cnp_sent"], got["rp_cnp_handled"], got["rp_cnp_ignored"]
+		if !strings.Contains(out.String(), "data check: ok") || marked == 0 {
+			t.Fatalf("--cc %s: no data check, or no marks:\n%s", cc, out.String())
+		}
+		if cc == "dcqcn" && (sent == 0 || handled != sent || ignored != 0 || got["rp_rate_decreases"] == 0) ||
+			cc == "none" && (sent != 0 || handled != 0) {
+			t.Errorf("--cc %s: %d marked, %d CNPs sent, %d handled, %d ignored\n%s", cc, marked, sent, handled, ignored, out.String())
+		}
+	}
+}

@@ -306,6 +306,8 @@ func perfOptions() []perfOption {
 		{0, "counters", no, honoured, true, "at exit, print the device's counters, named as rxe's hw_counters", flag(func(r *perfRun) *bool { return &r.counters })},
 		{0, "fault", req, honoured, true, "faults of the in-memory fabric, e.g. drop=0.01,reorder=8,dup=0.01,corrupt=0.001,delay=100us,ecn=0.1,seed=1", str(func(r *perfRun) *string { return &r.faults })},
 		{0, "window", req, honoured, true, "requester window in PSNs (256)", num(func(r *perfRun) *int { return &r.p.Window })},
+		{0, "cc", req, honoured, true, ccHelp, func(r *perfRun, v string) error { return r.link.setCC(v) }},
+		{0, "cc-profile", req, honoured, true, ccProfileHelp, func(r *perfRun, v string) error { return r.link.setCCProfile(v) }},
 		{0, "give-up", req, honoured, true, "fail when no completion arrives for this long (10s; perftest waits forever)", func(r *perfRun, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -372,7 +374,8 @@ func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
 	if r.link.kind == "" {
 		r.link.kind = "udp" // as perftest: a server without a name waits for a client
 	}
-	return r, nil
+	r.p.CC, r.p.CCParams = r.link.cc, r.link.ccParams
+	return r, r.link.validateCC()
 }
 
 // parseInt reads an integer as perftest's CHECK_VALUE does (strtol with

@@ -67,6 +67,11 @@ func perfSummary(r *perfRun) string {
 	add("out-json", r.outJSON, def.outJSON)
 	add("out-json-file", r.outJSONFile, def.outJSONFile)
 	add("output", r.output, def.output)
+	add("cc", r.p.CC, def.p.CC)
+	add("cc-profile", r.link.ccProfile, def.link.ccProfile)
+	if r.p.CC != r.link.cc || r.p.CCParams != r.link.ccParams {
+		out = append(out, "cc-not-in-params")
+	}
 	slices.Sort(out)
 	return strings.Join(out, " ")
 }
@@ -180,6 +185,9 @@ var perfCommandLines = []struct {
 	{perftest.WriteBW, "--link mem --check --json -n 10", "check=true iters=10 json=true link=mem"},
 	{perftest.WriteBW, "--give-up 30s --window 64", "give-up=30s window=64"},
 	{perftest.WriteBW, "--check --json", "check=true json=true"},
+	{perftest.WriteBW, "--cc none --link mem", "cc=none link=mem"},
+	{perftest.WriteBW, "--cc dcqcn --cc-profile paper", "cc-profile=paper"},
+	{perftest.ReadBW, "--cc-profile=connectx -s 4K", "cc-profile=connectx size=4096"},
 }
 
 func TestPerfCommandLines(t *testing.T) {
@@ -242,6 +250,10 @@ func TestPerfCommandLineErrors(t *testing.T) {
 		{perftest.WriteBW, "--output=loud", "invalid verbosity", false},
 		{perftest.WriteBW, "--tclass 256", "0..255", false},
 		{perftest.WriteBW, "--source_mac 00:11:22:33:44:55", "raw Ethernet", true},
+		{perftest.WriteBW, "--cc reno", "want dcqcn", false},
+		{perftest.WriteBW, "--cc-profile fast", "want connectx", false},
+		{perftest.WriteBW, "--cc none --cc-profile paper", "congestion control is off", false},
+		{perftest.WriteBW, "--cc-prof paper", "unrecognized option", false}, // typed in full
 	} {
 		_, err := parsePerf(tc.test, strings.Fields(tc.args))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -101,6 +101,8 @@ func rcOptions() []rcOption {
 		{0, "link-mtu", req, honoured, true, "the link's IP MTU (tap: 1500; udp: the interface's); path MTU 4096 needs at least 4176", num(func(r *rcRun) *int { return &r.link.mtu })},
 		{0, "no-gso", no, honoured, true, "udp link: one datagram per packet, no UDP GSO", flag(func(r *rcRun) *bool { return &r.link.noGSO })},
 		{0, "trace", no, honoured, true, "print every QP state change and transport event to stderr", flag(func(r *rcRun) *bool { return &r.link.trace })},
+		{0, "cc", req, honoured, true, ccHelp, func(r *rcRun, v string) error { return r.link.setCC(v) }},
+		{0, "cc-profile", req, honoured, true, ccProfileHelp, func(r *rcRun, v string) error { return r.link.setCCProfile(v) }},
 		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; ibv_rc_pingpong waits forever)", func(r *rcRun, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -162,6 +164,9 @@ func (r *rcRun) check() error {
 		return errors.New("--link mem: ibv_rc_pingpong's peer is another process: use --link udp or tap")
 	}
 	if err := r.link.validateKind(); err != nil {
+		return err
+	}
+	if err := r.link.validateCC(); err != nil {
 		return err
 	}
 	if r.link.kind == "tap" || r.link.ip != "" {
@@ -322,6 +327,7 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 		return nil, err
 	}
 	cfg := rnic.Config{Name: cmp.Or(r.device, "gorxe0"), Link: l, Port: uint16(lf.port)}
+	lf.applyCC(&cfg)
 	if lf.trace {
 		cfg.Trace = traceTo(os.Stderr)
 	}

@@ -85,6 +85,8 @@ func TestRCPingpong(t *testing.T) {
 		{[]string{"-n", "200"}, 4096, 200},
 		{[]string{"-s", "65536", "-n50", "-c", "-m", "4096", "--link-mtu", "9000"}, 65536, 50},
 		{[]string{"--size=1000", "--iters=30", "-ec", "--rx-depth", "2", "-oPN", "-l3", "-d", "rxe0", "--new_s"}, 1000, 30},
+		{[]string{"-n", "20", "--cc", "none"}, 4096, 20},
+		{[]string{"-n", "20", "--cc-profile", "paper"}, 4096, 20},
 	} {
 		// The server's address is the GID -g 1 names on lo, as rxe's
 		// table on lo would have it: 0 the default GID, 1 127.0.0.1.
@@ -141,6 +143,9 @@ func TestRCPingpongUsage(t *testing.T) {
 		{[]string{"-g", "1", "a", "b"}, exitUsage, `one HOST at most, got ["a" "b"]`},
 		{[]string{"-g", "1", "--roce-port", "0"}, exitUsage, "not a UDP port"},
 		{[]string{"-g", "1", "--give-up", "0"}, exitUsage, "want a positive duration"},
+		{[]string{"-g", "1", "--cc", "cubic"}, exitUsage, "want dcqcn"},
+		{[]string{"-g", "1", "--cc-profile", "x"}, exitUsage, "want connectx"},
+		{[]string{"-g", "1", "--cc", "none", "--cc-profile", "paper"}, exitUsage, "congestion control is off"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(append([]string{"rc_pingpong"}, tc.args...), &out, &errOut)

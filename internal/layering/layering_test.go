@@ -23,22 +23,22 @@ const module = "github.com/gorxe/gorxe"
 // matches x and every package below it. Every package must match an
 // entry, so a new one takes its place in the architecture on purpose.
 var layers = []struct{ pkg, may string }{
-	{"internal/rc", "qp mr cq wire/... internal/monotime"}, // the RC engine, under rnic
-	{"internal/...", ""},                                                          // leaf helpers
-	{"wire/...", "wire/..."},                                                      // pure encoding
-	{"link", ""},                                                                  // the Link interface
-	{"link/internal/...", "link"},                                                 // shared by the links
-	{"link/...", "link link/internal/... wire/..."},                               // links, test doubles, conformance suite
-	{"cq", "internal/..."},                                                        // completion queues
-	{"mr", "internal/... wire/..."},                                               // memory regions; keys are wire's
-	{"qp", "mr cq wire/..."},                                                      // the verbs' types
-	{"congestion", "internal/monotime"},                                           // DCQCN: a leaf the transport plugs in
-	{"rnic", "internal/rc qp mr cq link wire/... internal/..."},                   // the device: links to QP engines
-	{"rnic/rnictest", "rnic qp mr cq link/... wire/... internal/..."},             // a scripted peer for tests
-	{"perftest", "rnic qp mr cq link/... wire/... internal/..."},                  // perftest's protocol over gorxe
-	{"pingpong", "rnic qp mr cq link/... wire/... internal/..."},                  // ibv_rc_pingpong's exchange and run over gorxe
-	{"cmd/...", "pingpong perftest rnic qp mr cq link/... wire/... internal/..."}, // the gorxe command
-	{"test/...", "perftest rnic qp mr cq link/... wire/... internal/..."},         // system tests and benchmarks
+	{"internal/rc", "qp mr cq congestion wire/... internal/monotime"}, // the RC engine, under rnic; its QPs run congestion control
+	{"internal/...", ""},                            // leaf helpers
+	{"wire/...", "wire/..."},                        // pure encoding
+	{"link", ""},                                    // the Link interface
+	{"link/internal/...", "link"},                   // shared by the links
+	{"link/...", "link link/internal/... wire/..."}, // links, test doubles, conformance suite
+	{"cq", "internal/..."},                          // completion queues
+	{"mr", "internal/... wire/..."},                 // memory regions; keys are wire's
+	{"qp", "mr cq wire/..."},                        // the verbs' types
+	{"congestion", "internal/monotime"},             // DCQCN: a leaf the transport plugs in
+	{"rnic", "internal/rc congestion qp mr cq link wire/... internal/..."},                   // the device: links to QP engines
+	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},             // a scripted peer for tests
+	{"perftest", "rnic congestion qp mr cq link/... wire/... internal/..."},                  // perftest's protocol over gorxe
+	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                  // ibv_rc_pingpong's exchange and run over gorxe
+	{"cmd/...", "pingpong perftest rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
+	{"test/...", "perftest rnic congestion qp mr cq link/... wire/... internal/..."},         // system tests and benchmarks
 }
 
 // match reports whether pkg, a path below the module, matches pattern.
@@ -150,6 +150,9 @@ func TestCheck(t *testing.T) {
 		{"congestion", "rnic", false},
 		{"congestion", "link", false},
 		{"congestion", "wire", false},
+		{"internal/rc", "congestion", true},
+		{"rnic", "congestion", true},
+		{"qp", "congestion", false},
 	} {
 		if why := check(c.pkg, c.imp); (why == "") != c.ok {
 			t.Errorf("check(%s, %s) = %q, want allowed %v", c.pkg, c.imp, why, c.ok)

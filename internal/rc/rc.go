@@ -66,6 +66,10 @@ type QP struct {
 	comp completer
 	resp responder
 	tm   timers
+	cc   cc
+
+	// clock is the time QP.now read under this hold of the lock, or zero.
+	clock monotime.Time
 
 	// Trace, when set, is called for every state change and notable
 	// event, with the QP's lock held; it must not call back into the QP.
@@ -97,7 +101,7 @@ func New(port Port, num bth.QPN, ia qp.InitAttr) (*QP, error) {
 	if q.window <= 0 {
 		q.window = qp.DefaultWindow
 	}
-	q.req.q, q.comp.q, q.resp.q, q.tm.q = q, q, q, q
+	q.req.q, q.comp.q, q.resp.q, q.tm.q, q.cc.q = q, q, q, q, q
 	q.attr.Cap = ia.Cap
 	q.attr.PathMTU = qp.MTU256
 	q.mtu = qp.MTU256.Bytes()
@@ -312,6 +316,7 @@ func (q *QP) reset() {
 	q.comp = completer{q: q}
 	q.resp.reset()
 	q.tm.reset()
+	q.cc.reset()
 }
 
 // enterError moves the QP to ERR (IBTA Vol 1 §10.3.1): the work request
@@ -330,6 +335,7 @@ func (q *QP) enterError(failed *sendWQE, status cq.Status) {
 	}
 	q.tracef("state %v -> ERR", prev)
 	q.tm.stop()
+	q.cc.stop()
 	q.resp.abandon()
 	q.flush()
 }
@@ -385,6 +391,9 @@ func (q *QP) HandlePacket(p *wire.Packet) (ackOwed bool) {
 	q.mu.Lock()
 	defer q.unlock()
 	q.stats.RcvdPkts++
+	if p.CE() {
+		q.cc.onMarked(p)
+	}
 	if p.Info.Response {
 		q.comp.handleResponse(p)
 	} else {
@@ -400,7 +409,7 @@ func (q *QP) HandlePacket(p *wire.Packet) (ackOwed bool) {
 func (q *QP) Run() {
 	q.mu.Lock()
 	defer q.unlock()
-	q.tm.run(q.port.Now())
+	q.tm.run(q.now())
 	q.resp.sendReplies(maxBurst)
 	q.req.sendSome()
 }
@@ -425,6 +434,7 @@ func (q *QP) unlock() {
 	if d := q.tm.next(); !d.IsZero() {
 		q.port.Timer(q, d)
 	}
+	q.clock = 0
 	q.mu.Unlock()
 }
 
@@ -454,16 +464,19 @@ func (q *QP) build(h *wire.Headers, n uint32, fill func(dst []byte)) {
 	pad := wire.PadLen(int(n))
 	clear(t[off : off+pad])
 	bth.Header(t).SetPadCnt(pad)
-	q.queueTx(buf, off+pad)
+	if q.queueTxTo(&q.path, buf, off+pad) {
+		q.cc.onSent(h.BTH.Opcode, off+pad+wire.ICRCLen)
+	}
 }
 
-// queueTx completes a built packet and queues it, sending the queue when
-// it holds a link batch.
-func (q *QP) queueTx(buf []byte, n int) {
-	pkt := q.port.Finish(&q.path, buf, n)
+// queueTxTo completes a built packet for the destination tx names and
+// queues it, sending the queue when it holds a link batch. It reports
+// whether the packet could go out.
+func (q *QP) queueTxTo(tx *TxDesc, buf []byte, n int) bool {
+	pkt := q.port.Finish(tx, buf, n)
 	if pkt == nil {
 		q.port.FreeBuffer(buf)
-		return
+		return false
 	}
 	q.stats.SentPkts++
 	q.tx = append(q.tx, pkt)
@@ -471,6 +484,7 @@ func (q *QP) queueTx(buf []byte, n int) {
 	if len(q.tx) == txBatch {
 		q.flushTx()
 	}
+	return true
 }
 
 // txBatch is how many packets go to the link in one call.

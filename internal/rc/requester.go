@@ -62,7 +62,8 @@ func (r *requester) unanswered() bool { return r.sentMax != r.q.comp.oldest() }
 const maxBurst = 256
 
 // sendSome sends packets while the send queue has work, the window has
-// room, and nothing (an RNR wait, max_rd_atomic, a fence) holds it back.
+// room, and nothing (an RNR wait, max_rd_atomic, a fence, the congestion
+// control's pacing) holds it back.
 //
 // In SQD the send queue drains: work requests already started are sent to
 // the end (retransmissions included), and no new one starts.
@@ -85,6 +86,9 @@ func (r *requester) sendSome() {
 		}
 		if r.pkt == 0 && !r.canStart(w) {
 			return
+		}
+		if !q.cc.mayBuild() {
+			return // paced: the QP's timer brings it back for the next burst
 		}
 		if !w.started && !r.startWQE(w) {
 			return
@@ -163,7 +167,10 @@ func (r *requester) startWQE(w *sendWQE) bool {
 }
 
 // sendPacket builds and transmits packet r.pkt of w. A probe asks for an
-// ACK whatever its place in the window.
+// ACK whatever its place in the window, and so does the last packet of a
+// burst that pacing ends: the burst is then acknowledged while the
+// requester waits for the next, and the local ACK timer and the tail-loss
+// probe never take the wait for a loss.
 func (r *requester) sendPacket(w *sendWQE, probe bool) {
 	q := r.q
 	k := r.pkt
@@ -199,7 +206,7 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 		h.BTH.SE = last && w.wr.Flags&qp.SendSolicited != 0
 	}
 	r.noAck++
-	if last || r.noAck >= r.ackInterval() || probe {
+	if last || r.noAck >= r.ackInterval() || probe || q.cc.lastOfBurst(h.Len()+int(payload)+wire.PadLen(int(payload))) {
 		h.BTH.AckReq = true
 		r.noAck = 0
 	}

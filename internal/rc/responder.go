@@ -550,7 +550,8 @@ const readBurst = 64
 
 // sendReplies sends up to budget packets from the head of the reply queue,
 // then the deferred ACK if the queue is empty; if answers remain, it asks
-// the device to run the QP again.
+// the device to run the QP again, at once or, when pacing holds a READ's
+// responses back, at the QP's pacing timer.
 func (r *responder) sendReplies(budget int) {
 	q := r.q
 	for budget > 0 && !r.replies.empty() {
@@ -559,6 +560,9 @@ func (r *responder) sendReplies(budget int) {
 		case replyRead:
 			budget -= r.sendReadResponses(rp, budget)
 			if rp.i < rp.n {
+				if q.cc.held() {
+					return // paced: the QP's timer brings it back for the next burst
+				}
 				continue
 			}
 		case replyAtomic:
@@ -581,14 +585,18 @@ func (r *responder) sendReplies(budget int) {
 	q.port.Schedule(q)
 }
 
-// sendReadResponses sends up to budget of a READ's remaining responses;
-// the first and last carry an AETH. It returns how many it sent.
+// sendReadResponses sends up to budget of a READ's remaining responses,
+// fewer if the congestion control's pacing holds them back; the first and
+// last carry an AETH. It returns how many it sent.
 func (r *responder) sendReadResponses(rp *reply, budget int) int {
 	q := r.q
 	mtu := uint32(q.mtu)
 	h := &r.hdr
 	sent := 0
 	for ; rp.i < rp.n && sent < budget; sent++ {
+		if !q.cc.mayBuild() {
+			break
+		}
 		op := bth.RCRDMAReadResponseMiddle
 		switch {
 		case rp.n == 1:

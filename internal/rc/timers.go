@@ -62,9 +62,10 @@ func (t *timers) reset() { *t = timers{q: t.q} }
 // stop disarms every timer, as the QP enters ERR.
 func (t *timers) stop() { t.retransmit, t.rnr, t.probe = 0, 0, 0 }
 
-// next returns the earliest armed deadline, or the zero Time.
+// next returns the earliest armed deadline, or the zero Time. Congestion
+// control's (a paced sender's wake-up, a deferred CNP) are among them.
 func (t *timers) next() monotime.Time {
-	return monotime.Min(monotime.Min(t.retransmit, t.rnr), t.probe)
+	return monotime.Min(monotime.Min(monotime.Min(t.retransmit, t.rnr), t.probe), t.q.cc.deadline())
 }
 
 // ackTimeout returns the local ACK timeout, 4.096 µs × 2^timeout, or 0 when
@@ -216,6 +217,7 @@ func (t *timers) run(now monotime.Time) {
 	if !t.probe.IsZero() && !now.Before(t.probe) {
 		t.expiredProbe(now)
 	}
+	q.cc.run(now)
 }
 
 // expiredProbe handles a probe timeout. The first sends a probe. A second

@@ -211,6 +211,10 @@ func (l *Link) Addrs() []netip.Addr { return slices.Clone(l.addrs) }
 // MTU returns the largest IP packet the link sends.
 func (l *Link) MTU() int { return l.mtu }
 
+// LineRate returns the rate the Bandwidth fault caps the link at, in bits
+// per second, or 0 when it is not capped (link.LineRater).
+func (l *Link) LineRate() uint64 { return uint64(max(l.Faults().Bandwidth, 0)) * 8 }
+
 // Flags returns 0: the fabric carries whole IP packets, so the ICRC of
 // every packet can be checked.
 func (l *Link) Flags() link.Flags { return 0 }

@@ -301,3 +301,17 @@ func TestConcurrent(t *testing.T) {
 	}
 	waitGoroutines(t, before)
 }
+
+// TestLineRate: a link's rate is what its Bandwidth fault caps it at, in
+// bits per second, and unknown (0) when nothing caps it.
+func TestLineRate(t *testing.T) {
+	la, _ := pair(t, addrA4, addrB4)
+	var _ link.LineRater = la
+	if r := la.LineRate(); r != 0 {
+		t.Fatalf("an uncapped link reports %d b/s, want 0 (unknown)", r)
+	}
+	la.SetFaults(mem.Faults{Bandwidth: 125_000_000})
+	if r := la.LineRate(); r != 1_000_000_000 {
+		t.Fatalf("a link capped at 125 MB/s reports %d b/s, want 1e9", r)
+	}
+}

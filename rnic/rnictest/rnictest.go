@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/mem"
@@ -58,6 +59,13 @@ type Options struct {
 	PeerQPN     bth.QPN      // the peer's QPN; 0x100 when zero
 	DevAddrs    []netip.Addr // the device's addresses; 10.0.0.1 when empty
 	PeerAddr    netip.Addr   // the peer's address; 10.0.0.2 when zero
+	// The device's congestion control (rnic.Config's CC, CCParams,
+	// LineRate, PacingBurst): DCQCN with ConnectX's parameters from
+	// 100 Gb/s in 64 KiB bursts when zero, as rnic.Open's defaults.
+	CC          rnic.CCMode
+	CCParams    congestion.Params
+	LineRate    congestion.Rate
+	PacingBurst int
 }
 
 func (o *Options) defaults() {
@@ -145,7 +153,8 @@ func New(t testing.TB, o Options) *Peer {
 	must(t, err)
 	p.link, err = p.fabric.NewLink(o.PeerAddr)
 	must(t, err)
-	p.Dev, err = rnic.Open(rnic.Config{Link: devLink, Name: "dut", NoTailProbe: !o.TailProbe})
+	p.Dev, err = rnic.Open(rnic.Config{Link: devLink, Name: "dut", NoTailProbe: !o.TailProbe,
+		CC: o.CC, CCParams: o.CCParams, LineRate: o.LineRate, PacingBurst: o.PacingBurst})
 	must(t, err)
 	p.rx = make(chan []byte, 1<<16)
 	done := make(chan struct{})

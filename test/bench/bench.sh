@@ -7,7 +7,9 @@
 #   write_bw, read_bw  64 KiB messages, path MTU 4096, goodput in MB/s
 #                      against raw UDP: 4096-byte datagrams, sendmmsg/recvmmsg;
 #                      write_bw also against the same sent 15 at a time with
-#                      UDP GSO, as gorxe's udp link sends runs of packets
+#                      UDP GSO, as gorxe's udp link sends runs of packets,
+#                      and with DCQCN (the default) against --cc none: what
+#                      congestion control costs when nothing is marked
 #   write_lat          2-byte ping-pong round trip (2 x perftest's one-way
 #                      t_typical) against a raw UDP ping-pong's median: one
 #                      that sleeps in the Go runtime's poller; one that busy
@@ -135,6 +137,7 @@ for round in 1 2 3; do
 		res[$l.write]=$($l write_bw "${bw_args[@]}" -n $iters_bw)
 		res[$l.read]=$($l read_bw "${bw_args[@]}" -n $iters_bw)
 		all[$l.write]+=" $(jq .bw_avg_MBps <<<"${res[$l.write]}")"
+		all[$l.nocc]+=" $($l write_bw "${bw_args[@]}" -n $iters_bw --cc none | jq .bw_avg_MBps)"
 		all[$l.read]+=" $(jq .bw_avg_MBps <<<"${res[$l.read]}")"
 	done
 done
@@ -174,7 +177,7 @@ echo "gorxe against the raw path, $(nproc) CPUs ($(grep -m1 'model name' /proc/c
 echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB/s; sent 15 at a time with UDP GSO: $(printf %.0f $gso_bw) MB/s"
 echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling, $(printf %.1f $ack_rtt) us busy polling with an ACK datagram each way"
 echo "every figure (throughput: one a round; round trips: $pairs sets a round):"
-for k in raw.bw gso.bw udp.write udp.read tap.write tap.read raw.rtt raw.p99 sack.rtt sack.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99; do echo "  $k:${all[$k]}"; done
+for k in raw.bw gso.bw udp.write udp.nocc udp.read tap.write tap.nocc tap.read raw.rtt raw.p99 sack.rtt sack.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99; do echo "  $k:${all[$k]}"; done
 echo "throughput: medians of three rounds; write_lat: median round trip, and the median of each set's ratio to the raw ping-pong of the same set:"
 printf '%-28s %12s %12s %8s %12s %8s\n' measure raw "gorxe udp" ratio "gorxe tap" ratio
 for m in write read; do
@@ -183,6 +186,8 @@ for m in write read; do
 done
 u=$(med udp.write)
 printf '%-28s %12.0f %12.0f %8s\n' "  against raw UDP with GSO" "$gso_bw" "$u" "$(ratio $u $gso_bw)"
+u=$(med udp.write) un=$(med udp.nocc) t=$(med tap.write) tn=$(med tap.nocc)
+printf '%-28s %12s %12.0f %8s %12.0f %8s\n' "  --cc none: dcqcn/none" - "$un" "$(ratio $u $un)" "$tn" "$(ratio $t $tn)"
 u=$(med udp.lat) t=$(med tap.lat)
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(pratio udp raw)" "$t" "$(pratio tap raw)"
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(pratio udp busy)" "$t" "$(pratio tap busy)"
