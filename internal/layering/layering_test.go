@@ -24,10 +24,11 @@ const module = "github.com/gorxe/gorxe"
 // entry, so a new one takes its place in the architecture on purpose.
 var layers = []struct{ pkg, may string }{
 	{"internal/rc", "qp mr cq wire/... internal/monotime"}, // the RC engine, under rnic
-	{"internal/...", ""},                                                          // leaf helpers
-	{"wire/...", "wire/..."},                                                      // pure encoding
-	{"link", ""},                                                                  // the Link interface
-	{"link/internal/...", "link"},                                                 // shared by the links
+	{"internal/...", ""},          // leaf helpers
+	{"wire/...", "wire/..."},      // pure encoding
+	{"link", ""},                  // the Link interface
+	{"link/internal/...", "link"}, // shared by the links
+	{"link/mem/fabric", "link wire/... internal/monotime"},                        // a switch model in virtual time
 	{"link/...", "link link/internal/... wire/..."},                               // links, test doubles, conformance suite
 	{"cq", "internal/..."},                                                        // completion queues
 	{"mr", "internal/... wire/..."},                                               // memory regions; keys are wire's
@@ -139,6 +140,10 @@ func TestCheck(t *testing.T) {
 		{"link/udp", "wire", true},
 		{"link/mem", "link/internal/pollfd", true},
 		{"link", "wire", false},
+		{"link/mem/fabric", "internal/monotime", true},
+		{"link/mem/fabric", "rnic", false},
+		{"link/mem/fabric", "congestion", false},
+		{"link/mem", "internal/monotime", false},
 		{"wire", "wire/bth", true},
 		{"wire/bth", "internal/bitnames", false},
 		{"wire/reth", "mr", false},
