@@ -143,8 +143,9 @@ func cmp0(v, def int) int {
 	return v
 }
 
-// Switch is a shared-nothing output-queued switch on a Clock. Its methods
-// must be called from the goroutine that runs the clock.
+// Switch is an output-queued switch on a Clock, with a buffer per egress
+// queue. Its methods must be called from the goroutine that runs the
+// clock (RealTime serializes them with a lock).
 type Switch struct {
 	clock  *Clock
 	ports  []port

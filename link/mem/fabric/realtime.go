@@ -1,0 +1,269 @@
+package fabric
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/link"
+)
+
+// RealTime runs a switch on the time package's clock and gives each port
+// a link.Link, so that gorxe devices talk through the switch as through
+// a wire.
+//
+// Inside a testing/synctest bubble that clock is the bubble's, which
+// moves only when every goroutine in the bubble is durably blocked. The
+// devices' timers and the switch's events then share one virtual time:
+// a device handles each packet at the instant the switch delivers it,
+// however long that takes in wall time, and the switch's times are exact.
+// Outside a bubble the switch's events run late by the wall clock's
+// timer resolution, and a run is not repeatable.
+type RealTime struct {
+	mu    sync.Mutex // guards clock and sw, taken before any Link's
+	clock *Clock
+	sw    *Switch
+	epoch time.Time // when clock read 1
+
+	wake chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// NewRealTime starts a switch configured by c on the time package's
+// clock. Close stops it.
+func NewRealTime(c Config) (*RealTime, error) {
+	clock := NewClock()
+	sw, err := NewSwitch(clock, c)
+	if err != nil {
+		return nil, err
+	}
+	r := &RealTime{
+		clock: clock,
+		sw:    sw,
+		epoch: time.Now(),
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	r.wg.Add(1)
+	go r.run()
+	return r, nil
+}
+
+// now returns the clock time that the time package's clock reads.
+func (r *RealTime) now() monotime.Time { return monotime.Time(time.Since(r.epoch)) + 1 }
+
+// run runs each event when its time comes.
+func (r *RealTime) run() {
+	defer r.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		r.clock.RunUntil(r.now())
+		next, ok := r.clock.Next()
+		r.mu.Unlock()
+		wait := time.Hour
+		if ok {
+			wait = time.Duration(next - r.now())
+		}
+		if wait <= 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-r.wake:
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// Do calls fn with the switch, its clock brought up to now, while
+// nothing else uses it: to read its counters.
+func (r *RealTime) Do(fn func(s *Switch)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clock.RunUntil(r.now())
+	fn(r.sw)
+}
+
+// Close stops the switch. Packets on their way are lost.
+func (r *RealTime) Close() error {
+	err := link.ErrClosed
+	r.once.Do(func() {
+		close(r.done)
+		r.wg.Wait()
+		err = nil
+	})
+	return err
+}
+
+// DefaultRxQueue is the receive queue bound, in packets, of a Link.
+const DefaultRxQueue = 4096
+
+// Link returns a link for port's host, with the port's addresses, that
+// queues at most DefaultRxQueue packets the host has not received.
+// Each port has one Link; asking again replaces the first.
+func (r *RealTime) Link(port int) (*Link, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if port < 0 || port >= r.sw.Ports() {
+		return nil, fmt.Errorf("%w: %d", ErrPort, port)
+	}
+	p := &r.sw.ports[port]
+	l := &Link{
+		rt:    r,
+		port:  port,
+		mtu:   r.sw.mtu,
+		rate:  p.up.rate,
+		limit: DefaultRxQueue,
+		ready: make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	for a, i := range r.sw.routes {
+		if i == port {
+			l.addrs = append(l.addrs, a)
+		}
+	}
+	slices.SortFunc(l.addrs, netip.Addr.Compare)
+	p.receive = l.deliver
+	return l, nil
+}
+
+// Link is a host's attachment to a RealTime switch. It implements
+// link.Link.
+type Link struct {
+	rt    *RealTime
+	port  int
+	addrs []netip.Addr
+	mtu   int
+	rate  uint64
+
+	mu       sync.Mutex
+	q        [][]byte // received, in order, from head
+	head     int
+	free     [][]byte
+	limit    int
+	overflow uint64
+	closed   bool
+	ready    chan struct{} // signalled when q becomes non-empty
+	done     chan struct{} // closed by Close
+}
+
+var _ link.Link = (*Link)(nil)
+
+// deliver queues a packet the switch delivers to the host, or drops it if
+// the queue is full, as a NIC's receive ring does.
+func (l *Link) deliver(_ monotime.Time, pkt []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.q) - l.head
+	if l.closed || n >= l.limit {
+		l.overflow++
+		return
+	}
+	var b []byte
+	if k := len(l.free); k > 0 {
+		b, l.free = l.free[k-1], l.free[:k-1]
+	}
+	l.q = append(l.q, append(b[:0], pkt...))
+	if n == 0 {
+		select {
+		case l.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Send hands each packet, bufs[i][link.Headroom:], to the port's host's
+// transmit queue at the switch.
+func (l *Link) Send(bufs [][]byte) error {
+	select {
+	case <-l.done:
+		return link.ErrClosed
+	default:
+	}
+	r := l.rt
+	r.mu.Lock()
+	r.clock.RunUntil(r.now())
+	for _, b := range bufs {
+		r.sw.Send(l.port, b[link.Headroom:])
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Receive blocks until the switch has delivered a packet, then copies up
+// to len(bufs) of them into bufs[i][link.Headroom:] and sets sizes[i].
+func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
+	want := min(len(bufs), len(sizes))
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return 0, link.ErrClosed
+		}
+		if n := min(want, len(l.q)-l.head); n > 0 || want == 0 {
+			for i := range n {
+				b := l.q[l.head]
+				l.q[l.head] = nil
+				l.head++
+				sizes[i] = copy(bufs[i][link.Headroom:], b)
+				l.free = append(l.free, b)
+			}
+			if l.head == len(l.q) {
+				l.q, l.head = l.q[:0], 0
+			}
+			l.mu.Unlock()
+			return n, nil
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.ready:
+		case <-l.done:
+		}
+	}
+}
+
+// Overflow returns the number of packets dropped because the receive
+// queue was full or the link closed.
+func (l *Link) Overflow() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.overflow
+}
+
+// Addrs returns the port's addresses.
+func (l *Link) Addrs() []netip.Addr { return slices.Clone(l.addrs) }
+
+// MTU returns the switch's MTU.
+func (l *Link) MTU() int { return l.mtu }
+
+// Flags returns 0: the link carries whole IP packets.
+func (l *Link) Flags() link.Flags { return 0 }
+
+// LineRate returns the port's rate in bits per second (link.LineRater).
+func (l *Link) LineRate() uint64 { return l.rate }
+
+// Close stops the link and wakes a blocked Receive. Packets the switch
+// delivers after it are dropped.
+func (l *Link) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return link.ErrClosed
+	}
+	l.closed = true
+	close(l.done)
+	return nil
+}
