@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/wire"
 )
 
 // RealTime runs a switch on the time package's clock and gives each port
@@ -28,10 +30,23 @@ type RealTime struct {
 	sw    *Switch
 	epoch time.Time // when clock read 1
 
+	// staged holds the packets hosts sent, in the order they sent them,
+	// until the instant they were sent at has passed; see Link.Send.
+	staged []stagedPacket
+	spare  [][]byte
+
 	wake chan struct{}
 	done chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+}
+
+// stagedPacket is a packet a host sent at a time, not yet on the switch.
+type stagedPacket struct {
+	at   monotime.Time
+	port int
+	flow flowKey
+	b    []byte
 }
 
 // NewRealTime starts a switch configured by c on the time package's
@@ -64,8 +79,11 @@ func (r *RealTime) run() {
 	defer timer.Stop()
 	for {
 		r.mu.Lock()
-		r.clock.RunUntil(r.now())
+		r.advance()
 		next, ok := r.clock.Next()
+		if len(r.staged) > 0 && (!ok || r.staged[0].at+1 < next) {
+			next, ok = r.staged[0].at+1, true
+		}
 		r.mu.Unlock()
 		wait := time.Hour
 		if ok {
@@ -84,12 +102,84 @@ func (r *RealTime) run() {
 	}
 }
 
+// advance brings the switch up to now: it runs the events due, and puts
+// on the switch the packets sent at each instant before now, at that
+// instant, after the events due then.
+//
+// Packets sent at the same instant go on in the order of their port,
+// then of their flow (IP destination, then destination QP), then of their
+// sending: in a synctest bubble goroutines that run at one instant run
+// in no fixed order, and a device's packets may come from several of
+// them. A QP's own packets keep their order. Packets sent at now wait,
+// for more may come at now.
+func (r *RealTime) advance() {
+	now := r.now()
+	n := 0
+	for n < len(r.staged) && r.staged[n].at < now {
+		n++
+	}
+	for i := 0; i < n; {
+		at := r.staged[i].at
+		j := i + 1
+		for j < n && r.staged[j].at == at {
+			j++
+		}
+		r.clock.RunUntil(at)
+		group := r.staged[i:j]
+		slices.SortStableFunc(group, func(a, b stagedPacket) int {
+			if a.port != b.port {
+				return a.port - b.port
+			}
+			return a.flow.compare(b.flow)
+		})
+		for _, p := range group {
+			r.sw.Send(p.port, p.b)
+			r.spare = append(r.spare, p.b)
+		}
+		i = j
+	}
+	r.staged = append(r.staged[:0], r.staged[n:]...)
+	r.clock.RunUntil(now)
+}
+
+// flowKey is what orders packets sent at one instant from one port.
+type flowKey struct {
+	dst netip.Addr
+	qpn uint32
+}
+
+func (a flowKey) compare(b flowKey) int {
+	if c := a.dst.Compare(b.dst); c != 0 {
+		return c
+	}
+	return int(a.qpn) - int(b.qpn)
+}
+
+// flowOf returns an IP packet's destination and, for RoCE v2, the BTH's
+// destination QP.
+func flowOf(pkt []byte) flowKey {
+	var k flowKey
+	var hdr int
+	switch {
+	case len(pkt) >= wire.IPv4Len && pkt[0]>>4 == 4:
+		k.dst, hdr = wire.IPv4(pkt).Dst(), wire.IPv4(pkt).HeaderLen()
+	case len(pkt) >= wire.IPv6Len && pkt[0]>>4 == 6:
+		k.dst, hdr = wire.IPv6(pkt).Dst(), wire.IPv6Len
+	default:
+		return k
+	}
+	if bth := hdr + wire.UDPLen; len(pkt) >= bth+8 && binary.BigEndian.Uint16(pkt[hdr+2:]) == wire.UDPPort {
+		k.qpn = binary.BigEndian.Uint32(pkt[bth+4:]) & 0xffffff
+	}
+	return k
+}
+
 // Do calls fn with the switch, its clock brought up to now, while
 // nothing else uses it: to read its counters.
 func (r *RealTime) Do(fn func(s *Switch)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.clock.RunUntil(r.now())
+	r.advance()
 	fn(r.sw)
 }
 
@@ -182,7 +272,9 @@ func (l *Link) deliver(_ monotime.Time, pkt []byte) {
 }
 
 // Send hands each packet, bufs[i][link.Headroom:], to the port's host's
-// transmit queue at the switch.
+// transmit queue at the switch, as of now. The packets reach the switch
+// once now has passed, in an order that does not depend on which
+// goroutine sent first (see advance).
 func (l *Link) Send(bufs [][]byte) error {
 	select {
 	case <-l.done:
@@ -191,9 +283,14 @@ func (l *Link) Send(bufs [][]byte) error {
 	}
 	r := l.rt
 	r.mu.Lock()
-	r.clock.RunUntil(r.now())
+	now := r.now()
 	for _, b := range bufs {
-		r.sw.Send(l.port, b[link.Headroom:])
+		var c []byte
+		if k := len(r.spare); k > 0 {
+			c, r.spare = r.spare[k-1], r.spare[:k-1]
+		}
+		c = append(c[:0], b[link.Headroom:]...)
+		r.staged = append(r.staged, stagedPacket{at: now, port: l.port, flow: flowOf(c), b: c})
 	}
 	r.mu.Unlock()
 	select {
