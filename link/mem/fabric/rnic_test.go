@@ -171,70 +171,90 @@ func TestDevicesInVirtualTime(t *testing.T) {
 	t.Logf("simulated %v in %v of wall time: %.3f simulated seconds per wall second", simulated, time.Since(wall), simulated.Seconds()/time.Since(wall).Seconds())
 }
 
-// incast runs two real devices' WRITEs into a third's port through a
-// marking switch with PFC, in a synctest bubble, and returns the switch's
-// trace and the bubble's time the WRITEs took.
-func incast(t *testing.T, seed uint64) (trace []byte, simulated time.Duration) {
-	const (
-		rate = 40e9
-		size = 64 << 10
-		n    = 64 // 4 MiB from each sender
-	)
+// incastRun is an N:1 incast of real gorxe devices: each of senders
+// hosts WRITEs bytes to the last host's port through one switch, all at
+// rate with a 1 µs delay, with RED marking and PFC.
+type incastRun struct {
+	senders int
+	rate    uint64
+	bytes   int // per sender, a multiple of 64 KiB
+	seed    uint64
+	trace   bool
+
+	// Results.
+	out       []byte        // the switch's trace
+	simulated time.Duration // the bubble's time the WRITEs took
+	wall      time.Duration // the wall time of the whole run
+}
+
+// run runs the incast in a synctest bubble and checks what holds for
+// every N: PFC loses nothing, every sender is paused, the receiver's port
+// runs at close to its line rate.
+func (c *incastRun) run(t *testing.T) {
+	const size = 64 << 10
+	n := c.bytes / size
+	wall := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		var tr bytes.Buffer
-		ps := make([]fabric.PortConfig, 3)
+		ps := make([]fabric.PortConfig, c.senders+1)
 		for i := range ps {
-			ps[i] = fabric.PortConfig{Rate: rate, Delay: time.Microsecond, Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})}}
+			ps[i] = fabric.PortConfig{Rate: c.rate, Delay: time.Microsecond, Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})}}
 		}
-		r, err := fabric.NewRealTime(fabric.Config{Ports: ps, Buffer: 200000,
+		cfg := fabric.Config{Ports: ps, Buffer: 200000 * c.senders,
 			ECN: fabric.RED{Kmin: 5000, Kmax: 200000, Pmax: 0.01}, PFC: &fabric.PFC{XOFF: 50000, XON: 30000},
-			Seed: seed, Trace: &tr})
+			Seed: c.seed}
+		if c.trace {
+			cfg.Trace = &tr
+		}
+		r, err := fabric.NewRealTime(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		c := newHost(t, r, 2, 1<<20)
-		a, ca := connect(t, newHost(t, r, 0, 1<<20), c)
-		b, cb := connect(t, newHost(t, r, 1, 1<<20), c)
+		sink := newHost(t, r, c.senders, 1<<20)
+		errc := make(chan error, c.senders)
 		t0 := time.Now()
-		errc := make(chan error)
-		go func() { errc <- write(a, ca, n, size) }()
-		if err := write(b, cb, n, size); err != nil {
-			t.Fatal(err)
+		for i := range c.senders {
+			a, b := connect(t, newHost(t, r, i, 1<<20), sink)
+			go func() { errc <- write(a, b, n, size) }()
 		}
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-		simulated = time.Since(t0)
-		r.Do(func(s *fabric.Switch) {
-			// PFC holds the queue; the port to C runs at its line rate.
-			q := s.Queue(2)
-			if q.Dropped != 0 || q.Enqueued != 2*n*size/4096 {
-				t.Errorf("queue to C: %+v", q)
+		for range c.senders {
+			if err := <-errc; err != nil {
+				t.Fatal(err)
 			}
-			for i := range 2 {
+		}
+		c.simulated = time.Since(t0)
+		r.Do(func(s *fabric.Switch) {
+			q := s.Queue(c.senders)
+			if q.Dropped != 0 || q.Enqueued != uint64(c.senders*n*size/4096) {
+				t.Errorf("queue to the receiver: %+v", q)
+			}
+			for i := range c.senders {
 				if p := s.Port(i); p.Pauses == 0 || p.PausedTime == 0 {
 					t.Errorf("port %d never paused: %+v", i, p)
 				}
 			}
 		})
-		if goodput := float64(2*n*size*8) / simulated.Seconds(); goodput < 0.95*rate {
-			t.Errorf("incast goodput %.2f Gb/s into a %.0f Gb/s port", goodput/1e9, rate/1e9)
+		if goodput := float64(c.senders*n*size*8) / c.simulated.Seconds(); goodput < 0.95*float64(c.rate) {
+			t.Errorf("incast goodput %.2f Gb/s into a %d Gb/s port", goodput/1e9, c.rate/1e9)
 		}
-		trace = tr.Bytes()
+		c.out = tr.Bytes()
 	})
-	return trace, simulated
+	c.wall = time.Since(wall)
 }
 
 // TestIncastRepeatable runs the same incast twice with the same seed: the
 // switch's traces are the same byte for byte, though the bubble runs the
 // devices' goroutines in no fixed order.
 func TestIncastRepeatable(t *testing.T) {
-	wall := time.Now()
-	a, sa := incast(t, 1)
-	b, sb := incast(t, 1)
+	runs := [2]incastRun{}
+	for i := range runs {
+		runs[i] = incastRun{senders: 2, rate: 40e9, bytes: 4 << 20, seed: 1, trace: true}
+		runs[i].run(t)
+	}
+	a, b := runs[0].out, runs[1].out
 	t.Logf("8 MiB into one 40 Gb/s port: %v and %v of virtual time, %v of wall time for both; trace %d lines, SHA-256 %x",
-		sa, sb, time.Since(wall), bytes.Count(a, []byte("\n")), sha256.Sum256(a))
+		runs[0].simulated, runs[1].simulated, runs[0].wall+runs[1].wall, bytes.Count(a, []byte("\n")), sha256.Sum256(a))
 	if len(a) == 0 {
 		t.Fatal("no trace")
 	}
@@ -246,4 +266,16 @@ func TestIncastRepeatable(t *testing.T) {
 		}
 		t.Errorf("traces differ from line %d of %d/%d: %q vs %q", i, len(la), len(lb), la[min(i, len(la)-1)], lb[min(i, len(lb)-1)])
 	}
+}
+
+// TestIncast16 measures the simulator's speed on 16 real devices sending
+// into one 100 Gb/s port.
+func TestIncast16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("16 devices")
+	}
+	c := incastRun{senders: 16, rate: 100e9, bytes: 2 << 20}
+	c.run(t)
+	t.Logf("16:1 at 100 Gb/s, 32 MiB: %v of virtual time in %v of wall time: %.4f simulated seconds per wall second",
+		c.simulated, c.wall, c.simulated.Seconds()/c.wall.Seconds())
 }
