@@ -33,7 +33,6 @@ type RealTime struct {
 	// staged holds the packets hosts sent, in the order they sent them,
 	// until the instant they were sent at has passed; see Link.Send.
 	staged []stagedPacket
-	spare  [][]byte
 
 	wake chan struct{}
 	done chan struct{}
@@ -44,9 +43,8 @@ type RealTime struct {
 // stagedPacket is a packet a host sent at a time, not yet on the switch.
 type stagedPacket struct {
 	at   monotime.Time
-	port int
 	flow flowKey
-	b    []byte
+	f    *frame
 }
 
 // NewRealTime starts a switch configured by c on the time package's
@@ -127,18 +125,19 @@ func (r *RealTime) advance() {
 		r.clock.RunUntil(at)
 		group := r.staged[i:j]
 		slices.SortStableFunc(group, func(a, b stagedPacket) int {
-			if a.port != b.port {
-				return a.port - b.port
+			if a.f.in != b.f.in {
+				return a.f.in - b.f.in
 			}
 			return a.flow.compare(b.flow)
 		})
 		for _, p := range group {
-			r.sw.Send(p.port, p.b)
-			r.spare = append(r.spare, p.b)
+			r.sw.sendFrame(p.f)
 		}
 		i = j
 	}
-	r.staged = append(r.staged[:0], r.staged[n:]...)
+	k := copy(r.staged, r.staged[n:])
+	clear(r.staged[k:])
+	r.staged = r.staged[:k]
 	r.clock.RunUntil(now)
 }
 
@@ -285,12 +284,12 @@ func (l *Link) Send(bufs [][]byte) error {
 	r.mu.Lock()
 	now := r.now()
 	for _, b := range bufs {
-		var c []byte
-		if k := len(r.spare); k > 0 {
-			c, r.spare = r.spare[k-1], r.spare[:k-1]
+		pkt := b[link.Headroom:]
+		if len(pkt) > r.sw.mtu {
+			r.sw.ports[l.port].stats.TooBig++
+			continue
 		}
-		c = append(c[:0], b[link.Headroom:]...)
-		r.staged = append(r.staged, stagedPacket{at: now, port: l.port, flow: flowOf(c), b: c})
+		r.staged = append(r.staged, stagedPacket{at: now, flow: flowOf(pkt), f: r.sw.newFrame(pkt, l.port)})
 	}
 	r.mu.Unlock()
 	select {

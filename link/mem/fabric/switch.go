@@ -233,17 +233,22 @@ func (s *Switch) Send(port int, pkt []byte) error {
 	if port < 0 || port >= len(s.ports) {
 		return fmt.Errorf("%w: %d", ErrPort, port)
 	}
-	p := &s.ports[port]
 	if len(pkt) > s.mtu {
-		p.stats.TooBig++
+		s.ports[port].stats.TooBig++
 		return nil
 	}
-	f := s.newFrame(pkt, port)
+	s.sendFrame(s.newFrame(pkt, port))
+	return nil
+}
+
+// sendFrame queues f, which the switch now owns, at its host's
+// transmitter.
+func (s *Switch) sendFrame(f *frame) {
+	p := &s.ports[f.in]
 	p.stats.Sent++
-	p.stats.SentBytes += uint64(len(pkt))
+	p.stats.SentBytes += uint64(len(f.b))
 	p.up.push(f)
 	p.up.start(s.clock.Now())
-	return nil
 }
 
 func (s *Switch) newFrame(pkt []byte, in int) *frame {
