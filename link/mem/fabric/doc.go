@@ -1,5 +1,5 @@
 // Package fabric is a model of a RoCE switch in virtual time: the
-// congestion point of DCQCN (SIGCOMM 2015 §3.1), for a simulator that
+// congestion point of DCQCN (Zhu et al., SIGCOMM 2015), for a simulator that
 // runs gorxe's hosts on one clock.
 //
 // A Switch has N ports, each a full-duplex link to one host with a line
@@ -31,4 +31,33 @@
 // depends only on its inputs and Config.Seed, the seed of the marker's
 // random numbers. Config.Trace receives one line per event, the same
 // bytes for the same run.
+//
+// # Real gorxe devices in virtual time
+//
+// RealTime runs a switch on the time package's clock and gives each port
+// a link.Link, so that rnic devices, with their real QPs and their real
+// DCQCN, talk through it. Inside a testing/synctest bubble that clock is
+// the bubble's: it stands still while any goroutine in the bubble can
+// run and jumps to the next timer when all are blocked. Every device
+// timer (retransmission, pacing, DCQCN's) and every switch event then
+// fires at its exact virtual time, and the CPU a device spends costs no
+// virtual time at all: a 40 Gb/s port carries WRITEs at 39.5 Gb/s of
+// virtual goodput, what its packets' headers leave of the line rate.
+//
+// The bubble runs the goroutines that are ready at one instant in no
+// fixed order, so two devices sending at the same instant would reach
+// the switch in either order. RealTime holds what is sent at an instant
+// until the clock moves on, then puts it on the switch in the order of
+// port, flow and sending; with that, a run with the same seed gives the
+// same trace byte for byte (the tests run an incast of real devices
+// through PFC twice and compare). What a device does inside one instant
+// in an order of its own, such as two of its QPs' timers at the same
+// nanosecond, is outside the switch's reach.
+//
+// Wall time is the price: each packet costs what gorxe's transport
+// costs (building, ICRC, copies) plus a few switch events. Sixteen
+// devices into one 100 Gb/s port simulate about 0.03 s per wall second
+// on this project's 2-core machine. Outside a bubble RealTime follows the
+// wall clock, with the Go timers' resolution, and a run is not
+// repeatable.
 package fabric
