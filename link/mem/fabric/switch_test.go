@@ -411,3 +411,35 @@ func BenchmarkSwitch(b *testing.B) {
 		clock.RunFor(160)
 	}
 }
+
+// TestSampleQueues: a row per port at every interval, with the queue as
+// it is at that instant.
+func TestSampleQueues(t *testing.T) {
+	ps := ports(2, 80e9, 0)
+	ps[1].Rate = 8e9 // 1000 B take 100 ns in, 1000 ns out
+	clock, s, _ := newSwitch(t, Config{Ports: ps, Buffer: 1 << 20})
+	var out bytes.Buffer
+	t0 := clock.Now()
+	if err := s.SampleQueues(&out, 500, t0.Add(2000)); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		s.Send(0, ip4(hostB, 1000, ect0))
+	}
+	for clock.Step() {
+	}
+	// The first packet leaves at 100 ns; the others arrive at 200, 300 and
+	// 400 and leave at 1100, 2100 and 3100.
+	want := SampleHeader +
+		"1,0,0,0,0,0,0,0,0\n1,1,0,0,0,0,0,0,0\n" +
+		"501,0,0,0,0,0,0,0,0\n501,1,3000,4,0,0,0,0,0\n" +
+		"1001,0,0,0,0,0,0,0,0\n1001,1,3000,4,0,0,0,0,0\n" +
+		"1501,0,0,0,0,0,0,0,0\n1501,1,2000,4,0,0,1000,0,0\n" +
+		"2001,0,0,0,0,0,0,0,0\n2001,1,2000,4,0,0,1000,0,0\n"
+	if out.String() != want {
+		t.Errorf("samples:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if err := s.SampleQueues(&out, 0, 0); !errors.Is(err, ErrConfig) {
+		t.Errorf("a zero interval: %v", err)
+	}
+}
