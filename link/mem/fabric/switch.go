@@ -158,6 +158,7 @@ type Switch struct {
 	trace  io.Writer
 	line   []byte
 	free   []*frame
+	flows  *flowTable // per flow counts, once SampleFlows asks for them
 }
 
 // frame is a packet inside the switch or on a link.
@@ -284,6 +285,9 @@ func (a *arrival) Handle(now monotime.Time, arg any) {
 	p.stats.Delivered++
 	p.stats.DeliveredBytes += uint64(len(f.b))
 	a.s.tracef(now, "deliver", a.port, len(f.b), p.down.bytes)
+	if a.s.flows != nil {
+		a.s.flows.count(f.b)
+	}
 	if p.receive != nil {
 		p.receive(now, f.b)
 	}

@@ -443,3 +443,49 @@ func TestSampleQueues(t *testing.T) {
 		t.Errorf("a zero interval: %v", err)
 	}
 }
+
+// roce returns an n-byte IPv4 RoCE v2 packet from src to dst with BTH
+// opcode op.
+func roce(src, dst netip.Addr, n int, op byte) []byte {
+	b := ip4(dst, n, ect0)
+	wire.IPv4(b).SetSrc(src)
+	wire.IPv4(b).UpdateChecksum()
+	b[wire.IPv4Len+2], b[wire.IPv4Len+3] = wire.UDPPort>>8, wire.UDPPort&0xff
+	b[wire.IPv4Len+wire.UDPLen] = op
+	return b
+}
+
+// TestSampleFlows: data bytes per (source, destination) with their rate
+// over each interval, CNPs counted for the flow they slow, ACKs not at
+// all.
+func TestSampleFlows(t *testing.T) {
+	clock, s, _ := newSwitch(t, Config{Ports: ports(3, 8e9, 0), Buffer: 1 << 20}) // 1000 B in 1 µs
+	var out bytes.Buffer
+	t0 := clock.Now()
+	if err := s.SampleFlows(&out, 4000, t0.Add(8000)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		s.Send(1, roce(hostB, hostA, 1000, 0x0a)) // RDMA WRITE Only, B to A
+	}
+	s.Send(0, roce(hostA, hostC, 1000, 0x0a))
+	s.Send(2, roce(hostC, hostA, 100, 0x81)) // a CNP from C for the flow A to C
+	s.Send(2, roce(hostC, hostA, 60, 0x11))  // an ACK
+	clock.RunFor(4000)
+	s.Send(0, roce(hostA, hostC, 1000, 0x0a))
+	for clock.Step() {
+	}
+	// B's three reach A at 2, 3 and 4 µs, after the CNP (1 µs in, 100 ns
+	// out) and the ACK; A's first reaches C at 2 µs, its second at 6.
+	want := FlowHeader +
+		"4001,10.0.0.1,10.0.0.3,1000,2000000000,1\n" +
+		"4001,10.0.0.2,10.0.0.1,2000,4000000000,0\n" +
+		"8001,10.0.0.1,10.0.0.3,2000,2000000000,1\n" +
+		"8001,10.0.0.2,10.0.0.1,3000,2000000000,0\n"
+	if out.String() != want {
+		t.Errorf("flows:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if err := s.SampleFlows(&out, -1, 0); !errors.Is(err, ErrConfig) {
+		t.Errorf("a negative interval: %v", err)
+	}
+}
