@@ -184,6 +184,7 @@ type incastRun struct {
 
 	// Results.
 	out       []byte        // the switch's trace
+	csv       []byte        // SampleQueues' and SampleFlows' rows, every 100 µs
 	simulated time.Duration // the bubble's time the WRITEs took
 	wall      time.Duration // the wall time of the whole run
 }
@@ -214,6 +215,15 @@ func (c *incastRun) run(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
+		var queues, flows bytes.Buffer
+		r.Do(func(s *fabric.Switch) {
+			if err := s.SampleQueues(&queues, 100*time.Microsecond, s.Now().Add(10*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SampleFlows(&flows, 100*time.Microsecond, s.Now().Add(10*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+		})
 		sink := newHost(t, r, c.senders, 1<<20)
 		errc := make(chan error, c.senders)
 		t0 := time.Now()
@@ -246,6 +256,8 @@ func (c *incastRun) run(t *testing.T) {
 			t.Errorf("incast goodput %.2f Gb/s into a %d Gb/s port, want %.0f%% of it", goodput/1e9, c.rate/1e9, want*100)
 		}
 		c.out = tr.Bytes()
+		time.Sleep(10 * time.Millisecond) // the samplers' last rows
+		c.csv = append(queues.Bytes(), flows.Bytes()...)
 	})
 	c.wall = time.Since(wall)
 }
@@ -260,10 +272,13 @@ func TestIncastRepeatable(t *testing.T) {
 		runs[i].run(t)
 	}
 	a, b := runs[0].out, runs[1].out
-	t.Logf("8 MiB into one 40 Gb/s port: %v and %v of virtual time, %v of wall time for both; trace %d lines, SHA-256 %x",
-		runs[0].simulated, runs[1].simulated, runs[0].wall+runs[1].wall, bytes.Count(a, []byte("\n")), sha256.Sum256(a))
+	t.Logf("8 MiB into one 40 Gb/s port: %v and %v of virtual time, %v of wall time for both; trace %d lines, SHA-256 %x; samples SHA-256 %x",
+		runs[0].simulated, runs[1].simulated, runs[0].wall+runs[1].wall, bytes.Count(a, []byte("\n")), sha256.Sum256(a), sha256.Sum256(runs[0].csv))
 	if len(a) == 0 {
 		t.Fatal("no trace")
+	}
+	if ca, cb := runs[0].csv, runs[1].csv; !bytes.Contains(ca, []byte(",10.0.0.2,10.0.0.3,")) || !bytes.Equal(ca, cb) {
+		t.Errorf("the samples differ or lack a flow:\n%s\n%s", ca, cb)
 	}
 	if !bytes.Equal(a, b) {
 		la, lb := bytes.Split(a, []byte("\n")), bytes.Split(b, []byte("\n"))

@@ -214,6 +214,9 @@ func NewSwitch(clock *Clock, c Config) (*Switch, error) {
 	return s, nil
 }
 
+// Now returns the time on the switch's clock.
+func (s *Switch) Now() monotime.Time { return s.clock.Now() }
+
 // Ports returns the number of ports.
 func (s *Switch) Ports() int { return len(s.ports) }
 
