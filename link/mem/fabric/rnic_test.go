@@ -255,9 +255,11 @@ func (c *incastRun) run(t *testing.T) {
 		if goodput := float64(c.senders*n*size*8) / c.simulated.Seconds(); goodput < want*float64(c.rate) {
 			t.Errorf("incast goodput %.2f Gb/s into a %d Gb/s port, want %.0f%% of it", goodput/1e9, c.rate/1e9, want*100)
 		}
-		c.out = tr.Bytes()
 		time.Sleep(10 * time.Millisecond) // the samplers' last rows
-		c.csv = append(queues.Bytes(), flows.Bytes()...)
+		r.Do(func(*fabric.Switch) { // the switch writes under its lock
+			c.out = tr.Bytes()
+			c.csv = append(queues.Bytes(), flows.Bytes()...)
+		})
 	})
 	c.wall = time.Since(wall)
 }
