@@ -256,7 +256,8 @@ func (c *incastRun) run(t *testing.T) {
 			t.Errorf("incast goodput %.2f Gb/s into a %d Gb/s port, want %.0f%% of it", goodput/1e9, c.rate/1e9, want*100)
 		}
 		time.Sleep(10 * time.Millisecond) // the samplers' last rows
-		r.Do(func(*fabric.Switch) { // the switch writes under its lock
+		// The switch writes them under its lock.
+		r.Do(func(*fabric.Switch) {
 			c.out = tr.Bytes()
 			c.csv = append(queues.Bytes(), flows.Bytes()...)
 		})
