@@ -12,13 +12,14 @@ import (
 
 // SampleHeader is the first line SampleQueues writes: the columns of its
 // rows.
-const SampleHeader = "time_ns,port,queue_bytes,enqueued,marked,dropped,sent_bytes,pauses,paused_ns\n"
+const SampleHeader = "time_ns,port,queue_bytes,enqueued,marked,dropped,sent_bytes,pauses,paused_ns,queue_paused_ns\n"
 
 // SampleQueues writes, at every interval from now until until, a CSV row
 // per port: the clock's time in nanoseconds, the port, its egress
 // queue's length, its counts of packets enqueued, marked and dropped and
 // of bytes sent to the host so far, the pause frames the switch has sent
-// the port's host and the time the host has spent paused. It writes
+// the port's host and the time the host has spent paused, and the time
+// the egress queue has spent paused by the switch it sends to (Connect). It writes
 // SampleHeader first. Rows are buffered; the last is flushed at until.
 func (s *Switch) SampleQueues(w io.Writer, every time.Duration, until monotime.Time) error {
 	if every <= 0 {
@@ -45,7 +46,7 @@ func (sp *sampler) Handle(now monotime.Time, _ any) {
 	for i := range sp.s.ports {
 		q, p := sp.s.Queue(i), sp.s.Port(i)
 		b := strconv.AppendInt(sp.line[:0], int64(now), 10)
-		for _, v := range []uint64{uint64(i), uint64(q.Bytes), q.Enqueued, q.Marked, q.Dropped, q.SentBytes, p.Pauses, uint64(p.PausedTime)} {
+		for _, v := range []uint64{uint64(i), uint64(q.Bytes), q.Enqueued, q.Marked, q.Dropped, q.SentBytes, p.Pauses, uint64(p.PausedTime), uint64(q.PausedTime)} {
 			b = append(b, ',')
 			b = strconv.AppendUint(b, v, 10)
 		}

@@ -1,6 +1,10 @@
 package fabric
 
-import "time"
+import (
+	"time"
+
+	"github.com/gorxe/gorxe/internal/monotime"
+)
 
 // QueueStats counts what happened at one egress queue.
 type QueueStats struct {
@@ -13,6 +17,11 @@ type QueueStats struct {
 	DroppedBytes  uint64
 	Bytes         int // queued now
 	MaxBytes      int // the most ever queued
+
+	// Paused and PausedTime are for a queue to another switch (Connect),
+	// whose PFC pauses it.
+	Paused     bool
+	PausedTime time.Duration
 }
 
 // PortStats counts what happened at one port and its host's transmitter.
@@ -25,12 +34,12 @@ type PortStats struct {
 	TooBig         uint64 // packets longer than the MTU, dropped at Send
 	Delivered      uint64 // packets that reached the host
 	DeliveredBytes uint64
-	Pauses         uint64 // pause frames the switch sent the host
-	Resumes        uint64 // resume frames
-	HostQueued     int    // bytes waiting in the host's transmit queue
-	Ingress        int    // bytes from this port in the egress queues, which PFC watches
-	Paused         bool   // the host's transmitter is paused now
-	PausedTime     time.Duration
+	Pauses         uint64        // pause frames the switch sent the host
+	Resumes        uint64        // resume frames
+	HostQueued     int           // bytes waiting in the host's transmit queue
+	Ingress        int           // bytes from this port in the egress queues, which PFC watches
+	Paused         bool          // the host's transmitter is paused now
+	PausedTime     time.Duration // the time it has been paused, this pause included
 }
 
 // Queue returns the counters of port's egress queue; port must be one of
@@ -39,6 +48,7 @@ func (s *Switch) Queue(port int) QueueStats {
 	p := &s.ports[port]
 	q := p.queue
 	q.Bytes = p.down.bytes
+	q.Paused, q.PausedTime = p.down.pausedSince(s.clock.Now())
 	return q
 }
 
@@ -48,10 +58,15 @@ func (s *Switch) Port(port int) PortStats {
 	st := p.stats
 	st.HostQueued = p.up.bytes
 	st.Ingress = p.ingress
-	st.Paused = p.up.paused
-	st.PausedTime = p.up.pausedTime
-	if p.up.paused {
-		st.PausedTime += s.clock.Now().Sub(p.up.pausedAt)
-	}
+	st.Paused, st.PausedTime = p.up.pausedSince(s.clock.Now())
 	return st
+}
+
+// pausedSince returns whether t is paused and its time paused up to now.
+func (t *transmitter) pausedSince(now monotime.Time) (bool, time.Duration) {
+	d := t.pausedTime
+	if t.paused {
+		d += now.Sub(t.pausedAt)
+	}
+	return t.paused, d
 }

@@ -176,8 +176,9 @@ type port struct {
 	receive   func(now monotime.Time, pkt []byte)
 	stats     PortStats
 	queue     QueueStats
-	pauseRecv pauseFrame
+	pauseRecv pauseFrame // where this ingress's pause frames go
 	atSwitch  arrival
+	peer      *Switch // the switch the port's link goes to, if not a host
 	atHost    arrival
 }
 
@@ -231,10 +232,10 @@ func (s *Switch) OnReceive(port int, fn func(now monotime.Time, pkt []byte)) err
 }
 
 // Send queues a copy of pkt, an IP packet, for port's host to transmit
-// to the switch. The host's queue has no bound: a host whose sender
+// to the switch; port must have a host, not another switch. The host's queue has no bound: a host whose sender
 // paces itself keeps it short, and a paused host holds its packets there.
 func (s *Switch) Send(port int, pkt []byte) error {
-	if port < 0 || port >= len(s.ports) {
+	if port < 0 || port >= len(s.ports) || s.ports[port].peer != nil {
 		return fmt.Errorf("%w: %d", ErrPort, port)
 	}
 	if len(pkt) > s.mtu {
@@ -281,6 +282,7 @@ type arrival struct {
 func (a *arrival) Handle(now monotime.Time, arg any) {
 	f := arg.(*frame)
 	if a.atSwitch {
+		f.in = a.port
 		a.s.forward(now, f)
 		return
 	}
@@ -421,4 +423,28 @@ func (s *Switch) tracef(now monotime.Time, what string, port, n, q int) {
 	b = append(b, '\n')
 	s.line = b
 	s.trace.Write(b)
+}
+
+// Connect joins port pa of switch a and port pb of switch b, switches on
+// one clock, with a link in place of their hosts: each side's egress
+// queue sends to the other's ingress at its own port's rate and delay,
+// and each side's PFC pauses the other's egress queue. A port's
+// PortConfig.Addrs are then the addresses routed through it: the hosts
+// behind the other switch.
+func Connect(a *Switch, pa int, b *Switch, pb int) error {
+	switch {
+	case a.clock != b.clock:
+		return fmt.Errorf("%w: switches on different clocks", ErrConfig)
+	case pa < 0 || pa >= len(a.ports) || a.ports[pa].peer != nil:
+		return fmt.Errorf("%w: %d, or it is connected already", ErrPort, pa)
+	case pb < 0 || pb >= len(b.ports) || b.ports[pb].peer != nil:
+		return fmt.Errorf("%w: %d, or it is connected already", ErrPort, pb)
+	case a == b && pa == pb:
+		return fmt.Errorf("%w: port %d to itself", ErrPort, pa)
+	}
+	x, y := &a.ports[pa], &b.ports[pb]
+	x.peer, y.peer = b, a
+	x.down.far, y.down.far = &y.atSwitch, &x.atSwitch
+	x.pauseRecv.t, y.pauseRecv.t = &y.down, &x.down
+	return nil
 }

@@ -431,11 +431,11 @@ func TestSampleQueues(t *testing.T) {
 	// The first packet leaves at 100 ns; the others arrive at 200, 300 and
 	// 400 and leave at 1100, 2100 and 3100.
 	want := SampleHeader +
-		"1,0,0,0,0,0,0,0,0\n1,1,0,0,0,0,0,0,0\n" +
-		"501,0,0,0,0,0,0,0,0\n501,1,3000,4,0,0,0,0,0\n" +
-		"1001,0,0,0,0,0,0,0,0\n1001,1,3000,4,0,0,0,0,0\n" +
-		"1501,0,0,0,0,0,0,0,0\n1501,1,2000,4,0,0,1000,0,0\n" +
-		"2001,0,0,0,0,0,0,0,0\n2001,1,2000,4,0,0,1000,0,0\n"
+		"1,0,0,0,0,0,0,0,0,0\n1,1,0,0,0,0,0,0,0,0\n" +
+		"501,0,0,0,0,0,0,0,0,0\n501,1,3000,4,0,0,0,0,0,0\n" +
+		"1001,0,0,0,0,0,0,0,0,0\n1001,1,3000,4,0,0,0,0,0,0\n" +
+		"1501,0,0,0,0,0,0,0,0,0\n1501,1,2000,4,0,0,1000,0,0,0\n" +
+		"2001,0,0,0,0,0,0,0,0,0\n2001,1,2000,4,0,0,1000,0,0,0\n"
 	if out.String() != want {
 		t.Errorf("samples:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -489,3 +489,77 @@ func TestSampleFlows(t *testing.T) {
 		t.Errorf("a negative interval: %v", err)
 	}
 }
+
+// TestParkingLot: hosts A and B on switch 1 and C on switch 2 send to D
+// on switch 2 with PFC. Switch 2 pauses switch 1's queue towards it,
+// which fills and pauses A and B: nothing is lost, and PFC's known
+// unfairness shows, C getting about half of D's port and A and B about a
+// quarter each.
+func TestParkingLot(t *testing.T) {
+	const rate, delay = 40e9, 1000
+	hostD := netip.MustParseAddr("10.0.0.4")
+	at := func(as ...netip.Addr) PortConfig { return PortConfig{Rate: rate, Delay: delay, Addrs: as} }
+	clock := NewClock()
+	pfc := &PFC{XOFF: 30000, XON: 20000}
+	s1, err := NewSwitch(clock, Config{Ports: []PortConfig{at(hostA), at(hostB), at(hostC, hostD)}, Buffer: 200000, PFC: pfc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := NewSwitch(clock, Config{Ports: []PortConfig{at(hostA, hostB), at(hostC), at(hostD)}, Buffer: 200000, PFC: pfc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Connect(s1, 2, s2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := Connect(s1, 2, s2, 1); !errors.Is(err, ErrPort) {
+		t.Errorf("a port connected twice: %v", err)
+	}
+	if err := s1.Send(2, ip4(hostD, 1000, ect0)); !errors.Is(err, ErrPort) {
+		t.Errorf("Send on a port to a switch: %v", err)
+	}
+	var flows bytes.Buffer
+	if err := s2.SampleFlows(&flows, 100_000, clock.Now().Add(1_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	const pkts = 6000 // more than the 1 ms sampled
+	for range pkts {
+		s1.Send(0, roce(hostA, hostD, 1000, 0x0a))
+		s1.Send(1, roce(hostB, hostD, 1000, 0x0a))
+		s2.Send(1, roce(hostC, hostD, 1000, 0x0a))
+	}
+	for clock.Step() {
+	}
+	if q1, q2 := s1.Queue(2), s2.Queue(2); q1.Dropped+q2.Dropped != 0 || s2.Port(2).Delivered != 3*pkts {
+		t.Fatalf("dropped %d and %d, delivered %d of %d", q1.Dropped, q2.Dropped, s2.Port(2).Delivered, 3*pkts)
+	}
+	if q := s1.Queue(2); q.PausedTime == 0 || s2.Port(0).Pauses == 0 {
+		t.Errorf("switch 1's queue to switch 2 was never paused: %+v", q)
+	}
+	for i := range 2 {
+		if p := s1.Port(i); p.Pauses == 0 {
+			t.Errorf("host %d on switch 1 was never paused: %+v", i, p)
+		}
+	}
+	// Rates at 1 ms, over its last 100 µs, by source.
+	rates := map[string]float64{}
+	for _, line := range strings.Split(flows.String(), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) == 6 && f[0] == fmt.Sprint(int64(clock0(1_000_000))) {
+			var r float64
+			fmt.Sscan(f[4], &r)
+			rates[f[1]] = r / 1e9
+		}
+	}
+	a, b, c := rates["10.0.0.1"], rates["10.0.0.2"], rates["10.0.0.3"]
+	t.Logf("at 1 ms: A %.2f, B %.2f, C %.2f Gb/s", a, b, c)
+	if sum := a + b + c; sum < 38 || sum > 40 {
+		t.Errorf("D's port carries %.2f Gb/s of 40", sum)
+	}
+	if c < 16 || c > 24 || a < 8 || a > 12 || b < 8 || b > 12 {
+		t.Errorf("shares A %.2f, B %.2f, C %.2f Gb/s; want about 10, 10, 20", a, b, c)
+	}
+}
+
+// clock0 returns the time on a new clock d nanoseconds after its start.
+func clock0(d int64) monotime.Time { return NewClock().Now().Add(time.Duration(d)) }
