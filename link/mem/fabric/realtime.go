@@ -25,10 +25,10 @@ import (
 // Outside a bubble the switch's events run late by the wall clock's
 // timer resolution, and a run is not repeatable.
 type RealTime struct {
-	mu    sync.Mutex // guards clock and sw, taken before any Link's
-	clock *Clock
-	sw    *Switch
-	epoch time.Time // when clock read 1
+	mu       sync.Mutex // guards clock and switches, taken before any Link's
+	clock    *Clock
+	switches []*Switch
+	epoch    time.Time // when clock read 1
 
 	// staged holds the packets hosts sent, in the order they sent them,
 	// until the instant they were sent at has passed; see Link.Send.
@@ -43,6 +43,7 @@ type RealTime struct {
 // stagedPacket is a packet a host sent at a time, not yet on the switch.
 type stagedPacket struct {
 	at   monotime.Time
+	sw   int // the switch's index in RealTime.switches
 	flow flowKey
 	f    *frame
 }
@@ -55,12 +56,26 @@ func NewRealTime(c Config) (*RealTime, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Drive(clock, sw)
+}
+
+// Drive runs switches, all on clock and perhaps joined by Connect, on the
+// time package's clock from now on. Close stops them.
+func Drive(clock *Clock, switches ...*Switch) (*RealTime, error) {
+	if len(switches) == 0 {
+		return nil, fmt.Errorf("%w: no switches", ErrConfig)
+	}
+	for _, s := range switches {
+		if s.clock != clock {
+			return nil, fmt.Errorf("%w: a switch on another clock", ErrConfig)
+		}
+	}
 	r := &RealTime{
-		clock: clock,
-		sw:    sw,
-		epoch: time.Now(),
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		clock:    clock,
+		switches: slices.Clone(switches),
+		epoch:    time.Now().Add(-clock.Now().Sub(1)),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
 	}
 	r.wg.Add(1)
 	go r.run()
@@ -104,8 +119,8 @@ func (r *RealTime) run() {
 // on the switch the packets sent at each instant before now, at that
 // instant, after the events due then.
 //
-// Packets sent at the same instant go on in the order of their port,
-// then of their flow (IP destination, then destination QP), then of their
+// Packets sent at the same instant go on in the order of their switch
+// and port, then of their flow (IP destination, then destination QP), then of their
 // sending: in a synctest bubble goroutines that run at one instant run
 // in no fixed order, and a device's packets may come from several of
 // them. A QP's own packets keep their order. Packets sent at now wait,
@@ -125,13 +140,16 @@ func (r *RealTime) advance() {
 		r.clock.RunUntil(at)
 		group := r.staged[i:j]
 		slices.SortStableFunc(group, func(a, b stagedPacket) int {
+			if a.sw != b.sw {
+				return a.sw - b.sw
+			}
 			if a.f.in != b.f.in {
 				return a.f.in - b.f.in
 			}
 			return a.flow.compare(b.flow)
 		})
 		for _, p := range group {
-			r.sw.sendFrame(p.f)
+			r.switches[p.sw].sendFrame(p.f)
 		}
 		i = j
 	}
@@ -173,13 +191,13 @@ func flowOf(pkt []byte) flowKey {
 	return k
 }
 
-// Do calls fn with the switch, its clock brought up to now, while
-// nothing else uses it: to read its counters.
+// Do calls fn with the first switch, the clock brought up to now, while
+// nothing else uses any of the switches: to read their counters.
 func (r *RealTime) Do(fn func(s *Switch)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.advance()
-	fn(r.sw)
+	fn(r.switches[0])
 }
 
 // Close stops the switch. Packets on their way are lost.
@@ -196,26 +214,37 @@ func (r *RealTime) Close() error {
 // DefaultRxQueue is the receive queue bound, in packets, of a Link.
 const DefaultRxQueue = 4096
 
-// Link returns a link for port's host, with the port's addresses, that
-// queues at most DefaultRxQueue packets the host has not received.
-// Each port has one Link; asking again replaces the first.
-func (r *RealTime) Link(port int) (*Link, error) {
+// Link returns a link for the host on port of the first switch; see
+// LinkAt.
+func (r *RealTime) Link(port int) (*Link, error) { return r.LinkAt(r.switches[0], port) }
+
+// LinkAt returns a link for the host on port of switch s, with the
+// port's addresses, that queues at most DefaultRxQueue packets the host
+// has not received. Each port has one Link; asking again replaces the
+// first.
+func (r *RealTime) LinkAt(s *Switch, port int) (*Link, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if port < 0 || port >= r.sw.Ports() {
+	idx := slices.Index(r.switches, s)
+	if idx < 0 {
+		return nil, fmt.Errorf("%w: a switch RealTime does not drive", ErrConfig)
+	}
+	if port < 0 || port >= s.Ports() || s.ports[port].peer != nil {
 		return nil, fmt.Errorf("%w: %d", ErrPort, port)
 	}
-	p := &r.sw.ports[port]
+	p := &s.ports[port]
 	l := &Link{
 		rt:    r,
+		sw:    s,
+		swIdx: idx,
 		port:  port,
-		mtu:   r.sw.mtu,
+		mtu:   s.mtu,
 		rate:  p.up.rate,
 		limit: DefaultRxQueue,
 		ready: make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
-	for a, i := range r.sw.routes {
+	for a, i := range s.routes {
 		if i == port {
 			l.addrs = append(l.addrs, a)
 		}
@@ -229,6 +258,8 @@ func (r *RealTime) Link(port int) (*Link, error) {
 // link.Link.
 type Link struct {
 	rt    *RealTime
+	sw    *Switch
+	swIdx int
 	port  int
 	addrs []netip.Addr
 	mtu   int
@@ -285,11 +316,11 @@ func (l *Link) Send(bufs [][]byte) error {
 	now := r.now()
 	for _, b := range bufs {
 		pkt := b[link.Headroom:]
-		if len(pkt) > r.sw.mtu {
-			r.sw.ports[l.port].stats.TooBig++
+		if len(pkt) > l.sw.mtu {
+			l.sw.ports[l.port].stats.TooBig++
 			continue
 		}
-		r.staged = append(r.staged, stagedPacket{at: now, flow: flowOf(pkt), f: r.sw.newFrame(pkt, l.port)})
+		r.staged = append(r.staged, stagedPacket{at: now, sw: l.swIdx, flow: flowOf(pkt), f: l.sw.newFrame(pkt, l.port)})
 	}
 	r.mu.Unlock()
 	select {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -34,6 +35,12 @@ func newHost(t testing.TB, r *fabric.RealTime, port, bufSize int) *host {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newHostOn(t, l, bufSize)
+}
+
+func newHostOn(t testing.TB, l *fabric.Link, bufSize int) *host {
+	t.Helper()
+	var err error
 	h := &host{buf: make([]byte, bufSize)}
 	if h.dev, err = rnic.Open(rnic.Config{Link: l}); err != nil {
 		t.Fatal(err)
@@ -303,4 +310,77 @@ func TestIncast16(t *testing.T) {
 	c.run(t)
 	t.Logf("16:1 at 100 Gb/s, 32 MiB: %v of virtual time in %v of wall time: %.4f simulated seconds per wall second",
 		c.simulated, c.wall, c.simulated.Seconds()/c.wall.Seconds())
+}
+
+// TestParkingLotDevices: real devices A and B on switch 1 and C on switch
+// 2 WRITE to D on switch 2, with PFC between the switches and towards the
+// hosts. PFC's unfairness shows as it does with the switch's own packets
+// (TestParkingLot): C gets about half of D's port, A and B a quarter each.
+func TestParkingLotDevices(t *testing.T) {
+	const rate, size, n = 40e9, 64 << 10, 128 // 8 MiB from each
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}) }
+	at := func(as ...netip.Addr) fabric.PortConfig {
+		return fabric.PortConfig{Rate: rate, Delay: time.Microsecond, Addrs: as}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		clock := fabric.NewClock()
+		pfc := &fabric.PFC{XOFF: 30000, XON: 20000}
+		s1, err := fabric.NewSwitch(clock, fabric.Config{Ports: []fabric.PortConfig{at(addr(1)), at(addr(2)), at(addr(3), addr(4))}, Buffer: 400000, PFC: pfc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, err := fabric.NewSwitch(clock, fabric.Config{Ports: []fabric.PortConfig{at(addr(1), addr(2)), at(addr(3)), at(addr(4))}, Buffer: 400000, PFC: pfc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fabric.Connect(s1, 2, s2, 0); err != nil {
+			t.Fatal(err)
+		}
+		var flows bytes.Buffer
+		if err := s2.SampleFlows(&flows, 100*time.Microsecond, clock.Now().Add(time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		r, err := fabric.Drive(clock, s1, s2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		hostAt := func(s *fabric.Switch, port int) *host {
+			l, err := r.LinkAt(s, port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return newHostOn(t, l, 1<<20)
+		}
+		d := hostAt(s2, 2)
+		errc := make(chan error, 3)
+		for _, h := range []*host{hostAt(s1, 0), hostAt(s1, 1), hostAt(s2, 1)} {
+			a, b := connect(t, h, d)
+			go func() { errc <- write(a, b, n, size) }()
+		}
+		for range 3 {
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		}
+		rates := map[string]float64{}
+		r.Do(func(*fabric.Switch) {
+			if q1, q2 := s1.Queue(2), s2.Queue(2); q1.Dropped+q2.Dropped != 0 || q1.PausedTime == 0 {
+				t.Errorf("queue to switch 2 %+v; queue to D %+v", q1, q2)
+			}
+			for _, line := range strings.Split(flows.String(), "\n") {
+				f := strings.Split(line, ",")
+				if len(f) == 6 && f[0] == "1000001" { // 1 ms after the clock's epoch, 1
+					var v float64
+					fmt.Sscan(f[4], &v)
+					rates[f[1]] = v / 1e9
+				}
+			}
+		})
+		a, b, c := rates["10.0.0.1"], rates["10.0.0.2"], rates["10.0.0.3"]
+		t.Logf("at 1 ms: A %.2f, B %.2f, C %.2f Gb/s", a, b, c)
+		if c < 16 || c > 24 || a < 8 || a > 12 || b < 8 || b > 12 {
+			t.Errorf("shares A %.2f, B %.2f, C %.2f Gb/s; want about 10, 10, 20", a, b, c)
+		}
+	})
 }
