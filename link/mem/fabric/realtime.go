@@ -304,7 +304,7 @@ func (l *Link) deliver(_ monotime.Time, pkt []byte) {
 // Send hands each packet, bufs[i][link.Headroom:], to the port's host's
 // transmit queue at the switch, as of now. The packets reach the switch
 // once now has passed, in an order that does not depend on which
-// goroutine sent first (see advance).
+// goroutine sent first (see RealTime).
 func (l *Link) Send(bufs [][]byte) error {
 	select {
 	case <-l.done:

@@ -56,9 +56,10 @@ func (r RED) Probability(q int) float64 {
 }
 
 // PFC is the pause rule of the ingress ports, on the bytes each has
-// queued in the egress queues.
+// queued in the egress queues. A pause stops what sends into the port:
+// its host, or the egress queue of the switch at the other end (Connect).
 type PFC struct {
-	XOFF int // pause the port's host when its bytes exceed this
+	XOFF int // pause the port's sender when its bytes exceed this
 	XON  int // resume it when they fall to this or below
 }
 
@@ -84,8 +85,10 @@ type Config struct {
 	Seed uint64
 
 	// Trace, if not nil, receives a line per event: the time in
-	// nanoseconds, what happened, the port, the packet's length and the
-	// queue's bytes after it.
+	// nanoseconds, what happened, the port, the packet's length (0 for
+	// PFC's) and the bytes queued after it: the egress queue's, or for
+	// xoff and xon the ingress port's, for paused and resumed the
+	// sender's.
 	Trace io.Writer
 }
 
