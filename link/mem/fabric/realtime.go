@@ -312,6 +312,11 @@ func (l *Link) Send(bufs [][]byte) error {
 	default:
 	}
 	r := l.rt
+	select {
+	case <-r.done:
+		return nil // the switch is off: lost, as on a dead wire
+	default:
+	}
 	r.mu.Lock()
 	now := r.now()
 	for _, b := range bufs {

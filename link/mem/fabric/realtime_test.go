@@ -71,3 +71,54 @@ func TestRealTimeInBubble(t *testing.T) {
 		}
 	})
 }
+
+// TestDriveErrors: RealTime refuses switches and ports it cannot drive.
+func TestDriveErrors(t *testing.T) {
+	clock, other := NewClock(), NewClock()
+	cfg := Config{Ports: ports(2, 40e9, 1000), Buffer: 1 << 20}
+	s1, err := NewSwitch(clock, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Ports = ports(2, 40e9, 1000)
+	for i := range cfg.Ports {
+		cfg.Ports[i].Addrs = nil
+	}
+	s2, err := NewSwitch(clock, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := NewSwitch(other, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Connect(s1, 1, s2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := Connect(s1, 0, s3, 0); !errors.Is(err, ErrConfig) {
+		t.Errorf("Connect across clocks: %v", err)
+	}
+	if _, err := Drive(clock); !errors.Is(err, ErrConfig) {
+		t.Errorf("Drive with no switch: %v", err)
+	}
+	if _, err := Drive(clock, s1, s3); !errors.Is(err, ErrConfig) {
+		t.Errorf("Drive across clocks: %v", err)
+	}
+	r, err := Drive(clock, s1, s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, c := range []struct {
+		s    *Switch
+		port int
+		want error
+	}{{s1, 1, ErrPort}, {s1, 2, ErrPort}, {s2, -1, ErrPort}, {s3, 0, ErrConfig}} {
+		if _, err := r.LinkAt(c.s, c.port); !errors.Is(err, c.want) {
+			t.Errorf("LinkAt port %d: %v, want %v", c.port, err, c.want)
+		}
+	}
+	if l, err := r.LinkAt(s2, 1); err != nil || len(l.Addrs()) != 0 {
+		t.Errorf("LinkAt(s2, 1): %v, %v", l, err)
+	}
+}
