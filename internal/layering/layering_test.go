@@ -23,12 +23,12 @@ const module = "github.com/gorxe/gorxe"
 // matches x and every package below it. Every package must match an
 // entry, so a new one takes its place in the architecture on purpose.
 var layers = []struct{ pkg, may string }{
+	{"link/mem/fabric", "link wire/... internal/monotime"}, // a switch model in virtual time
 	{"internal/rc", "qp mr cq wire/... internal/monotime"}, // the RC engine, under rnic
-	{"internal/...", ""},          // leaf helpers
-	{"wire/...", "wire/..."},      // pure encoding
-	{"link", ""},                  // the Link interface
-	{"link/internal/...", "link"}, // shared by the links
-	{"link/mem/fabric", "link wire/... internal/monotime"},                        // a switch model in virtual time
+	{"internal/...", ""},                                                          // leaf helpers
+	{"wire/...", "wire/..."},                                                      // pure encoding
+	{"link", ""},                                                                  // the Link interface
+	{"link/internal/...", "link"},                                                 // shared by the links
 	{"link/...", "link link/internal/... wire/..."},                               // links, test doubles, conformance suite
 	{"cq", "internal/..."},                                                        // completion queues
 	{"mr", "internal/... wire/..."},                                               // memory regions; keys are wire's
