@@ -23,6 +23,7 @@ const module = "github.com/gorxe/gorxe"
 // matches x and every package below it. Every package must match an
 // entry, so a new one takes its place in the architecture on purpose.
 var layers = []struct{ pkg, may string }{
+	{"link/mem/fabric", "link wire/... internal/monotime"},            // a switch model in virtual time
 	{"internal/rc", "qp mr cq congestion wire/... internal/monotime"}, // the RC engine, under rnic; its QPs run congestion control
 	{"internal/...", ""},                            // leaf helpers
 	{"wire/...", "wire/..."},                        // pure encoding
@@ -139,6 +140,10 @@ func TestCheck(t *testing.T) {
 		{"link/udp", "wire", true},
 		{"link/mem", "link/internal/pollfd", true},
 		{"link", "wire", false},
+		{"link/mem/fabric", "internal/monotime", true},
+		{"link/mem/fabric", "rnic", false},
+		{"link/mem/fabric", "congestion", false},
+		{"link/mem", "internal/monotime", false},
 		{"wire", "wire/bth", true},
 		{"wire/bth", "internal/bitnames", false},
 		{"wire/reth", "mr", false},
