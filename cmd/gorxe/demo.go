@@ -78,6 +78,9 @@ const (
 	lossDrop  = 3
 	ccOff     = 48 << 10
 	ccLen     = 1000 // one packet, which the fabric marks CE
+	// demoCNPDelay is how long B's packets take to reach A in the
+	// congestion scene.
+	demoCNPDelay = 20 * time.Millisecond
 )
 
 // lossPackets is how many packets the loss scene's WRITE takes.
@@ -588,9 +591,17 @@ func (d *demo) congestion() error {
 	f := a.link.Faults()
 	f.ECN = 1 // every ECN-capable packet A sends: the one WRITE
 	a.link.SetFaults(f)
+	// B sends its CNP at once and its ACK at the end of the batch of
+	// packets it received: two sends. Its packets cross the fabric
+	// slowly for this scene, so that A takes the CNP only after B's ACK
+	// is on the page, and every run prints the same.
+	g := b.link.Faults()
+	g.Delay = demoCNPDelay
+	b.link.SetFaults(g)
 	defer func() {
-		f.ECN = 0
+		f.ECN, g.Delay = 0, 0
 		a.link.SetFaults(f)
+		b.link.SetFaults(g)
 	}()
 	d.log.detail("A posts an RDMA WRITE of %d bytes to B's va=%#x (wr_id 8); the fabric marks it CE", ccLen, b.va(ccOff))
 	wc, err := a.postSend(qp.SendWR{WRID: 8, Opcode: qp.WRRDMAWrite, SGList: a.sge(ccOff, ccLen),
