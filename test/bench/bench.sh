@@ -9,7 +9,9 @@
 #                      write_bw also against the same sent 15 at a time with
 #                      UDP GSO, as gorxe's udp link sends runs of packets,
 #                      and with DCQCN (the default) against --cc none: what
-#                      congestion control costs when nothing is marked
+#                      congestion control costs when nothing is marked (the
+#                      median of each round's ratio of the two, run back to
+#                      back)
 #   write_lat          2-byte ping-pong round trip (2 x perftest's one-way
 #                      t_typical) against a raw UDP ping-pong's median: one
 #                      that sleeps in the Go runtime's poller; one that busy
@@ -136,8 +138,11 @@ for round in 1 2 3; do
 	for l in udp tap; do
 		res[$l.write]=$($l write_bw "${bw_args[@]}" -n $iters_bw)
 		res[$l.read]=$($l read_bw "${bw_args[@]}" -n $iters_bw)
-		all[$l.write]+=" $(jq .bw_avg_MBps <<<"${res[$l.write]}")"
-		all[$l.nocc]+=" $($l write_bw "${bw_args[@]}" -n $iters_bw --cc none | jq .bw_avg_MBps)"
+		w=$(jq .bw_avg_MBps <<<"${res[$l.write]}")
+		all[$l.write]+=" $w"
+		nocc=$($l write_bw "${bw_args[@]}" -n $iters_bw --cc none | jq .bw_avg_MBps)
+		all[$l.nocc]+=" $nocc"
+		all[pair.$l.cc]+=" $(awk -v a="$w" -v b="$nocc" 'BEGIN { print a / b }')"
 		all[$l.read]+=" $(jq .bw_avg_MBps <<<"${res[$l.read]}")"
 	done
 done
@@ -186,8 +191,10 @@ for m in write read; do
 done
 u=$(med udp.write)
 printf '%-28s %12.0f %12.0f %8s\n' "  against raw UDP with GSO" "$gso_bw" "$u" "$(ratio $u $gso_bw)"
-u=$(med udp.write) un=$(med udp.nocc) t=$(med tap.write) tn=$(med tap.nocc)
-printf '%-28s %12s %12.0f %8s %12.0f %8s\n' "  --cc none: dcqcn/none" - "$un" "$(ratio $u $un)" "$tn" "$(ratio $t $tn)"
+# DCQCN's cost, unmarked: the median of each round's ratio of write_bw
+# (DCQCN on, the default) to the --cc none run right after it.
+un=$(med udp.nocc) tn=$(med tap.nocc)
+printf '%-28s %12s %12.0f %8s %12.0f %8s\n' "  --cc none: dcqcn/none" - "$un" "$(pratio udp cc)" "$tn" "$(pratio tap cc)"
 u=$(med udp.lat) t=$(med tap.lat)
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "write_lat round trip us" "$raw_rtt" "$u" "$(pratio udp raw)" "$t" "$(pratio tap raw)"
 printf '%-28s %12.1f %12.1f %8s %12.1f %8s\n' "  against busy-polling raw" "$busy_rtt" "$u" "$(pratio udp busy)" "$t" "$(pratio tap busy)"
