@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -79,19 +78,6 @@ const (
 	ccHelp        = "congestion control: dcqcn (DCQCN, the default, as on ConnectX: CNPs answer ECN marks, the sender paces to the rate they leave it) or none"
 	ccProfileHelp = "DCQCN's parameters: connectx (NVIDIA's firmware defaults, the default) or paper (the SIGCOMM'15 paper's)"
 )
-
-func (l *linkFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.kind, "link", "mem", "how packets travel: mem (both sides in this process), udp (a kernel UDP socket), tap (a TAP device on which gorxe is a whole host)")
-	fs.StringVar(&l.ip, "ip", "", "this host's address for the udp and tap links, ADDR or ADDR/PREFIX (IPv4 or IPv6); tap needs the prefix")
-	fs.StringVar(&l.tapName, "tap", "", "name of the TAP device to create (tap link; default: the kernel picks)")
-	fs.StringVar(&l.bridge, "bridge", "", "attach the TAP device to this existing bridge (tap link)")
-	fs.UintVar(&l.port, "roce-port", wire.UDPPort, "UDP port of RoCE v2")
-	fs.IntVar(&l.mtu, "link-mtu", 0, "the link's IP MTU (tap: default 1500; udp: the interface's); path MTU 4096 needs at least 4176")
-	fs.BoolVar(&l.noGSO, "no-gso", false, "udp link: send every packet as a datagram of its own, not runs of them as one datagram the kernel cuts (UDP GSO; a capture on the sending host then shows each packet)")
-	fs.BoolVar(&l.trace, "trace", false, "print every QP state change and transport event (retransmission, NAK, RNR wait, tail probe, CNP, DCQCN rate change) to stderr")
-	fs.Func("cc", ccHelp, l.setCC)
-	fs.Func("cc-profile", ccProfileHelp, l.setCCProfile)
-}
 
 // validateKind reports a --link that names no link.
 func (l *linkFlags) validateKind() error {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/gorxe/gorxe/internal/getopt"
 )
@@ -92,4 +93,65 @@ func printOptions[R any](w io.Writer, table []toolOption[R], tool string) {
 	optionSection(w, table, tool+" options gorxe accepts, which change nothing in gorxe:", func(o *toolOption[R]) bool { return o.what == accepted })
 	optionSection(w, table, tool+" options gorxe refuses:", func(o *toolOption[R]) bool { return o.what == refused })
 	optionSection(w, table, "gorxe's own options:", func(o *toolOption[R]) bool { return o.gorxe })
+}
+
+// setString, setInt and setTrue make an option's set from the field of R
+// it fills: a string as given, an integer as perftest's strtol reads it
+// (parseInt), true for a flag.
+func setString[R any](f func(*R) *string) func(*R, string) error {
+	return func(r *R, v string) error { *f(r) = v; return nil }
+}
+
+func setInt[R any](f func(*R) *int) func(*R, string) error {
+	return func(r *R, v string) error { return parseInt(v, f(r)) }
+}
+
+func setTrue[R any](f func(*R) *bool) func(*R, string) error {
+	return func(r *R, _ string) error { *f(r) = true; return nil }
+}
+
+// linkOptions returns gorxe's own options that choose how a tool's
+// device reaches the network, filling the linkFlags lf returns.
+// kindHelp and ipHelp say which links the tool takes and where its address
+// comes from without --ip.
+func linkOptions[R any](lf func(*R) *linkFlags, kindHelp, ipHelp string) []toolOption[R] {
+	const (
+		no  = getopt.NoArg
+		req = getopt.RequiredArg
+	)
+	return []toolOption[R]{
+		{0, "link", req, honoured, true, kindHelp, setString(func(r *R) *string { return &lf(r).kind })},
+		{0, "ip", req, honoured, true, ipHelp, setString(func(r *R) *string { return &lf(r).ip })},
+		{0, "tap", req, honoured, true, "name of the TAP device to create (tap link)", setString(func(r *R) *string { return &lf(r).tapName })},
+		{0, "bridge", req, honoured, true, "attach the TAP device to this bridge (tap link)", setString(func(r *R) *string { return &lf(r).bridge })},
+		{0, "roce-port", req, honoured, true, "UDP port of RoCE v2 (4791)", func(r *R, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n <= 0 || n > 65535 {
+				return fmt.Errorf("not a UDP port")
+			}
+			lf(r).port = uint(n)
+			return nil
+		}},
+		{0, "link-mtu", req, honoured, true, "the link's IP MTU (tap: 1500; udp: the interface's); path MTU 4096 needs at least 4176", setInt(func(r *R) *int { return &lf(r).mtu })},
+		{0, "no-gso", no, honoured, true, "udp link: one datagram per packet, no UDP GSO", setTrue(func(r *R) *bool { return &lf(r).noGSO })},
+		{0, "trace", no, honoured, true, "print every QP state change and transport event to stderr", setTrue(func(r *R) *bool { return &lf(r).trace })},
+		{0, "cc", req, honoured, true, ccHelp, func(r *R, v string) error { return lf(r).setCC(v) }},
+		{0, "cc-profile", req, honoured, true, ccProfileHelp, func(r *R, v string) error { return lf(r).setCCProfile(v) }},
+	}
+}
+
+// setPositiveDuration sets a duration given as Go writes one ("30s"),
+// refusing zero and negative ones.
+func setPositiveDuration[R any](f func(*R) *time.Duration) func(*R, string) error {
+	return func(r *R, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want a positive duration such as 30s")
+		}
+		*f(r) = d
+		return nil
+	}
 }

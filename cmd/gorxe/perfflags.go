@@ -58,21 +58,13 @@ type perfOption = toolOption[perfRun]
 // perfOptions returns the option table. Its order is the order -h lists
 // the options in.
 func perfOptions() []perfOption {
-	str := func(f func(r *perfRun) *string) func(*perfRun, string) error {
-		return func(r *perfRun, v string) error { *f(r) = v; return nil }
-	}
-	num := func(f func(r *perfRun) *int) func(*perfRun, string) error {
-		return func(r *perfRun, v string) error { return parseInt(v, f(r)) }
-	}
-	flag := func(f func(r *perfRun) *bool) func(*perfRun, string) error {
-		return func(r *perfRun, _ string) error { *f(r) = true; return nil }
-	}
+	str, num, flag := setString[perfRun], setInt[perfRun], setTrue[perfRun]
 	noop := func(*perfRun, string) error { return nil }
 	const (
 		no  = getopt.NoArg
 		req = getopt.RequiredArg
 	)
-	return []perfOption{
+	opts := []perfOption{
 		// What perftest's tests measure and how much.
 		{'s', "size", req, honoured, false, "message size in bytes; K and M suffixes (-s 4K) as perftest reads them", func(r *perfRun, v string) error {
 			n, err := parseSize(v)
@@ -283,42 +275,19 @@ func perfOptions() []perfOption {
 		{0, "mr_per_qp", no, honoured, false, "one memory region per QP", flag(func(r *perfRun) *bool { return &r.p.MRPerQP })},
 
 		// gorxe's own options.
-		{0, "link", req, honoured, true, "how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host), mem (both sides of the test in this process, no network)", str(func(r *perfRun) *string { return &r.link.kind })},
-		{0, "ip", req, honoured, true, "this host's address for the udp and tap links, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -x names, or the kernel's route to the server)", str(func(r *perfRun) *string { return &r.link.ip })},
-		{0, "tap", req, honoured, true, "name of the TAP device to create (tap link)", str(func(r *perfRun) *string { return &r.link.tapName })},
-		{0, "bridge", req, honoured, true, "attach the TAP device to this bridge (tap link)", str(func(r *perfRun) *string { return &r.link.bridge })},
-		{0, "roce-port", req, honoured, true, "UDP port of RoCE v2 (4791)", func(r *perfRun, v string) error {
-			var n int
-			if err := parseInt(v, &n); err != nil {
-				return err
-			}
-			if n <= 0 || n > 65535 {
-				return fmt.Errorf("not a UDP port")
-			}
-			r.link.port = uint(n)
-			return nil
-		}},
-		{0, "link-mtu", req, honoured, true, "the link's IP MTU (tap: 1500; udp: the interface's); path MTU 4096 needs at least 4176", num(func(r *perfRun) *int { return &r.link.mtu })},
-		{0, "no-gso", no, honoured, true, "udp link: one datagram per packet, no UDP GSO", flag(func(r *perfRun) *bool { return &r.link.noGSO })},
-		{0, "trace", no, honoured, true, "print every QP state change and transport event to stderr", flag(func(r *perfRun) *bool { return &r.link.trace })},
 		{0, "check", no, honoured, true, "fill the buffers with a pattern and verify every byte (and atomic result) that arrived", flag(func(r *perfRun) *bool { return &r.p.Check })},
 		{0, "json", no, honoured, true, "print each result as one JSON object of gorxe's", flag(func(r *perfRun) *bool { return &r.json })},
 		{0, "counters", no, honoured, true, "at exit, print the device's counters, named as rxe's hw_counters", flag(func(r *perfRun) *bool { return &r.counters })},
 		{0, "fault", req, honoured, true, "faults of the in-memory fabric, e.g. drop=0.01,reorder=8,dup=0.01,corrupt=0.001,delay=100us,ecn=0.1,seed=1", str(func(r *perfRun) *string { return &r.faults })},
 		{0, "window", req, honoured, true, "requester window in PSNs (256)", num(func(r *perfRun) *int { return &r.p.Window })},
-		{0, "cc", req, honoured, true, ccHelp, func(r *perfRun, v string) error { return r.link.setCC(v) }},
-		{0, "cc-profile", req, honoured, true, ccProfileHelp, func(r *perfRun, v string) error { return r.link.setCCProfile(v) }},
-		{0, "give-up", req, honoured, true, "fail when no completion arrives for this long (10s; perftest waits forever)", func(r *perfRun, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("want a positive duration such as 30s")
-			}
-			r.p.GiveUp = d
-			return nil
-		}},
+		{0, "give-up", req, honoured, true, "fail when no completion arrives for this long (10s; perftest waits forever)", setPositiveDuration(func(r *perfRun) *time.Duration { return &r.p.GiveUp })},
 		{0, "cpuprofile", req, honoured, true, "write a Go CPU profile of the run to this file", str(func(r *perfRun) *string { return &r.cpuProfile })},
 		{0, "exectrace", req, honoured, true, "write a Go execution trace of the run to this file", str(func(r *perfRun) *string { return &r.exectrace })},
 	}
+	// gorxe's own options that choose the link.
+	return append(opts, linkOptions(func(r *perfRun) *linkFlags { return &r.link },
+		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host), mem (both sides of the test in this process, no network)",
+		"this host's address for the udp and tap links, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -x names, or the kernel's route to the server)")...)
 }
 
 // otherPerftestOptions are the rest of perftest's long options (HEAD's

@@ -49,20 +49,12 @@ type rcOption = toolOption[rcRun]
 
 // rcOptions returns the option table, in the order -h lists it.
 func rcOptions() []rcOption {
-	num := func(f func(r *rcRun) *int) func(*rcRun, string) error {
-		return func(r *rcRun, v string) error { return parseInt(v, f(r)) }
-	}
-	flag := func(f func(r *rcRun) *bool) func(*rcRun, string) error {
-		return func(r *rcRun, _ string) error { *f(r) = true; return nil }
-	}
-	str := func(f func(r *rcRun) *string) func(*rcRun, string) error {
-		return func(r *rcRun, v string) error { *f(r) = v; return nil }
-	}
+	str, num, flag := setString[rcRun], setInt[rcRun], setTrue[rcRun]
 	const (
 		no  = getopt.NoArg
 		req = getopt.RequiredArg
 	)
-	return []rcOption{
+	opts := []rcOption{
 		{'p', "port", req, honoured, false, "TCP port of the exchange (18515)", num(func(r *rcRun) *int { return &r.tcpPort })},
 		{'d', "ib-dev", req, accepted, false, "the name gorxe's device takes (gorxe0)", str(func(r *rcRun) *string { return &r.device })},
 		{'i', "ib-port", req, honoured, false, "port of the device: 1, gorxe's only one", num(func(r *rcRun) *int { return &r.ibPort })},
@@ -83,36 +75,13 @@ func rcOptions() []rcOption {
 		{'j', "dm", no, refused, false, "-j: the device doesn't support dm allocation (gorxe, as rxe, has no device memory)", nil},
 
 		// gorxe's own options.
-		{0, "link", req, honoured, true, "how packets travel: udp (a kernel UDP socket, the default) or tap (a TAP device on which gorxe is a whole host)", str(func(r *rcRun) *string { return &r.link.kind })},
-		{0, "ip", req, honoured, true, "this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -g names)", str(func(r *rcRun) *string { return &r.link.ip })},
-		{0, "tap", req, honoured, true, "name of the TAP device to create (tap link)", str(func(r *rcRun) *string { return &r.link.tapName })},
-		{0, "bridge", req, honoured, true, "attach the TAP device to this bridge (tap link)", str(func(r *rcRun) *string { return &r.link.bridge })},
-		{0, "roce-port", req, honoured, true, "UDP port of RoCE v2 (4791)", func(r *rcRun, v string) error {
-			var n int
-			if err := parseInt(v, &n); err != nil {
-				return err
-			}
-			if n <= 0 || n > 65535 {
-				return fmt.Errorf("not a UDP port")
-			}
-			r.link.port = uint(n)
-			return nil
-		}},
-		{0, "link-mtu", req, honoured, true, "the link's IP MTU (tap: 1500; udp: the interface's); path MTU 4096 needs at least 4176", num(func(r *rcRun) *int { return &r.link.mtu })},
-		{0, "no-gso", no, honoured, true, "udp link: one datagram per packet, no UDP GSO", flag(func(r *rcRun) *bool { return &r.link.noGSO })},
-		{0, "trace", no, honoured, true, "print every QP state change and transport event to stderr", flag(func(r *rcRun) *bool { return &r.link.trace })},
-		{0, "cc", req, honoured, true, ccHelp, func(r *rcRun, v string) error { return r.link.setCC(v) }},
-		{0, "cc-profile", req, honoured, true, ccProfileHelp, func(r *rcRun, v string) error { return r.link.setCCProfile(v) }},
-		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; ibv_rc_pingpong waits forever)", func(r *rcRun, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("want a positive duration such as 30s")
-			}
-			r.p.GiveUp = d
-			return nil
-		}},
+		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; ibv_rc_pingpong waits forever)", setPositiveDuration(func(r *rcRun) *time.Duration { return &r.p.GiveUp })},
 		{'h', "help", no, honoured, true, "print this help", flag(func(r *rcRun) *bool { return &r.help })},
 	}
+	// gorxe's own options that choose the link.
+	return append(opts, linkOptions(func(r *rcRun) *linkFlags { return &r.link },
+		"how packets travel: udp (a kernel UDP socket, the default) or tap (a TAP device on which gorxe is a whole host)",
+		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -g names)")...)
 }
 
 // parseRC parses an ibv_rc_pingpong command line. As getopt_long, a
