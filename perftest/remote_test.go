@@ -7,62 +7,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/rnic"
 )
 
 // runPair runs p as a client and a server on two devices of one in-memory
-// fabric, talking perftest's exchange over TCP on the loopback.
+// fabric whose links both apply faults, talking perftest's exchange over
+// TCP on the loopback (runPairOn).
 func runPair(t *testing.T, p Params, faults mem.Faults) (client, server []Result) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	fab := mem.NewFabric()
-	var devs [2]*rnic.Device
+	var links [2]link.Link
 	for i, a := range []string{"10.0.0.1", "10.0.0.2"} {
 		l, err := fab.NewLink(netip.MustParseAddr(a))
 		if err != nil {
 			t.Fatal(err)
 		}
 		l.SetFaults(faults)
-		if devs[i], err = rnic.Open(rnic.Config{Link: l}); err != nil {
-			t.Fatal(err)
-		}
-		defer devs[i].Close()
+		links[i] = l
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	type res struct {
-		r   []Result
-		err error
-	}
-	srv := make(chan res, 1)
-	go func() {
-		conn, err := Accept(ctx, ln)
-		if err != nil {
-			srv <- res{nil, err}
-			return
-		}
-		defer conn.Close()
-		r, err := RunRemote(ctx, p, RemoteOptions{Dev: devs[1], Conn: conn})
-		srv <- res{r, err}
-	}()
-	conn, err := Dial(ctx, ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client, err = RunRemote(ctx, p, RemoteOptions{Dev: devs[0], Conn: conn})
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	s := <-srv
-	if s.err != nil {
-		t.Fatalf("server: %v", s.err)
-	}
-	return client, s.r
+	return runPairOn(t, p, links)
 }
 
 func TestRemoteEveryTest(t *testing.T) {
