@@ -2,7 +2,6 @@ package perftest
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -127,36 +126,7 @@ func runPairOn(t *testing.T, p Params, links [2]link.Link) (client, server []Res
 		}
 		defer devs[i].Close()
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	type res struct {
-		r   []Result
-		err error
-	}
-	srv := make(chan res, 1)
-	go func() {
-		conn, err := Accept(ctx, ln)
-		if err != nil {
-			srv <- res{nil, err}
-			return
-		}
-		defer conn.Close()
-		r, err := RunRemote(ctx, p, RemoteOptions{Dev: devs[1], Conn: conn})
-		srv <- res{r, err}
-	}()
-	conn, err := Dial(ctx, ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client, err = RunRemote(ctx, p, RemoteOptions{Dev: devs[0], Conn: conn})
-	s := <-srv
-	if err != nil || s.err != nil {
-		t.Fatalf("client: %v\nserver: %v", err, s.err)
-	}
-	return client, s.r
+	return runRemotePair(t, ctx, ctx, devs[0], devs[1], p, p, nil)
 }
 
 func memLinks(t *testing.T, faults mem.Faults) [2]link.Link {
