@@ -86,14 +86,11 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	device := cmp.Or(r.device, "gorxe0")
-	rr := r
 	quiet := r.json || r.output != "" // no banner, no table: one JSON object or one number
 	gidIndex := max(r.gidIndex, 0)
-	cpuProfile, traceOut, jsonOut := &r.cpuProfile, &r.exectrace, &r.json
-	faults, counters := &r.faults, &r.counters
 
-	if *cpuProfile != "" {
-		stopProfile, err := startCPUProfile(*cpuProfile)
+	if r.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(r.cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: --cpuprofile: %v\n", name, err)
 			return exitError
@@ -101,8 +98,8 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		defer stopProfile()
 	}
 
-	if *traceOut != "" {
-		stopTrace, err := startTrace(*traceOut)
+	if r.exectrace != "" {
+		stopTrace, err := startTrace(r.exectrace)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: --exectrace: %v\n", name, err)
 			return exitError
@@ -138,7 +135,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			return nil
 		}
 	} else {
-		if *faults != "" {
+		if r.faults != "" {
 			fmt.Fprintf(stderr, "%s: --fault needs --link mem\n", name)
 			return exitUsage
 		}
@@ -165,37 +162,37 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	first := true
-	emit := func(r *perftest.Result, ps *perftest.Params) {
+	emit := func(res *perftest.Result, ps *perftest.Params) {
 		switch {
-		case *jsonOut:
-			perftest.WriteJSON(stdout, perftest.ToJSON(r, ps, nil))
-		case rr.output != "":
-			perftest.PrintOutput(stdout, ps, r, rr.output)
+		case r.json:
+			perftest.WriteJSON(stdout, perftest.ToJSON(res, ps, nil))
+		case r.output != "":
+			perftest.PrintOutput(stdout, ps, res, r.output)
 		default:
 			if first {
-				if r.Locals != nil {
-					perftest.PrintAllAddresses(stdout, r.Locals, r.Remotes)
+				if res.Locals != nil {
+					perftest.PrintAllAddresses(stdout, res.Locals, res.Remotes)
 				} else {
-					perftest.PrintAddresses(stdout, r.Local, r.Remote)
+					perftest.PrintAddresses(stdout, res.Local, res.Remote)
 				}
 				perftest.PrintReportHeader(stdout, ps)
 				first = false
 			}
-			if r.BW != nil || r.Lat != nil {
-				perftest.PrintReport(stdout, ps, r)
+			if res.BW != nil || res.Lat != nil {
+				perftest.PrintReport(stdout, ps, res)
 			}
 		}
-		if rr.outJSON && (r.BW != nil || r.Lat != nil) {
-			if err := writeOutJSON(rr, ps, r, gidIndex); err != nil {
+		if r.outJSON && (res.BW != nil || res.Lat != nil) {
+			if err := writeOutJSON(r, ps, res, gidIndex); err != nil {
 				fmt.Fprintf(stderr, "%s: --out_json: %v\n", name, err)
 			}
 		}
 	}
-	p.OnReport = func(r *perftest.Result) { emit(r, &p) }
+	p.OnReport = func(res *perftest.Result) { emit(res, &p) }
 	err = run(emit)
 	failed := err != nil
 	if err != nil {
-		if *jsonOut {
+		if r.json {
 			perftest.WriteJSON(stdout, perftest.ToJSON(nil, &p, err))
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
@@ -206,8 +203,8 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, " data check: %s\n", map[bool]string{true: "FAILED", false: "ok"}[failed])
 		}
 	}
-	if *counters {
-		printCounters(stdout, final(), *jsonOut)
+	if r.counters {
+		printCounters(stdout, final(), r.json)
 	}
 	if failed {
 		return exitError
