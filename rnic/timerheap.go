@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gorxe/gorxe/internal/minheap"
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/internal/rc"
 )
@@ -47,15 +46,48 @@ type timerItem struct {
 	e  *timerEntry
 }
 
-// timerHeap is a binary min-heap of items by time (internal/minheap:
-// filing a timer allocates nothing).
+// timerHeap is a binary min-heap of items by time. It is written out
+// rather than used through container/heap, whose Push and Pop box every
+// item in an interface: an allocation for each timer filed.
 type timerHeap []timerItem
 
-func (h *timerHeap) push(it timerItem) { minheap.Push(h, it, timerBefore) }
+func (h *timerHeap) push(it timerItem) {
+	*h = append(*h, it)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if s[parent].at <= s[i].at {
+			break
+		}
+		s[parent], s[i] = s[i], s[parent]
+		i = parent
+	}
+}
 
-func (h *timerHeap) pop() timerItem { return minheap.Pop(h, timerBefore) }
-
-func timerBefore(a, b *timerItem) bool { return a.at < b.at }
+func (h *timerHeap) pop() timerItem {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s[last] = timerItem{}
+	s = s[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(s) && s[l].at < s[least].at {
+			least = l
+		}
+		if r < len(s) && s[r].at < s[least].at {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	*h = s
+	return top
+}
 
 // next returns the earliest item's time, or math.MaxInt64.
 func (h timerHeap) next() int64 {

@@ -23,8 +23,8 @@ const module = "github.com/gorxe/gorxe"
 // matches x and every package below it. Every package must match an
 // entry, so a new one takes its place in the architecture on purpose.
 var layers = []struct{ pkg, may string }{
-	{"link/mem/fabric", "link wire/... internal/monotime internal/minheap"}, // a switch model in virtual time
-	{"internal/rc", "qp mr cq congestion wire/... internal/monotime"},       // the RC engine, under rnic; its QPs run congestion control
+	{"link/mem/fabric", "link wire/... internal/monotime"},            // a switch model in virtual time
+	{"internal/rc", "qp mr cq congestion wire/... internal/monotime"}, // the RC engine, under rnic; its QPs run congestion control
 	{"internal/...", ""},                            // leaf helpers
 	{"wire/...", "wire/..."},                        // pure encoding
 	{"link", ""},                                    // the Link interface

@@ -3,7 +3,6 @@ package fabric
 import (
 	"time"
 
-	"github.com/gorxe/gorxe/internal/minheap"
 	"github.com/gorxe/gorxe/internal/monotime"
 )
 
@@ -93,8 +92,8 @@ type event struct {
 	arg any
 }
 
-// events is a binary min-heap of events by (at, seq) (internal/minheap:
-// scheduling allocates nothing).
+// events is a binary min-heap of events by (at, seq), written out rather
+// than through container/heap so that scheduling allocates nothing.
 type events []event
 
 func (e *event) before(f *event) bool {
@@ -104,6 +103,40 @@ func (e *event) before(f *event) bool {
 	return e.seq < f.seq
 }
 
-func (q *events) push(e event) { minheap.Push(q, e, (*event).before) }
+func (q *events) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h[i].before(&h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
 
-func (q *events) pop() event { return minheap.Pop(q, (*event).before) }
+func (q *events) pop() event {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = event{}
+	h = h[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h[l].before(&h[m]) {
+			m = l
+		}
+		if r := l + 1; r < n && h[r].before(&h[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
+}
