@@ -89,10 +89,10 @@ const (
 )
 
 // MaxLegend is the most entries a figure's legend shows. A figure with
-// more series lists the first MaxLegend-1 and then how many more there
-// are: beyond eight the styles repeat in colour or dash and a long list
-// would outgrow the figure, while the lines themselves still read as a
-// bundle of flows.
+// more named series lists the first MaxLegend-1 and then how many more
+// there are: beyond eight the colours repeat, told apart only by dash, and
+// a long list would outgrow the figure, while the lines themselves still
+// read as a bundle of flows.
 const MaxLegend = 8
 
 // MaxName is the most characters of a series' name its legend entry shows.
