@@ -103,6 +103,17 @@ type TimedPoller interface {
 	WaitReceiveFor(timeout time.Duration) (bool, error)
 }
 
+// Notifier is a Poller that says when packets arrive, for a device that
+// never waits: one run by a simulator's event loop on the simulator's
+// goroutine (rnic.Config.Loop), whose link is a simulated port.
+type Notifier interface {
+	Poller
+
+	// Notify has the link call fn each time it queues a packet for
+	// TryReceive, on the goroutine that queues it.
+	Notify(fn func())
+}
+
 // SourcePorter is implemented by links whose packets all leave from one
 // UDP source port that the link, not the device, chooses (a kernel UDP
 // socket bound to the RoCE port). The ICRC covers the UDP ports, so the

@@ -97,6 +97,31 @@ type Config struct {
 	// PacingBurst is how many bytes a QP that DCQCN paces sends at a
 	// time, waking once per burst; DefaultPacingBurst when zero.
 	PacingBurst int
+
+	// Loop, when set, runs the device on an event loop of the caller's
+	// (a simulator's) instead of on goroutines and the time package's
+	// clock; see Loop.
+	Loop Loop
+}
+
+// Loop is an event loop that runs devices in virtual time: a
+// simulator's, which runs many devices and the network between them on
+// one goroutine, so that a run is exact and repeatable.
+//
+// A device on a Loop starts no goroutine. It reads the loop's clock, and
+// asks the loop to call it back when its workers' turns come (their QPs'
+// timers, DCQCN's pacing, deferred sends) and when its link, which must
+// be a link.Notifier, has packets for it. Everything it does happens
+// inside a call from the loop or from the program, which must make its
+// own calls (PostSend, polling its CQs with cq.CQ.Poll) on the loop's
+// goroutine too. The device's methods that wait (Poll, Drive, a CQ's
+// Wait) must not be used: nothing else would run while they wait.
+type Loop interface {
+	// Now returns the loop's time, from its epoch.
+	Now() time.Duration
+	// At has the loop call fn at t, or at Now if t has passed, after
+	// whatever it was due to run at that time already.
+	At(t time.Duration, fn func())
 }
 
 // Direction tells PacketTrace whether a packet was sent or received.
@@ -166,6 +191,14 @@ func Open(cfg Config) (*Device, error) {
 		done:    make(chan struct{}),
 		clock:   monotime.NewClock(),
 	}
+	var notifier link.Notifier
+	if cfg.Loop != nil {
+		var ok bool
+		if notifier, ok = cfg.Link.(link.Notifier); !ok {
+			return nil, fmt.Errorf("rnic: a device on a Loop needs a link that notifies (link.Notifier), not a %T", cfg.Link)
+		}
+		d.clock = monotime.NewClockFrom(cfg.Loop.Now)
+	}
 	if d.name == "" {
 		d.name = "gorxe0"
 	}
@@ -193,11 +226,17 @@ func Open(cfg Config) (*Device, error) {
 		w := newWorker(d)
 		d.workers = append(d.workers, w)
 		d.ports = append(d.ports, &port{transmitter: &d.tx, worker: w, mrs: d.mrs, clock: d.clock})
-		d.wg.Add(1)
-		go w.run()
+		if cfg.Loop == nil {
+			d.wg.Add(1)
+			go w.run()
+		}
 	}
 	d.pollGrace = cmp.Or(cfg.PollGrace, DefaultPollGrace)
 	d.rx.init(d, cfg.Link)
+	if notifier != nil {
+		notifier.Notify(d.notified)
+		return d, nil
+	}
 	d.wg.Add(1)
 	go d.receiveLoop()
 	return d, nil

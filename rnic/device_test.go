@@ -3,6 +3,7 @@ package rnic_test
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -125,5 +126,25 @@ func TestIPv6(t *testing.T) {
 	status(t, wait(t, a.scq, 2, 2*time.Second), cq.StatusSuccess, cq.StatusSuccess)
 	if string(a.buf[:5000]) != string(b.buf[:5000]) || string(a.buf[10000:15000]) != string(b.buf[10000:15000]) {
 		t.Fatal("data differs")
+	}
+}
+
+// fixedLoop is a Loop that never runs anything, for Open's checks.
+type fixedLoop struct{}
+
+func (fixedLoop) Now() time.Duration       { return 0 }
+func (fixedLoop) At(time.Duration, func()) {}
+
+// TestLoopNeedsNotifier: a device on a Loop cannot wait for its link, so
+// Open refuses a link that does not say when packets arrive.
+func TestLoopNeedsNotifier(t *testing.T) {
+	la, err := mem.NewFabric().NewLink(netip.MustParseAddr("10.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Close()
+	_, err = rnic.Open(rnic.Config{Link: la, Loop: fixedLoop{}})
+	if err == nil || !strings.Contains(err.Error(), "link.Notifier") {
+		t.Fatalf("Open on a Loop with a mem link: %v", err)
 	}
 }

@@ -52,6 +52,9 @@ type receiver struct {
 	backstop *time.Timer
 	armed    atomic.Bool
 
+	// turnDue says a receiveTurn is scheduled on the device's Loop.
+	turnDue bool
+
 	// aside times the receive goroutine's standing aside; one timer for
 	// the device's life, so that waiting allocates nothing.
 	aside *time.Timer
@@ -217,6 +220,42 @@ func (d *Device) receiveLoop() {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// notified is the link's call (link.Notifier) on a device that runs on a
+// Loop: a packet is waiting. The device takes it in a turn of its own on
+// the loop, at the same time, after what the loop runs at that time
+// already, and not inside the network's event that delivered it.
+func (d *Device) notified() {
+	r := &d.rx
+	if r.turnDue {
+		return
+	}
+	r.turnDue = true
+	d.cfg.Loop.At(d.cfg.Loop.Now(), d.receiveTurn)
+}
+
+// receiveTurn processes, on a Loop, the packets waiting on the link, as
+// the receive goroutine would, in batches: the ACKs a batch calls for
+// leave at its end.
+func (d *Device) receiveTurn() {
+	r := &d.rx
+	r.turnDue = false
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	r.mu.Lock()
+	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
+	r.wakes.Begin()
+	d.process(n)
+	r.wakes.End()
+	d.flushAcks()
+	r.mu.Unlock()
+	if n == len(r.bufs) {
+		d.notified() // more may be waiting
 	}
 }
 

@@ -122,7 +122,11 @@ func (w *worker) arm(e *timerEntry, at int64) {
 		w.wakeAt = at
 	}
 	w.mu.Unlock()
-	if earlier {
+	switch {
+	case !earlier:
+	case w.loop != nil:
+		w.turnOnLoop(at)
+	default:
 		w.wake()
 	}
 }
@@ -159,12 +163,18 @@ func (w *worker) runTimers(now monotime.Time) {
 // sleep returns how long the worker may sleep before its earliest item
 // comes up, and leaves that time in wakeAt, below which Timer kicks it.
 func (w *worker) sleep() time.Duration {
-	w.mu.Lock()
-	w.wakeAt = w.timers.next()
-	at := w.wakeAt
-	w.mu.Unlock()
+	at := w.rearm()
 	if at == math.MaxInt64 {
 		return time.Hour
 	}
 	return max(w.dev.clock.Until(monotime.Time(at)), 0)
+}
+
+// rearm leaves the earliest item's time in wakeAt, below which Timer
+// wakes the worker, and returns it: math.MaxInt64 when there is none.
+func (w *worker) rearm() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wakeAt = w.timers.next()
+	return w.wakeAt
 }

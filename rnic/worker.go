@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,9 +26,17 @@ type worker struct {
 
 	mu     sync.Mutex
 	ready  map[rc.Runner]struct{} // QPs that asked to run
+	order  []rc.Runner            // the same, in the order they asked
 	timers timerHeap              // when to look at which QP (timerheap.go)
 	wakeAt int64                  // when the worker wakes, a monotime.Time
 	kick   chan struct{}
+
+	// On a Loop (Config.Loop), the worker's turns are the loop's events:
+	// turnAt is the time of the next one (math.MaxInt64 for none), turnGen
+	// its generation, which an earlier turn's scheduling supersedes.
+	loop    Loop
+	turnAt  int64
+	turnGen uint64
 
 	// Owned by the worker goroutine.
 	runList []rc.Runner
@@ -41,6 +50,8 @@ func newWorker(d *Device) *worker {
 		ready:  make(map[rc.Runner]struct{}),
 		kick:   make(chan struct{}, 1),
 		wakeAt: math.MaxInt64, // no timer armed: the first one kicks
+		loop:   d.cfg.Loop,
+		turnAt: math.MaxInt64,
 	}
 }
 
@@ -54,7 +65,10 @@ func (w *worker) remove(q *QP) {
 	if e != nil {
 		e.(*timerEntry).at.Store(removed) // its items are dropped as they come up
 	}
-	delete(w.ready, q.e)
+	if _, ok := w.ready[q.e]; ok {
+		delete(w.ready, q.e)
+		w.order = slices.DeleteFunc(w.order, func(r rc.Runner) bool { return r == q.e })
+	}
 	w.mu.Unlock()
 }
 
@@ -79,10 +93,10 @@ func (w *worker) run() {
 func (w *worker) runReady() {
 	now := w.dev.clock.Now()
 	w.mu.Lock()
-	for q := range w.ready {
-		w.runList = append(w.runList, q)
-	}
+	w.runList = append(w.runList, w.order...) // in order: a simulated run must not depend on a map's
 	clear(w.ready)
+	clear(w.order)
+	w.order = w.order[:0]
 	w.mu.Unlock()
 	// Run takes the QP's lock, and Schedule takes w.mu with it held:
 	// never hold w.mu while running a QP.
@@ -96,6 +110,10 @@ func (w *worker) runReady() {
 
 // wake makes the worker take a turn, if it is not about to already.
 func (w *worker) wake() {
+	if w.loop != nil {
+		w.turnOnLoop(int64(w.dev.clock.Now()))
+		return
+	}
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -106,7 +124,33 @@ func (w *worker) wake() {
 // any goroutine, with r's lock held.
 func (w *worker) Schedule(r rc.Runner) {
 	w.mu.Lock()
-	w.ready[r] = struct{}{}
+	if _, ok := w.ready[r]; !ok {
+		w.ready[r] = struct{}{}
+		w.order = append(w.order, r)
+	}
 	w.mu.Unlock()
 	w.wake()
+}
+
+// turnOnLoop has the loop run the worker's turn at at, unless a turn
+// comes no later. A turn runs the QPs that asked to and the timers due,
+// then schedules the next turn, at the earliest timer.
+func (w *worker) turnOnLoop(at int64) {
+	if at >= w.turnAt {
+		return
+	}
+	w.turnAt = at
+	w.turnGen++
+	gen := w.turnGen
+	w.loop.At(time.Duration(at-1), func() {
+		if gen != w.turnGen {
+			return // an earlier turn took this one's place
+		}
+		w.turnAt = math.MaxInt64
+		w.turns.Add(1)
+		w.runReady()
+		if next := w.rearm(); next != math.MaxInt64 {
+			w.turnOnLoop(next)
+		}
+	})
 }

@@ -40,16 +40,29 @@ func Min(a, b Time) Time {
 	return b
 }
 
-// Clock reads the monotonic time since its creation.
-type Clock struct{ epoch time.Time }
+// Clock reads the monotonic time since its creation, or another
+// source's time (NewClockFrom).
+type Clock struct {
+	epoch time.Time
+	since func() time.Duration // the time since the epoch, if not time.Since's
+}
 
 // NewClock returns a clock whose epoch is now.
 func NewClock() *Clock { return &Clock{epoch: time.Now()} }
 
+// NewClockFrom returns a clock that reads since, the time since an epoch
+// of the caller's: a simulator's virtual time.
+func NewClockFrom(since func() time.Duration) *Clock { return &Clock{since: since} }
+
 // Now returns the time on c. It is never the zero Time: the epoch is one
 // nanosecond after zero. One monotonic clock read (time.Since) costs about
 // half of time.Now, which reads the wall clock too.
-func (c *Clock) Now() Time { return Time(time.Since(c.epoch)) + 1 }
+func (c *Clock) Now() Time {
+	if c.since != nil {
+		return Time(c.since()) + 1
+	}
+	return Time(time.Since(c.epoch)) + 1
+}
 
 // Until returns how long from now until t; negative when t has passed.
 func (c *Clock) Until(t Time) time.Duration { return t.Sub(c.Now()) }

@@ -40,3 +40,19 @@ func TestClockFollowsFakeTime(t *testing.T) {
 		}
 	})
 }
+
+func TestClockFrom(t *testing.T) {
+	virtual := 5 * time.Microsecond
+	c := NewClockFrom(func() time.Duration { return virtual })
+	if got := c.Now(); got != Time(virtual)+1 {
+		t.Fatalf("Now = %d, want %d", got, Time(virtual)+1)
+	}
+	t0 := c.Now()
+	virtual += time.Millisecond
+	if d := c.Now().Sub(t0); d != time.Millisecond {
+		t.Fatalf("the source moved 1ms, the clock %v", d)
+	}
+	if u := c.Until(t0); u != -time.Millisecond {
+		t.Fatalf("Until = %v, want -1ms", u)
+	}
+}
