@@ -84,9 +84,7 @@ func (s *Switch) SampleFlows(w io.Writer, every time.Duration, until monotime.Ti
 	if every <= 0 {
 		return fmt.Errorf("%w: sampling interval %v", ErrConfig, every)
 	}
-	if s.flows == nil {
-		s.flows = &flowTable{m: make(map[[2]netip.Addr]*flow)}
-	}
+	s.TrackFlows()
 	fs := &flowSampler{s: s, w: bufio.NewWriter(w), every: every, until: until}
 	if _, err := fs.w.WriteString(FlowHeader); err != nil {
 		return err
@@ -134,4 +132,27 @@ func (fs *flowSampler) Handle(now monotime.Time, _ any) {
 		return
 	}
 	fs.w.Flush()
+}
+
+// TrackFlows has the switch count what it delivers per flow, for
+// FlowCount, from now on.
+func (s *Switch) TrackFlows() {
+	if s.flows == nil {
+		s.flows = &flowTable{m: make(map[[2]netip.Addr]*flow)}
+	}
+}
+
+// FlowCount returns what the switch has delivered, since it began
+// counting (TrackFlows, SampleFlows), of the traffic from src to dst:
+// the IP bytes of its data packets (all but ACKs and CNPs), and the CNPs
+// for it (from dst to src).
+func (s *Switch) FlowCount(src, dst netip.Addr) (bytes, cnps uint64) {
+	if s.flows == nil {
+		return 0, 0
+	}
+	f := s.flows.m[[2]netip.Addr{src.Unmap(), dst.Unmap()}]
+	if f == nil {
+		return 0, 0
+	}
+	return f.bytes, f.cnps
 }

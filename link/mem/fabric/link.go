@@ -68,12 +68,19 @@ func (t *transmitter) start(now monotime.Time) {
 func (t *transmitter) Handle(now monotime.Time, arg any) {
 	f := arg.(*frame)
 	p := &t.s.ports[t.port]
-	if t.egress {
-		p.queue.SentBytes += uint64(len(f.b))
-	} else {
+	switch {
+	case !t.egress:
 		p.stats.Transmitted++
+		t.s.clock.After(t.delay, t.far, f)
+	case t.s.loss > 0 && t.s.rng.Float64() < t.s.loss:
+		p.queue.SentBytes += uint64(len(f.b))
+		p.queue.Lost++
+		t.s.tracef(now, "lose", t.port, len(f.b), t.bytes)
+		t.s.freeFrame(f)
+	default:
+		p.queue.SentBytes += uint64(len(f.b))
+		t.s.clock.After(t.delay, t.far, f)
 	}
-	t.s.clock.After(t.delay, t.far, f)
 	t.busy = false
 	t.start(now)
 }

@@ -240,16 +240,11 @@ func (r *RealTime) LinkAt(s *Switch, port int) (*Link, error) {
 		port:  port,
 		mtu:   s.mtu,
 		rate:  p.up.rate,
-		limit: DefaultRxQueue,
+		rx:    rxQueue{limit: DefaultRxQueue},
 		ready: make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
-	for a, i := range s.routes {
-		if i == port {
-			l.addrs = append(l.addrs, a)
-		}
-	}
-	slices.SortFunc(l.addrs, netip.Addr.Compare)
+	l.addrs = s.addrsOf(port)
 	p.receive = l.deliver
 	return l, nil
 }
@@ -265,15 +260,11 @@ type Link struct {
 	mtu   int
 	rate  uint64
 
-	mu       sync.Mutex
-	q        [][]byte // received, in order, from head
-	head     int
-	free     [][]byte
-	limit    int
-	overflow uint64
-	closed   bool
-	ready    chan struct{} // signalled when q becomes non-empty
-	done     chan struct{} // closed by Close
+	mu     sync.Mutex
+	rx     rxQueue
+	closed bool
+	ready  chan struct{} // signalled when rx becomes non-empty
+	done   chan struct{} // closed by Close
 }
 
 var _ link.Link = (*Link)(nil)
@@ -283,17 +274,11 @@ var _ link.Link = (*Link)(nil)
 func (l *Link) deliver(_ monotime.Time, pkt []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := len(l.q) - l.head
-	if l.closed || n >= l.limit {
-		l.overflow++
+	if l.closed {
+		l.rx.overflow++
 		return
 	}
-	var b []byte
-	if k := len(l.free); k > 0 {
-		b, l.free = l.free[k-1], l.free[:k-1]
-	}
-	l.q = append(l.q, append(b[:0], pkt...))
-	if n == 0 {
+	if l.rx.push(pkt) && l.rx.len() == 1 {
 		select {
 		case l.ready <- struct{}{}:
 		default:
@@ -345,17 +330,8 @@ func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
 			l.mu.Unlock()
 			return 0, link.ErrClosed
 		}
-		if n := min(want, len(l.q)-l.head); n > 0 || want == 0 {
-			for i := range n {
-				b := l.q[l.head]
-				l.q[l.head] = nil
-				l.head++
-				sizes[i] = copy(bufs[i][link.Headroom:], b)
-				l.free = append(l.free, b)
-			}
-			if l.head == len(l.q) {
-				l.q, l.head = l.q[:0], 0
-			}
+		if l.rx.len() > 0 || want == 0 {
+			n := l.rx.pop(bufs[:want], sizes)
 			l.mu.Unlock()
 			return n, nil
 		}
@@ -372,7 +348,7 @@ func (l *Link) Receive(bufs [][]byte, sizes []int) (int, error) {
 func (l *Link) Overflow() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.overflow
+	return l.rx.overflow
 }
 
 // Addrs returns the port's addresses.

@@ -15,8 +15,9 @@ type QueueStats struct {
 	Marked        uint64 // packets marked CE
 	Dropped       uint64 // packets that found the buffer full (tail drop)
 	DroppedBytes  uint64
-	Bytes         int // queued now
-	MaxBytes      int // the most ever queued
+	Lost          uint64 // packets lost on the link after the queue (Config.Loss)
+	Bytes         int    // queued now
+	MaxBytes      int    // the most ever queued
 
 	// Paused and PausedTime are for a queue to another switch (Connect),
 	// whose PFC pauses it.

@@ -81,7 +81,13 @@ type Config struct {
 	// PFC, if not nil, turns on pause frames.
 	PFC *PFC
 
-	// Seed seeds the marker's random numbers.
+	// Loss is the probability that a packet leaving an egress queue is
+	// lost on its way to the host or switch beyond, as a frame corrupted
+	// on the wire is: it costs the link's time and never arrives. Its
+	// draws come after the marker's, from the same random numbers.
+	Loss float64
+
+	// Seed seeds the marker's and Loss's random numbers.
 	Seed uint64
 
 	// Trace, if not nil, receives a line per event: the time in
@@ -111,6 +117,9 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: ECN Kmin %d is above Kmax %d", ErrConfig, r.Kmin, r.Kmax)
 	case !(r.Pmax >= 0 && r.Pmax <= 1):
 		return fmt.Errorf("%w: ECN Pmax %v is not a probability", ErrConfig, r.Pmax)
+	}
+	if !(c.Loss >= 0 && c.Loss < 1) {
+		return fmt.Errorf("%w: Loss %v is not a probability below 1", ErrConfig, c.Loss)
 	}
 	if p := c.PFC; p != nil {
 		if p.XON < 0 || p.XOFF <= p.XON {
@@ -156,6 +165,7 @@ type Switch struct {
 	buffer int
 	mtu    int
 	red    RED
+	loss   float64
 	pfc    *PFC
 	rng    *rand.Rand
 	trace  io.Writer
@@ -197,6 +207,7 @@ func NewSwitch(clock *Clock, c Config) (*Switch, error) {
 		buffer: c.Buffer,
 		mtu:    cmp0(c.MTU, link.MaxPacket),
 		red:    c.ECN,
+		loss:   c.Loss,
 		rng:    rand.New(rand.NewPCG(c.Seed, 0x6563_6e5f_6d61_726b)),
 		trace:  c.Trace,
 	}

@@ -172,6 +172,51 @@ func TestTailDrop(t *testing.T) {
 	}
 }
 
+// TestLoss: with Config.Loss, about that share of the packets leaving an
+// egress queue never arrive; each costs the link its time all the same,
+// and the same seed loses the same ones.
+func TestLoss(t *testing.T) {
+	const n, loss = 25600, 1.0 / 256
+	run := func(seed uint64) (QueueStats, []byte) {
+		clock, s, rs := newSwitch(t, Config{Ports: ports(2, 40e9, 1000), Buffer: n * 1000, Loss: loss, Seed: seed})
+		for i := range n {
+			p := ip4(hostB, 1000, ect0)
+			p[100], p[101] = byte(i), byte(i>>8)
+			s.Send(0, p)
+		}
+		t0 := clock.Now()
+		for clock.Step() {
+		}
+		// n packets of 1000 bytes at 40 Gb/s take 200 ns each; the last
+		// one, whether lost or not, has left the queue at n×200 ns.
+		if q := s.Queue(1); q.SentBytes != n*1000 {
+			t.Errorf("sent %d bytes, want %d", q.SentBytes, n*1000)
+		}
+		var got []byte
+		for _, p := range rs[1].pkts {
+			got = append(got, p[100], p[101])
+		}
+		if d := clock.Now().Sub(t0); d < n*200 {
+			t.Errorf("the run took %v, less than the queue's %v", d, time.Duration(n*200))
+		}
+		q := s.Queue(1)
+		if uint64(len(rs[1].pkts))+q.Lost != n {
+			t.Errorf("%d delivered and %d lost of %d", len(rs[1].pkts), q.Lost, n)
+		}
+		return q, got
+	}
+	q, a := run(1)
+	if q.Lost < 60 || q.Lost > 140 { // 100 expected; 4 standard deviations
+		t.Errorf("lost %d of %d at 1/256", q.Lost, n)
+	}
+	if _, b := run(1); !bytes.Equal(a, b) {
+		t.Error("the same seed lost other packets")
+	}
+	if _, c := run(2); bytes.Equal(a, c) {
+		t.Error("another seed lost the same packets")
+	}
+}
+
 // TestSerialization: a packet takes bytes×8/rate on each link and the
 // delay across it, exactly; at a rate that does not divide, back to back
 // packets carry the remainder so that their sum is exact.
@@ -358,6 +403,9 @@ func TestConfigErrors(t *testing.T) {
 		{"negative K", func(c *Config) { c.ECN = RED{Kmin: -1, Kmax: 100} }, "negative ECN threshold"},
 		{"Pmax", func(c *Config) { c.ECN = RED{Kmax: 100, Pmax: 1.5} }, "Pmax 1.5"},
 		{"Pmax NaN", func(c *Config) { c.ECN = RED{Kmax: 100, Pmax: math.NaN()} }, "Pmax NaN"},
+		{"Loss", func(c *Config) { c.Loss = 1 }, "Loss 1 is not"},
+		{"Loss negative", func(c *Config) { c.Loss = -0.1 }, "Loss -0.1"},
+		{"Loss NaN", func(c *Config) { c.Loss = math.NaN() }, "Loss NaN"},
 		{"XON above XOFF", func(c *Config) { c.PFC = &PFC{XOFF: 100, XON: 100} }, "XOFF 100 must be above XON 100"},
 		{"duplicate address", func(c *Config) { c.Ports[1].Addrs = c.Ports[0].Addrs }, "on ports 0 and 1"},
 		{"invalid address", func(c *Config) { c.Ports[1].Addrs = []netip.Addr{{}} }, "invalid address"},
