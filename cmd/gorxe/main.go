@@ -37,6 +37,7 @@ type command struct {
 var commands = []command{
 	{"demo", "[--quiet] [--pcap FILE]", "two NICs in one process: watch RDMA verbs become packets, loss included", runDemo},
 	{"decode", "[--json] FILE", "print the RoCE v2 packets of a pcap or pcapng capture", runDecode},
+	{"sim", "[flags] SCENARIO", "DCQCN on a simulated switch in virtual time, gorxe devices as its hosts: figures, CSV, plots", runSim},
 	{"show_gids", "[IFACE]", "print the GID table gorxe uses on each interface, as show_gids prints rxe's", runShowGids},
 	{"rc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
 		"RC SEND ping-pong against rdma-core's ibv_rc_pingpong, speaking its TCP exchange, flags and output", runRCPingpong},
