@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./rnic:FuzzResponder
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-cc
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-cc sim-figures
 
 all: build
 
@@ -91,6 +91,12 @@ bench-net:
 # their medians and the ratio (test/bench/cc.sh; no root).
 bench-cc:
 	test/bench/cc.sh
+
+# sim-figures runs every gorxe sim scenario with DCQCN on and off and
+# rewrites docs/sim/ (results.txt and the plots the README shows), in
+# about a minute (test/sim/figures.sh).
+sim-figures:
+	test/sim/figures.sh
 
 # bench-vm runs perftest's tests between two 1-vCPU VMs (the interop
 # image under qemu's emulation), over kernel rxe and then over gorxe, and

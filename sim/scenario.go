@@ -255,7 +255,8 @@ func summary(r *Report, o *Options, rec *Recorder, q *QueueSeries) {
 	for _, s := range rec.Flows {
 		cnps += s.CNPs[last]
 	}
-	r.printf("  whole run: %d marked, %d dropped, %d lost, %d pauses, %d CNPs handled", q.Marked[last], q.Dropped[last], q.Lost[last], q.Pauses[last], cnps)
+	r.printf("  whole run: %s %d marked, %d dropped, %d lost; %d PFC pause frames in the network; %d CNPs handled",
+		q.Name, q.Marked[last], q.Dropped[last], q.Lost[last], rec.net.pauses(), cnps)
 }
 
 func kb(b int) float64 { return float64(b) / 1000 }
@@ -373,38 +374,35 @@ func joinLeave(o Options) (*Report, error) {
 	}
 	r := newReport("join and leave", &o, rec)
 	share := float64(o.Rate) / 1e9 * 0.985 // what the headers leave of the line rate
-	within := func(from, to time.Duration, want []float64) (time.Duration, bool) {
-		// The first time from which every flow's rate over each 1 ms
-		// stays within 10% of its share until to.
-		const w = time.Millisecond
-		var ok time.Duration = -1
+	// settled returns how long after from every window of o.Window
+	// (sliding by a tenth of it) up to to passes ok.
+	settled := func(from, to time.Duration, ok func(rates []float64) bool) string {
+		w := o.Window
+		since := time.Duration(-1)
 		for a := from; a+w <= to; a += w / 10 {
-			got := rec.Gbps(a, a+w)
-			fine := true
-			for k, x := range want {
-				if x >= 0 && (got[k] < 0.9*x || got[k] > 1.1*x) {
-					fine = false
-				}
-			}
-			switch {
-			case fine && ok < 0:
-				ok = a
+			switch fine := ok(rec.Gbps(a, a+w)); {
+			case fine && since < 0:
+				since = a
 			case !fine:
-				ok = -1
+				since = -1
 			}
 		}
-		return ok - from, ok >= 0
+		if since < 0 {
+			return "never"
+		}
+		return (since - from).String()
 	}
-	if d, ok := within(join, leave, []float64{share / 2, share / 2}); ok {
-		r.printf("flow 2 joins at %v: both within 10%% of %.1f Gb/s from %v after, until it leaves", join, share/2, d)
-	} else {
-		r.printf("flow 2 joins at %v: the flows never settled within 10%% of %.1f Gb/s each", join, share/2)
+	fair := func(rates []float64) bool { return Jain(rates) >= 0.95 }
+	used := func(rates []float64) bool { return sum(rates) >= 0.95*share }
+	near := func(want float64) func([]float64) bool {
+		return func(rates []float64) bool {
+			return rates[0] >= 0.9*want && rates[0] <= 1.1*want && (want == share || rates[1] >= 0.9*want && rates[1] <= 1.1*want)
+		}
 	}
-	if d, ok := within(leave, o.Duration, []float64{share, -1}); ok {
-		r.printf("flow 2 leaves at %v: flow 1 back within 10%% of %.1f Gb/s %v after", leave, share, d)
-	} else {
-		r.printf("flow 2 leaves at %v: flow 1 never came back within 10%% of %.1f Gb/s", leave, share)
-	}
+	r.printf("flow 2 joins at %v; from then on, in every %v window until it leaves:", join, o.Window)
+	r.printf("  Jain's index at least 0.95 after %s; 95%% of the port used after %s; both within 10%% of %.1f Gb/s after %s",
+		settled(join, leave, fair), settled(join, leave, used), share/2, settled(join, leave, near(share/2)))
+	r.printf("flow 2 leaves at %v: flow 1 within 10%% of %.1f Gb/s after %s", leave, share, settled(leave, o.Duration, near(share)))
 	summary(r, &o, rec, rec.Queues[0])
 	return r, nil
 }
@@ -461,13 +459,7 @@ func parkingLot(o Options) (*Report, error) {
 	summary(r, &o, rec, rec.Queues[0])
 	last := len(rec.Times) - 1
 	q := rec.Queues[1]
-	var hostPauses uint64
-	for port := range 3 {
-		hostPauses += s1.Port(port).Pauses
-	}
-	hostPauses += s2.Port(1).Pauses
-	r.printf("  switch 1 to 2: %d marked, %d dropped, %d lost; PFC: switch 2 paused switch 1 %d times, the switches paused the senders %d times",
-		q.Marked[last], q.Dropped[last], q.Lost[last], s2.Port(0).Pauses, hostPauses)
+	r.printf("  switch 1 to 2: %d marked, %d dropped, %d lost; switch 2 paused switch 1 %d times", q.Marked[last], q.Dropped[last], q.Lost[last], s2.Port(0).Pauses)
 	var st qp.Counters
 	for _, s := range rec.Flows {
 		c := s.Flow.Stats()
@@ -488,4 +480,15 @@ func Run(name string, o Options) (*Report, error) {
 		return nil, err
 	}
 	return sc.Run(o)
+}
+
+// pauses returns the PFC pause frames every switch has sent so far.
+func (n *Network) pauses() uint64 {
+	var p uint64
+	for _, s := range n.switches {
+		for i := range s.Ports() {
+			p += s.Port(i).Pauses
+		}
+	}
+	return p
 }
