@@ -147,6 +147,11 @@ func (w *worker) turnOnLoop(at int64) {
 			return // an earlier turn took this one's place
 		}
 		w.turnAt = math.MaxInt64
+		select {
+		case <-w.dev.done:
+			return // closed: its QPs stop where they are
+		default:
+		}
 		w.turns.Add(1)
 		w.runReady()
 		if next := w.rearm(); next != math.MaxInt64 {
