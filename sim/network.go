@@ -27,7 +27,7 @@ type Network struct {
 }
 
 // New returns a network on clock whose devices are opened with dev's
-// congestion control settings (its Link and Name are ignored).
+// settings (its Link, Name and Loop are the network's to set).
 func New(clock *fabric.Clock, dev rnic.Config) *Network {
 	return &Network{clock: clock, cfg: dev}
 }

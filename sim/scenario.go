@@ -151,11 +151,11 @@ func (o *Options) check() error {
 // star is a network of one switch with the receiver on port 0 and
 // senders on ports 1 to n.
 type star struct {
-	net       *Network
-	s         *fabric.Switch
-	recv      *Host
-	senders   []*Host
-	bottlenck QueueSeries
+	net        *Network
+	s          *fabric.Switch
+	recv       *Host
+	senders    []*Host
+	bottleneck QueueSeries
 }
 
 func hostAddr(sw, i int) netip.Addr {
@@ -184,7 +184,7 @@ func newStar(o *Options, n int) (*star, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &star{net: net, s: s, bottlenck: QueueSeries{Name: "bottleneck", Switch: s, Port: 0}}
+	st := &star{net: net, s: s, bottleneck: QueueSeries{Name: "bottleneck", Switch: s, Port: 0}}
 	if st.recv, err = net.AddHost("r", s, 0); err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func runStar(o *Options, st *star, when func(i int, f *Flow)) (*Recorder, error)
 			return nil, err
 		}
 	}
-	rec, err := st.net.Record(o.Sample, o.Duration, st.bottlenck)
+	rec, err := st.net.Record(o.Sample, o.Duration, st.bottleneck)
 	if err != nil {
 		return nil, err
 	}
