@@ -81,8 +81,11 @@ fmt:
 vet:
 	$(GO) vet ./...
 
+# The integration tests in test/ boot a VM (TestRouter), building its
+# image first on a fresh clone: more than go test's default 10 minutes
+# may pass in that package.
 race:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # fuzz runs every fuzz target for FUZZTIME (default 1000000 executions each).
 fuzz:
