@@ -74,12 +74,12 @@ go build -o "$gorxe" ./cmd/gorxe
 
 id=$$
 hub=gxrt$id s1=gxrt${id}s1 s2=gxrt${id}s2 r=gxrt${id}r
-qemu=""
+vm_pid=""
 cleanup() {
 	for ns in $s1 $s2 $r; do
 		for p in $(ip netns pids $ns 2>/dev/null); do kill "$p" 2>/dev/null || true; done
 	done
-	[ -n "$qemu" ] && kill "$qemu" 2>/dev/null || true
+	[ -n "$vm_pid" ] && kill "$vm_pid" 2>/dev/null || true
 	for ns in $s1 $s2 $r $hub; do ip netns del $ns 2>/dev/null || true; done
 }
 trap cleanup EXIT
@@ -132,13 +132,12 @@ while [ ! -f /mnt/stop ]; do
 done
 VM
 vm_boot $hub taps 52:54:00:19:01:01 "$run/share" "$run/vm.log" tapr 52:54:00:19:02:01
-qemu=$vm_pid
 # The router is one emulated CPU on a host of two that its senders and
 # receiver share (and maybe a build): its threads get a little priority,
 # so that the scheduler stalls it less often. A stall is a pause of the
 # router's queue, which the senders' packets meet all at once when it
 # ends (the table's "longest gap" row).
-for t in /proc/$qemu/task/*; do renice -n -5 -p "${t##*/}" > /dev/null 2>&1 || true; done
+for t in /proc/$vm_pid/task/*; do renice -n -5 -p "${t##*/}" > /dev/null 2>&1 || true; done
 
 # router CMDS: runs CMDS (a shell script) in the router and prints its
 # output, ending with "=== exit STATUS". The commands are numbered by the
@@ -304,18 +303,20 @@ onerun() {
 	# a whole window at the host's speed: 96 packets (~106 KB) fit the
 	# router's queue, and are still several times what a flow needs in
 	# flight here (29 Mb/s times a round trip of a few ms: ~16 KB).
-	# --give-up: no completion for 30 s fails the client.
+	# --give-up: no completion for 30 s fails the client; and timeout
+	# stops a side that never ends.
 	local common="-d rxe0 -D $duration -Q 1 --window $window --give-up 30s --counters --cc $mode $extra"
 	[ "$mode" = dcqcn ] && common="$common $ccargs"
-	ip netns exec $r "$gorxe" write_bw $common -p 18515 --ip 10.19.2.20 > "$o/server1.out" 2> "$o/server1.err" &
+	local g="timeout $((duration + stagger + 60)) $gorxe"
+	ip netns exec $r $g write_bw $common -p 18515 --ip 10.19.2.20 > "$o/server1.out" 2> "$o/server1.err" &
 	local sv1=$!
-	ip netns exec $r "$gorxe" write_bw $common -p 18516 --ip 10.19.2.21 > "$o/server2.out" 2> "$o/server2.err" &
+	ip netns exec $r $g write_bw $common -p 18516 --ip 10.19.2.21 > "$o/server2.out" 2> "$o/server2.err" &
 	local sv2=$!
 	sleep 1
-	ip netns exec $s1 "$gorxe" write_bw $common -p 18515 10.19.2.20 > "$o/client1.out" 2> "$o/client1.err" &
+	ip netns exec $s1 $g write_bw $common -p 18515 10.19.2.20 > "$o/client1.out" 2> "$o/client1.err" &
 	local c1=$!
 	sleep "$stagger"
-	ip netns exec $s2 "$gorxe" write_bw $common -p 18516 10.19.2.21 > "$o/client2.out" 2> "$o/client2.err" &
+	ip netns exec $s2 $g write_bw $common -p 18516 10.19.2.21 > "$o/client2.out" 2> "$o/client2.err" &
 	local c2=$!
 	local rc1=0 rc2=0
 	wait $c1 || rc1=$?
