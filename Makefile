@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./rnic:FuzzResponder
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-cc sim-figures
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags router bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-cc sim-figures
 
 all: build
 
@@ -44,6 +44,20 @@ interop-full:
 interop-flags:
 	test/interop/interop.sh --flags && test/interop/interop.sh --flags --suite trixie
 
+# router runs DCQCN through a real congestion point
+# (test/router/router.sh, about 2 minutes): two gorxe senders and a
+# receiver in network namespaces, routed through Debian's kernel in a qemu
+# VM (the interop image) whose egress toward the receiver is htb with RED
+# marking ECN under it, once with --cc dcqcn and once with --cc none; it
+# prints each flow's goodput, the router's drops and marks, the CNPs in a
+# capture and gorxe's counters, and fails unless DCQCN keeps the router
+# from dropping and the flows within 20% of each other. It needs root;
+# without it, it says so and does nothing. test/router/results/ keeps a
+# run's output.
+router:
+	@if [ "$$(id -u)" = 0 ]; then test/router/router.sh; \
+	else echo "router: not run: it needs root (qemu, TAP, network namespaces); run: sudo make router"; fi
+
 # deps installs, when root and missing, the tools the integration tests
 # call: ip (iproute2), ping (iputils-ping) and tshark.
 deps:
@@ -67,8 +81,11 @@ fmt:
 vet:
 	$(GO) vet ./...
 
+# The integration tests in test/ boot a VM (TestRouter), building its
+# image first on a fresh clone: more than go test's default 10 minutes
+# may pass in that package.
 race:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # fuzz runs every fuzz target for FUZZTIME (default 1000000 executions each).
 fuzz:

@@ -179,7 +179,7 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 		f.Seed += uint64(i) * 1000003
 		l.SetFaults(f)
 		d, err := rnic.Open(rnic.Config{Link: l, Name: []string{"client", "server"}[i], Window: p.Window, PacketTrace: p.packetTrace,
-			CC: p.CC, CCParams: p.CCParams})
+			CC: p.CC, CCParams: p.CCParams, LineRate: p.LineRate, PacingBurst: p.PacingBurst})
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -176,6 +176,11 @@ type Params struct {
 	// ConnectX's parameters when zero.
 	CC       rnic.CCMode
 	CCParams congestion.Params
+	// LineRate and PacingBurst are those of RunLocal's devices (gorxe's
+	// --line-rate and --pacing-burst; rnic.Config's): the link's rate and
+	// rnic.DefaultPacingBurst when zero.
+	LineRate    congestion.Rate
+	PacingBurst int
 
 	progress *atomic.Uint64 // completions so far, for the watchdog
 	// onPost, when set, sees the number of work requests of every

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,10 +37,16 @@ type linkFlags struct {
 	noGSO   bool
 	trace   bool
 
-	// --cc and --cc-profile, parsed: the devices' congestion control.
+	// --cc, --cc-profile, --cc-param and --line-rate, parsed: the
+	// devices' congestion control. ccSets are --cc-param's NAME=VALUE
+	// pairs in the order given, which validateCC applies over the
+	// profile.
 	cc        rnic.CCMode
 	ccParams  congestion.Params
 	ccProfile string // as given, for the error that --cc none refuses it
+	ccSets    [][2]string
+	lineRate  congestion.Rate
+	burst     int // --pacing-burst, bytes
 }
 
 // setCC takes --cc: dcqcn or none.
@@ -62,21 +69,114 @@ func (l *linkFlags) setCCProfile(v string) error {
 	return nil
 }
 
-// validateCC reports --cc-profile with --cc none: no profile to apply.
+// setCCParam takes --cc-param NAME=VALUE[,NAME=VALUE...]: DCQCN
+// parameters by NVIDIA's names and in its units (congestion.Params.Set),
+// over the profile's whichever comes first on the command line.
+func (l *linkFlags) setCCParam(v string) error {
+	for _, kv := range strings.Split(v, ",") {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("%q: want NAME=VALUE, as rpg_time_reset=300", kv)
+		}
+		var p congestion.Params
+		if err := p.Set(name, value); err != nil {
+			return err
+		}
+		l.ccSets = append(l.ccSets, [2]string{name, value})
+	}
+	return nil
+}
+
+// setLineRate takes --line-rate: a rate with its unit, 100M, 25G, or as
+// congestion.ParseRate writes one (40Gb/s, 100Mbps).
+func (l *linkFlags) setLineRate(v string) error {
+	s := v
+	for _, u := range []struct{ suffix, unit string }{{"K", "kb/s"}, {"k", "kb/s"}, {"M", "Mb/s"}, {"G", "Gb/s"}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			s = n + u.unit
+			break
+		}
+	}
+	bare := s == "" || strings.ContainsRune("0123456789.", rune(s[len(s)-1]))
+	r, err := congestion.ParseRate(s, congestion.BitPerSecond)
+	if bare || err != nil || r == 0 {
+		return errors.New("want a rate with its unit, as 100M, 25G or 40Gb/s")
+	}
+	l.lineRate = r
+	return nil
+}
+
+// setPacingBurst takes --pacing-burst: bytes, with perftest's K and M
+// suffixes (4K).
+func (l *linkFlags) setPacingBurst(v string) error {
+	n, err := parseSize(v)
+	if err != nil || n > congestion.MaxBurst {
+		return fmt.Errorf("want a size in bytes from 1 to %d, as 4096 or 4K", congestion.MaxBurst)
+	}
+	l.burst = n
+	return nil
+}
+
+// validateCC checks the congestion control flags together, once they are
+// all parsed, and applies --cc-param's pairs over the profile (ConnectX's
+// when none is given). It refuses the flags that tune DCQCN with --cc
+// none, and parameters or a line rate DCQCN cannot run with.
 func (l *linkFlags) validateCC() error {
-	if l.cc == rnic.CCNone && l.ccProfile != "" {
-		return fmt.Errorf("--cc-profile %s: congestion control is off (--cc none)", l.ccProfile)
+	if l.cc == rnic.CCNone {
+		switch {
+		case l.ccProfile != "":
+			return fmt.Errorf("--cc-profile %s: congestion control is off (--cc none)", l.ccProfile)
+		case len(l.ccSets) > 0:
+			return fmt.Errorf("--cc-param %s=%s: congestion control is off (--cc none)", l.ccSets[0][0], l.ccSets[0][1])
+		case l.lineRate != 0:
+			return fmt.Errorf("--line-rate %v: congestion control is off (--cc none), and nothing is paced", l.lineRate)
+		case l.burst != 0:
+			return fmt.Errorf("--pacing-burst %d: congestion control is off (--cc none), and nothing is paced", l.burst)
+		}
+		return nil
+	}
+	if len(l.ccSets) > 0 {
+		if l.ccParams == (congestion.Params{}) {
+			l.ccParams = congestion.ConnectX()
+		}
+		for _, kv := range l.ccSets {
+			if err := l.ccParams.Set(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		l.ccSets = nil
+	}
+	if l.ccParams == (congestion.Params{}) && l.lineRate == 0 && l.burst == 0 {
+		return nil
+	}
+	p := l.ccParams
+	if p == (congestion.Params{}) {
+		p = congestion.ConnectX()
+	}
+	rate := l.lineRate
+	if rate == 0 {
+		rate = rnic.DefaultLineRate
+	}
+	burst := cmp.Or(l.burst, rnic.DefaultPacingBurst)
+	if _, err := congestion.NewReactionPoint(congestion.Config{Params: p, LineRate: rate, Burst: burst}); err != nil {
+		return err
 	}
 	return nil
 }
 
 // applyCC gives cfg the congestion control the flags ask for.
-func (l *linkFlags) applyCC(cfg *rnic.Config) { cfg.CC, cfg.CCParams = l.cc, l.ccParams }
+func (l *linkFlags) applyCC(cfg *rnic.Config) {
+	cfg.CC, cfg.CCParams, cfg.LineRate, cfg.PacingBurst = l.cc, l.ccParams, l.lineRate, l.burst
+}
 
-// ccHelp and ccProfileHelp describe --cc and --cc-profile.
+// ccHelp, ccProfileHelp, ccParamHelp, burstHelp and lineRateHelp
+// describe --cc, --cc-profile, --cc-param, --pacing-burst and --line-rate.
 const (
 	ccHelp        = "congestion control: dcqcn (DCQCN, the default, as on ConnectX: CNPs answer ECN marks, the sender paces to the rate they leave it) or none"
 	ccProfileHelp = "DCQCN's parameters: connectx (NVIDIA's firmware defaults, the default) or paper (the SIGCOMM'15 paper's)"
+	ccParamHelp   = "DCQCN parameters over the profile's, NAME=VALUE[,NAME=VALUE...] by NVIDIA's names and in its units (mlxconfig's: µs, Mb/s), as rpg_time_reset=300,rpg_ai_rate=5; may be repeated"
+	burstHelp     = "bytes a QP that DCQCN paces below the line rate sends at a time (64K): a slow path wants a few packets' worth, as 4K"
+	lineRateHelp  = "the port's rate, where DCQCN starts each flow and which it never exceeds: 100M, 25G, 40Gb/s (default: the link's if it knows it, else 100G)"
 )
 
 // validateKind reports a --link that names no link.

@@ -140,6 +140,9 @@ func linkOptions[R any](lf func(*R) *linkFlags, kindHelp, ipHelp string) []toolO
 		{0, "trace", no, honoured, true, "print every QP state change and transport event to stderr", setTrue(func(r *R) *bool { return &lf(r).trace })},
 		{0, "cc", req, honoured, true, ccHelp, func(r *R, v string) error { return lf(r).setCC(v) }},
 		{0, "cc-profile", req, honoured, true, ccProfileHelp, func(r *R, v string) error { return lf(r).setCCProfile(v) }},
+		{0, "cc-param", req, honoured, true, ccParamHelp, func(r *R, v string) error { return lf(r).setCCParam(v) }},
+		{0, "line-rate", req, honoured, true, lineRateHelp, func(r *R, v string) error { return lf(r).setLineRate(v) }},
+		{0, "pacing-burst", req, honoured, true, burstHelp, func(r *R, v string) error { return lf(r).setPacingBurst(v) }},
 	}
 }
 

@@ -343,8 +343,11 @@ func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
 	if r.link.kind == "" {
 		r.link.kind = "udp" // as perftest: a server without a name waits for a client
 	}
-	r.p.CC, r.p.CCParams = r.link.cc, r.link.ccParams
-	return r, r.link.validateCC()
+	if err := r.link.validateCC(); err != nil {
+		return r, err
+	}
+	r.p.CC, r.p.CCParams, r.p.LineRate, r.p.PacingBurst = r.link.cc, r.link.ccParams, r.link.lineRate, r.link.burst
+	return r, nil
 }
 
 // parseInt reads an integer as perftest's CHECK_VALUE does (strtol with

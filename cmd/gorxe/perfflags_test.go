@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/internal/getopt"
 	"github.com/gorxe/gorxe/perftest"
 )
@@ -69,7 +71,9 @@ func perfSummary(r *perfRun) string {
 	add("output", r.output, def.output)
 	add("cc", r.p.CC, def.p.CC)
 	add("cc-profile", r.link.ccProfile, def.link.ccProfile)
-	if r.p.CC != r.link.cc || r.p.CCParams != r.link.ccParams {
+	add("line-rate", r.p.LineRate, def.p.LineRate)
+	add("pacing-burst", r.p.PacingBurst, def.p.PacingBurst)
+	if r.p.CC != r.link.cc || r.p.CCParams != r.link.ccParams || r.p.LineRate != r.link.lineRate || r.p.PacingBurst != r.link.burst {
 		out = append(out, "cc-not-in-params")
 	}
 	slices.Sort(out)
@@ -188,6 +192,10 @@ var perfCommandLines = []struct {
 	{perftest.WriteBW, "--cc none --link mem", "cc=none link=mem"},
 	{perftest.WriteBW, "--cc dcqcn --cc-profile paper", "cc-profile=paper"},
 	{perftest.ReadBW, "--cc-profile=connectx -s 4K", "cc-profile=connectx size=4096"},
+	{perftest.WriteBW, "--line-rate 100M", "line-rate=100Mb/s"},
+	{perftest.WriteBW, "--line-rate=25G --pacing-burst 4K 10.0.0.1", "line-rate=25Gb/s pacing-burst=4096 server=10.0.0.1"},
+	{perftest.WriteBW, "--line-rate 40Gb/s --pacing-burst=1500", "line-rate=40Gb/s pacing-burst=1500"},
+	{perftest.WriteBW, "--line-rate 2000k", "line-rate=2Mb/s"},
 }
 
 func TestPerfCommandLines(t *testing.T) {
@@ -254,6 +262,23 @@ func TestPerfCommandLineErrors(t *testing.T) {
 		{perftest.WriteBW, "--cc-profile fast", "want connectx", false},
 		{perftest.WriteBW, "--cc none --cc-profile paper", "congestion control is off", false},
 		{perftest.WriteBW, "--cc-prof paper", "unrecognized option", false}, // typed in full
+		{perftest.WriteBW, "--line-rate 100", "with its unit", false},
+		{perftest.WriteBW, "--line-rate fast", "with its unit", false},
+		{perftest.WriteBW, "--line-rate 0G", "with its unit", false},
+		{perftest.WriteBW, "--line-rate 1.5M", "whole Mb/s", false}, // the connectx profile's unit
+		{perftest.WriteBW, "--line-rate 200000G", "at most", false},
+		{perftest.WriteBW, "--line-rate 100M --cc-param rpg_min_rate=200", "rpg_min_rate 200Mb/s above the line rate", false},
+		{perftest.WriteBW, "--cc none --line-rate 1G", "congestion control is off", false},
+		{perftest.WriteBW, "--pacing-burst 0", "size in bytes", false},
+		{perftest.WriteBW, "--pacing-burst 65M", "size in bytes", false},
+		{perftest.WriteBW, "--cc none --pacing-burst 4K", "congestion control is off", false},
+		{perftest.WriteBW, "--cc-param rpg_ai_rate", "NAME=VALUE", false},
+		{perftest.WriteBW, "--cc-param nosuch=1", `no parameter "nosuch"`, false},
+		{perftest.WriteBW, "--cc-param rpg_time_reset=soon", "rpg_time_reset", false},
+		{perftest.WriteBW, "--cc-param rpg_ai_rate=0.5", "whole Mb/s", false},
+		{perftest.WriteBW, "--cc-param rpg_min_rate=0", "rpg_min_rate", false},
+		{perftest.WriteBW, "--cc none --cc-param rpg_ai_rate=1", "congestion control is off", false},
+		{perftest.WriteBW, "--cc-par rpg_ai_rate=1", "unrecognized option", false}, // typed in full
 	} {
 		_, err := parsePerf(tc.test, strings.Fields(tc.args))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -379,5 +404,45 @@ func TestToolNames(t *testing.T) {
 	errOut.Reset()
 	if code := run([]string{"raw_ethernet_bw"}, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), "RoCE") {
 		t.Errorf("raw_ethernet_bw: exit %d, %q", code, errOut.String())
+	}
+}
+
+// --cc-param sets DCQCN's parameters by NVIDIA's names over the profile,
+// whichever comes first on the command line, repeated or with commas; the
+// fields it names change and no other.
+func TestCCParam(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want func() congestion.Params
+	}{
+		{"--cc-param rpg_time_reset=20000,rpg_ai_rate=1 --cc-param dce_tcp_rtt=1000", func() congestion.Params {
+			p := congestion.ConnectX()
+			p.RPGTimeReset, p.RPGAIRate, p.DCETCPRTT = 20*time.Millisecond, congestion.MbitPerSecond, time.Millisecond
+			return p
+		}},
+		{"--cc-param rpg_ai_rate=0.5 --cc-profile paper", func() congestion.Params {
+			p := congestion.Paper()
+			p.RPGAIRate = 500 * congestion.KbitPerSecond
+			return p
+		}},
+		{"--cc-profile paper --cc-param RP_MAX_RATE=500Mb/s,min_time_between_cnps=1.5us", func() congestion.Params {
+			p := congestion.Paper()
+			p.RPGMaxRate, p.MinTimeBetweenCNPs = 500*congestion.MbitPerSecond, 1500*time.Nanosecond
+			return p
+		}},
+		{"--cc-param rpg_ai_rate=1 --cc-param rpg_ai_rate=2", func() congestion.Params {
+			p := congestion.ConnectX()
+			p.RPGAIRate = 2 * congestion.MbitPerSecond // the last one given
+			return p
+		}},
+	} {
+		r, err := parsePerf(perftest.WriteBW, strings.Fields(tc.args))
+		if err != nil {
+			t.Errorf("%s: %v", tc.args, err)
+			continue
+		}
+		if want := tc.want(); r.p.CCParams != want || r.link.ccParams != want {
+			t.Errorf("%s:\n got  %v\n want %v", tc.args, r.p.CCParams, want)
+		}
 	}
 }

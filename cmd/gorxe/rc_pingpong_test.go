@@ -87,6 +87,7 @@ func TestRCPingpong(t *testing.T) {
 		{[]string{"--size=1000", "--iters=30", "-ec", "--rx-depth", "2", "-oPN", "-l3", "-d", "rxe0", "--new_s"}, 1000, 30},
 		{[]string{"-n", "20", "--cc", "none"}, 4096, 20},
 		{[]string{"-n", "20", "--cc-profile", "paper"}, 4096, 20},
+		{[]string{"-n", "20", "--line-rate", "10G", "--pacing-burst", "4K", "--cc-param", "rpg_time_reset=1000"}, 4096, 20},
 	} {
 		// The server's address is the GID -g 1 names on lo, as rxe's
 		// table on lo would have it: 0 the default GID, 1 127.0.0.1.
@@ -146,6 +147,8 @@ func TestRCPingpongUsage(t *testing.T) {
 		{[]string{"-g", "1", "--cc", "cubic"}, exitUsage, "want dcqcn"},
 		{[]string{"-g", "1", "--cc-profile", "x"}, exitUsage, "want connectx"},
 		{[]string{"-g", "1", "--cc", "none", "--cc-profile", "paper"}, exitUsage, "congestion control is off"},
+		{[]string{"-g", "1", "--cc", "none", "--line-rate", "1G"}, exitUsage, "congestion control is off"},
+		{[]string{"-g", "1", "--cc-param", "rpg_ai_rate"}, exitUsage, "NAME=VALUE"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(append([]string{"rc_pingpong"}, tc.args...), &out, &errOut)

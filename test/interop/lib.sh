@@ -64,20 +64,22 @@ INIT
 	rm -rf "$img/root"
 }
 
-# vm_boot NS TAP MAC SHARE LOG: boots a 1-vCPU VM from $img (vm_image) in
-# network namespace NS, its virtio NIC on the existing TAP device TAP with
-# address MAC, SHARE as its 9p share, the console in LOG; the disk is a
-# snapshot, so several VMs can share the image. It sets vm_pid to qemu's
-# process and returns once the VM's init says VM READY, or fails after two
-# minutes.
+# vm_boot NS TAP MAC SHARE LOG [TAP2 MAC2]: boots a 1-vCPU VM from $img
+# (vm_image) in network namespace NS, its virtio NIC on the existing TAP
+# device TAP with address MAC, SHARE as its 9p share, the console in LOG;
+# the disk is a snapshot, so several VMs can share the image. With TAP2
+# and MAC2 the VM has a second virtio NIC on TAP2 (eth1; the init leaves
+# it down). It sets vm_pid to qemu's process and returns once the VM's
+# init says VM READY, or fails after two minutes.
 vm_boot() {
-	local ns=$1 tap=$2 mac=$3 share=$4 log=$5
+	local ns=$1 tap=$2 mac=$3 share=$4 log=$5 nic2=()
+	[ -n "${6:-}" ] && nic2=(-netdev tap,id=n1,ifname="$6",script=no,downscript=no -device virtio-net-pci,netdev=n1,mac="$7")
 	ip netns exec "$ns" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 1 \
 		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
 		-append "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 init=/sbin/gorxe-init" \
 		-drive file="$img/rootfs.img",if=virtio,format=raw,snapshot=on \
 		-netdev tap,id=n0,ifname="$tap",script=no,downscript=no \
-		-device virtio-net-pci,netdev=n0,mac="$mac" \
+		-device virtio-net-pci,netdev=n0,mac="$mac" "${nic2[@]}" \
 		-virtfs local,path="$share",mount_tag=share,security_model=none \
 		-nographic -no-reboot > "$log" 2>&1 &
 	vm_pid=$!
