@@ -110,16 +110,18 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	var params []string
-	flags.Func("cc-param", "set one DCQCN parameter, by NVIDIA's `name=value` (rpg_time_reset=55, rpg_ai_rate=40...); repeatable", func(v string) error {
-		name, value, ok := strings.Cut(v, "=")
-		if !ok {
-			return fmt.Errorf("want name=value")
+	flags.Func("cc-param", "set DCQCN parameters by NVIDIA's names over the profile, `name=value[,name=value...]` (rpg_time_reset=55,rpg_ai_rate=40); repeatable", func(v string) error {
+		for _, kv := range strings.Split(v, ",") {
+			name, value, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fmt.Errorf("%q: want name=value", kv)
+			}
+			p := congestion.Paper()
+			if err := p.Set(name, value); err != nil {
+				return err
+			}
+			params = append(params, kv)
 		}
-		p := congestion.Paper()
-		if err := p.Set(name, value); err != nil {
-			return err
-		}
-		params = append(params, v)
 		return nil
 	})
 	opt("burst", "DCQCN's pacing burst in `bytes` (default 8K)", sizeInto(1024, func(o *sim.Options) *int { return &o.Burst }))

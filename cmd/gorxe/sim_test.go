@@ -17,13 +17,13 @@ func TestSim(t *testing.T) {
 		outs[i] = t.TempDir()
 		var stdout, stderr bytes.Buffer
 		args := []string{"sim", "--duration", "10ms", "--settle", "2ms", "--window", "2ms", "--out", outs[i], "--plot", "svg",
-			"incast", "--n", "3", "--rate", "10G", "--kmax", "100K", "--cc-param", "rpg_ai_rate=20"}
+			"incast", "--n", "3", "--rate", "10G", "--kmax", "100K", "--cc-param", "rpg_ai_rate=20,rpg_hai_rate=100"}
 		if code := run(args, &stdout, &stderr); code != exitOK {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		got := stdout.String()
 		for _, want := range []string{"3:1 incast: 10 Gb/s links", "RED 5000/100000/0.01", "bottleneck:", "Jain's index over 2ms windows",
-			"rpg_ai_rate=20 ", "simulated 10ms in", "wrote flows.csv, queues.csv, plot.svg"} {
+			"rpg_ai_rate=20 rpg_hai_rate=100 ", "simulated 10ms in", "wrote flows.csv, queues.csv, plot.svg"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("no %q in:\n%s", want, got)
 			}
