@@ -19,9 +19,26 @@ import (
 // paced sender wakes once a burst, not once a packet.
 type pacer struct {
 	credit int64 // nanobits; at most burst, above -(one packet)
-	burst  int64 // nanobits: the bucket's depth
+	burst  int64 // nanobits: the bucket's depth at the current rate
+	depth  int64 // nanobits: the deepest it gets (Config.Burst)
+	window uint64 // ns: the bucket holds at most this long of the rate (Config.BurstTime); 0 for no bound
 	bps    uint64
 	stamp  monotime.Time // credit is as of stamp
+}
+
+// setRate changes the rate, and with it the bucket's depth if the bucket
+// is bounded by time: what the rate earns in the window, from MinBurst to
+// depth. Credit above the new depth is lost, as a full bucket's would be.
+func (p *pacer) setRate(bps uint64) {
+	p.bps = bps
+	p.burst = p.depth
+	if p.window == 0 {
+		return
+	}
+	if d := uint64(p.depth); bps <= d/p.window { // bits/s × ns = nanobits
+		p.burst = max(int64(bps*p.window), min(MinBurst*nanobitsPerByte, p.depth))
+	}
+	p.credit = min(p.credit, p.burst)
 }
 
 // nanobitsPerByte is what a byte costs.

@@ -266,3 +266,41 @@ func TestPacingBudget(t *testing.T) {
 		t.Fatal("the off and the line-rate reaction points bound the budget")
 	}
 }
+
+// TestPacerBurstTime: with Config.BurstTime the bucket holds at most
+// what the rate earns in that time, and at least MinBurst: a greedy
+// sender's bursts shrink with its rate, and it still holds the rate.
+func TestPacerBurstTime(t *testing.T) {
+	for _, c := range []struct {
+		line      Rate
+		wantBurst int // bytes a wake-up sends, about
+	}{
+		{80 * GbitPerSecond, 64 << 10}, // 40 Gb/s earn 250 KB in 50 µs: the 64 KiB depth
+		{2 * GbitPerSecond, 6250},      // 1 Gb/s: 6250 bytes in 50 µs
+		{60 * MbitPerSecond, MinBurst}, // 30 Mb/s: 187 bytes; the floor
+	} {
+		p := Paper()
+		p.RPGTimeReset = maxPeriod
+		p.RPGByteReset = math.MaxUint32
+		p.RPGMinRate = MbitPerSecond
+		r, err := NewReactionPoint(Config{Params: p, LineRate: c.line, Burst: 64 << 10, BurstTime: 50 * time.Microsecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.OnCNP(epoch) // to half the line rate
+		rate := float64(r.Rate())
+		const pkt = 100 // small, so that a burst is counted to 100 bytes
+		d := 200 * time.Millisecond
+		sent, wakes := greedy(r, epoch, epoch+monotime.Time(d), pkt)
+		want := rate / 8 * d.Seconds()
+		if dev := float64(sent) - want; dev < -float64(c.wantBurst) || dev > float64(c.wantBurst+pkt) {
+			t.Errorf("%v: sent %d bytes in %v, want %.0f ± a burst", r.Rate(), sent, d, want)
+		}
+		if per := float64(sent) / float64(wakes); per < float64(c.wantBurst)*0.95 || per > float64(c.wantBurst+pkt)*1.05 {
+			t.Errorf("%v: %.0f bytes a wake-up, want about %d", r.Rate(), per, c.wantBurst)
+		}
+	}
+	if _, err := NewReactionPoint(Config{Params: Paper(), LineRate: GbitPerSecond, Burst: 1, BurstTime: -1}); err == nil {
+		t.Error("a negative burst time was taken")
+	}
+}

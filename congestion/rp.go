@@ -3,8 +3,8 @@ package congestion
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"time"
+	"math/bits"
 
 	"github.com/gorxe/gorxe/internal/monotime"
 )
@@ -20,12 +20,22 @@ type Config struct {
 	// flow goes out in bursts of about this much, and a paced sender is
 	// woken once a burst. One MTU paces packet by packet.
 	Burst int
+	// BurstTime, when not zero, bounds the bucket by time as well: it
+	// holds at most what the current rate earns in BurstTime, and at
+	// least MinBurst bytes. A slow flow's bursts then stay short on its
+	// path (64 KiB is 17 ms at 30 Mb/s, a queue's worth on a slow link)
+	// while a fast one's are Burst.
+	BurstTime time.Duration
 }
 
 // Limits on Config.
 const (
-	MaxLineRate = 100_000 * GbitPerSecond
-	MaxBurst    = 64 << 20
+	MaxLineRate  = 100_000 * GbitPerSecond
+	MaxBurst     = 64 << 20
+	MaxBurstTime = time.Second
+	// MinBurst is the least a bucket bounded by BurstTime holds: one
+	// packet of the largest path MTU, 4096 bytes of payload.
+	MinBurst = 4096
 )
 
 // ReactionPoint is DCQCN's reaction point for one flow (one QP's sends):
@@ -103,6 +113,8 @@ func NewReactionPoint(c Config) (*ReactionPoint, error) {
 		return nil, fmt.Errorf("%w: rate_to_set_on_first_cnp %v above the line rate %v", ErrParams, p.RateToSetOnFirstCNP, c.LineRate)
 	case c.Burst <= 0 || c.Burst > MaxBurst:
 		return nil, fmt.Errorf("%w: burst %d bytes: must be 1..%d", ErrParams, c.Burst, MaxBurst)
+	case c.BurstTime < 0 || c.BurstTime > MaxBurstTime:
+		return nil, fmt.Errorf("%w: burst time %v: must be 0 to %v", ErrParams, c.BurstTime, MaxBurstTime)
 	}
 	r := &ReactionPoint{
 		on:          true,
@@ -139,9 +151,10 @@ func NewReactionPoint(c Config) (*ReactionPoint, error) {
 	r.firstRate = min(uint64(p.RateToSetOnFirstCNP)/r.unit, r.max)
 	r.ai = uint64(p.RPGAIRate) / r.unit
 	r.hai = uint64(p.RPGHAIRate) / r.unit
-	r.pacer.burst = int64(c.Burst) * nanobitsPerByte
+	r.pacer.depth = int64(c.Burst) * nanobitsPerByte
+	r.pacer.window = uint64(c.BurstTime)
 	r.rc, r.rt = r.max, r.max
-	r.pacer.bps = r.rc * r.unit
+	r.pacer.setRate(r.rc * r.unit)
 	return r, nil
 }
 
@@ -478,7 +491,7 @@ func (r *ReactionPoint) setRate(at monotime.Time, rc uint64) {
 		r.paceAt(at)
 	}
 	r.rc = rc
-	r.pacer.bps = rc * r.unit
+	r.pacer.setRate(rc * r.unit)
 	if !wasPaced && rc < r.line {
 		r.pacer.fill(at)
 		r.fresh = false

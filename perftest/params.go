@@ -178,7 +178,7 @@ type Params struct {
 	CCParams congestion.Params
 	// LineRate and PacingBurst are those of RunLocal's devices (gorxe's
 	// --line-rate and --pacing-burst; rnic.Config's): the link's rate and
-	// rnic.DefaultPacingBurst when zero.
+	// rnic's default burst (64 KiB or 50 µs of the rate) when zero.
 	LineRate    congestion.Rate
 	PacingBurst int
 

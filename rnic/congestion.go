@@ -3,6 +3,7 @@ package rnic
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/link"
@@ -53,12 +54,20 @@ func ParseCCMode(s string) (CCMode, error) {
 // from the link's real rate.
 const DefaultLineRate = 100 * congestion.GbitPerSecond
 
-// DefaultPacingBurst is Config.PacingBurst when it is zero: 64 KiB, 16
-// packets of 4 KiB. A paced QP sends a burst, then sleeps until the pacer
-// has earned the next whole one; at 10 Gb/s that is 52 µs, long enough
-// that a timer's usual lateness on a busy host costs little of the rate,
-// short enough that a burst is a few microseconds of a switch's queue.
-const DefaultPacingBurst = 64 << 10
+// DefaultPacingBurst and DefaultPacingTime make the pacing burst when
+// Config.PacingBurst is zero: 64 KiB (16 packets of 4 KiB) or what the
+// QP's current rate moves in 50 µs, whichever is less, and at least
+// congestion.MinBurst. A paced QP sends a burst, then sleeps until the
+// pacer has earned the next whole one. At 10 Gb/s and above that is 64
+// KiB every 52 µs or less: long enough that a timer's usual lateness on a
+// busy host costs little of the rate, short enough that a burst is a few
+// microseconds of a switch's queue. Below, the burst shrinks with the
+// rate (6250 bytes at 1 Gb/s), so that a slow flow's burst is not a slow
+// link's whole queue (64 KiB is 17 ms at 30 Mb/s).
+const (
+	DefaultPacingBurst = 64 << 10
+	DefaultPacingTime  = 50 * time.Microsecond
+)
 
 // ccConfig returns the reaction point's configuration for the device's
 // QPs, or nil when congestion control is off, or what is wrong with cfg.
@@ -75,7 +84,7 @@ func ccConfig(cfg *Config, l link.Link) (*congestion.Config, error) {
 		c.Params = congestion.ConnectX()
 	}
 	if c.Burst == 0 {
-		c.Burst = DefaultPacingBurst
+		c.Burst, c.BurstTime = DefaultPacingBurst, DefaultPacingTime
 	}
 	if c.LineRate == 0 {
 		c.LineRate = linkRate(l, &c.Params)

@@ -95,7 +95,8 @@ type Config struct {
 	// DefaultLineRate. Nothing is paced at the line rate.
 	LineRate congestion.Rate
 	// PacingBurst is how many bytes a QP that DCQCN paces sends at a
-	// time, waking once per burst; DefaultPacingBurst when zero.
+	// time, waking once per burst. When zero, DefaultPacingBurst or what
+	// the QP's rate moves in DefaultPacingTime, whichever is less.
 	PacingBurst int
 
 	// Loop, when set, runs the device on an event loop of the caller's

@@ -175,7 +175,7 @@ const (
 	ccHelp        = "congestion control: dcqcn (DCQCN, the default, as on ConnectX: CNPs answer ECN marks, the sender paces to the rate they leave it) or none"
 	ccProfileHelp = "DCQCN's parameters: connectx (NVIDIA's firmware defaults, the default) or paper (the SIGCOMM'15 paper's)"
 	ccParamHelp   = "DCQCN parameters over the profile's, NAME=VALUE[,NAME=VALUE...] by NVIDIA's names and in its units (mlxconfig's: µs, Mb/s), as rpg_time_reset=300,rpg_ai_rate=5; may be repeated"
-	burstHelp     = "bytes a QP that DCQCN paces below the line rate sends at a time (64K): a slow path wants a few packets' worth, as 4K"
+	burstHelp     = "bytes a QP that DCQCN paces below the line rate sends at a time (default: 64K, or 50us of its rate if less, at least 4K)"
 	lineRateHelp  = "the port's rate, where DCQCN starts each flow and which it never exceeds: 100M, 25G, 40Gb/s (default: the link's if it knows it, else 100G)"
 )
 

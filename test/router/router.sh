@@ -43,7 +43,7 @@ cd "$(dirname "$0")/../.."
 
 duration=30 stagger=5 rate=30mbit limit=140000 window=96 suite=bookworm only="" extra=""
 # DCQCN's tuning for this path (see "DCQCN for a 30 Mb/s path" below).
-ccargs="--pacing-burst 2K --cc-param rpg_max_rate=50,dce_tcp_rtt=1000,rate_reduce_monitor_period=4000,rpg_time_reset=20000,rpg_ai_rate=1,rpg_hai_rate=5"
+ccargs="--cc-param rpg_max_rate=50,dce_tcp_rtt=1000,rate_reduce_monitor_period=4000,rpg_time_reset=20000,rpg_ai_rate=1,rpg_hai_rate=5"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--short) duration=10 stagger=2 ;;
@@ -224,11 +224,12 @@ tc qdisc replace dev eth0 root pfifo limit 1000
 #   - a flow starts at 100 Gb/s (the udp link knows no line rate) and is
 #     not paced before its first CNP, nor at the line rate, so it sends
 #     whole windows at the host's speed;
-#   - a paced flow leaves in 64 KiB bursts (Config.PacingBurst), 18 ms of
-#     this link at once: RED marks every burst, and a lone flow gets less
-#     than half the link.
+#   - a paced flow left in 64 KiB bursts (Config.PacingBurst), 18 ms of
+#     this link at once, until the default burst became 64 KiB or 50 us
+#     of the flow's rate, whichever is less (at least 4 KiB): RED marked
+#     every burst, and a lone flow got less than half the link.
 # So every run here gives DCQCN, with --cc-param (NVIDIA's names and
-# units, as mlxconfig sets them) and --pacing-burst:
+# units, as mlxconfig sets them):
 #   rpg_max_rate=50                 a ceiling of 50 Mb/s (not the line
 #                                   rate, which stays 100 Gb/s, so the
 #                                   pacer holds the flow to it from its
@@ -239,8 +240,8 @@ tc qdisc replace dev eth0 root pfifo limit 1000
 #   rpg_time_reset=20000            the increase timer every 20 ms, a few
 #                                   round trips;
 #   rpg_ai_rate=1, rpg_hai_rate=5   increases of 1 Mb/s (the firmware's
-#                                   unit) and 5 Mb/s;
-#   --pacing-burst 2K               paced bursts of two packets.
+#                                   unit) and 5 Mb/s.
+# The paced bursts are the default's: at these rates its floor, 4 KiB.
 # The NP keeps ConnectX's defaults (a CNP per marked packet).
 router "$setup_qdisc" > "$run/router.setup"
 grep -q "=== exit 0" "$run/router.setup" || { cat "$run/router.setup"; echo "router.sh: setting up the router's qdisc failed" >&2; exit 1; }
