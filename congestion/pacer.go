@@ -18,9 +18,9 @@ import (
 // pacer asks to be woken when a whole burst has built up again, so that a
 // paced sender wakes once a burst, not once a packet.
 type pacer struct {
-	credit int64 // nanobits; at most burst, above -(one packet)
-	burst  int64 // nanobits: the bucket's depth at the current rate
-	depth  int64 // nanobits: the deepest it gets (Config.Burst)
+	credit int64  // nanobits; at most burst, above -(one packet)
+	burst  int64  // nanobits: the bucket's depth at the current rate
+	depth  int64  // nanobits: the deepest it gets (Config.Burst)
 	window uint64 // ns: the bucket holds at most this long of the rate (Config.BurstTime); 0 for no bound
 	bps    uint64
 	stamp  monotime.Time // credit is as of stamp

@@ -3,8 +3,8 @@ package congestion
 import (
 	"fmt"
 	"math"
-	"time"
 	"math/bits"
+	"time"
 
 	"github.com/gorxe/gorxe/internal/monotime"
 )
