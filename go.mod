@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/gopacket/gopacket v1.7.7
+	github.com/vishvananda/netlink v1.3.1
 	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.45.0
 	gonum.org/v1/plot v0.17.0
@@ -16,6 +17,7 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.37.0 // indirect
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/udp"
-	"github.com/gorxe/gorxe/link/udp/internal/netns"
+	"github.com/gorxe/gorxe/link/internal/netns"
 )
 
 // TestTryReceive checks the non-blocking receive: nothing waiting answers

@@ -18,7 +18,7 @@ import (
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/linktest"
 	"github.com/gorxe/gorxe/link/udp"
-	"github.com/gorxe/gorxe/link/udp/internal/netns"
+	"github.com/gorxe/gorxe/link/internal/netns"
 	"github.com/gorxe/gorxe/wire"
 )
 
