@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/link"
-	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/link/internal/netns"
+	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/link"
-	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/link/internal/netns"
+	"github.com/gorxe/gorxe/link/udp"
 )
 
 // TestTryReceive checks the non-blocking receive: nothing waiting answers

@@ -16,9 +16,9 @@ import (
 	"golang.org/x/net/ipv6"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/netns"
 	"github.com/gorxe/gorxe/link/linktest"
 	"github.com/gorxe/gorxe/link/udp"
-	"github.com/gorxe/gorxe/link/internal/netns"
 	"github.com/gorxe/gorxe/wire"
 )
 

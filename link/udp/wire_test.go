@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
-	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/link/internal/netns"
+	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/wire"
 )
 
