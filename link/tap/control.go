@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
+	"github.com/gorxe/gorxe/link/internal/ether"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -25,7 +26,7 @@ const (
 // inputARP answers ARP requests for our addresses and learns from requests
 // for them, from replies and from gratuitous ARP.
 func (l *Link) inputARP(f []byte, n int) {
-	a := f[ethLen:n]
+	a := f[ether.HeaderLen:n]
 	if len(a) < arpLen || binary.BigEndian.Uint32(a[0:4]) != 0x00010800 || a[4] != 6 || a[5] != 4 {
 		l.stats.dropBadFrame.Add(1)
 		return
@@ -51,8 +52,8 @@ func (l *Link) inputARP(f []byte, n int) {
 // putARP builds an Ethernet frame carrying an ARP packet into b and
 // returns its length.
 func putARP(b []byte, oper uint16, sha [6]byte, spa [4]byte, tha [6]byte, tpa [4]byte, ethDst [6]byte) int {
-	putEthernet(b, ethDst, sha, etherTypeARP)
-	a := b[ethLen : ethLen+arpLen]
+	ether.PutHeader(b, ethDst, sha, ether.TypeARP)
+	a := b[ether.HeaderLen : ether.HeaderLen+arpLen]
 	binary.BigEndian.PutUint32(a[0:4], 0x00010800)
 	a[4], a[5] = 6, 4
 	binary.BigEndian.PutUint16(a[6:8], oper)
@@ -60,7 +61,7 @@ func putARP(b []byte, oper uint16, sha [6]byte, spa [4]byte, tha [6]byte, tpa [4
 	copy(a[14:18], spa[:])
 	copy(a[18:24], tha[:])
 	copy(a[24:28], tpa[:])
-	return ethLen + arpLen
+	return ether.HeaderLen + arpLen
 }
 
 // ICMP echo (RFC 792) and ICMPv6 echo (RFC 4443 §4) share a layout:
@@ -84,14 +85,14 @@ const (
 	naOverride       = 1 << 29
 	ndpLen           = 24 // NS and NA without options
 	ndpWithLLA       = ndpLen + 8
-	nsFrameLen       = ethLen + ipv6Len + ndpWithLLA
+	nsFrameLen       = ether.HeaderLen + ipv6Len + ndpWithLLA
 	minEchoLen       = 8
 )
 
 // inputICMPv4 answers an echo request in place: the IPv4 packet is
-// f[ethLen:ethLen+total] with an ihl-byte header.
+// f[ether.HeaderLen:ether.HeaderLen+total] with an ihl-byte header.
 func (l *Link) inputICMPv4(f []byte, ihl, total int) {
-	ip := f[ethLen : ethLen+total]
+	ip := f[ether.HeaderLen : ether.HeaderLen+total]
 	icmp := ip[ihl:]
 	if len(icmp) < minEchoLen || internetChecksum(icmp) != 0 {
 		l.stats.dropBadFrame.Add(1)
@@ -101,7 +102,7 @@ func (l *Link) inputICMPv4(f []byte, ihl, total int) {
 		l.stats.dropNotRoCE.Add(1)
 		return
 	}
-	putEthernet(f, [6]byte(f[6:12]), l.mac, etherTypeIPv4)
+	ether.PutHeader(f, [6]byte(f[6:12]), l.mac, ether.TypeIPv4)
 	h := wire.IPv4(ip)
 	src, dst := h.Src(), h.Dst()
 	h.SetSrc(dst)
@@ -112,14 +113,14 @@ func (l *Link) inputICMPv4(f []byte, ihl, total int) {
 	icmp[2], icmp[3] = 0, 0
 	binary.BigEndian.PutUint16(icmp[2:], internetChecksum(icmp))
 	l.stats.icmp.Add(1) // before the reply goes out, for whoever waits for it
-	_ = l.write(f[:ethLen+total])
+	_ = l.write(f[:ether.HeaderLen+total])
 }
 
 // inputICMPv6 answers echo requests and neighbour solicitations for our
 // addresses and learns from advertisements. The IPv6 packet is
-// f[ethLen:ethLen+total]; unicast says it came to our MAC address.
+// f[ether.HeaderLen:ether.HeaderLen+total]; unicast says it came to our MAC address.
 func (l *Link) inputICMPv6(f []byte, total int, unicast bool) {
-	ip := f[ethLen : ethLen+total]
+	ip := f[ether.HeaderLen : ether.HeaderLen+total]
 	icmp := ip[ipv6Len:]
 	if len(icmp) < 4 || icmp6Checksum(ip[8:24], ip[24:40], icmp) != 0 {
 		l.stats.dropBadFrame.Add(1)
@@ -132,7 +133,7 @@ func (l *Link) inputICMPv6(f []byte, total int, unicast bool) {
 			l.stats.dropNotForUs.Add(1)
 			return
 		}
-		putEthernet(f, [6]byte(f[6:12]), l.mac, etherTypeIPv6)
+		ether.PutHeader(f, [6]byte(f[6:12]), l.mac, ether.TypeIPv6)
 		h := wire.IPv6(ip)
 		h.SetSrc(h.Dst())
 		h.SetDst(addr16(src[:]))
@@ -141,7 +142,7 @@ func (l *Link) inputICMPv6(f []byte, total int, unicast bool) {
 		icmp[2], icmp[3] = 0, 0
 		binary.BigEndian.PutUint16(icmp[2:], icmp6Checksum(ip[8:24], ip[24:40], icmp))
 		l.stats.icmp.Add(1)
-		_ = l.write(f[:ethLen+total])
+		_ = l.write(f[:ether.HeaderLen+total])
 
 	case icmp6NeighborSol:
 		// RFC 4861 §4.3 and §7.1.1 (validation), §7.2.4 (the answer).
@@ -166,7 +167,7 @@ func (l *Link) inputICMPv6(f []byte, total int, unicast bool) {
 			l.learn(addr16(src[:]), sll, true)
 		}
 		if dad {
-			ethDst, dst, flags = allNodesMAC, allNodes, naOverride
+			ethDst, dst, flags = ether.IPv6AllNode, allNodes, naOverride
 		}
 		l.stats.ndp.Add(1)
 		m := putNA(f, l.mac, ethDst, target, dst, target, flags)
@@ -216,8 +217,8 @@ func ndpOption(opts []byte, typ byte) (mac [6]byte, has, ok bool) {
 // source link-layer address option (RFC 4861 §4.3, §7.2.2).
 func putNS(b []byte, mac [6]byte, src, target [16]byte) int {
 	group := solicitedNode(target)
-	putEthernet(b, [6]byte{0x33, 0x33, group[12], group[13], group[14], group[15]}, mac, etherTypeIPv6)
-	icmp := putIPv6(b[ethLen:], src, group, ndpWithLLA)
+	ether.PutHeader(b, [6]byte{0x33, 0x33, group[12], group[13], group[14], group[15]}, mac, ether.TypeIPv6)
+	icmp := putIPv6(b[ether.HeaderLen:], src, group, ndpWithLLA)
 	icmp[0], icmp[1] = icmp6NeighborSol, 0
 	binary.BigEndian.PutUint32(icmp[4:8], 0)
 	copy(icmp[8:24], target[:])
@@ -230,8 +231,8 @@ func putNS(b []byte, mac [6]byte, src, target [16]byte) int {
 // putNA builds a neighbour advertisement for target into b, with our MAC
 // address as the target link-layer address option (RFC 4861 §4.4).
 func putNA(b []byte, mac, ethDst [6]byte, src, dst, target [16]byte, flags uint32) int {
-	putEthernet(b, ethDst, mac, etherTypeIPv6)
-	icmp := putIPv6(b[ethLen:], src, dst, ndpWithLLA)
+	ether.PutHeader(b, ethDst, mac, ether.TypeIPv6)
+	icmp := putIPv6(b[ether.HeaderLen:], src, dst, ndpWithLLA)
 	icmp[0], icmp[1] = icmp6NeighborAdv, 0
 	binary.BigEndian.PutUint32(icmp[4:8], flags)
 	copy(icmp[8:24], target[:])

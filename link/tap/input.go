@@ -5,25 +5,15 @@ package tap
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/gorxe/gorxe/link/internal/ether"
 )
 
-// Ethernet II (IEEE 802.3 clause 3.2.6):
-//
-//	 0                   6                  12      14
-//	+-------------------+-------------------+-------+-------------
-//	| destination MAC   | source MAC        | type  | payload ...
-//	+-------------------+-------------------+-------+-------------
-//
-// Only untagged frames are accepted: a VLAN tag would put the IP packet 4
-// bytes off link.Headroom.
+// The headers input reads, after the Ethernet header (package ether).
+// Only untagged frames are accepted: the frame is read so that an
+// untagged one's IP packet lands at link.Headroom, and a VLAN tag would
+// put it 4 bytes off.
 const (
-	ethLen        = 14
-	etherTypeIPv4 = 0x0800
-	etherTypeARP  = 0x0806
-	etherTypeIPv6 = 0x86dd
-	etherTypeVLAN = 0x8100
-	etherTypeQinQ = 0x88a8
-
 	ipv4Len     = 20
 	ipv6Len     = 40
 	udpLen      = 8
@@ -32,37 +22,27 @@ const (
 	protoICMPv6 = 58
 )
 
-var (
-	broadcastMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-	allNodesMAC  = [6]byte{0x33, 0x33, 0, 0, 0, 1}
-	allNodes     = [16]byte{0: 0xff, 1: 0x02, 15: 1} // ff02::1
-)
-
-func putEthernet(f []byte, dst, src [6]byte, etherType uint16) {
-	copy(f[0:6], dst[:])
-	copy(f[6:12], src[:])
-	binary.BigEndian.PutUint16(f[12:14], etherType)
-}
+var allNodes = [16]byte{0: 0xff, 1: 0x02, 15: 1} // ff02::1
 
 // input handles the frame f[:n] read from the TAP (f extends to the end of
 // its buffer, room for building a reply in place). It returns the length
-// of the IP packet at f[ethLen:] if that is a RoCE packet for this host;
+// of the IP packet at f[ether.HeaderLen:] if that is a RoCE packet for this host;
 // otherwise it answers, learns from or drops the frame and returns 0.
 func (l *Link) input(f []byte, n int) int {
 	l.stats.framesIn.Add(1)
-	if n < ethLen || n > len(f) {
+	if n < ether.HeaderLen || n > len(f) {
 		l.stats.dropBadFrame.Add(1)
 		return 0
 	}
 	dstMAC := [6]byte(f[0:6])
 	switch binary.BigEndian.Uint16(f[12:14]) {
-	case etherTypeIPv4:
+	case ether.TypeIPv4:
 		if dstMAC != l.mac {
 			l.stats.dropNotForUs.Add(1)
 			return 0
 		}
 		return l.inputIPv4(f, n)
-	case etherTypeIPv6:
+	case ether.TypeIPv6:
 		// Unicast to us, or IPv6 multicast (33:33:...) which inputIPv6
 		// narrows to the addresses neighbour discovery uses.
 		if dstMAC != l.mac && (dstMAC[0] != 0x33 || dstMAC[1] != 0x33) {
@@ -70,13 +50,13 @@ func (l *Link) input(f []byte, n int) int {
 			return 0
 		}
 		return l.inputIPv6(f, n, dstMAC == l.mac)
-	case etherTypeARP:
-		if dstMAC != l.mac && dstMAC != broadcastMAC {
+	case ether.TypeARP:
+		if dstMAC != l.mac && dstMAC != ether.Broadcast {
 			l.stats.dropNotForUs.Add(1)
 			return 0
 		}
 		l.inputARP(f, n)
-	case etherTypeVLAN, etherTypeQinQ:
+	case ether.TypeVLAN, ether.TypeQinQ:
 		l.stats.dropBadFrame.Add(1)
 	default:
 		l.stats.dropNotRoCE.Add(1)
@@ -89,7 +69,7 @@ func (l *Link) input(f []byte, n int) int {
 //	0: version, IHL   2: total length   6: flags, fragment offset
 //	8: TTL   9: protocol   10: checksum   12: source   16: destination
 func (l *Link) inputIPv4(f []byte, n int) int {
-	ip := f[ethLen:n]
+	ip := f[ether.HeaderLen:n]
 	if len(ip) < ipv4Len || ip[0]>>4 != 4 {
 		l.stats.dropBadFrame.Add(1)
 		return 0
@@ -160,7 +140,7 @@ func solicitedNode(a [16]byte) [16]byte {
 //	0: version, traffic class, flow label   4: payload length
 //	6: next header   7: hop limit   8: source   24: destination
 func (l *Link) inputIPv6(f []byte, n int, unicast bool) int {
-	ip := f[ethLen:n]
+	ip := f[ether.HeaderLen:n]
 	if len(ip) < ipv6Len || ip[0]>>4 != 6 {
 		l.stats.dropBadFrame.Add(1)
 		return 0

@@ -12,6 +12,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/ether"
 )
 
 var (
@@ -73,15 +74,15 @@ func inputFrames(t testing.TB) []struct {
 	roce4Len := ipv4Len + udpLen + 8
 	padded := append(append([]byte(nil), roce4...), make([]byte, 100)...)
 	fragment := append([]byte(nil), roce4...)
-	fragment[ethLen+6] |= 0x20 // MF
-	truncated := roce4[:ethLen+roce4Len-1]
+	fragment[ether.HeaderLen+6] |= 0x20 // MF
+	truncated := roce4[:ether.HeaderLen+roce4Len-1]
 	vlan := serialize(t, eth(testMAC, layers.EthernetTypeDot1Q),
 		&layers.Dot1Q{VLANIdentifier: 5, Type: layers.EthernetTypeIPv4}, ip4("10.9.0.5", layers.IPProtocolUDP),
 		&layers.UDP{SrcPort: 1, DstPort: 4791}, gopacket.Payload(make([]byte, 8)))
 	echo := serialize(t, eth(testMAC, layers.EthernetTypeIPv4), ip4("10.9.0.5", layers.IPProtocolICMPv4),
 		&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: 1, Seq: 1}, gopacket.Payload([]byte("ping")))
 	badEcho := append([]byte(nil), echo...)
-	badEcho[ethLen+ipv4Len+8] ^= 1
+	badEcho[ether.HeaderLen+ipv4Len+8] ^= 1
 	ns := func(hop uint8) []byte {
 		return serialize(t, &layers.Ethernet{SrcMAC: peerMAC, DstMAC: net.HardwareAddr{0x33, 0x33, 0xff, 0, 0, 5}, EthernetType: layers.EthernetTypeIPv6},
 			ip6("ff02::1:ff00:5", layers.IPProtocolICMPv6, hop),
@@ -108,15 +109,15 @@ func inputFrames(t testing.TB) []struct {
 		counter func(Stats) uint64
 	}{
 		{"RoCEv4", roce4, roce4Len, s(func(s Stats) uint64 { return s.FramesIn })},
-		{"RoCEv6", roce6, len(roce6) - ethLen, s(func(s Stats) uint64 { return s.FramesIn })},
+		{"RoCEv6", roce6, len(roce6) - ether.HeaderLen, s(func(s Stats) uint64 { return s.FramesIn })},
 		{"EthernetPadding", padded, roce4Len, s(func(s Stats) uint64 { return s.FramesIn })},
 		{"Short", roce4[:10], 0, s(func(s Stats) uint64 { return s.DropBadFrame })},
 		{"Truncated", truncated, 0, s(func(s Stats) uint64 { return s.DropBadFrame })},
 		{"Fragment", fragment, 0, s(func(s Stats) uint64 { return s.DropBadFrame })},
 		{"VLAN", vlan, 0, s(func(s Stats) uint64 { return s.DropBadFrame })},
 		{"OtherMAC", badRoce(roce4, func(f []byte) { copy(f, otherMAC) }), 0, s(func(s Stats) uint64 { return s.DropNotForUs })},
-		{"OtherIP", badRoce(roce4, func(f []byte) { f[ethLen+19] = 9 }), 0, s(func(s Stats) uint64 { return s.DropNotForUs })},
-		{"OtherPort", badRoce(roce4, func(f []byte) { f[ethLen+20+3] = 1 }), 0, s(func(s Stats) uint64 { return s.DropNotRoCE })},
+		{"OtherIP", badRoce(roce4, func(f []byte) { f[ether.HeaderLen+19] = 9 }), 0, s(func(s Stats) uint64 { return s.DropNotForUs })},
+		{"OtherPort", badRoce(roce4, func(f []byte) { f[ether.HeaderLen+20+3] = 1 }), 0, s(func(s Stats) uint64 { return s.DropNotRoCE })},
 		{"IPv6ToMulticastMAC", badRoce(roce6, func(f []byte) { copy(f, []byte{0x33, 0x33, 0, 0, 0, 1}) }), 0, s(func(s Stats) uint64 { return s.DropNotForUs })},
 		{"TCP", serialize(t, eth(testMAC, layers.EthernetTypeIPv4), ip4("10.9.0.5", layers.IPProtocolTCP),
 			&layers.TCP{SrcPort: 1, DstPort: 80, SYN: true, Window: 1000}), 0, s(func(s Stats) uint64 { return s.DropNotRoCE })},
@@ -126,7 +127,7 @@ func inputFrames(t testing.TB) []struct {
 		{"ForwardedSolicitation", ns(254), 0, s(func(s Stats) uint64 { return s.DropBadFrame })},
 		{"ARPRequest", arp("10.9.0.5"), 0, s(func(s Stats) uint64 { return s.ARP })},
 		{"ARPForOther", arp("10.9.0.7"), 0, s(func(s Stats) uint64 { return s.DropNotForUs })},
-		{"ARPGarbage", badRoce(arp("10.9.0.5"), func(f []byte) { f[ethLen+4] = 8 }), 0, s(func(s Stats) uint64 { return s.DropBadFrame })},
+		{"ARPGarbage", badRoce(arp("10.9.0.5"), func(f []byte) { f[ether.HeaderLen+4] = 8 }), 0, s(func(s Stats) uint64 { return s.DropBadFrame })},
 		{"Unknown", badRoce(roce4, func(f []byte) { binary.BigEndian.PutUint16(f[12:], 0x88cc) }), 0, s(func(s Stats) uint64 { return s.DropNotRoCE })},
 	}
 }
@@ -177,7 +178,7 @@ func FuzzInput(f *testing.F) {
 			return
 		}
 		n := copy(buf, frame)
-		if k := l.input(buf, n); k < 0 || k > 0 && ethLen+k > n {
+		if k := l.input(buf, n); k < 0 || k > 0 && ether.HeaderLen+k > n {
 			t.Fatalf("input returned %d for a %d-byte frame", k, n)
 		}
 	})

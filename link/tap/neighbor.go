@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/ether"
 )
 
 // A neighbor is an entry of the neighbour cache: the MAC address of an
@@ -24,7 +25,7 @@ import (
 type neighbor struct {
 	mac    [6]byte
 	state  neighborState
-	queue  [][]byte // copies of queued packets, each behind ethLen bytes of headroom
+	queue  [][]byte // copies of queued packets, each behind ether.HeaderLen bytes of headroom
 	queued int      // bytes of packets in queue
 	tries  int      // solicitations sent
 	next   time.Time
@@ -91,8 +92,8 @@ func (l *Link) enqueue(dst netip.Addr, pkt []byte) error {
 		l.stats.dropQueueFull.Add(1)
 		return nil
 	}
-	c := make([]byte, ethLen+len(pkt))
-	copy(c[ethLen:], pkt)
+	c := make([]byte, ether.HeaderLen+len(pkt))
+	copy(c[ether.HeaderLen:], pkt)
 	e.queue = append(e.queue, c)
 	e.queued += len(pkt)
 	l.nmu.Unlock()
@@ -107,23 +108,16 @@ func (l *Link) enqueue(dst netip.Addr, pkt []byte) error {
 	return nil
 }
 
-// sendResolved writes a packet that has ethLen bytes in front of it.
+// sendResolved writes a packet that has ether.HeaderLen bytes in front of it.
 func (l *Link) sendResolved(pkt []byte, mac [6]byte) error {
-	c := make([]byte, ethLen+len(pkt))
-	copy(c[ethLen:], pkt)
-	putEthernet(c, mac, l.mac, etherTypeOf(pkt))
+	c := make([]byte, ether.HeaderLen+len(pkt))
+	copy(c[ether.HeaderLen:], pkt)
+	ether.PutHeader(c, mac, l.mac, ether.TypeOf(pkt))
 	if err := l.write(c); err != nil {
 		return err
 	}
 	l.stats.packetsOut.Add(1)
 	return nil
-}
-
-func etherTypeOf(pkt []byte) uint16 {
-	if pkt[0]>>4 == 4 {
-		return etherTypeIPv4
-	}
-	return etherTypeIPv6
 }
 
 // learn records that addr is at mac. It creates an entry only if create is
@@ -155,7 +149,7 @@ func (l *Link) learn(addr netip.Addr, mac [6]byte, create bool) {
 	l.nmu.Unlock()
 	for {
 		for _, c := range q {
-			putEthernet(c, mac, l.mac, etherTypeOf(c[ethLen:]))
+			ether.PutHeader(c, mac, l.mac, ether.TypeOf(c[ether.HeaderLen:]))
 			if l.write(c) != nil {
 				break // closed: the rest are lost with the link
 			}
@@ -183,7 +177,7 @@ func (l *Link) solicit(dst netip.Addr) {
 	l.smu.Lock()
 	var n int
 	if dst.Is4() {
-		n = putARP(l.sbuf[:], arpRequest, l.mac, src.As4(), [6]byte{}, dst.As4(), broadcastMAC)
+		n = putARP(l.sbuf[:], arpRequest, l.mac, src.As4(), [6]byte{}, dst.As4(), ether.Broadcast)
 	} else {
 		n = putNS(l.sbuf[:], l.mac, src.As16(), dst.As16())
 	}
@@ -201,11 +195,11 @@ func (l *Link) announce() {
 	l.smu.Lock()
 	defer l.smu.Unlock()
 	for _, a := range l.v4 {
-		n := putARP(l.sbuf[:], arpRequest, l.mac, a, [6]byte{}, a, broadcastMAC)
+		n := putARP(l.sbuf[:], arpRequest, l.mac, a, [6]byte{}, a, ether.Broadcast)
 		_ = l.write(l.sbuf[:n])
 	}
 	for _, a := range l.v6 {
-		n := putNA(l.sbuf[:], l.mac, allNodesMAC, a, allNodes, a, naOverride)
+		n := putNA(l.sbuf[:], l.mac, ether.IPv6AllNode, a, allNodes, a, naOverride)
 		_ = l.write(l.sbuf[:n])
 	}
 }
@@ -296,7 +290,7 @@ func (l *Link) drain(buf []byte) {
 			return
 		}
 		if k := l.input(buf, m); k > 0 {
-			l.stash = append(l.stash, bytes.Clone(buf[ethLen:ethLen+k]))
+			l.stash = append(l.stash, bytes.Clone(buf[ether.HeaderLen:ether.HeaderLen+k]))
 		}
 	}
 }

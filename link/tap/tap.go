@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/ether"
 	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
@@ -281,7 +282,7 @@ func (l *Link) Send(bufs [][]byte) error {
 			continue
 		}
 		pkt := b[link.Headroom:]
-		dst, etherType, ok := destination(pkt)
+		dst, etherType, ok := ether.Destination(pkt)
 		if !ok {
 			l.stats.dropBadFrame.Add(1)
 			continue
@@ -305,25 +306,14 @@ func (l *Link) Send(bufs [][]byte) error {
 			}
 			last, lastMAC = dst, mac
 		}
-		frame := b[link.Headroom-ethLen:]
-		putEthernet(frame, mac, l.mac, etherType)
+		frame := b[link.Headroom-ether.HeaderLen:]
+		ether.PutHeader(frame, mac, l.mac, etherType)
 		if err := l.write(frame); err != nil {
 			return err
 		}
 		l.stats.packetsOut.Add(1)
 	}
 	return nil
-}
-
-// destination returns an IP packet's destination address and EtherType.
-func destination(pkt []byte) (netip.Addr, uint16, bool) {
-	if len(pkt) >= ipv4Len && pkt[0]>>4 == 4 {
-		return netip.AddrFrom4([4]byte(pkt[16:20])), etherTypeIPv4, true
-	}
-	if len(pkt) >= ipv6Len && pkt[0]>>4 == 6 {
-		return netip.AddrFrom16([16]byte(pkt[24:40])), etherTypeIPv6, true
-	}
-	return netip.Addr{}, 0, false
 }
 
 // onLink reports whether dst is on one of the link's subnets.
@@ -444,7 +434,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	for n < len(bufs) {
 		// Only the first packet is waited for; after it, what is
 		// already queued in the kernel is taken without blocking.
-		frame := bufs[n][link.Headroom-ethLen:]
+		frame := bufs[n][link.Headroom-ether.HeaderLen:]
 		m, err := l.read(frame, block && n == 0)
 		if err == unix.EAGAIN {
 			break
