@@ -114,6 +114,20 @@ type Notifier interface {
 	Notify(fn func())
 }
 
+// Counter is a count a link keeps, by name.
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// Counterer is a link with counters of its own (frames it dropped, ring
+// states), which the device shows after its own (rnic.Counters). Names
+// are lower case with underscores and start with the link's kind: udp_,
+// tap_, xdp_.
+type Counterer interface {
+	Counters() []Counter
+}
+
 // SourcePorter is implemented by links whose packets all leave from one
 // UDP source port that the link, not the device, chooses (a kernel UDP
 // socket bound to the RoCE port). The ICRC covers the UDP ports, so the

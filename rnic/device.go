@@ -448,10 +448,13 @@ type Counters struct {
 	BadOpcode      uint64 // dropped for a reserved opcode, or one of a service the QP does not run
 	AddrMismatch   uint64 // dropped for IP addresses other than the QP's peer and GID
 	PKeyViolations uint64 // dropped for a P_Key the QP's partition does not admit
+	// Link are the link's own counters, if it keeps any
+	// (link.Counterer): udp_..., tap_..., xdp_....
+	Link []link.Counter
 }
 
 // Named returns the counters with their names: rxe's, the device's own,
-// then DCQCN's, mlx5's first.
+// then DCQCN's, mlx5's first, then the link's.
 func (c *Counters) Named() []qp.NamedCounter {
 	n := append(c.Counters.Named(),
 		qp.NamedCounter{Name: "icrc_errors", Value: c.ICRCErrors},
@@ -464,6 +467,9 @@ func (c *Counters) Named() []qp.NamedCounter {
 	)
 	for _, cc := range c.CC.Named() {
 		n = append(n, qp.NamedCounter{Name: cc.Name, Value: cc.Value})
+	}
+	for _, lc := range c.Link {
+		n = append(n, qp.NamedCounter{Name: lc.Name, Value: lc.Value})
 	}
 	return n
 }
@@ -492,6 +498,9 @@ func (d *Device) Counters() Counters {
 	c.BadOpcode = d.badOpcode.Load()
 	c.AddrMismatch = d.addrMismatch.Load()
 	c.PKeyViolations = d.pkeyViolations.Load()
+	if lc, ok := d.link.(link.Counterer); ok {
+		c.Link = lc.Counters()
+	}
 	return c
 }
 

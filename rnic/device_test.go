@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
@@ -146,5 +147,31 @@ func TestLoopNeedsNotifier(t *testing.T) {
 	_, err = rnic.Open(rnic.Config{Link: la, Loop: fixedLoop{}})
 	if err == nil || !strings.Contains(err.Error(), "link.Notifier") {
 		t.Fatalf("Open on a Loop with a mem link: %v", err)
+	}
+}
+
+// countingLink is a mem link with counters of its own.
+type countingLink struct{ *mem.Link }
+
+func (countingLink) Counters() []link.Counter {
+	return []link.Counter{{Name: "test_frames", Value: 7}}
+}
+
+// TestLinkCounters: a link's own counters come after the device's, by
+// name.
+func TestLinkCounters(t *testing.T) {
+	l, err := mem.NewFabric().NewLink(netip.MustParseAddr("10.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := rnic.Open(rnic.Config{Link: countingLink{l}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c := d.Counters()
+	named := c.Named()
+	if last := named[len(named)-1]; last.Name != "test_frames" || last.Value != 7 || len(c.Link) != 1 {
+		t.Errorf("last counter %+v, Link %+v; want test_frames 7", last, c.Link)
 	}
 }

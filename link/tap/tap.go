@@ -516,3 +516,27 @@ func (l *Link) Stats() Stats {
 		WriteErrors: s.writeErrors.Load(),
 	}
 }
+
+// Counters returns the link's counters by name (link.Counterer).
+func (l *Link) Counters() []link.Counter {
+	s := l.Stats()
+	return []link.Counter{
+		{Name: "tap_frames_in", Value: s.FramesIn},
+		{Name: "tap_frames_out", Value: s.FramesOut},
+		{Name: "tap_packets_in", Value: s.PacketsIn},
+		{Name: "tap_packets_out", Value: s.PacketsOut},
+		{Name: "tap_arp", Value: s.ARP},
+		{Name: "tap_ndp", Value: s.NDP},
+		{Name: "tap_icmp", Value: s.ICMP},
+		{Name: "tap_solicits", Value: s.Solicits},
+		{Name: "tap_queued", Value: s.Queued},
+		{Name: "tap_drop_not_roce", Value: s.DropNotRoCE},
+		{Name: "tap_drop_not_for_us", Value: s.DropNotForUs},
+		{Name: "tap_drop_no_neighbor", Value: s.DropNoNeighbor},
+		{Name: "tap_drop_queue_full", Value: s.DropQueueFull},
+		{Name: "tap_drop_off_link", Value: s.DropOffLink},
+		{Name: "tap_drop_bad_frame", Value: s.DropBadFrame},
+		{Name: "tap_drop_too_big", Value: s.DropTooBig},
+		{Name: "tap_write_errors", Value: s.WriteErrors},
+	}
+}

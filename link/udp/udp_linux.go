@@ -257,6 +257,19 @@ func (l *Link) Stats() Stats {
 	}
 }
 
+// Counters returns the link's counters by name (link.Counterer).
+func (l *Link) Counters() []link.Counter {
+	s := l.Stats()
+	return []link.Counter{
+		{Name: "udp_sent", Value: s.Sent},
+		{Name: "udp_gso_runs", Value: s.Runs},
+		{Name: "udp_send_errors", Value: s.SendErrors},
+		{Name: "udp_received", Value: s.Received},
+		{Name: "udp_truncated", Value: s.Truncated},
+		{Name: "udp_receive_errors", Value: s.ReceiveErrors},
+	}
+}
+
 // closedErr reports whether err, from an operation on the socket, means
 // the link has been closed.
 func (l *Link) closedErr(err error) bool {
