@@ -32,7 +32,7 @@ func loadError(what string, err, memlockErr error) error {
 		return fmt.Errorf("xdp: %s: the kernel has no XDP or AF_XDP support (needs Linux 4.18 or later with CONFIG_BPF_SYSCALL and CONFIG_XDP_SOCKETS): %w", what, err)
 	case e == unix.EPERM:
 		if missing := missingCaps(); missing != "" {
-			return fmt.Errorf("xdp: %s: %w: gorxe needs %s (run it as root, or grant them with setcap or systemd's AmbientCapabilities)", what, e, missing)
+			return fmt.Errorf("xdp: %s: %w: gorxe needs %s: run it as root, or grant them (setcap, or systemd's AmbientCapabilities)", what, e, missing)
 		}
 		if memlockErr != nil {
 			return fmt.Errorf("xdp: %s: %w: the locked-memory limit is too low and gorxe cannot raise it: run `ulimit -l unlimited` first, or grant CAP_SYS_RESOURCE", what, e)
@@ -62,11 +62,11 @@ func attachError(ifi *net.Interface, m Mode, err error) error {
 	case e == unix.ENODEV:
 		return fmt.Errorf("%s: %w: the interface is gone", prefix, e)
 	case e == unix.EOPNOTSUPP && m == ModeDriver:
-		return fmt.Errorf("%s: %w: the driver of %s has no native XDP; use generic mode", prefix, e, name)
+		return fmt.Errorf("%s: %w: the driver of %s has no native XDP; generic mode works on any interface", prefix, e, name)
 	case e == unix.EOPNOTSUPP:
 		return fmt.Errorf("%s: %w", prefix, e)
 	case e == unix.ERANGE:
-		return fmt.Errorf("%s: %w: the MTU of %s (%d) is too large for XDP in driver mode on one page: lower it, or use generic mode", prefix, e, name, ifi.MTU)
+		return fmt.Errorf("%s: %w: the MTU of %s (%d), or of a veth's peer, is too large for XDP in driver mode without multi-buffer support: lower it, load with Frags, or use generic mode", prefix, e, name, ifi.MTU)
 	case e == unix.EBUSY, e == unix.EEXIST:
 		// EBUSY: a program is attached in this mode; EEXIST: one is
 		// attached in the other mode, and the kernel allows only one
@@ -79,10 +79,15 @@ func attachError(ifi *net.Interface, m Mode, err error) error {
 				other = ModeGeneric
 			}
 		}
-		if holder := xdpLinkOn(ifi.Index); holder != "" {
-			return fmt.Errorf("%s: %w: %s holds %s's XDP hook with a BPF link; stop it (another gorxe?) first", prefix, e, holder, name)
+		holder, listed := xdpLinkOn(ifi.Index)
+		if holder != "" {
+			return fmt.Errorf("%s: %w: another process holds %s's XDP hook with %s, until it exits; stop that process", prefix, e, name, holder)
 		}
-		return fmt.Errorf("%s: %w: another XDP program is attached to %s in %s mode; remove it with `ip link set dev %s %s off`", prefix, e, name, other, name, other.ipLinkKeyword())
+		remove := fmt.Sprintf("remove it with `ip link set dev %s %s off`", name, other.ipLinkKeyword())
+		if !listed {
+			remove += " (if ip says \"Can't replace active BPF XDP link\", another process holds it with a BPF link: stop that process)"
+		}
+		return fmt.Errorf("%s: %w: another XDP program is attached to %s in %s mode; %s", prefix, e, name, other, remove)
 	case e != 0:
 		return fmt.Errorf("%s: %w", prefix, e)
 	}
@@ -90,9 +95,9 @@ func attachError(ifi *net.Interface, m Mode, err error) error {
 }
 
 // xdpLinkOn describes the BPF link that holds the XDP hook of the interface
-// ifindex, "" if none does or the links cannot be listed (listing them
-// needs CAP_SYS_ADMIN).
-func xdpLinkOn(ifindex int) string {
+// ifindex, "" if none does. listed is false if the links could not be
+// listed, which needs CAP_SYS_ADMIN.
+func xdpLinkOn(ifindex int) (holder string, listed bool) {
 	var it link.Iterator
 	defer it.Close()
 	for it.Next() {
@@ -100,16 +105,19 @@ func xdpLinkOn(ifindex int) string {
 		if err != nil || info.Type != link.XDPType || info.XDP() == nil || int(info.XDP().Ifindex) != ifindex {
 			continue
 		}
-		desc := fmt.Sprintf("BPF link %d (program %d", info.ID, info.Program)
+		holder = fmt.Sprintf("BPF link %d (program %d", info.ID, info.Program)
 		if prog, err := ebpf.NewProgramFromID(info.Program); err == nil {
 			if pi, err := prog.Info(); err == nil && pi.Name != "" {
-				desc += " " + strconv.Quote(pi.Name)
+				holder += " " + strconv.Quote(pi.Name)
+				if pi.Name == programName {
+					holder += ", another gorxe"
+				}
 			}
 			prog.Close()
 		}
-		return desc + ")"
+		return holder + ")", true
 	}
-	return ""
+	return "", it.Err() == nil
 }
 
 // Capabilities (include/uapi/linux/capability.h).

@@ -31,6 +31,9 @@ func newVeth(t testing.TB, queues int) *net.Interface {
 	return ifi
 }
 
+// peerOf returns the name of the other end of a veth newVeth made.
+func peerOf(name string) string { return strings.TrimSuffix(name, "a") + "b" }
+
 // ip runs ip(8) and returns its output, failing t if it fails.
 func ip(t testing.TB, args ...string) string {
 	t.Helper()

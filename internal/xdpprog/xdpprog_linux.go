@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -11,6 +12,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
+
+// programName is the program's name in the kernel, as `ip link` and
+// bpftool show it.
+const programName = "gorxe_xdp"
 
 // MaxQueues is the largest Config.Queues: more receive queues than any NIC
 // has, and a bound on the XSKMAP's size.
@@ -95,11 +100,10 @@ type Program struct {
 	xsks     *ebpf.Map
 	counters *ebpf.Map
 
-	mu     sync.Mutex
-	link   link.Link
-	ifname string
-	mode   Mode
-	closed bool
+	mu       sync.Mutex
+	link     link.Link
+	attached Attachment
+	closed   bool
 }
 
 // Load creates the program's maps and loads it into the kernel, without
@@ -139,7 +143,7 @@ func Load(cfg Config) (*Program, error) {
 		return nil, loadError("creating the XSKMAP", err, memlockErr)
 	}
 	spec := &ebpf.ProgramSpec{
-		Name:         "gorxe_xdp",
+		Name:         programName,
 		Type:         ebpf.XDP,
 		Instructions: instructions(cfg.Port, p.xsks.FD(), p.counters.FD()),
 		// No license: the program calls no GPL-only helper.
@@ -156,52 +160,85 @@ func Load(cfg Config) (*Program, error) {
 	return p, nil
 }
 
-// Attach attaches the program to the interface with index ifindex in the
-// given mode and returns the mode it got: with ModeAuto, ModeDriver unless
-// the driver has no XDP support, then ModeGeneric. The attachment is a BPF
-// link, which the kernel removes when gorxe exits.
-func (p *Program) Attach(ifindex int, mode Mode) (Mode, error) {
+// Attachment says where and how the program is attached.
+type Attachment struct {
+	Interface string // the interface's name
+	Mode      Mode   // ModeDriver or ModeGeneric
+
+	// DriverErr is why ModeAuto did not get driver mode, nil otherwise.
+	DriverErr error
+}
+
+func (a Attachment) String() string {
+	if a.Interface == "" {
+		return "not attached"
+	}
+	s := a.Interface + " in " + a.Mode.String() + " mode"
+	if a.DriverErr != nil {
+		s += " (" + strings.TrimPrefix(a.DriverErr.Error(), "xdp: ") + ")"
+	}
+	return s
+}
+
+// Attach attaches the program to the interface with index ifindex, which
+// must be up, in the given mode. ModeAuto tries driver mode, then generic
+// mode if the driver has no XDP (EOPNOTSUPP) or refuses it for this
+// interface (EINVAL, or ERANGE for an MTU too large), and says so in the
+// Attachment. The attachment is a BPF link, which the kernel removes when
+// gorxe exits.
+func (p *Program) Attach(ifindex int, mode Mode) (Attachment, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return 0, errors.New("xdp: attach: program closed")
+		return Attachment{}, errors.New("xdp: attach: program closed")
 	}
 	if p.link != nil {
-		return 0, fmt.Errorf("xdp: attach: already attached to %s", p.ifname)
+		return Attachment{}, fmt.Errorf("xdp: attach: already attached to %s", p.attached)
 	}
 	ifi, err := net.InterfaceByIndex(ifindex)
 	if err != nil {
-		return 0, fmt.Errorf("xdp: no interface with index %d: %w", ifindex, unix.ENODEV)
+		return Attachment{}, fmt.Errorf("xdp: no interface with index %d: %w", ifindex, unix.ENODEV)
 	}
 	if ifi.Flags&net.FlagUp == 0 {
-		return 0, fmt.Errorf("xdp: interface %s is down: bring it up with `ip link set dev %s up`: %w", ifi.Name, ifi.Name, unix.ENETDOWN)
+		return Attachment{}, fmt.Errorf("xdp: interface %s is down: bring it up with `ip link set dev %s up`: %w", ifi.Name, ifi.Name, unix.ENETDOWN)
 	}
 	attach := func(m Mode) (link.Link, error) {
-		return link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifindex, Flags: m.flags()})
+		l, err := link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifindex, Flags: m.flags()})
+		if err != nil {
+			return nil, attachError(ifi, m, err)
+		}
+		return l, nil
 	}
-	got := mode
+	a := Attachment{Interface: ifi.Name, Mode: mode}
 	if mode == ModeAuto {
-		got = ModeDriver
+		a.Mode = ModeDriver
 	}
-	l, err := attach(got)
-	// Only a driver without XDP makes generic mode worth a try.
-	if err != nil && mode == ModeAuto && errors.Is(err, unix.EOPNOTSUPP) {
-		got = ModeGeneric
-		l, err = attach(got)
+	l, err := attach(a.Mode)
+	if err != nil && mode == ModeAuto {
+		switch errnoOf(err) {
+		case unix.EOPNOTSUPP, unix.EINVAL, unix.ERANGE:
+			a.Mode, a.DriverErr = ModeGeneric, err
+			var gerr error
+			if l, gerr = attach(ModeGeneric); gerr != nil {
+				err = fmt.Errorf("%w; %s", err, strings.TrimPrefix(gerr.Error(), "xdp: "))
+			} else {
+				err = nil
+			}
+		}
 	}
 	if err != nil {
-		return 0, attachError(ifi, got, err)
+		return Attachment{}, err
 	}
-	p.link, p.ifname, p.mode = l, ifi.Name, got
-	return got, nil
+	p.link, p.attached = l, a
+	return a, nil
 }
 
-// Mode returns the mode the program is attached in, and the interface's
-// name; "" if it is not attached.
-func (p *Program) Mode() (Mode, string) {
+// Attachment returns where and how the program is attached; its Interface
+// is "" if it is not.
+func (p *Program) Attachment() Attachment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mode, p.ifname
+	return p.attached
 }
 
 // Register makes the AF_XDP socket xskFD the destination of RoCE frames
@@ -214,6 +251,8 @@ func (p *Program) Register(queue, xskFD int) error {
 	if err := p.xsks.Put(uint32(queue), uint32(xskFD)); err != nil {
 		e := errnoOf(err)
 		switch e {
+		case unix.ENOTSOCK:
+			return fmt.Errorf("xdp: register queue %d: fd %d is not a socket: %w", queue, xskFD, e)
 		case unix.EBADF:
 			return fmt.Errorf("xdp: register queue %d: %d is not an open file descriptor: %w", queue, xskFD, e)
 		case unix.EOPNOTSUPP:
@@ -268,9 +307,9 @@ func (p *Program) Close() error {
 	var err error
 	if p.link != nil {
 		if e := p.link.Close(); e != nil {
-			err = fmt.Errorf("xdp: detaching from %s: %w", p.ifname, e)
+			err = fmt.Errorf("xdp: detaching from %s: %w", p.attached.Interface, e)
 		}
-		p.link, p.ifname, p.mode = nil, "", 0
+		p.link, p.attached = nil, Attachment{}
 	}
 	p.prog.Close()
 	p.xsks.Close()
