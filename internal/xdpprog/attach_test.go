@@ -102,6 +102,12 @@ func TestAttach(t *testing.T) {
 	if _, err := p.Attach(v.Index, ModeAuto); err == nil {
 		t.Errorf("Attach after Close succeeded")
 	}
+	if err := p.Register(0, newXSK(t, 0, 0)); err == nil {
+		t.Errorf("Register after Close succeeded")
+	}
+	if _, err := p.Stats(); err == nil {
+		t.Errorf("Stats after Close succeeded")
+	}
 	if err := p.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}

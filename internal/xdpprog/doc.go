@@ -39,7 +39,8 @@
 //
 // The program counts what it does in a per-CPU array (see Stats): frames
 // redirected, RoCE frames passed because their queue had no socket, frames
-// passed as not RoCE, and malformed frames passed.
+// passed as not RoCE, and malformed frames passed. Counting costs about 2 ns
+// a frame (BenchmarkProgram compares the program with and without it).
 //
 // # Attaching
 //
@@ -52,10 +53,28 @@
 // on the interface after a crash, with its map of sockets empty, until
 // someone removes it by hand.
 //
+// An interface has one XDP program per mode, and driver and generic mode
+// exclude each other (net/core/dev.c, dev_xdp_attach). What Attach's BPF
+// link gets from the kernel when the hook is taken, measured on veth pairs
+// on Linux 6.18:
+//
+//	hook held by          attach in the same mode   in the other mode
+//	another BPF link      EBUSY                     EEXIST
+//	netlink (ip link)     EBUSY                     EEXIST
+//
+// An attach over netlink gets the same over a BPF link. A program attached
+// over netlink is removed with `ip link set dev IFACE xdpdrv off` (or
+// xdpgeneric); one held by a BPF link cannot be removed that way (EBUSY)
+// and goes only when its holder exits. Attach's error says which of the two
+// holds the hook when it can list the BPF links, which needs CAP_SYS_ADMIN.
+//
 // # Capabilities
 //
 // Loading needs CAP_BPF and CAP_NET_ADMIN (or CAP_SYS_ADMIN; on kernels
-// before 5.8, which have no CAP_BPF, CAP_SYS_ADMIN). An error from the
-// kernel is returned as one line that says what to do, and wraps the errno
-// (errors.Is(err, unix.EPERM) and so on).
+// before 5.8, which have no CAP_BPF, CAP_SYS_ADMIN): without CAP_BPF even
+// the counters' array is refused, and the XSKMAP needs CAP_NET_ADMIN.
+// Attaching a loaded program with a BPF link needs no capability of its
+// own on Linux 6.18. An error from the kernel is returned as one line that
+// says what to do, and wraps the errno (errors.Is(err, unix.EPERM) and so
+// on).
 package xdpprog

@@ -21,6 +21,8 @@ const programName = "gorxe_xdp"
 // has, and a bound on the XSKMAP's size.
 const MaxQueues = 4096
 
+var errClosed = errors.New("xdp: program closed")
+
 // Config says what the program redirects.
 type Config struct {
 	// Port is the UDP destination port of the RoCE v2 frames to redirect;
@@ -46,7 +48,7 @@ type Mode int
 
 const (
 	// ModeAuto tries ModeDriver, then ModeGeneric if the driver has no
-	// XDP support.
+	// XDP or refuses it for the interface (see Program.Attach).
 	ModeAuto Mode = iota
 	// ModeDriver runs the program in the driver, before the kernel makes
 	// an skb (XDP_FLAGS_DRV_MODE, "xdpdrv" to ip link).
@@ -84,12 +86,14 @@ func (m Mode) flags() link.XDPAttachFlags {
 	return link.XDPDriverMode
 }
 
-// Stats are the program's counters, summed over CPUs.
+// Stats are the program's counters, summed over CPUs. A device shows them
+// as xdp_redirected, xdp_passed_no_socket, xdp_passed and
+// xdp_passed_malformed.
 type Stats struct {
 	Redirected      uint64 // RoCE frames redirected to an AF_XDP socket
 	PassedNoSocket  uint64 // RoCE frames passed to the kernel: no socket on their queue
 	Passed          uint64 // frames passed to the kernel as not RoCE, or not parsed (see the package doc)
-	PassedMalformed uint64 // frames passed to the kernel that end inside a header, or have a bad IP version
+	PassedMalformed uint64 // frames passed to the kernel that end inside a header, or with a bad IP version or IHL
 }
 
 // Program is gorxe's XDP program, loaded, with its maps, and attached to at
@@ -190,7 +194,7 @@ func (p *Program) Attach(ifindex int, mode Mode) (Attachment, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return Attachment{}, errors.New("xdp: attach: program closed")
+		return Attachment{}, errClosed
 	}
 	if p.link != nil {
 		return Attachment{}, fmt.Errorf("xdp: attach: already attached to %s", p.attached)
@@ -248,6 +252,11 @@ func (p *Program) Register(queue, xskFD int) error {
 	if queue < 0 || queue >= p.cfg.Queues {
 		return fmt.Errorf("xdp: register queue %d: the program was loaded for queues 0 to %d", queue, p.cfg.Queues-1)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errClosed
+	}
 	if err := p.xsks.Put(uint32(queue), uint32(xskFD)); err != nil {
 		e := errnoOf(err)
 		switch e {
@@ -269,6 +278,11 @@ func (p *Program) Unregister(queue int) error {
 	if queue < 0 || queue >= p.cfg.Queues {
 		return fmt.Errorf("xdp: unregister queue %d: the program was loaded for queues 0 to %d", queue, p.cfg.Queues-1)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errClosed
+	}
 	if err := p.xsks.Delete(uint32(queue)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("xdp: unregister queue %d: %w", queue, err)
 	}
@@ -277,6 +291,11 @@ func (p *Program) Unregister(queue int) error {
 
 // Stats returns the program's counters, summed over CPUs.
 func (p *Program) Stats() (Stats, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return Stats{}, errClosed
+	}
 	var s [numStats]uint64
 	var perCPU []uint64
 	for i := range s {
