@@ -3,6 +3,7 @@ module github.com/gorxe/gorxe
 go 1.25.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/vishvananda/netlink v1.3.1
 	golang.org/x/net v0.55.0
