@@ -289,7 +289,7 @@ func (s *Socket) bind(c Config, owner *Socket) error {
 	}
 	sa.Flags = flags | unix.XDP_COPY
 	err := s.bindErr(unix.Bind(s.fd, &sa), "")
-	if err != nil && zcErr != nil && zcErr != unix.EOPNOTSUPP {
+	if err != nil && zcErr != nil && !errors.Is(err, zcErr) && zcErr != unix.EOPNOTSUPP {
 		err = fmt.Errorf("%w (in zero-copy mode: %v)", err, zcErr)
 	}
 	return err
@@ -611,7 +611,9 @@ func (s *Socket) CompleteTo(fs *FrameStack) (int, error) {
 // Close unbinds the socket, unmaps its rings and closes it, once: later
 // calls return ErrClosed. It wakes a Wait and waits for the calls under
 // way to return. Frames the kernel held in the socket's fill, RX, TX and
-// completion rings are lost to the caller's stacks.
+// completion rings are lost to the caller's stacks. The kernel frees the
+// queue in deferred work, a moment after Close returns: an Open on it
+// right after may fail with EBUSY.
 func (s *Socket) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
