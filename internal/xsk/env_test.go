@@ -168,7 +168,12 @@ func redirectProgram(t testing.TB, frags bool) (*ebpf.Program, *ebpf.Map) {
 // attachXDP attaches prog to the interface in driver (native) mode, which
 // veth has, in the calling thread's namespace.
 func attachXDP(prog *ebpf.Program, ifindex int) (link.Link, error) {
-	l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPDriverMode})
+	return attachXDPMode(prog, ifindex, link.XDPDriverMode)
+}
+
+// attachXDPMode is attachXDP in the given mode.
+func attachXDPMode(prog *ebpf.Program, ifindex int, mode link.XDPAttachFlags) (link.Link, error) {
+	l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: mode})
 	if err != nil {
 		return nil, fmt.Errorf("attaching XDP to interface %d: %w", ifindex, err)
 	}
@@ -190,6 +195,18 @@ type endpoint struct {
 // mode so that the socket receives everything h's interface does.
 func open(t testing.TB, h *host, c xsk.Config, attach bool) *endpoint {
 	t.Helper()
+	var mode link.XDPAttachFlags
+	if attach {
+		mode = link.XDPDriverMode
+	}
+	return openMode(t, h, c, mode)
+}
+
+// openMode is open that attaches the program in the given mode, or not
+// at all if mode is 0.
+func openMode(t testing.TB, h *host, c xsk.Config, mode link.XDPAttachFlags) *endpoint {
+	t.Helper()
+	attach := mode != 0
 	u, err := xsk.NewUMEM(xsk.UMEMConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +232,7 @@ func open(t testing.TB, h *host, c xsk.Config, attach bool) *endpoint {
 		if err := e.xsks.Put(uint32(0), uint32(s.FD())); err != nil {
 			return fmt.Errorf("XSKMAP entry: %w", err)
 		}
-		l, err := attachXDP(prog, h.ifindex)
+		l, err := attachXDPMode(prog, h.ifindex, mode)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ package xsk_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/internal/xsk"
@@ -244,6 +246,33 @@ func TestMultiBuffer(t *testing.T) {
 		}
 		wantPackets(t, got, sz)
 	})
+}
+
+// TestGenericXDP receives through a program attached in generic (SKB)
+// mode, which every interface has, single- and multi-buffer.
+func TestGenericXDP(t *testing.T) {
+	for _, mb := range []bool{false, true} {
+		t.Run(fmt.Sprintf("MultiBuffer=%v", mb), func(t *testing.T) {
+			a, b := newPair(t, 9000, 1)
+			ea := open(t, a, xsk.Config{MultiBuffer: true}, false)
+			eb := openMode(t, b, xsk.Config{MultiBuffer: mb}, link.XDPGenericMode)
+			sz := []int{64, 3840 - 42}
+			if mb {
+				sz = append(sz, roceFrame-42, 9000-28)
+			}
+			const n = 200
+			frames := make([][]byte, n)
+			for i := range frames {
+				frames[i] = udpFrame(a, b, 50000, port, payload(uint32(i), sz[i%len(sz)]))
+			}
+			ea.send(t, frames)
+			pkts, _ := eb.receive(t, n, func(f []byte) bool { return udpPayload(f, port) != nil })
+			for i, f := range pkts {
+				pkts[i] = udpPayload(f, port)
+			}
+			wantPackets(t, pkts, sz)
+		})
+	}
 }
 
 // TestOversizeDropped checks that a socket without MultiBuffer drops a
