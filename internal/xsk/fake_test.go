@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -77,6 +78,15 @@ func (f *fakeSocket) kernelTakes(t *testing.T, n uint32) {
 	}
 	f.kernel.tx.Release(n)
 	f.kernel.comp.Submit(cn)
+}
+
+// TestDescLayout checks that Desc is struct xdp_desc.
+func TestDescLayout(t *testing.T) {
+	var d Desc
+	var k unix.XDPDesc
+	if unsafe.Sizeof(d) != unsafe.Sizeof(k) || unsafe.Offsetof(d.Len) != unsafe.Offsetof(k.Len) || unsafe.Offsetof(d.Options) != unsafe.Offsetof(k.Options) {
+		t.Fatalf("Desc is not laid out as struct xdp_desc")
+	}
 }
 
 func descs(lens ...int) []Desc {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -475,6 +476,40 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := s3.Stats(); !errors.Is(err, xsk.ErrClosed) {
 		t.Errorf("Stats of a socket of a closed UMEM: %v", err)
 	}
+}
+
+// TestOpenWithoutCapNetRaw drops CAP_NET_RAW from the effective set of
+// one thread (capabilities are per thread) and checks that Open says what
+// is missing.
+func TestOpenWithoutCapNetRaw(t *testing.T) {
+	needRoot(t)
+	u, err := xsk.NewUMEM(xsk.UMEMConfig{Frames: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			done <- err
+			return
+		}
+		data[unix.CAP_NET_RAW/32].Effective &^= 1 << (unix.CAP_NET_RAW % 32)
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			done <- err
+			return
+		}
+		_, err := xsk.Open(u, 1, 0, xsk.Config{})
+		done <- err
+	}()
+	err = <-done
+	if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "CAP_NET_RAW") {
+		t.Fatalf("Open without CAP_NET_RAW: %v; want EPERM naming CAP_NET_RAW", err)
+	}
+	t.Log(err)
 }
 
 // TestSteadyStateAllocs checks that a round of the data path (transmit a
