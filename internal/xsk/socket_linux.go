@@ -37,6 +37,19 @@ const (
 	ModeZeroCopy
 )
 
+// String returns "auto", "copy" or "zero-copy".
+func (m Mode) String() string {
+	switch m {
+	case ModeAuto:
+		return "auto"
+	case ModeCopy:
+		return "copy"
+	case ModeZeroCopy:
+		return "zero-copy"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
 // Config says how to open a socket. The zero value is a socket with
 // rings of DefaultRingSize, zero-copy if possible, single-buffer.
 type Config struct {
@@ -188,10 +201,10 @@ func (s *Socket) setup(c Config, owner *Socket) error {
 		}
 	}
 	// In copy mode one sendto sends at most max_tx_budget packets, 32
-	// unless raised (XDP_MAX_TX_SKB_BUDGET, Linux 6.17): raise it to the
-	// TX ring's size so that one kick sends the whole ring. Older kernels
-	// refuse the option; there a kick repeats sendto while it answers
-	// EAGAIN, up to a ring's worth.
+	// unless raised with XDP_MAX_TX_SKB_BUDGET (6.18 takes it): raise it
+	// to the TX ring's size so that one kick sends the whole ring. Older
+	// kernels refuse the option; there a kick repeats sendto while it
+	// answers EAGAIN, up to a ring's worth.
 	if unix.SetsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, int(max(c.TXRingSize, 32))) == nil {
 		s.kickTries = 1
 	} else {
@@ -225,26 +238,15 @@ func (s *Socket) setup(c Config, owner *Socket) error {
 		}
 		s.rings[i] = b
 	}
-	ptr := func(i int) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s.rings[i])) }
-	o := func(r unix.XDPRingOffset) (uintptr, uintptr, uintptr, uintptr) {
-		return uintptr(r.Producer), uintptr(r.Consumer), uintptr(r.Flags), uintptr(r.Desc)
+	// ring returns what newProducer and newConsumer take for ring i.
+	ring := func(i int) (unsafe.Pointer, uintptr, uintptr, uintptr, uintptr, uint32) {
+		m := maps[i]
+		return unsafe.Pointer(unsafe.SliceData(s.rings[i])), uintptr(m.off.Producer), uintptr(m.off.Consumer), uintptr(m.off.Flags), uintptr(m.off.Desc), m.entries
 	}
-	{
-		p, q, f, d := o(off.Fr)
-		s.fill = newProducer[uint64](ptr(0), p, q, f, d, c.FillRingSize)
-	}
-	{
-		p, q, f, d := o(off.Cr)
-		s.comp = newConsumer[uint64](ptr(1), p, q, f, d, c.CompletionRingSize)
-	}
-	{
-		p, q, f, d := o(off.Rx)
-		s.rx = newConsumer[Desc](ptr(2), p, q, f, d, c.RXRingSize)
-	}
-	{
-		p, q, f, d := o(off.Tx)
-		s.tx = newProducer[Desc](ptr(3), p, q, f, d, c.TXRingSize)
-	}
+	s.fill = newProducer[uint64](ring(0))
+	s.comp = newConsumer[uint64](ring(1))
+	s.rx = newConsumer[Desc](ring(2))
+	s.tx = newProducer[Desc](ring(3))
 
 	if err := s.bind(c, owner); err != nil {
 		return err
@@ -348,14 +350,19 @@ func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
 // descriptors (XDP_USE_SG).
 func (s *Socket) MultiBuffer() bool { return s.multiBuffer }
 
-// FillRing, CompletionRing, RXRing and TXRing return the socket's rings,
-// for a caller that drives them itself rather than through Fill,
-// Receive, Transmit and Complete. They must not be used once Close has
-// begun: their memory is unmapped.
-func (s *Socket) FillRing() *Producer[uint64]       { return &s.fill }
+// FillRing returns the fill ring, for a caller that drives the rings
+// itself rather than through Fill, Receive, Transmit and Complete. A ring
+// must not be used once Close has begun: its memory is unmapped.
+func (s *Socket) FillRing() *Producer[uint64] { return &s.fill }
+
+// CompletionRing returns the completion ring (see FillRing).
 func (s *Socket) CompletionRing() *Consumer[uint64] { return &s.comp }
-func (s *Socket) RXRing() *Consumer[Desc]           { return &s.rx }
-func (s *Socket) TXRing() *Producer[Desc]           { return &s.tx }
+
+// RXRing returns the RX ring (see FillRing).
+func (s *Socket) RXRing() *Consumer[Desc] { return &s.rx }
+
+// TXRing returns the TX ring (see FillRing).
+func (s *Socket) TXRing() *Producer[Desc] { return &s.tx }
 
 // Fill hands the kernel frames to receive into, up to as many as the fill
 // ring has room for, and returns how many it took.

@@ -163,7 +163,11 @@ func TestXSKToXSK(t *testing.T) {
 	a, b := newPair(t, 9000, 1)
 	ea, eb := open(t, a, xsk.Config{}, true), open(t, b, xsk.Config{}, true)
 	const n = 1000
-	exchange(t, ea, eb, n, sizes)
+	for _, nd := range exchange(t, ea, eb, n, sizes) {
+		if nd != 1 {
+			t.Fatalf("a frame of at most 3840 bytes took %d descriptors", nd)
+		}
+	}
 	for _, e := range []*endpoint{ea, eb} {
 		st, err := e.sock.Stats()
 		if err != nil {
