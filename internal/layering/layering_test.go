@@ -25,15 +25,16 @@ const module = "github.com/gorxe/gorxe"
 var layers = []struct{ pkg, may string }{
 	{"link/mem/fabric", "link wire/... internal/monotime"},            // a switch model in virtual time
 	{"internal/rc", "qp mr cq congestion wire/... internal/monotime"}, // the RC engine, under rnic; its QPs run congestion control
-	{"internal/...", ""},                            // leaf helpers
-	{"wire/...", "wire/..."},                        // pure encoding
-	{"link", ""},                                    // the Link interface
-	{"link/internal/...", "link"},                   // shared by the links
-	{"link/...", "link link/internal/... wire/..."}, // links, test doubles, conformance suite
-	{"cq", "internal/..."},                          // completion queues
-	{"mr", "internal/... wire/..."},                 // memory regions; keys are wire's
-	{"qp", "mr cq wire/..."},                        // the verbs' types
-	{"congestion", "internal/monotime"},             // DCQCN: a leaf the transport plugs in
+	{"internal/...", ""},          // leaf helpers
+	{"wire/...", "wire/..."},      // pure encoding
+	{"link", ""},                  // the Link interface
+	{"link/internal/...", "link"}, // shared by the links
+	{"link/xdp", "link link/internal/... wire/... internal/xdpprog internal/xsk"}, // AF_XDP: the program and the sockets
+	{"link/...", "link link/internal/... wire/..."},                               // links, test doubles, conformance suite
+	{"cq", "internal/..."},              // completion queues
+	{"mr", "internal/... wire/..."},     // memory regions; keys are wire's
+	{"qp", "mr cq wire/..."},            // the verbs' types
+	{"congestion", "internal/monotime"}, // DCQCN: a leaf the transport plugs in
 	{"rnic", "internal/rc congestion qp mr cq link wire/... internal/..."},                       // the device: links to QP engines
 	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},                 // a scripted peer for tests
 	{"perftest", "rnic congestion qp mr cq link/... wire/... internal/..."},                      // perftest's protocol over gorxe
