@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/congestion"
+	"github.com/gorxe/gorxe/internal/xdpprog"
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/rnic"
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/tap"
 	"github.com/gorxe/gorxe/link/udp"
+	"github.com/gorxe/gorxe/link/xdp"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -32,6 +34,9 @@ type linkFlags struct {
 	ip      string
 	tapName string
 	bridge  string
+	dev     string       // --dev: the xdp link's interface
+	queues  []int        // --queue: nil for all
+	xdpMode xdpprog.Mode // --xdp-mode
 	port    uint
 	mtu     int
 	noGSO   bool
@@ -47,6 +52,31 @@ type linkFlags struct {
 	ccSets    [][2]string
 	lineRate  congestion.Rate
 	burst     int // --pacing-burst, bytes
+}
+
+// setQueue takes --queue: a receive queue's number, or all.
+func (l *linkFlags) setQueue(v string) error {
+	if v == "all" {
+		l.queues = nil
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return errors.New("want a receive queue's number (ethtool -l shows how many), or all")
+	}
+	l.queues = []int{n}
+	return nil
+}
+
+// setXDPMode takes --xdp-mode: auto, driver or generic.
+func (l *linkFlags) setXDPMode(v string) error {
+	for _, m := range []xdpprog.Mode{xdpprog.ModeAuto, xdpprog.ModeDriver, xdpprog.ModeGeneric} {
+		if v == m.String() {
+			l.xdpMode = m
+			return nil
+		}
+	}
+	return errors.New("want auto, driver or generic")
 }
 
 // setCC takes --cc: dcqcn or none.
@@ -182,10 +212,10 @@ const (
 // validateKind reports a --link that names no link.
 func (l *linkFlags) validateKind() error {
 	switch l.kind {
-	case "mem", "udp", "tap":
+	case "mem", "udp", "tap", "xdp":
 		return nil
 	}
-	return fmt.Errorf("--link %s: want mem, udp or tap", l.kind)
+	return fmt.Errorf("--link %s: want mem, udp, tap or xdp", l.kind)
 }
 
 // validate reports a combination of link flags that cannot work, a usage
@@ -194,12 +224,21 @@ func (l *linkFlags) validate() error {
 	switch l.kind {
 	case "mem":
 		return nil
-	case "udp", "tap":
+	case "udp", "tap", "xdp":
 	default:
-		return fmt.Errorf("--link %s: want mem, udp or tap", l.kind)
+		return fmt.Errorf("--link %s: want mem, udp, tap or xdp", l.kind)
 	}
 	if l.port == 0 || l.port > 65535 {
 		return fmt.Errorf("--roce-port %d: not a UDP port", l.port)
+	}
+	if l.kind == "xdp" {
+		switch {
+		case l.dev == "":
+			return fmt.Errorf("--link xdp needs --dev IFACE: the interface whose RoCE traffic gorxe takes")
+		case l.ip != "":
+			return fmt.Errorf("--link xdp takes its addresses from --dev %s: choose one with -x (gorxe show_gids %s), not --ip", l.dev, l.dev)
+		}
+		return nil
 	}
 	if l.ip == "" {
 		return fmt.Errorf("--link %s needs --ip", l.kind)
@@ -215,6 +254,9 @@ func (l *linkFlags) validate() error {
 func (l *linkFlags) open() (link.Link, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
+	}
+	if l.kind == "xdp" {
+		return xdp.Open(xdp.Config{Interface: l.dev, Queues: l.queues, Port: uint16(l.port), Mode: l.xdpMode})
 	}
 	var pfx netip.Prefix
 	var addr netip.Addr // with its zone, which a Prefix drops
@@ -235,7 +277,7 @@ func (l *linkFlags) open() (link.Link, error) {
 	case "tap":
 		return tap.Open(tap.Config{Name: l.tapName, Addrs: []netip.Prefix{pfx}, Bridge: l.bridge, MTU: l.mtu, Port: uint16(l.port)})
 	}
-	return nil, fmt.Errorf("--link %s: want mem, udp or tap", l.kind)
+	return nil, fmt.Errorf("--link %s: want mem, udp, tap or xdp", l.kind)
 }
 
 // endpoint is one side of a test across hosts: its device, the
@@ -268,7 +310,7 @@ func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer, 
 	// known: --ip (a tap host then answers ARP and ping while its server
 	// waits), or the route to the server. A server without --ip on the
 	// udp link learns its address from the client's connection.
-	early := r.link.kind == "tap" || r.link.ip != ""
+	early := r.link.kind == "tap" || r.link.kind == "xdp" || r.link.ip != ""
 	if r.server != "" && !early {
 		reached, err := routeSource(r.server)
 		if err != nil {
@@ -357,6 +399,21 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 			lf.ip = e.addr().String()
 		}
 	}
+	var gid netip.Addr // the xdp link's GID, chosen in its interface's table
+	if lf.kind == "xdp" {
+		table, err := interfaceGIDs(lf.dev)
+		if err != nil {
+			return fmt.Errorf("--dev %s: %v", lf.dev, err)
+		}
+		if reached.IsValid() {
+			reached = reached.Unmap()
+		}
+		e, i, err := pickGID(table, r.gidIndex, r.ipv6, reached)
+		if err != nil {
+			return err
+		}
+		ep.gidIndex, gid = i, e.GID.Unmap()
+	}
 	l, err := lf.open()
 	if err != nil {
 		return err
@@ -369,6 +426,13 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 	if ep.dev, err = rnic.Open(cfg); err != nil {
 		l.Close()
 		return err
+	}
+	if lf.kind == "xdp" {
+		// The xdp link's device holds the interface's addresses but
+		// its link-local ones, which need a zone.
+		if ep.devGID = ep.dev.GIDIndex(gid); ep.devGID < 0 {
+			return fmt.Errorf("GID %d of %s (%v) is link-local, which the xdp link does not carry: choose another with -x (gorxe show_gids %s)", ep.gidIndex, lf.dev, gid, lf.dev)
+		}
 	}
 	if lf.kind == "tap" {
 		// The tap link is a host of gorxe's own: -x indexes the

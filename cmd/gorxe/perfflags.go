@@ -286,7 +286,7 @@ func perfOptions() []perfOption {
 	}
 	// gorxe's own options that choose the link.
 	return append(opts, linkOptions(func(r *perfRun) *linkFlags { return &r.link },
-		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host), mem (both sides of the test in this process, no network)",
+		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host), xdp (AF_XDP on --dev's interface, root), mem (both sides of the test in this process, no network)",
 		"this host's address for the udp and tap links, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -x names, or the kernel's route to the server)")...)
 }
 

@@ -131,6 +131,8 @@ func (r *rcRun) check() error {
 		return errors.New("prefetch is valid only with on-demand memory region")
 	case r.link.kind == "mem":
 		return errors.New("--link mem: ibv_rc_pingpong's peer is another process: use --link udp or tap")
+	case r.link.kind == "xdp":
+		return errors.New("--link xdp: not yet for rc_pingpong: use --link udp or tap")
 	}
 	if err := r.link.validateKind(); err != nil {
 		return err
