@@ -338,7 +338,8 @@ func (l *Link) wait(ms int) (bool, error) {
 	if l.closed.Load() {
 		return false, link.ErrClosed
 	}
-	fds := make([]unix.PollFd, 0, len(l.queues)+1)
+	var buf [17]unix.PollFd // a queue each, and the eventfd: on the stack up to 16 queues
+	fds := buf[:0]
 	for _, q := range l.queues {
 		if q.holding.Load() {
 			return true, nil // taken off the ring already
@@ -396,4 +397,18 @@ func (l *Link) Counters() []link.Counter {
 		link.Counter{Name: "xdp_drop_queue_full", Value: s.queueFull.Load()},
 		link.Counter{Name: "xdp_drop_no_tx_frame", Value: s.noFrame.Load()},
 		link.Counter{Name: "xdp_queued_for_neighbor", Value: s.queued.Load()})
+}
+
+// Queues returns the receive queues the link has a socket on, and the
+// packets each has received.
+func (l *Link) Queues() (ids []int, received []uint64) {
+	for _, q := range l.queues {
+		ids = append(ids, q.id)
+		var n uint64
+		if st, err := q.sock.Stats(); err == nil {
+			n = st.RxPackets
+		}
+		received = append(received, n)
+	}
+	return ids, received
 }

@@ -3,8 +3,13 @@
 package xdp_test
 
 import (
+	"encoding/binary"
+	"fmt"
+	"net"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/internal/xdpprog"
 	"github.com/gorxe/gorxe/link"
@@ -29,23 +34,28 @@ func open(t *testing.T, ns *netns.NS, c xdp.Config) *xdp.Link {
 
 // TestLinktest runs the link conformance suite between two namespaces on
 // a veth pair, the XDP program in driver and in generic mode, at MTU 1500
-// (each frame in one UMEM frame) and 9000 (multi-buffer), over IPv4 and
-// IPv6.
+// (each frame in one UMEM frame) and 9000 (multi-buffer), with one
+// receive queue and with two, over IPv4 and IPv6.
 func TestLinktest(t *testing.T) {
 	for _, mode := range []xdpprog.Mode{xdpprog.ModeDriver, xdpprog.ModeGeneric} {
 		for _, mtu := range []int{1500, link.MaxPacket} {
-			p := netns.NewPair(t, mtu)
-			for _, fam := range []struct {
-				name string
-				a, b netip.Addr
-			}{{"IPv4", p.A4, p.B4}, {"IPv6", p.A6, p.B6}} {
-				t.Run(mode.String()+"/mtu"+itoa(mtu)+"/"+fam.name, func(t *testing.T) {
-					linktest.Run(t, func(t *testing.T) (link.Link, link.Link, netip.Addr, netip.Addr) {
-						a := open(t, p.A, xdp.Config{Interface: p.IfA, Mode: mode})
-						b := open(t, p.B, xdp.Config{Interface: p.IfB, Mode: mode})
-						return a, b, fam.a, fam.b
+			for _, queues := range []int{1, 2} {
+				p := netns.NewPairQueues(t, mtu, queues)
+				for _, fam := range []struct {
+					name string
+					a, b netip.Addr
+				}{{"IPv4", p.A4, p.B4}, {"IPv6", p.A6, p.B6}} {
+					t.Run(mode.String()+"/mtu"+itoa(mtu)+"/queues"+itoa(queues)+"/"+fam.name, func(t *testing.T) {
+						linktest.Run(t, func(t *testing.T) (link.Link, link.Link, netip.Addr, netip.Addr) {
+							a := open(t, p.A, xdp.Config{Interface: p.IfA, Mode: mode})
+							b := open(t, p.B, xdp.Config{Interface: p.IfB, Mode: mode})
+							if ids, _ := b.Queues(); len(ids) != queues {
+								t.Fatalf("bound queues %v, want %d", ids, queues)
+							}
+							return a, b, fam.a, fam.b
+						})
 					})
-				})
+				}
 			}
 		}
 	}
@@ -57,4 +67,148 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// TestSteadyStateAllocs: once running, sending a batch and receiving it
+// allocates nothing.
+func TestSteadyStateAllocs(t *testing.T) {
+	p := netns.NewPair(t, 1500)
+	a := open(t, p.A, xdp.Config{Interface: p.IfA})
+	b := open(t, p.B, xdp.Config{Interface: p.IfB})
+	const n = 32
+	out := make([][]byte, n)
+	in := make([][]byte, n)
+	sizes := make([]int, n)
+	for i := range out {
+		out[i] = make([]byte, link.BufferSize)
+		in[i] = make([]byte, link.BufferSize)
+		out[i] = out[i][:link.Headroom+udpPacket(out[i][link.Headroom:], p.A4, p.B4, 64)]
+	}
+	round := func() {
+		if err := a.Send(out); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < n; {
+			k, err := b.Receive(in[got:], sizes[got:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += k
+		}
+	}
+	round() // warm up: the first packets find their neighbour, grow slices
+	if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
+		t.Errorf("%.1f allocations a round of %d packets", allocs, n)
+	}
+}
+
+// udpPacket writes an IPv4 packet from src to dst, UDP to the RoCE port
+// with a payload of n bytes, into b and returns its length. The link
+// looks no deeper than the UDP port.
+func udpPacket(b []byte, src, dst netip.Addr, n int) int {
+	total := 20 + 8 + n
+	clear(b[:total])
+	b[0], b[8], b[9] = 0x45, 64, 17
+	binary.BigEndian.PutUint16(b[2:], uint16(total))
+	s, d := src.As4(), dst.As4()
+	copy(b[12:], s[:])
+	copy(b[16:], d[:])
+	binary.BigEndian.PutUint16(b[20:], 49152)
+	binary.BigEndian.PutUint16(b[22:], 4791)
+	binary.BigEndian.PutUint16(b[24:], uint16(8+n))
+	return total
+}
+
+// TestTwoQueues: on an interface with two receive queues the link binds
+// both, and RoCE packets that a kernel spreads over them (one UDP socket
+// per source port) all arrive.
+func TestTwoQueues(t *testing.T) {
+	a, b := netns.New(t), netns.New(t)
+	q2 := []string{"numtxqueues", "2", "numrxqueues", "2"}
+	a.IP(t, append(append(append([]string{"link", "add", "xa"}, q2...), "type", "veth", "peer", "name", "xb", "netns", b.Name), q2...)...)
+	for _, end := range []struct {
+		ns       *netns.NS
+		dev, adr string
+	}{{a, "xa", "10.251.0.1/24"}, {b, "xb", "10.251.0.2/24"}} {
+		end.ns.IP(t, "addr", "add", end.adr, "dev", end.dev)
+		end.ns.IP(t, "link", "set", end.dev, "up")
+	}
+	l := open(t, b, xdp.Config{Interface: "xb"})
+	if ids, _ := l.Queues(); len(ids) != 2 {
+		t.Fatalf("bound queues %v, want 0 and 1", ids)
+	}
+	const n = 256
+	if err := a.Do(func() error {
+		for i := range n {
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 251, 0, 2), Port: 4791})
+			if err != nil {
+				return err
+			}
+			c.Write([]byte(fmt.Sprintf("packet %d", i)))
+			c.Close()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bufs, sizes := make([][]byte, n), make([]int, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, link.BufferSize)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	got := 0
+	for got < n && time.Now().Before(deadline) {
+		k, err := l.TryReceive(bufs[got:], sizes[got:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got += k; k == 0 {
+			l.WaitReceiveFor(10 * time.Millisecond)
+		}
+	}
+	ids, received := l.Queues()
+	t.Logf("queues %v received %v", ids, received)
+	if got != n {
+		t.Fatalf("received %d of %d packets (per queue %v)", got, n, received)
+	}
+	if received[0] == 0 || received[1] == 0 {
+		t.Errorf("the kernel put every packet on one queue (%v): the test shows nothing of the second", received)
+	}
+}
+
+// TestOpenErrors: what a user gets wrong is one line that says what.
+func TestOpenErrors(t *testing.T) {
+	p := netns.NewPair(t, 1500)
+	try := func(c xdp.Config) error {
+		return p.A.Do(func() error {
+			l, err := xdp.Open(c)
+			if err == nil {
+				l.Close()
+			}
+			return err
+		})
+	}
+	for _, c := range []struct {
+		name string
+		cfg  xdp.Config
+		want string
+	}{
+		{"no such interface", xdp.Config{Interface: "nonesuch0"}, `interface "nonesuch0"`},
+		{"loopback", xdp.Config{Interface: "lo"}, "not Ethernet"},
+		{"queue out of range", xdp.Config{Interface: p.IfA, Queues: []int{7}}, "queue 7"},
+	} {
+		if err := try(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+	// A second link on the same interface finds the XDP hook taken.
+	l := open(t, p.A, xdp.Config{Interface: p.IfA})
+	if err := try(xdp.Config{Interface: p.IfA}); err == nil || !strings.Contains(err.Error(), "XDP") {
+		t.Errorf("a second link on %s: %v", p.IfA, err)
+	}
+	l.Close()
+	p.A.IP(t, "link", "set", p.IfA, "down")
+	if err := try(xdp.Config{Interface: p.IfA}); err == nil || !strings.Contains(err.Error(), "is down") {
+		t.Errorf("a down interface: %v", err)
+	}
 }

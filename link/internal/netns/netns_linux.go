@@ -89,6 +89,13 @@ type Pair struct {
 // ready for use: no IPv6 duplicate address detection, static neighbors.
 func NewPair(t testing.TB, mtu int) *Pair {
 	t.Helper()
+	return NewPairQueues(t, mtu, 0)
+}
+
+// NewPairQueues is NewPair with veth ends of the given number of receive
+// and transmit queues (0 keeps the kernel's default, one in use).
+func NewPairQueues(t testing.TB, mtu, queues int) *Pair {
+	t.Helper()
 	a, b := New(t), New(t)
 	n := seq.Add(1)
 	p := &Pair{
@@ -100,7 +107,13 @@ func NewPair(t testing.TB, mtu int) *Pair {
 	}
 	macA := fmt.Sprintf("02:00:00:%02x:%02x:01", byte(n>>8), byte(n))
 	macB := fmt.Sprintf("02:00:00:%02x:%02x:02", byte(n>>8), byte(n))
-	a.IP(t, "link", "add", p.IfA, "address", macA, "type", "veth", "peer", "name", p.IfB, "address", macB, "netns", b.Name)
+	var q []string
+	if queues > 0 {
+		q = []string{"numtxqueues", fmt.Sprint(queues), "numrxqueues", fmt.Sprint(queues)}
+	}
+	add := append([]string{"link", "add", p.IfA, "address", macA}, q...)
+	add = append(add, "type", "veth", "peer", "name", p.IfB, "address", macB, "netns", b.Name)
+	a.IP(t, append(add, q...)...)
 	for _, end := range []struct {
 		ns           *NS
 		ifname       string
