@@ -210,6 +210,10 @@ func Open(c Config) (*Link, error) {
 			// (veth's default); "all" is the ones in use.
 			break
 		}
+		if err != nil && l.multi && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)) {
+			return nil, fmt.Errorf("xdp: %s queue %d: %w: MTU %d needs frames in several buffers (AF_XDP multi-buffer: Linux 6.6 or later, and a driver that has it); with an MTU of %d or less each frame fits one",
+				ifc.Name, q, err, l.mtu, int(l.umem.RXFrameSize())-ether.HeaderLen-ether.TagLen)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("xdp: %s queue %d: %w", ifc.Name, q, err)
 		}
