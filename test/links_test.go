@@ -121,6 +121,16 @@ func TestXDPLink(t *testing.T) {
 			t.Errorf("icrc_errors: server %d, want the bad packet's 1; client %d, want 0", sc["icrc_errors"], cc["icrc_errors"])
 		}
 	})
+	// The xdp link against the udp link on the other host, both ways.
+	for _, test := range []string{"write_bw", "read_bw", "send_lat"} {
+		t.Run("udp-peer/"+test, func(t *testing.T) {
+			base := testArgs(test, 4096)
+			pair(t, b, a, append(append([]string{}, base...), "--link", "xdp", "--dev", "vb"),
+				append(append([]string{}, base...), "--link", "udp", "--ip", "10.77.0.1", "10.77.0.2"))
+			pair(t, b, a, append(append([]string{}, base...), "--link", "udp", "--ip", "10.77.0.2"),
+				append(append([]string{}, base...), "--link", "xdp", "--dev", "va", "10.77.0.2"))
+		})
+	}
 	t.Run("sizes", func(t *testing.T) {
 		run := func(args ...string) {
 			args = append(args, "--check", "--link", "xdp")
