@@ -35,14 +35,18 @@
 #                      steering the RoCE port, with no RoCE work): 64-byte
 #                      and 4096-byte Ethernet frames one way, the receiver
 #                      busy polling, in packets/s and MB/s of whole
-#                      frames; and a 64-byte frame's ping-pong, busy
-#                      polling and asleep in poll(2)
+#                      frames, and 4170-byte ones, a RoCE packet's with a
+#                      4096-byte payload, which take two descriptors each
+#                      way where a 4096-byte frame is sent in one; and a
+#                      64-byte frame's ping-pong, busy polling and asleep
+#                      in poll(2)
 #   gorxe over xdp     if this build has the xdp link (--link xdp --dev
 #                      IFACE; otherwise a line says it is not available):
 #                      send_bw -s 64 messages/s against raw AF_XDP 64-byte
 #                      packets/s and against gorxe over udp; write_bw
 #                      (64 KiB, MTU 4096) against raw AF_XDP 4096-byte
-#                      frames and gorxe over udp; write_lat against gorxe
+#                      frames (and, for information, 4170-byte ones) and
+#                      gorxe over udp; write_lat against gorxe
 #                      over udp and the raw AF_XDP ping-pong; each ratio
 #                      the median of the rounds' (or latency sets') own.
 #                      Issue 17's goals, printed beside them: at least 0.8
@@ -239,7 +243,9 @@ for round in 1 2 3; do
 	[ -n "$have_xsk" ] || continue
 	read -r xsk64 _ <<<"$(xsk_blast 64)"
 	read -r xsk4k xsk4kMB <<<"$(xsk_blast 4096)"
+	read -r xskroce xskroceMB <<<"$(xsk_blast 4170)"
 	all[xsk64.pps]+=" $xsk64" all[xsk4k.pps]+=" $xsk4k" all[xsk4k.bw]+=" $xsk4kMB"
+	all[xskroce.pps]+=" $xskroce" all[xskroce.bw]+=" $xskroceMB"
 	xsk_how=$(jq -r '"\(.xdp_mode)-mode XDP, \(if .zero_copy then "zero-copy" else "copy" end) sockets"' "$tmp/xsink.json")
 	[ -n "$have_xdp" ] || continue
 	m=$(xdp send_bw "${msg_args[@]}" | jq '.msg_rate_Mpps * 1e6')
@@ -249,6 +255,7 @@ for round in 1 2 3; do
 	all[pair.xdp.raw64]+=" $(awk -v a="$m" -v b="$xsk64" 'BEGIN { print a / b }')"
 	all[pair.xdp.udpmsg]+=" $(awk -v a="$m" -v b="$udp_msg" 'BEGIN { print a / b }')"
 	all[pair.xdp.raw4k]+=" $(awk -v a="$w" -v b="$xsk4kMB" 'BEGIN { print a / b }')"
+	all[pair.xdp.rawroce]+=" $(awk -v a="$w" -v b="$xskroceMB" 'BEGIN { print a / b }')"
 	all[pair.xdp.udpw]+=" $(awk -v a="$w" -v b="$udp_w" 'BEGIN { print a / b }')"
 done
 if [ -n "${LAT_ONLY:-}" ]; then
@@ -296,7 +303,7 @@ echo "raw UDP, 4096-byte datagrams, sendmmsg/recvmmsg: $(printf %.0f $raw_bw) MB
 echo "raw UDP ping-pong median: $(printf %.1f $raw_rtt) us sleeping in the poller, $(printf %.1f $busy_rtt) us busy polling, $(printf %.1f $ack_rtt) us busy polling with an ACK datagram each way"
 echo "every figure (throughput: one a round; round trips: $pairs sets a round):"
 for k in raw.bw gso.bw udp.write udp.nocc udp.read tap.write tap.nocc tap.read raw.rtt raw.p99 sack.rtt sack.p99 busy.rtt ack.rtt udp.lat tap.lat udp.ev udp.ev99 tap.ev tap.ev99 \
-	xsk64.pps xsk4k.pps xsk4k.bw xsk.rtt xsk.p99 xskbusy.rtt xskbusy.rate udp.msg xdp.msg xdp.write xdp.lat; do
+	xsk64.pps xsk4k.pps xsk4k.bw xskroce.pps xskroce.bw xsk.rtt xsk.p99 xskbusy.rtt xskbusy.rate udp.msg xdp.msg xdp.write xdp.lat; do
 	[ -z "${all[$k]:-}" ] || echo "  $k:${all[$k]}"
 done
 echo "throughput: medians of three rounds; write_lat: median round trip, and the median of each set's ratio to the raw ping-pong of the same set:"
@@ -336,7 +343,8 @@ if [ -z "$have_xsk" ]; then
 	exit 0
 fi
 echo "raw AF_XDP (xskraw: internal/xsk, internal/xdpprog; $xsk_how), receiver busy polling:"
-printf '  64-byte frames %.0f packets/s; 4096-byte frames %.0f packets/s, %.0f MB/s\n' "$(med xsk64.pps)" "$(med xsk4k.pps)" "$(med xsk4k.bw)"
+printf '  64-byte frames %.0f packets/s; 4096-byte frames %.0f packets/s, %.0f MB/s; 4170-byte frames %.0f packets/s, %.0f MB/s\n' \
+	"$(med xsk64.pps)" "$(med xsk4k.pps)" "$(med xsk4k.bw)" "$(med xskroce.pps)" "$(med xskroce.bw)"
 printf '  ping-pong of a 64-byte frame, median: %.1f us busy polling (%.0f round trips/s), %.1f us asleep in poll(2), p99 %.1f us\n' \
 	"$(med xskbusy.rtt)" "$(med xskbusy.rate)" "$(med xsk.rtt)" "$(med xsk.p99)"
 if [ -z "$have_xdp" ]; then
@@ -347,6 +355,7 @@ echo "gorxe over xdp: medians; ratios are the medians of each round's (write_lat
 printf '%-34s %12s %12s %8s %6s %12s %8s %6s\n' measure "raw AF_XDP" "gorxe xdp" ratio goal "gorxe udp" xdp/udp goal
 printf '%-34s %12.0f %12.0f %8s %6s %12.0f %8s %6s\n' "send_bw -s 64 msg/s (raw: pkts/s)" "$(med xsk64.pps)" "$(med xdp.msg)" "$(pratio xdp raw64)" ">=0.8" "$(med udp.msg)" "$(pratio xdp udpmsg)" ">=1.5"
 printf '%-34s %12.0f %12.0f %8s %6s %12.0f %8s %6s\n' "write_bw MB/s (64 KiB, MTU 4096)" "$(med xsk4k.bw)" "$(med xdp.write)" "$(pratio xdp raw4k)" ">=0.8" "$(med udp.write)" "$(pratio xdp udpw)" -
+printf '%-34s %12.0f %12s %8s\n' "  against raw 4170-byte frames" "$(med xskroce.bw)" "" "$(pratio xdp rawroce)"
 printf '%-34s %12.1f %12.1f %8s %6s %12.1f %8s %6s\n' "write_lat round trip us (busy raw)" "$(med xskbusy.rtt)" "$(med xdp.lat)" "$(pratio xdp xskbusy)" - "$(med udp.lat)" "$(pratio xdp udplat)" "<=1"
 printf '%-34s %12.1f %12s %8s\n' "  against raw asleep in poll(2)" "$(med xsk.rtt)" "" "$(pratio xdp xsk)"
 printf '%-34s %12s %12.3f\n' "allocs/packet (write_bw), run" - "$(jq .allocs_per_packet <<<"${res[xdp.write]}")"
