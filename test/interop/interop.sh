@@ -317,7 +317,12 @@ session() {
 		xdp/6) link="--link xdp --dev gxx0 --ipv6 --counters" ;;
 		esac
 		local peer=""; [ "$dir" = rxe-server ] && peer=10.9.0.2
-		ip netns exec $ns tcpdump -i br0 -s 0 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > /dev/null 2>&1 &
+		# Immediate mode rings hold whole frames of the largest size
+		# (br0 offloads: 64 KiB), 32 in tcpdump's default 2 MiB, and a
+		# burst of more than that lost packets from the capture (not
+		# from the wire); 128 MiB hold 2000. tcpdump's count of what it
+		# captured and the kernel dropped is in case.N.tcpdump.
+		ip netns exec $ns tcpdump -i br0 -s 0 -B 131072 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > "$run/case.$n.tcpdump" 2>&1 &
 		local dump=$!
 		sleep 0.5
 		touch "$run/share/go.$n"
