@@ -111,15 +111,6 @@ elif $full; then
 	for dir in rxe-server gorxe-server; do for t in write_bw read_bw send_bw; do for l in tap udp; do
 		cases+=("$dir $t $l 4096 4 65536 1")
 	done; done; done
-	# The xdp link, after the others so that their numbers stay: every
-	# test both ways at both MTUs at 64 KiB, write and read over IPv6,
-	# and the loss cases.
-	for dir in rxe-server gorxe-server; do for t in "${tests[@]}"; do for m in 1024 4096; do
-		s=65536; [[ ${t%%:*} == atomic_* ]] && s=8
-		cases+=("$dir $t xdp $m 4 $s 0")
-	done; done; done
-	for dir in rxe-server gorxe-server; do for t in write_bw read_bw; do cases+=("$dir $t xdp 1024 6 65536 0"); done; done
-	for dir in rxe-server gorxe-server; do for t in write_bw read_bw send_bw; do cases+=("$dir $t xdp 4096 4 65536 1"); done; done
 else
 	# Links and MTUs alternate, and sizes rotate, so that each appears
 	# with each direction.
@@ -141,12 +132,12 @@ fi
 # both ways, with -c: the default message size and a larger one.
 $flags || cases+=("gorxe-server rc_pingpong udp 1024 4 4096 0" "rxe-server rc_pingpong udp 1024 4 4096 0"
 	"gorxe-server rc_pingpong udp 4096 4 65536 0" "rxe-server rc_pingpong udp 4096 4 65536 0")
+# The xdp link (AF_XDP on a veth whose other end is a port of the
+# bridge), after the others so that their numbers stay.
 if ! $flags && ! $full; then
-	# The xdp link (AF_XDP on a veth whose other end is a port of the
-	# bridge), after the others so that their numbers stay: write, read,
-	# send, an atomic and a latency test in each direction, the MTUs
-	# alternating, the sizes rotating, send_bw over IPv6; then 1% loss
-	# both ways.
+	# Write, read, send, an atomic and a latency test in each
+	# direction, the MTUs alternating, the sizes rotating, send_bw over
+	# IPv6; then 1% loss both ways.
 	i=0 k=0
 	for dir in rxe-server gorxe-server; do
 		for t in write_bw read_bw send_bw "$([ $dir = rxe-server ] && echo atomic_bw:FETCH_AND_ADD || echo atomic_bw:CMP_AND_SWAP)" \
@@ -160,6 +151,15 @@ if ! $flags && ! $full; then
 		done
 	done
 	cases+=("rxe-server read_bw xdp 4096 4 65536 1" "gorxe-server write_bw xdp 1024 4 65536 1")
+elif $full; then
+	# The xdp link: every test both ways at both MTUs at 64 KiB, write
+	# and read over IPv6, and the loss cases.
+	for dir in rxe-server gorxe-server; do for t in "${tests[@]}"; do for m in 1024 4096; do
+		s=65536; [[ ${t%%:*} == atomic_* ]] && s=8
+		cases+=("$dir $t xdp $m 4 $s 0")
+	done; done; done
+	for dir in rxe-server gorxe-server; do for t in write_bw read_bw; do cases+=("$dir $t xdp 1024 6 65536 0"); done; done
+	for dir in rxe-server gorxe-server; do for t in write_bw read_bw send_bw; do cases+=("$dir $t xdp 4096 4 65536 1"); done; done
 fi
 if [ -n "$only" ]; then
 	picked=()
