@@ -3,14 +3,18 @@
 # and ibv_rc_pingpong, running in a qemu VM built from Debian's packages.
 #
 #   sudo test/interop/interop.sh            the quick matrix (CI runs it): every
-#                                           test, both directions, both links,
-#                                           both MTUs, every message size, IPv4
-#                                           and IPv6, and 1% loss; and
-#                                           rc_pingpong both ways over udp
+#                                           test, both directions, the tap and
+#                                           udp links, both MTUs, every message
+#                                           size, IPv4 and IPv6, and 1% loss;
+#                                           rc_pingpong both ways over udp; and
+#                                           the xdp link: write, read, send,
+#                                           atomic and a latency test both ways,
+#                                           and 1% loss both ways
 #   sudo test/interop/interop.sh --full     every test x direction x link x MTU
-#                                           x message size over IPv4, write and
-#                                           read over IPv6, and 1% loss for
-#                                           write, read and send, both ways
+#                                           x message size over IPv4 (the xdp
+#                                           link at 64 KiB), write and read over
+#                                           IPv6, and 1% loss for write, read
+#                                           and send, both ways
 #   sudo test/interop/interop.sh --flags    perftest's flags that change a run,
 #                                           as people type them (-D, -q, -b,
 #                                           --run_infinitely, options after the
@@ -28,7 +32,8 @@
 # minutes) and cached in $GORXE_INTEROP_CACHE/RELEASE (default
 # test/interop/cache). The host side is a
 # network namespace with a bridge; the VM's virtio NIC and gorxe's TAP
-# device join it, and gorxe's udp link uses the bridge's own address. Each
+# device join it, gorxe's udp link uses the bridge's own address, and its
+# xdp link a veth whose other end is a port of the bridge. Each
 # case runs perftest (or ibv_rc_pingpong) in the VM and gorxe on the host,
 # one as server and the other as client; it passes when both exit 0 (and
 # ibv_rc_pingpong's -c found no invalid data). A loss case has netem drop 1%
@@ -60,7 +65,8 @@ rm -rf "$run"; mkdir -p "$run/share"
 
 # The cases: DIRECTION TEST LINK MTU IP SIZE LOSS [FLAGS]. DIRECTION says
 # who is the server: gorxe-server (perftest in the VM is the client) or
-# rxe-server. LOSS is the percentage of the VM's packets netem drops.
+# rxe-server. LINK is gorxe's: tap, udp or xdp. LOSS is the percentage of
+# the VM's packets netem drops.
 # FLAGS, with commas for spaces, are perftest flags both sides get, typed
 # the same on both (perftest refuses a flag given twice: the VM's command
 # has -d and -F already); "after" puts every option after the server's
@@ -126,6 +132,35 @@ fi
 # both ways, with -c: the default message size and a larger one.
 $flags || cases+=("gorxe-server rc_pingpong udp 1024 4 4096 0" "rxe-server rc_pingpong udp 1024 4 4096 0"
 	"gorxe-server rc_pingpong udp 4096 4 65536 0" "rxe-server rc_pingpong udp 4096 4 65536 0")
+# The xdp link (AF_XDP on a veth whose other end is a port of the
+# bridge), after the others so that their numbers stay.
+if ! $flags && ! $full; then
+	# Write, read, send, an atomic and a latency test in each
+	# direction, the MTUs alternating, the sizes rotating, send_bw over
+	# IPv6; then 1% loss both ways.
+	i=0 k=0
+	for dir in rxe-server gorxe-server; do
+		for t in write_bw read_bw send_bw "$([ $dir = rxe-server ] && echo atomic_bw:FETCH_AND_ADD || echo atomic_bw:CMP_AND_SWAP)" \
+			"$([ $dir = rxe-server ] && echo write_lat || echo read_lat)"; do
+			m=$([ $((i % 2)) = 0 ] && echo 1024 || echo 4096)
+			s=8
+			if [[ ${t%%:*} != atomic_* ]]; then s=${sizes[$((k % 5))]}; k=$((k + 1)); fi
+			ip=4; [ "$t" = send_bw ] && ip=6
+			cases+=("$dir $t xdp $m $ip $s 0")
+			i=$((i + 1))
+		done
+	done
+	cases+=("rxe-server read_bw xdp 4096 4 65536 1" "gorxe-server write_bw xdp 1024 4 65536 1")
+elif $full; then
+	# The xdp link: every test both ways at both MTUs at 64 KiB, write
+	# and read over IPv6, and the loss cases.
+	for dir in rxe-server gorxe-server; do for t in "${tests[@]}"; do for m in 1024 4096; do
+		s=65536; [[ ${t%%:*} == atomic_* ]] && s=8
+		cases+=("$dir $t xdp $m 4 $s 0")
+	done; done; done
+	for dir in rxe-server gorxe-server; do for t in write_bw read_bw; do cases+=("$dir $t xdp 1024 6 65536 0"); done; done
+	for dir in rxe-server gorxe-server; do for t in write_bw read_bw send_bw; do cases+=("$dir $t xdp 4096 4 65536 1"); done; done
+fi
 if [ -n "$only" ]; then
 	picked=()
 	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
@@ -151,6 +186,23 @@ ip -n $ns addr add fd09::1/64 dev br0 nodad
 ip -n $ns link set br0 up
 ip -n $ns tuntap add vmtap0 mode tap
 ip -n $ns link set vmtap0 mtu 9000 master br0 up
+# The xdp link's interface: a veth, gxx0, with the host's addresses
+# 10.9.0.3 and fd09::3; its other end is a port of br0. veth has one
+# queue each way unless told; two make the link's default (--queue all)
+# bind two sockets, with flows spread over them by the bridge's transmit
+# hash. A fixed MAC, as the bridge's: the VM keeps its neighbour entries.
+ip -n $ns link add gxx0 address 02:00:0a:09:00:03 mtu 9000 numtxqueues 2 numrxqueues 2 type veth \
+	peer name gxx0br mtu 9000 numtxqueues 2 numrxqueues 2
+ip -n $ns link set gxx0br master br0 up
+ip -n $ns addr add 10.9.0.3/24 dev gxx0
+ip -n $ns addr add fd09::3/64 dev gxx0 nodad
+ip -n $ns link set gxx0 up
+# br0 and gxx0 are both on 10.9.0.0/24, and by default Linux answers ARP
+# for any of its addresses on any interface: the VM's request for
+# 10.9.0.3 would be answered by br0 too, and for 10.9.0.1 by gxx0. Each
+# answers for its own only (IPv6's neighbour discovery does so anyway),
+# and asks from its own address.
+ip netns exec $ns sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
 
 # perftest's flags and gorxe's, for a case: few iterations of large
 # messages, as rxe under emulation moves some 16 MB/s. rc_pingpong's at
@@ -226,10 +278,10 @@ session() {
 		echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
-			local dir=$1 t=$2 m=$4 ip=$5 size=$6 loss=$7 fl=${8:-}
+			local dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7 fl=${8:-}
 			local x=-x; [ "$t" = rc_pingpong ] && x=-g
 			local gid="$x 1"; [ "$ip" = 6 ] && gid="$x \$gid6"
-			local peer=""; [ "$dir" = gorxe-server ] && peer=10.9.0.1
+			local peer=""; [ "$dir" = gorxe-server ] && peer=$([ "$l" = xdp ] && echo 10.9.0.3 || echo 10.9.0.1)
 			local stop="timeout 120"
 			if infinite "$fl"; then
 				stop="timeout -s INT 8" # the client
@@ -259,9 +311,18 @@ session() {
 		tap/6) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip fd09::5/64" ;;
 		udp/4) link="--link udp --ip 10.9.0.1" ;;
 		udp/6) link="--link udp --ip fd09::1" ;;
+		# The xdp link's GIDs are gxx0's; --counters leaves the sockets'
+		# and the XDP program's counters in gorxe.N.out.
+		xdp/4) link="--link xdp --dev gxx0 --counters" ;;
+		xdp/6) link="--link xdp --dev gxx0 --ipv6 --counters" ;;
 		esac
 		local peer=""; [ "$dir" = rxe-server ] && peer=10.9.0.2
-		ip netns exec $ns tcpdump -i br0 -s 0 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > /dev/null 2>&1 &
+		# Immediate mode rings hold whole frames of the largest size
+		# (br0 offloads: 64 KiB), 32 in tcpdump's default 2 MiB, and a
+		# burst of more than that lost packets from the capture (not
+		# from the wire); 128 MiB hold 2000. tcpdump's count of what it
+		# captured and the kernel dropped is in case.N.tcpdump.
+		ip netns exec $ns tcpdump -i br0 -s 0 -B 131072 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > "$run/case.$n.tcpdump" 2>&1 &
 		local dump=$!
 		sleep 0.5
 		touch "$run/share/go.$n"

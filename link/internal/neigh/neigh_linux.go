@@ -141,18 +141,35 @@ func (r *Resolver) resolve(dst netip.Addr, now time.Time) (entry, error) {
 
 // nextHop returns the address whose Ethernet address a packet to dst
 // goes to: dst itself on a directly connected subnet, else the route's
-// gateway. The route must leave through the resolver's interface.
+// gateway. The route is the one the kernel would use for a packet that
+// must leave through the resolver's interface (ip route get fibmatch DST
+// oif IFACE), as for a socket bound to it: the interface may share a
+// subnet with another, whose route the kernel prefers when it may choose
+// (an address of the host on each of two ports of one bridge). A
+// destination no route of the interface covers, or that is local, is
+// ErrNoRoute: with an output interface and no route the kernel would
+// assume the destination on link, which the FIB match does not.
 func (r *Resolver) nextHop(dst netip.Addr) (netip.Addr, error) {
-	routes, err := r.h.RouteGet(net.IP(dst.AsSlice()))
+	routes, err := r.h.RouteGetWithOptions(net.IP(dst.AsSlice()), &netlink.RouteGetOptions{OifIndex: r.ifindex, FIBMatch: true})
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("%w: %v: %v", ErrNoRoute, dst, err)
 	}
 	for _, rt := range routes {
-		if rt.LinkIndex != r.ifindex {
+		if rt.Type != unix.RTN_UNICAST {
+			continue // local, broadcast, unreachable ...
+		}
+		gw, link := rt.Gw, rt.LinkIndex
+		for _, nh := range rt.MultiPath {
+			if nh.LinkIndex == r.ifindex {
+				gw, link = nh.Gw, nh.LinkIndex
+				break
+			}
+		}
+		if link != r.ifindex {
 			continue
 		}
-		if gw, ok := netip.AddrFromSlice(rt.Gw); ok && rt.Gw != nil && !gw.IsUnspecified() {
-			return gw.Unmap(), nil
+		if a, ok := netip.AddrFromSlice(gw); ok && !a.IsUnspecified() {
+			return a.Unmap(), nil
 		}
 		return dst, nil
 	}

@@ -57,9 +57,10 @@ func wait(t *testing.T, r *Resolver, dst netip.Addr, fresh bool) [6]byte {
 
 // TestResolve: with no neighbour entry, a lookup prompts the kernel's
 // ARP (IPv4) or neighbour discovery (IPv6) and then finds the peer's MAC;
-// an off-link destination resolves to its gateway's; a destination
-// routed through another interface, and a hop that never answers, are
-// errors.
+// an off-link destination resolves to its gateway's, even when the
+// kernel would rather route the destination through another interface; a
+// destination no route of the interface covers, the host's own address,
+// and a hop that never answers, are errors.
 func TestResolve(t *testing.T) {
 	p := netns.NewPair(t, 0)
 	// Forget the static entries NewPair made, and let the kernel give up
@@ -81,6 +82,14 @@ func TestResolve(t *testing.T) {
 		"net.ipv4.neigh."+p.IfA+".mcast_solicit=2", "net.ipv4.neigh."+p.IfA+".retrans_time_ms=50")
 	gw := netip.MustParseAddr("10.250.0.0")
 	p.A.IP(t, "route", "add", gw.String()+"/24", "via", p.B4.String())
+	// A second interface that the kernel prefers for B's addresses, as
+	// when the host has an address on each of two ports of a bridge: the
+	// resolver's interface reaches them all the same.
+	p.A.IP(t, "link", "add", "other0", "type", "veth", "peer", "name", "other1")
+	p.A.IP(t, "link", "set", "other1", "up")
+	p.A.IP(t, "link", "set", "other0", "up")
+	p.A.IP(t, "route", "add", p.B4.String()+"/32", "dev", "other0")
+	p.A.IP(t, "-6", "route", "add", p.B6.String()+"/128", "dev", "other0")
 	r := resolverIn(t, p.A, p.IfA)
 
 	var macB [6]byte
@@ -101,8 +110,10 @@ func TestResolve(t *testing.T) {
 			t.Errorf("%v again: %x %v %v", dst, got, ok, err)
 		}
 	}
-	if _, _, err := r.Lookup(netip.MustParseAddr("127.0.0.1")); !errors.Is(err, ErrNoRoute) {
-		t.Errorf("a destination through lo: %v, want ErrNoRoute", err)
+	for _, dst := range []string{"127.0.0.1", "10.251.0.1", "fd00:ffff::1", p.A4.String(), p.A6.String()} {
+		if _, _, err := r.Lookup(netip.MustParseAddr(dst)); !errors.Is(err, ErrNoRoute) {
+			t.Errorf("%s: %v, want ErrNoRoute", dst, err)
+		}
 	}
 	silent := p.B4.Next() // on the subnet, nobody's
 	deadline := time.Now().Add(3 * time.Second)
