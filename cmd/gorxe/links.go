@@ -120,13 +120,7 @@ func (l *linkFlags) setCCParam(v string) error {
 // setLineRate takes --line-rate: a rate with its unit, 100M, 25G, or as
 // congestion.ParseRate writes one (40Gb/s, 100Mbps).
 func (l *linkFlags) setLineRate(v string) error {
-	s := v
-	for _, u := range []struct{ suffix, unit string }{{"K", "kb/s"}, {"k", "kb/s"}, {"M", "Mb/s"}, {"G", "Gb/s"}} {
-		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			s = n + u.unit
-			break
-		}
-	}
+	s := withRateUnit(v)
 	bare := s == "" || strings.ContainsRune("0123456789.", rune(s[len(s)-1]))
 	r, err := congestion.ParseRate(s, congestion.BitPerSecond)
 	if bare || err != nil || r == 0 {
@@ -134,6 +128,18 @@ func (l *linkFlags) setLineRate(v string) error {
 	}
 	l.lineRate = r
 	return nil
+}
+
+// withRateUnit spells out a rate's one-letter unit (100M, 25G, 10K) as
+// congestion.ParseRate takes it (100Mb/s); other strings are returned as
+// they are.
+func withRateUnit(v string) string {
+	for _, u := range []struct{ suffix, unit string }{{"K", "kb/s"}, {"k", "kb/s"}, {"M", "Mb/s"}, {"G", "Gb/s"}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			return n + u.unit
+		}
+	}
+	return v
 }
 
 // setPacingBurst takes --pacing-burst: bytes, with perftest's K and M

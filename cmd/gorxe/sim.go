@@ -245,13 +245,7 @@ func printScenarios(w io.Writer) {
 
 // parseRate takes 40G, 40Gb/s, 40Gbps, 100M... (a bare number is Gb/s).
 func parseRate(v string) (congestion.Rate, error) {
-	for suffix, unit := range map[string]string{"G": "Gb/s", "M": "Mb/s", "K": "kb/s", "k": "kb/s"} {
-		if n, ok := strings.CutSuffix(v, suffix); ok {
-			v = n + unit
-			break
-		}
-	}
-	r, err := congestion.ParseRate(v, congestion.GbitPerSecond)
+	r, err := congestion.ParseRate(withRateUnit(v), congestion.GbitPerSecond)
 	if err == nil && r == 0 {
 		err = fmt.Errorf("a zero rate")
 	}
