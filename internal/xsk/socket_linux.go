@@ -512,6 +512,17 @@ func (s *Socket) Wait(timeout time.Duration) (bool, error) {
 // kick mean the kernel is busy, and are not errors: what it has not sent
 // it sends at the next kick.
 func (s *Socket) Transmit(descs []Desc) (int, error) {
+	n, err := s.Enqueue(descs)
+	if err != nil {
+		return n, err
+	}
+	return n, s.Kick()
+}
+
+// Enqueue is Transmit without the system call: it puts descriptors on
+// the TX ring, for a later Kick (which another goroutine may make, even
+// while this one enqueues more) to send.
+func (s *Socket) Enqueue(descs []Desc) (int, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed.Load() {
@@ -535,7 +546,7 @@ func (s *Socket) Transmit(descs []Desc) (int, error) {
 		s.c.txPackets.Add(pkts)
 		s.c.txBytes.Add(nbytes)
 	}
-	return int(n), s.kick()
+	return int(n), nil
 }
 
 // Kick tells the kernel to send what the TX ring holds, if it asked to be
@@ -577,7 +588,24 @@ func (s *Socket) kick() error {
 
 // txPending reports whether the kernel has yet to take descriptors off
 // the TX ring.
-func (s *Socket) txPending() bool { return atomic.LoadUint32(s.tx.consumer) != s.tx.shared }
+// Pending returns how many descriptors the TX ring holds that the kernel
+// has yet to take. It may run beside the goroutine that enqueues.
+func (s *Socket) Pending() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return 0
+	}
+	return s.pending()
+}
+
+func (s *Socket) pending() int {
+	return int(atomic.LoadUint32(s.tx.producer) - atomic.LoadUint32(s.tx.consumer))
+}
+
+// It reads both indices from the shared words, so that a Kick may run
+// beside the goroutine that enqueues.
+func (s *Socket) txPending() bool { return s.pending() != 0 }
 
 // Complete takes up to len(addrs) sent frames off the completion ring
 // into addrs and returns how many: they are the caller's again. If the TX
@@ -607,12 +635,27 @@ func (s *Socket) CompleteTo(fs *FrameStack) (int, error) {
 		return 0, ErrClosed
 	}
 	err := s.kick()
+	return s.reap(fs), err
+}
+
+// Reap is CompleteTo without the kick: it takes back the frames the
+// kernel has sent, leaving what the TX ring still holds for whoever kicks.
+func (s *Socket) Reap(fs *FrameStack) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	return s.reap(fs), nil
+}
+
+func (s *Socket) reap(fs *FrameStack) int {
 	first, n := s.comp.Peek(uint32(cap(fs.addrs) - len(fs.addrs)))
 	for i := range n {
 		fs.addrs = append(fs.addrs, s.comp.Get(first+i)&fs.mask)
 	}
 	s.comp.Release(n)
-	return int(n), err
+	return int(n)
 }
 
 // Close unbinds the socket, unmaps its rings and closes it, once: later
