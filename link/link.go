@@ -114,6 +114,22 @@ type Notifier interface {
 	Notify(fn func())
 }
 
+// Deferrer is a link whose sends cost a system call each, and that can
+// leave packets queued for one later call to send with others: the
+// device defers its sends while a program busy polls it, and flushes at
+// each poll (rnic.Device.Poll), so that what a program posts between two
+// polls leaves in one call, as a NIC's doorbell rung once for many work
+// requests.
+type Deferrer interface {
+	// SendDeferred is Send that may leave the packets queued, to go out
+	// with a later Send or Flush. A link bounds what it leaves queued.
+	SendDeferred(bufs [][]byte) error
+
+	// Flush sends what SendDeferred left queued. It may run beside Send
+	// and SendDeferred, on another goroutine.
+	Flush() error
+}
+
 // Counter is a count a link keeps, by name.
 type Counter struct {
 	Name  string

@@ -51,6 +51,7 @@ func Run(t *testing.T, newPair NewPair) {
 		{"CloseWakesReceive", testCloseWakesReceive},
 		{"SendAfterClose", testSendAfterClose},
 		{"Addrs", testAddrs},
+		{"Deferred", testDeferred},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newPair) })
@@ -221,6 +222,55 @@ func testBatch(t *testing.T, newPair NewPair) {
 	want = packets(t, a, aAddr, bAddr, 1000, 4*link.BatchSize, 64)
 	send(t, a, want)
 	checkAll(t, b.Flags(), collect(t, b, len(want)), want)
+}
+
+// testDeferred checks a link.Deferrer: what SendDeferred leaves queued
+// goes out, in order, at Flush or behind the next Send, however much it
+// is; Flush after Close is an error, not a panic. Links that are not
+// Deferrers pass.
+func testDeferred(t *testing.T, newPair NewPair) {
+	a, b, aAddr, bAddr := newPair(t)
+	df, ok := a.(link.Deferrer)
+	if !ok {
+		return
+	}
+	deferAll := func(bufs [][]byte) {
+		t.Helper()
+		for len(bufs) > 0 {
+			n := min(len(bufs), link.BatchSize)
+			if err := df.SendDeferred(bufs[:n]); err != nil {
+				t.Fatalf("SendDeferred: %v", err)
+			}
+			bufs = bufs[n:]
+		}
+	}
+	// A few packets, then Flush.
+	want := packets(t, a, aAddr, bAddr, 1, 3, 100)
+	deferAll(want)
+	if err := df.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	checkAll(t, b.Flags(), collect(t, b, len(want)), want)
+
+	// More than a link may leave queued, then Flush.
+	want = packets(t, a, aAddr, bAddr, 100, 16*link.BatchSize, 64)
+	deferAll(want)
+	if err := df.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	checkAll(t, b.Flags(), collect(t, b, len(want)), want)
+
+	// Deferred packets go out ahead of a later Send's, with no Flush.
+	deferred := packets(t, a, aAddr, bAddr, 5000, 2, 200)
+	sent := packets(t, a, aAddr, bAddr, 6000, 2, 200)
+	deferAll(deferred)
+	send(t, a, sent)
+	checkAll(t, b.Flags(), collect(t, b, 4), append(deferred, sent...))
+
+	a.Close()
+	if err := df.Flush(); err == nil {
+		t.Errorf("Flush after Close: no error")
+	}
 }
 
 func testBothDirections(t *testing.T, newPair NewPair) {

@@ -17,7 +17,15 @@ import (
 // to a resolved next hop is copied, behind its Ethernet header, into UMEM
 // frames on the TX ring; one to a hop still being resolved is held (see
 // waiting). Dropped packets are counted, not errors.
-func (l *Link) Send(bufs [][]byte) error {
+func (l *Link) Send(bufs [][]byte) error { return l.send(bufs, false) }
+
+// SendDeferred is Send that leaves the packets on the TX ring, unless it
+// holds kickBatch descriptors, for the next Send or Flush to kick the
+// kernel for (link.Deferrer): a device whose program busy polls pays one
+// system call for all it sends between two polls.
+func (l *Link) SendDeferred(bufs [][]byte) error { return l.send(bufs, true) }
+
+func (l *Link) send(bufs [][]byte, deferred bool) error {
 	l.rw.RLock()
 	defer l.rw.RUnlock()
 	if l.closed.Load() {
@@ -61,7 +69,26 @@ func (l *Link) Send(bufs [][]byte) error {
 		l.put(mac, etherType, pkt)
 	}
 	l.flush()
+	if !deferred || l.tx.Pending() >= kickBatch {
+		l.tx.Kick()
+	}
 	return nil
+}
+
+// kickBatch is how many descriptors SendDeferred leaves on the TX ring
+// before it kicks anyway: enough to spread a system call's cost thin, and
+// no more than the kernel sends in one (32 per call in copy mode), twice.
+const kickBatch = 64
+
+// Flush has the kernel send what SendDeferred left on the TX ring
+// (link.Deferrer). It may run beside Send.
+func (l *Link) Flush() error {
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	return l.tx.Kick()
 }
 
 // put copies a packet behind its Ethernet header into TX frames and adds
@@ -125,7 +152,7 @@ func (l *Link) frames(n int) bool {
 // while the kernel sends. l.txMu must be held.
 func (l *Link) flush() {
 	for len(l.txDescs) > 0 {
-		n, err := l.tx.Transmit(l.txDescs)
+		n, err := l.tx.Enqueue(l.txDescs)
 		l.txDescs = l.txDescs[:copy(l.txDescs, l.txDescs[n:])]
 		if err != nil {
 			// The socket is gone: what was not put is lost, its
@@ -135,11 +162,10 @@ func (l *Link) flush() {
 		}
 		if len(l.txDescs) > 0 {
 			l.tx.CompleteTo(l.txFree)
-			l.tx.Kick()
 			runtime.Gosched()
 		}
 	}
-	l.tx.CompleteTo(l.txFree)
+	l.tx.Reap(l.txFree)
 }
 
 // hold keeps a copy of pkt until dst's next hop is resolved, and wakes
@@ -193,6 +219,7 @@ func (l *Link) resolving() {
 			}
 		}
 		l.flush()
+		l.tx.Kick()
 		l.txMu.Unlock()
 	}
 }
