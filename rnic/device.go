@@ -222,6 +222,9 @@ func Open(cfg Config) (*Device, error) {
 	if sp, ok := cfg.Link.(link.SourcePorter); ok {
 		d.tx.srcPort = sp.SourcePort()
 	}
+	if df, ok := cfg.Link.(link.Deferrer); ok && cfg.Loop == nil {
+		d.tx.deferrer, d.tx.polling, d.tx.deferred = df, d.programPolls, d.deferredSend
+	}
 	n := max(cfg.Workers, 1)
 	for range n {
 		w := newWorker(d)

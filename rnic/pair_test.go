@@ -58,6 +58,9 @@ type pairOpts struct {
 	udp bool
 	// sendsA, with udp, sees each batch side A's device hands its link.
 	sendsA func(pkts [][]byte)
+	// deferA, with udp, becomes side A's link around its UDP link: a
+	// link.Deferrer.
+	deferA *deferringLink
 	// noTrace leaves the devices without a Trace function, as a program
 	// that does not trace runs them (their QPs then format nothing).
 	noTrace bool
@@ -123,6 +126,10 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		links = udpLinks(t)
 		if o.sendsA != nil {
 			links[0] = recordingLink{links[0].(*udp.Link), o.sendsA}
+		}
+		if o.deferA != nil {
+			o.deferA.Link = links[0].(*udp.Link)
+			links[0] = o.deferA
 		}
 	}
 	sides := make([]*side, 2)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -162,6 +163,116 @@ func TestPollBackstop(t *testing.T) {
 		pollUntil(t, a.dev, func() bool { return a.mr.Writes() != seen })
 		// A goes quiet: no Poll, no Flush, no PostSend.
 		status(t, wait(t, b.scq, 1, 5*time.Second), cq.StatusSuccess)
+	}
+}
+
+// deferringLink is a UDP link that is a link.Deferrer: SendDeferred keeps
+// copies until Flush or the next Send, and it counts each way out.
+type deferringLink struct {
+	*udp.Link
+	mu       sync.Mutex
+	queued   [][]byte
+	sends    int // Send calls
+	deferred int // packets SendDeferred queued
+	flushed  int // packets that left queued, at Flush or behind a Send
+}
+
+func (l *deferringLink) SendDeferred(pkts [][]byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range pkts {
+		l.queued = append(l.queued, bytes.Clone(p))
+	}
+	l.deferred += len(pkts)
+	return nil
+}
+
+func (l *deferringLink) flushLocked() error {
+	q := l.queued
+	l.queued = nil
+	l.flushed += len(q)
+	if len(q) == 0 {
+		return nil
+	}
+	return l.Link.Send(q)
+}
+
+func (l *deferringLink) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.flushLocked()
+}
+
+func (l *deferringLink) Send(pkts [][]byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sends++
+	if err := l.flushLocked(); err != nil {
+		return err
+	}
+	return l.Link.Send(pkts)
+}
+
+func (l *deferringLink) counts() (sends, deferred, flushed, queued int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sends, l.deferred, l.flushed, len(l.queued)
+}
+
+// TestPollDefersSends: while a program busy polls, what it posts waits on
+// a link.Deferrer's queue for its next Poll, which sends it; every WRITE
+// completes and lands.
+func TestPollDefersSends(t *testing.T) {
+	dl := &deferringLink{}
+	a, b := newPair(t, pairOpts{udp: true, deferA: dl, pollGrace: time.Minute})
+	fill(a.buf, 3)
+	a.dev.Poll() // from here on A's program polls
+	sends, _, _, _ := dl.counts()
+	const n, size = 16, 1024
+	for i := range n {
+		a.postSend(t, writeWR(uint64(i), a, b, i*size, size))
+	}
+	if s, deferred, flushed, queued := dl.counts(); s != sends || deferred != n || flushed != 0 || queued != n {
+		t.Fatalf("after %d posts and no Poll: %d Sends, %d deferred, %d flushed, %d queued; want no Send and all %d queued",
+			n, s-sends, deferred, flushed, queued, n)
+	}
+	a.dev.Poll()
+	if _, _, flushed, queued := dl.counts(); flushed != n || queued != 0 {
+		t.Fatalf("after a Poll: %d flushed, %d queued; want all %d flushed", flushed, queued, n)
+	}
+	var got int
+	pollUntil(t, a.dev, func() bool {
+		var wc [16]cq.WC
+		k, _ := a.scq.Poll(wc[:])
+		for _, c := range wc[:k] {
+			if c.Status != cq.StatusSuccess {
+				t.Fatalf("completion: %+v", c)
+			}
+		}
+		got += k
+		return got == n
+	})
+	if !bytes.Equal(a.buf[:n*size], b.read(t, n*size)) {
+		t.Fatal("the written bytes differ")
+	}
+}
+
+// TestPollDeferredBackstop: a program that polls once and then posts and
+// stops, with neither Poll nor Flush, still has its WRITE sent, by the
+// device's backstop; one that never polled sends at once.
+func TestPollDeferredBackstop(t *testing.T) {
+	dl := &deferringLink{}
+	a, b := newPair(t, pairOpts{udp: true, deferA: dl})
+	a.postSend(t, writeWR(1, a, b, 0, 8))
+	status(t, wait(t, a.scq, 1, 5*time.Second), cq.StatusSuccess)
+	if _, deferred, _, _ := dl.counts(); deferred != 0 {
+		t.Fatalf("a program that never polled had %d packets deferred", deferred)
+	}
+	a.dev.Poll()
+	a.postSend(t, writeWR(2, a, b, 0, 8))
+	status(t, wait(t, a.scq, 1, 5*time.Second), cq.StatusSuccess)
+	if _, deferred, flushed, queued := dl.counts(); deferred == 0 || flushed < deferred || queued != 0 {
+		t.Fatalf("a program that polled then stopped: %d deferred, %d flushed, %d queued; want some deferred, all flushed", deferred, flushed, queued)
 	}
 }
 

@@ -91,9 +91,52 @@ func (d *Device) runLeftovers() {
 		return
 	default:
 	}
+	d.forgetPolls()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d.flushAcks()
+	d.tx.flush()
+}
+
+// programPolls reports whether a program has polled the device (Poll) or
+// waited on it (Drive) since the device last found it quiet: the link's
+// sends then wait for its next poll or wait, or the backstop. It reads
+// no clock, as it runs at every send; deferredSend looks at the time.
+func (d *Device) programPolls() bool {
+	r := &d.rx
+	return r.lastPoll.Load() != 0 || r.lastDrive.Load() != 0 || r.driving.Load()
+}
+
+// deferredSend follows a send the link deferred: if the backstop is not
+// set, it sets it for when the program's grace runs out, to flush what a
+// program that stops polling without Flush leaves behind; if the grace
+// has run out already, the program is gone, and it flushes at once.
+func (d *Device) deferredSend() {
+	r := &d.rx
+	if r.armed.Load() {
+		return
+	}
+	if left := d.graceLeft(); left > 0 {
+		if r.armed.CompareAndSwap(false, true) {
+			r.backstop.Reset(left)
+		}
+		return
+	}
+	d.forgetPolls()
+	d.tx.flush()
+}
+
+// forgetPolls clears the marks of a program's polls and waits that are a
+// grace old or more, so that sends go at once again; a mark made since
+// stays.
+func (d *Device) forgetPolls() {
+	r := &d.rx
+	now := d.clock.Now()
+	for _, m := range []*atomic.Int64{&r.lastPoll, &r.lastDrive} {
+		if last := m.Load(); last != 0 && now.Sub(monotime.Time(last)) >= d.pollGrace {
+			m.CompareAndSwap(last, 0)
+		}
+	}
 }
 
 // graceLeft returns how much longer the link stays with the program that
@@ -202,6 +245,7 @@ func (d *Device) receiveLoop() {
 		woke := r.wakes.End()
 		if !woke {
 			d.flushAcks()
+			d.tx.flush()
 		}
 		r.mu.Unlock()
 		if woke {
@@ -215,6 +259,7 @@ func (d *Device) receiveLoop() {
 			runtime.Gosched()
 			r.mu.Lock()
 			d.flushAcks()
+			d.tx.flush()
 			r.mu.Unlock()
 		}
 		if err != nil {
@@ -287,6 +332,7 @@ func (d *Device) Poll() bool {
 	r.mu.Lock() // wait out the receive goroutine's batch; it stands aside after
 	defer r.mu.Unlock()
 	d.flushAcks()
+	d.tx.flush() // what the program posted since its last poll, and those ACKs
 	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
 	if n == 0 {
 		return false
@@ -333,6 +379,7 @@ func (d *Device) Drive() bool {
 	}()
 	r.mu.Lock()
 	d.flushAcks() // nobody will post them before this wait ends
+	d.tx.flush()
 	r.mu.Unlock()
 	ready, err := r.timed.WaitReceiveFor(driveWait)
 	if err != nil || !ready {
@@ -365,6 +412,7 @@ func (d *Device) Flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d.flushAcks()
+	d.tx.flush()
 }
 
 // CanPoll reports whether Poll can do anything: whether the device's link

@@ -39,6 +39,14 @@ type transmitter struct {
 	srcPort uint16 // the link's fixed UDP source port, or 0: each packet's own
 	trace   func(dir Direction, pkt []byte)
 	noRoute func() // counts a packet no source GID can carry
+
+	// deferrer is the link, if it can leave packets queued for a later
+	// system call; polling says whether a program busy polls the device,
+	// which then flushes at its polls; deferred is called after each
+	// deferred send, to arm the backstop that flushes if it stops.
+	deferrer link.Deferrer
+	polling  func() bool
+	deferred func()
 }
 
 // Finish puts the IP and UDP headers in front of a transport packet and
@@ -82,8 +90,25 @@ func (t *transmitter) Finish(tx *rc.TxDesc, buf []byte, n int) []byte {
 }
 
 // Send hands packets to the link. A link that cannot send loses them, as
-// a wire would; the transport recovers.
-func (t *transmitter) Send(pkts [][]byte) { _ = t.link.Send(pkts) }
+// a wire would; the transport recovers. While a program busy polls the
+// device, a link.Deferrer's sends wait for the program's next poll (or
+// the backstop's flush), so that what it posts between two polls leaves
+// in one system call.
+func (t *transmitter) Send(pkts [][]byte) {
+	if t.deferrer != nil && t.polling() {
+		_ = t.deferrer.SendDeferred(pkts)
+		t.deferred()
+		return
+	}
+	_ = t.link.Send(pkts)
+}
+
+// flush sends what deferred sends left on the link.
+func (t *transmitter) flush() {
+	if t.deferrer != nil {
+		_ = t.deferrer.Flush()
+	}
+}
 
 // port is the rc.Port of a QP: the device's memory regions, buffers,
 // transmitter and clock, and the worker that schedules the QP.
