@@ -9,9 +9,9 @@ import (
 )
 
 // TestRCPingpong runs gorxe rc_pingpong between two namespaces joined by
-// a veth over the udp link, IPv4 and IPv6, and between two gorxe hosts
-// on TAP devices on one bridge, with -c, and checks both sides' output
-// against ibv_rc_pingpong's lines.
+// a veth over the udp and xdp links, IPv4 and IPv6, and between two gorxe
+// hosts on TAP devices on one bridge, with -c, and checks both sides'
+// output against ibv_rc_pingpong's lines.
 func TestRCPingpong(t *testing.T) {
 	needRoot(t)
 	a, b := newNS(t, "a"), newNS(t, "b")
@@ -24,13 +24,17 @@ func TestRCPingpong(t *testing.T) {
 		link           []string
 		server, client string
 		host           string
-		gid            string // the GIDs' form in the output
+		gid            string    // the GIDs' form in the output
+		devs           [2]string // the xdp link's --dev, server's and client's
 	}{
 		// As with rxe, -g 1 is the veth's IPv4 address (0 is its
 		// default GID, fe80:: from its MAC), and no --ip is needed.
-		{"udp/IPv4", b, a, []string{"--link", "udp", "-g", "1"}, "", "", "10.77.0.2", `::ffff:10\.77\.0\.[12]`},
-		{"udp/IPv6", b, a, []string{"--link", "udp"}, "fd77::2", "fd77::1", "fd77::2", `fd77::[12]`},
-		{"tap/IPv4", br, br, []string{"--link", "tap", "--bridge", "br0", "--link-mtu", "9000", "-g", "0"}, "10.78.0.2/24", "10.78.0.1/24", "127.0.0.1", `::ffff:10\.78\.0\.[12]`},
+		{"udp/IPv4", b, a, []string{"--link", "udp", "-g", "1"}, "", "", "10.77.0.2", `::ffff:10\.77\.0\.[12]`, [2]string{}},
+		{"udp/IPv6", b, a, []string{"--link", "udp"}, "fd77::2", "fd77::1", "fd77::2", `fd77::[12]`, [2]string{}},
+		// On the xdp link too -g indexes the interface's table, as rxe's.
+		{"xdp/IPv4", b, a, []string{"--link", "xdp", "-g", "1"}, "", "", "10.77.0.2", `::ffff:10\.77\.0\.[12]`, [2]string{"vb", "va"}},
+		{"xdp/IPv6", b, a, []string{"--link", "xdp", "-g", "2"}, "", "", "fd77::2", `fd77::[12]`, [2]string{"vb", "va"}},
+		{"tap/IPv4", br, br, []string{"--link", "tap", "--bridge", "br0", "--link-mtu", "9000", "-g", "0"}, "10.78.0.2/24", "10.78.0.1/24", "127.0.0.1", `::ffff:10\.78\.0\.[12]`, [2]string{}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			base := append(append([]string{}, flags...), v.link...)
@@ -38,6 +42,9 @@ func TestRCPingpong(t *testing.T) {
 			srv, cli := append([]string{}, base...), append([]string{}, base...)
 			if v.server != "" {
 				srv, cli = append(srv, "--ip", v.server), append(cli, "--ip", v.client)
+			}
+			if v.devs[0] != "" {
+				srv, cli = append(srv, "--dev", v.devs[0]), append(cli, "--dev", v.devs[1])
 			}
 			if v.link[1] == "tap" {
 				srv = append(srv, "--tap", fmt.Sprintf("gxps%d", i))

@@ -80,7 +80,7 @@ func rcOptions() []rcOption {
 	}
 	// gorxe's own options that choose the link.
 	return append(opts, linkOptions(func(r *rcRun) *linkFlags { return &r.link },
-		"how packets travel: udp (a kernel UDP socket, the default) or tap (a TAP device on which gorxe is a whole host)",
+		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host) or xdp (AF_XDP on --dev's interface, root)",
 		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -g names)")...)
 }
 
@@ -131,8 +131,6 @@ func (r *rcRun) check() error {
 		return errors.New("prefetch is valid only with on-demand memory region")
 	case r.link.kind == "mem":
 		return errors.New("--link mem: ibv_rc_pingpong's peer is another process: use --link udp or tap")
-	case r.link.kind == "xdp":
-		return errors.New("--link xdp: not yet for rc_pingpong: use --link udp or tap")
 	}
 	if err := r.link.validateKind(); err != nil {
 		return err
@@ -144,6 +142,9 @@ func (r *rcRun) check() error {
 		if err := r.link.validate(); err != nil {
 			return err
 		}
+	}
+	if r.link.kind == "xdp" && r.gidIndex < 0 {
+		return fmt.Errorf("no GID: RoCE needs one: give -g INDEX (gorxe show_gids %s)", cmp.Or(r.link.dev, "IFACE"))
 	}
 	if r.link.kind == "udp" && r.link.ip == "" && r.gidIndex < 0 {
 		// ibv_rc_pingpong then sends a zero GID and connects without a
@@ -293,6 +294,18 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 			lf.ip = e.addr().String()
 		}
 	}
+	var gid netip.Addr // the xdp link's: -g's in its interface's table
+	if lf.kind == "xdp" {
+		table, err := interfaceGIDs(lf.dev)
+		if err != nil {
+			return nil, fmt.Errorf("--dev %s: %v", lf.dev, err)
+		}
+		e, _, err := pickGID(table, r.gidIndex, false, netip.Addr{})
+		if err != nil {
+			return nil, err
+		}
+		gid = e.GID.Unmap()
+	}
 	l, err := lf.open()
 	if err != nil {
 		return nil, err
@@ -306,6 +319,14 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 	if err != nil {
 		l.Close()
 		return nil, err
+	}
+	if lf.kind == "xdp" {
+		// The device holds the interface's addresses but its
+		// link-local ones, in an order of its own.
+		if r.p.GIDIndex = dev.GIDIndex(gid); r.p.GIDIndex < 0 {
+			dev.Close()
+			return nil, fmt.Errorf("-g %d of %s (%v) is link-local, which the xdp link does not carry: choose another (gorxe show_gids %s)", r.gidIndex, lf.dev, gid, lf.dev)
+		}
 	}
 	return dev, nil
 }
