@@ -426,6 +426,11 @@ func (l *Link) Counters() []link.Counter {
 		link.Counter{Name: "xdp_queued_for_neighbor", Value: s.queued.Load()})
 }
 
+// LineRate returns the interface's speed as its driver reports it
+// (link.LineRater), the rate DCQCN starts each flow at; 0 when the driver
+// does not know it.
+func (l *Link) LineRate() uint64 { return l.rate }
+
 // Queues returns the receive queues the link has a socket on, and the
 // packets each has received.
 func (l *Link) Queues() (ids []int, received []uint64) {

@@ -69,7 +69,8 @@ const (
 )
 
 // Link is an AF_XDP link on one interface. It implements link.Link,
-// link.Poller, link.TimedPoller and link.Counterer.
+// link.Poller, link.TimedPoller, link.Deferrer, link.LineRater and
+// link.Counterer.
 type Link struct {
 	name    string
 	ifindex int
@@ -77,7 +78,8 @@ type Link struct {
 	mtu     int
 	addrs   []netip.Addr
 	port    uint16
-	multi   bool // packets may take several UMEM frames
+	multi   bool   // packets may take several UMEM frames
+	rate    uint64 // the interface's speed in bits per second, or 0
 
 	prog   *xdpprog.Program
 	umem   *xsk.UMEM
@@ -174,6 +176,9 @@ func Open(c Config) (*Link, error) {
 	if l.addrs, err = interfaceAddrs(ifc); err != nil {
 		return nil, err
 	}
+	// A driver that cannot say (an error, or SPEED_UNKNOWN) leaves the
+	// rate unknown, as a link without LineRate.
+	l.rate, _ = interfaceSpeed(ifc.Name)
 	queues, all := c.Queues, c.Queues == nil
 	if all {
 		n, err := rxQueues(ifc.Index)

@@ -212,3 +212,14 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("a down interface: %v", err)
 	}
 }
+
+// TestLineRate: the link reports the interface's speed from the ethtool
+// ioctl, in the caller's namespace (link.LineRater): veth says 10 Gb/s.
+func TestLineRate(t *testing.T) {
+	p := netns.NewPair(t, 1500)
+	l := open(t, p.A, xdp.Config{Interface: p.IfA})
+	var lr link.LineRater = l
+	if got := lr.LineRate(); got != 10_000_000_000 {
+		t.Fatalf("LineRate = %d, want veth's 10 Gb/s", got)
+	}
+}
