@@ -19,6 +19,8 @@ type Counters struct {
 	RDMARecvs          uint64 // rdma_recvs: RDMA WRITE, READ and atomic requests executed
 	RetransmitTimeouts uint64 // local ACK timeouts (not an rxe counter)
 	TailProbes         uint64 // tail-loss probes sent (not an rxe counter)
+	QKeyViolations     uint64 // UD packets dropped for a wrong Q_Key (ibv_port_attr's qkey_viol_cntr)
+	UDDropped          uint64 // UD messages dropped: no receive posted, or too long for it (not an rxe counter)
 }
 
 // Add adds o's counts to c.
@@ -38,6 +40,8 @@ func (c *Counters) Add(o *Counters) {
 	c.RDMARecvs += o.RDMARecvs
 	c.RetransmitTimeouts += o.RetransmitTimeouts
 	c.TailProbes += o.TailProbes
+	c.QKeyViolations += o.QKeyViolations
+	c.UDDropped += o.UDDropped
 }
 
 // Named returns the counters as rxe names them, in rxe's order.
@@ -58,6 +62,8 @@ func (c *Counters) Named() []NamedCounter {
 		{"rdma_recvs", c.RDMARecvs},
 		{"retransmit_timeouts", c.RetransmitTimeouts},
 		{"tail_probes", c.TailProbes},
+		{"qkey_violations", c.QKeyViolations},
+		{"ud_dropped", c.UDDropped},
 	}
 }
 

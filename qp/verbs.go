@@ -12,7 +12,7 @@ import (
 // enum ibv_qp_type.
 type Type uint8
 
-// Queue pair types. gorxe implements RC.
+// Queue pair types. gorxe implements RC and UD.
 const (
 	TypeRC Type = 2 // IBV_QPT_RC
 	TypeUC Type = 3 // IBV_QPT_UC
@@ -113,6 +113,24 @@ type AddressVector struct {
 	FlowLabel    uint32
 }
 
+// AH is an address handle, ibv_ah: where a UD send work request goes, in
+// a protection domain. Programs get one from rnic.Device.CreateAH, which
+// checks the address vector against the device, or CreateAHFromWC.
+type AH struct {
+	av AddressVector
+	pd *mr.PD
+}
+
+// NewAH returns an address handle for av in pd, unchecked: the device's
+// CreateAH checks it first.
+func NewAH(pd *mr.PD, av AddressVector) *AH { return &AH{av: av, pd: pd} }
+
+// AV returns the handle's address vector.
+func (a *AH) AV() AddressVector { return a.av }
+
+// PD returns the protection domain the handle belongs to.
+func (a *AH) PD() *mr.PD { return a.pd }
+
 // Cap holds a QP's queue sizes, as struct ibv_qp_cap.
 type Cap struct {
 	MaxSendWR     uint32
@@ -205,6 +223,13 @@ type SendWR struct {
 	RKey           mr.Key
 	CompareAdd     uint64 // compare (CMP_AND_SWP) or add (FETCH_AND_ADD)
 	Swap           uint64
+	// AH, RemoteQPN and RemoteQKey say where a UD send goes (wr.ud):
+	// the address handle, the destination QP, and its Q_Key. A Q_Key
+	// with the high bit set stands for the sending QP's own (IBTA Vol 1
+	// §10.2.5).
+	AH         *AH
+	RemoteQPN  bth.QPN
+	RemoteQKey uint32
 	// Inline, with SendInline, is the message itself, copied at post time;
 	// SGList is then ignored. (C's ibv_post_send reads inline data through
 	// the SGEs' raw addresses, which Go code cannot hand over safely.)

@@ -304,9 +304,10 @@ func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return d.rx.wakes.NewCQ(d
 // QP is a queue pair of this device. Its methods are the verbs of an
 // ibv_qp; the transport engine behind them is driven by the device alone.
 type QP struct {
-	e   *rc.QP
-	dev *Device
-	w   *worker
+	e       engine
+	service bth.Service // the transport the engine runs: RC or UD
+	dev     *Device
+	w       *worker
 	// path is the QP's peer and local GID as its last Modify left them,
 	// for the receive path's address check without the QP's lock; nil
 	// while the QP has no address vector.
@@ -356,7 +357,29 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) { return q.e.PostSend(wrs) }
 // returns the index of the first request it did not queue.
 func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) { return q.e.PostRecv(wrs) }
 
-// CreateQP creates an RC queue pair in the RESET state.
+// engine is what a QP's transport engine does for the device and for
+// the verbs: internal/rc's QP for RC, its UD for UD.
+type engine interface {
+	rc.Runner
+	Num() bth.QPN
+	Modify(attr *qp.Attr, mask qp.AttrMask) error
+	Query() qp.Attr
+	State() qp.State
+	Stats() qp.Counters
+	Congestion() (congestion.State, congestion.Counters)
+	PostSend(wrs []qp.SendWR) (int, error)
+	PostRecv(wrs []qp.RecvWR) (int, error)
+	// HandlePacket takes a packet for the QP and reports whether the QP
+	// now owes an ACK, which FlushAck sends.
+	HandlePacket(p *wire.Packet) bool
+	FlushAck()
+	HandleCNP()
+	// Path returns the peer's GID and the QP's own GID index, once the
+	// QP has an address vector.
+	Path() (dgid netip.Addr, sgidIndex uint8, ok bool)
+}
+
+// CreateQP creates a queue pair in the RESET state: RC or UD.
 func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -372,18 +395,33 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		ia.Window = d.cfg.Window
 	}
 	ia.NoTailProbe = ia.NoTailProbe || d.cfg.NoTailProbe
-	q, err := rc.New(d.ports[int(num)%len(d.workers)], num, ia)
-	if err != nil {
-		return nil, err
+	port := d.ports[int(num)%len(d.workers)]
+	dq := &QP{dev: d, w: w}
+	switch ia.Type {
+	case qp.TypeUD:
+		q, err := rc.NewUD(port, num, ia, d.MTU().Bytes())
+		if err != nil {
+			return nil, err
+		}
+		if d.cfg.Trace != nil {
+			name := d.name
+			q.SetTrace(func(ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(num), ev)) })
+		}
+		dq.e, dq.service = q, bth.ServiceUD
+	default:
+		q, err := rc.New(port, num, ia)
+		if err != nil {
+			return nil, err
+		}
+		if err := q.SetCongestion(d.cc); err != nil {
+			return nil, err // Open checked the configuration
+		}
+		if d.cfg.Trace != nil {
+			name := d.name
+			q.SetTrace(func(q *rc.QP, ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(q.Num()), ev)) })
+		}
+		dq.e, dq.service = q, bth.ServiceRC
 	}
-	if err := q.SetCongestion(d.cc); err != nil {
-		return nil, err // Open checked the configuration
-	}
-	if d.cfg.Trace != nil {
-		name := d.name
-		q.SetTrace(func(q *rc.QP, ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(q.Num()), ev)) })
-	}
-	dq := &QP{e: q, dev: d, w: w}
 	d.qps[num] = dq
 	w.add(dq)
 	return dq, nil

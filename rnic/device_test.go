@@ -113,9 +113,9 @@ func TestQPNumbers(t *testing.T) {
 			t.Fatal("destroying twice succeeded")
 		}
 	}
-	if _, err := a.dev.CreateQP(qp.InitAttr{Type: qp.TypeUD, PD: a.pd, SendCQ: a.scq, RecvCQ: a.rcq,
+	if _, err := a.dev.CreateQP(qp.InitAttr{Type: 9, PD: a.pd, SendCQ: a.scq, RecvCQ: a.rcq,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}}); !errors.Is(err, qp.ErrAttr) {
-		t.Fatalf("UD QP: %v", err)
+		t.Fatalf("an XRC QP (type 9): %v, want ErrAttr", err)
 	}
 }
 

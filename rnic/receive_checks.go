@@ -34,13 +34,18 @@ import (
 //	  otherwise: the QP's RP cuts its rate rc HandleCNP                   -                                 rp_cnp_handled
 //	destination QP exists (QPs 0, 1 and    process, Device.lookup         drop                              no_qp
 //	  0xFFFFFF never do)
-//	opcode's service is the QP's (RC)      admit (rxe check_type_state)   drop                              bad_opcode
+//	opcode's service is the QP's (RC, UD)  admit (rxe check_type_state)   drop                              bad_opcode
 //	IP source is the QP's peer (AV DGID),  admit (rxe check_addr)         drop                              addr_mismatch
 //	  IP destination is the QP's own GID
 //	P_Key matches the QP's P_Key table     admit (rxe check_keys)         drop                              pkey_violations
 //	  entry (only 0xFFFF, index 0)
 //	QP state: requests in RTR, RTS, SQD;   qp handleRequest,              drop                              -
 //	  responses in RTS, SQD                  handleResponse
+//	UD: Q_Key is the QP's (the GSI's:      rc UD.HandlePacket             drop                              qkey_violations
+//	  0x80010000; rxe check_keys)
+//	UD: a receive is posted, it holds the  rc UD.HandlePacket             drop (class D), the receive stays ud_dropped
+//	  GRH and the message, which fits
+//	  the MTU
 //
 // The responder's checks (internal/rc/responder.go, in order; IBTA §9.7.5.1, rxe_resp.c):
 //
@@ -100,7 +105,7 @@ func (d *Device) countUnparsed(err error) {
 // (rxe hdr_check: check_type_state, check_addr, check_keys). It counts
 // what it drops.
 func (d *Device) admit(q *QP, p *wire.Packet) bool {
-	if p.BTH.Opcode().Service() != bth.ServiceRC { // every gorxe QP is RC
+	if p.BTH.Opcode().Service() != q.service {
 		d.badOpcode.Add(1)
 		return false
 	}
