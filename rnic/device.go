@@ -427,6 +427,41 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 	return dq, nil
 }
 
+// GSIQPN is the General Services QP's number: QP 1, which carries the
+// connection manager's MADs (IBTA Vol 1 §13.5).
+const GSIQPN bth.QPN = 1
+
+// CreateGSI creates the device's General Services QP, QP 1: a UD QP in
+// the RESET state whose packets carry source QP 1 and which receives what
+// is sent to QP 1 with the GSI's Q_Key, 0x80010000, whatever Q_Key its
+// attributes hold. A device has one; the connection manager (package cm)
+// owns it.
+func (d *Device) CreateGSI(ia qp.InitAttr) (*QP, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	if _, used := d.qps[GSIQPN]; used {
+		return nil, errors.New("rnic: the device has a GSI QP already")
+	}
+	ia.Type = qp.TypeUD
+	port := d.ports[int(GSIQPN)%len(d.workers)]
+	q, err := rc.NewUD(port, GSIQPN, ia, d.MTU().Bytes())
+	if err != nil {
+		return nil, err
+	}
+	if d.cfg.Trace != nil {
+		name := d.name
+		q.SetTrace(func(ev string) { d.cfg.Trace(fmt.Sprintf("%s qp 0x1 (GSI): %s", name, ev)) })
+	}
+	w := d.workers[int(GSIQPN)%len(d.workers)]
+	dq := &QP{e: q, service: bth.ServiceUD, dev: d, w: w}
+	d.qps[GSIQPN] = dq
+	w.add(dq)
+	return dq, nil
+}
+
 func (d *Device) allocQPN() (bth.QPN, error) {
 	for range bth.QPNMask {
 		n := d.nextQPN

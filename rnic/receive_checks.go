@@ -32,8 +32,9 @@ import (
 //	  P_Key admitted                       handleCNP                      drop                              pkey_violations
 //	  QP sends (RTR, RTS, SQD), DCQCN on   rc HandleCNP                   consumed: counted ignored         rp_cnp_ignored
 //	  otherwise: the QP's RP cuts its rate rc HandleCNP                   -                                 rp_cnp_handled
-//	destination QP exists (QPs 0, 1 and    process, Device.lookup         drop                              no_qp
-//	  0xFFFFFF never do)
+//	destination QP exists (QPs 0 and       process, Device.lookup         drop                              no_qp
+//	  0xFFFFFF never do; QP 1 once
+//	  CreateGSI made it)
 //	opcode's service is the QP's (RC, UD)  admit (rxe check_type_state)   drop                              bad_opcode
 //	IP source is the QP's peer (AV DGID),  admit (rxe check_addr)         drop                              addr_mismatch
 //	  IP destination is the QP's own GID

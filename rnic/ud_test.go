@@ -274,3 +274,48 @@ func TestUDServiceChecks(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestGSI: QP 1 exists once CreateGSI makes it, sends with source QP 1,
+// and takes only the GSI's Q_Key (0x80010000), whatever its own is.
+func TestGSI(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newUDSide(t, f, "10.0.0.1", udQKey), newUDSide(t, f, "10.0.0.2", udQKey)
+	gsi := func(s *udSide) *rnic.QP {
+		q, err := s.dev.CreateGSI(qp.InitAttr{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Num() != rnic.GSIQPN {
+			t.Fatalf("GSI QP is %#x, want 1", uint32(q.Num()))
+		}
+		must(t, q.Modify(&qp.Attr{State: qp.StateInit, Port: 1, QKey: 0x80010000}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrQKey))
+		must(t, q.Modify(&qp.Attr{State: qp.StateRTR}, qp.AttrState))
+		must(t, q.Modify(&qp.Attr{State: qp.StateRTS}, qp.AttrState|qp.AttrSQPSN))
+		return q
+	}
+	ga, gb := gsi(a), gsi(b)
+	if _, err := a.dev.CreateGSI(qp.InitAttr{PD: a.pd, SendCQ: a.scq, RecvCQ: a.rcq, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}}); err == nil {
+		t.Fatal("a second GSI QP: no error")
+	}
+	if _, err := gb.PostRecv([]qp.RecvWR{{WRID: 1, SGList: []qp.SGE{{Addr: b.mr.IOVA(), Length: 40 + 256, LKey: b.mr.LKey()}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ah := a.ahTo(t, b)
+	mad := func(qkey uint32) {
+		wr := qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.SendSignaled, AH: ah, RemoteQPN: rnic.GSIQPN, RemoteQKey: qkey,
+			SGList: []qp.SGE{{Addr: a.mr.IOVA(), Length: 256, LKey: a.mr.LKey()}}}
+		if _, err := ga.PostSend([]qp.SendWR{wr}); err != nil {
+			t.Fatal(err)
+		}
+		status(t, wait(t, a.scq, 1, 5*time.Second), cq.StatusSuccess)
+	}
+	mad(udQKey) // not the GSI's
+	mad(0x80010000)
+	wc := wait(t, b.rcq, 1, 5*time.Second)[0]
+	if wc.SrcQP != 1 || wc.ByteLen != 296 || wc.QPNum != 1 {
+		t.Fatalf("completion %v, want 296 bytes on QP 1 from QP 1", wc)
+	}
+	if v := gb.Stats().QKeyViolations; v != 1 {
+		t.Fatalf("%d Q_Key violations on the GSI, want 1", v)
+	}
+}
