@@ -69,8 +69,9 @@ const ExtTransportXRC = 1
 // RCMRT and LCMRT are the remote and local CM response timeouts, TT the
 // transport service type, E end-to-end flow control, Rty the retry count,
 // D "RDC exists", RNR the RNR retry count, MaxR the max CM retries, S SRQ,
-// Ext the extended transport type. The alternate path at 96 has the
-// primary's layout; its last byte, 139, also holds SAP Supported (bit 2).
+// Ext the extended transport type; in the path, L is subnet local and
+// ACK TO the local ACK timeout. The alternate path at 96 has the primary's
+// layout; its last byte, 139, also holds SAP Supported (bit 2).
 type REQ struct {
 	LocalCommID uint32
 	ServiceID   uint64
