@@ -50,7 +50,7 @@ type UD struct {
 }
 
 // GRHLen is the GRH area in front of every message a UD QP receives.
-const GRHLen = 40
+const GRHLen = wire.GRHLen
 
 // NewUD creates a UD QP numbered num in the RESET state, whose messages
 // may be up to mtu bytes. QP 1, the GSI, takes the Q_Key 0x80010000 on
@@ -480,11 +480,7 @@ func (q *UD) HandlePacket(p *wire.Packet) bool {
 	}
 	q.mrs = mrs
 	var grh [GRHLen]byte
-	if p.IPVersion() == 4 {
-		copy(grh[20:], p.IP) // rdma-core: 20 zero bytes, then the IPv4 header
-	} else {
-		copy(grh[:], p.IP)
-	}
+	wire.PutGRH(grh[:], p.IP)
 	scatter(r.sges, mrs, 0, grh[:])
 	scatter(r.sges, mrs, GRHLen, p.Payload)
 	q.rq.head++

@@ -1,0 +1,293 @@
+package cm_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire"
+	wcm "github.com/gorxe/gorxe/wire/cm"
+	"github.com/gorxe/gorxe/wire/mad"
+)
+
+// host is a device with a connection manager and what a connection needs.
+type host struct {
+	link *mem.Link
+	dev  *rnic.Device
+	m    *cm.Manager
+	pd   *mr.PD
+	cq   *cq.CQ
+	buf  []byte
+	mr   *mr.MR
+}
+
+// quick is a response timeout short enough for tests: 4.096 µs × 2^12 =
+// 17 ms, plus rdma_cm's two packet lifetimes (0.5 s).
+var quick = cm.Config{ResponseTimeout: 12, MaxRetries: 4}
+
+func newHost(t testing.TB, f *mem.Fabric, addr string, cfg cm.Config) *host {
+	t.Helper()
+	l, err := f.NewLink(netip.MustParseAddr(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := rnic.Open(rnic.Config{Link: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	h := &host{link: l, dev: dev, pd: dev.AllocPD(), buf: make([]byte, 1<<16)}
+	if h.m, err = cm.New(dev, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.m.Close() })
+	if h.cq, err = dev.CreateCQ(64); err != nil {
+		t.Fatal(err)
+	}
+	if h.mr, err = dev.RegMR(h.pd, h.buf, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *host) params(priv string) cm.ConnParams {
+	return cm.ConnParams{PD: h.pd, SendCQ: h.cq, RecvCQ: h.cq, Access: mr.RemoteWrite | mr.RemoteRead,
+		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}, InitiatorDepth: 4, ResponderResources: 4,
+		PrivateData: []byte(priv)}
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// connect dials b's port 7174 from a and accepts it there, and returns
+// both ends once both say the connection is established.
+func connect(t testing.TB, a, b *host) (*cm.Conn, *cm.Conn) {
+	t.Helper()
+	l, err := b.m.Listen(netip.Addr{}, 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	type result struct {
+		c   *cm.Conn
+		err error
+	}
+	accepted := make(chan result, 1)
+	go func() {
+		r, err := l.Accept(ctxFor(t, 10*time.Second))
+		if err != nil {
+			accepted <- result{nil, err}
+			return
+		}
+		if got := string(r.PrivateData()[:5]); got != "hello" {
+			r.Reject([]byte("bad private data " + got))
+			accepted <- result{nil, errors.New("REQ private data " + got)}
+			return
+		}
+		c, err := r.Accept(b.params("welcome"))
+		if err == nil {
+			err = c.Established(ctxFor(t, 10*time.Second))
+		}
+		accepted <- result{c, err}
+	}()
+	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), a.params("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := <-accepted
+	if rb.err != nil {
+		t.Fatal(rb.err)
+	}
+	if got := string(ca.PrivateData()[:7]); got != "welcome" {
+		t.Fatalf("REP private data %q", got)
+	}
+	return ca, rb.c
+}
+
+// TestConnect: a Dial and an Accept make a connection whose QPs move
+// data both ways, and a Disconnect on one side ends it on both.
+func TestConnect(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	ca, cb := connect(t, a, b)
+	if ca.QP().State() != qp.StateRTS || cb.QP().State() != qp.StateRTS {
+		t.Fatalf("QP states %v and %v, want RTS", ca.QP().State(), cb.QP().State())
+	}
+	if got := cb.RemoteAddr().Addr(); got != netip.MustParseAddr("10.0.0.1") {
+		t.Fatalf("the passive side sees the peer at %v", got)
+	}
+	copy(a.buf, "written over a cm connection")
+	wr := qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, RemoteAddr: b.mr.IOVA(), RKey: b.mr.RKey(),
+		SGList: []qp.SGE{{Addr: a.mr.IOVA(), Length: 28, LKey: a.mr.LKey()}}}
+	if _, err := ca.QP().PostSend([]qp.SendWR{wr}); err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]cq.WC
+	if n, err := a.cq.Wait(ctxFor(t, 5*time.Second), wc[:]); n != 1 || err != nil || wc[0].Status != cq.StatusSuccess {
+		t.Fatalf("WRITE: %v %v", wc[0], err)
+	}
+	b.mr.Writes()
+	if !bytes.Equal(b.buf[:28], a.buf[:28]) {
+		t.Fatal("the WRITE did not land")
+	}
+	if err := cb.Disconnect(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ca.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the active side did not see the DREQ")
+	}
+	if st := ca.QP().State(); st != qp.StateErr {
+		t.Fatalf("the disconnected side's QP is %v, want ERR", st)
+	}
+}
+
+// TestNobodyListens: a REQ to a port nobody listens on is rejected with
+// "invalid service ID" (8), as the kernel's CM rejects it, at once.
+func TestNobodyListens(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	start := time.Now()
+	_, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 9), a.params("x"))
+	var rej *cm.Rejected
+	if !errors.As(err, &rej) || rej.Reason != wcm.RejInvalidServiceID {
+		t.Fatalf("Dial to nobody: %v, want a REJ with reason 8", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("the REJ took %v", time.Since(start))
+	}
+}
+
+// TestReject: the listener's Reject reaches the requester as reason 28
+// with its private data.
+func TestReject(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	l, err := b.m.Listen(netip.Addr{}, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if r, err := l.Accept(ctxFor(t, 10*time.Second)); err == nil {
+			r.Reject([]byte("go away"))
+		}
+	}()
+	_, err = a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 5000), a.params("x"))
+	var rej *cm.Rejected
+	if !errors.As(err, &rej) || rej.Reason != wcm.RejConsumerDefined || !bytes.HasPrefix(rej.PrivateData, []byte("go away")) {
+		t.Fatalf("Dial: %v, want REJ 28 with \"go away\"", err)
+	}
+}
+
+// TestDeadPeer: a REQ nobody answers is sent again MaxRetries times,
+// then the Dial fails with ErrTimeout; it never hangs.
+func TestDeadPeer(t *testing.T) {
+	f := mem.NewFabric()
+	a := newHost(t, f, "10.0.0.1", cm.Config{ResponseTimeout: 8, MaxRetries: 2})
+	_, err := a.m.Dial(ctxFor(t, 20*time.Second), netip.MustParseAddrPort("10.0.0.99:7174"), a.params("x"))
+	if !errors.Is(err, cm.ErrTimeout) {
+		t.Fatalf("Dial to nobody at all: %v, want ErrTimeout", err)
+	}
+	if st := a.m.Stats(); st.Retransmitted != 2 {
+		t.Fatalf("%d REQs sent again, want 2", st.Retransmitted)
+	}
+}
+
+// dropFirst has the link drop the first CM MAD it sends of the given
+// attribute, and counts the MADs of that attribute it sends.
+func dropFirst(l *mem.Link, attr mad.AttrID) func() int {
+	var mu sync.Mutex
+	n := 0
+	l.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
+		var p wire.Packet
+		if wire.ParseIP(&p, pkt) != nil || p.BTH.DestQP() != rnic.GSIQPN || len(p.Payload) < mad.Len {
+			return false
+		}
+		if mad.Header(p.Payload).AttrID() != attr {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return n == 1
+	}})
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+// TestLostMessages: a lost REQ is sent again; a lost REP is sent again
+// when its timer fires; a lost RTU is sent again when the duplicate REP
+// comes. Each connection still ends established on both sides.
+func TestLostMessages(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		attr  mad.AttrID
+		which func(a, b *host) *mem.Link
+	}{
+		{"REQ", mad.AttrREQ, func(a, b *host) *mem.Link { return a.link }},
+		{"REP", mad.AttrREP, func(a, b *host) *mem.Link { return b.link }},
+		{"RTU", mad.AttrRTU, func(a, b *host) *mem.Link { return a.link }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := mem.NewFabric()
+			a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+			sent := dropFirst(tt.which(a, b), tt.attr)
+			connect(t, a, b)
+			// A lost REP may be sent again twice: when its own timer
+			// fires, and for the REQ the active side sends again.
+			if n := sent(); n < 2 {
+				t.Fatalf("%d %ss sent, want the lost one and at least one more", n, tt.name)
+			}
+		})
+	}
+}
+
+// TestDuplicateREQWhileAccepting: a REQ sent again while the listener has
+// not answered gets an MRA, and the requester waits the MRA's time
+// rather than give up.
+func TestDuplicateREQWhileAccepting(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", cm.Config{ResponseTimeout: 8, MaxRetries: 2}), newHost(t, f, "10.0.0.2", quick)
+	l, err := b.m.Listen(netip.Addr{}, 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		r, err := l.Accept(ctxFor(t, 10*time.Second))
+		if err != nil {
+			done <- err
+			return
+		}
+		time.Sleep(3 * time.Second) // longer than a's three tries without the MRA
+		_, err = r.Accept(b.params(""))
+		done <- err
+	}()
+	c, err := a.m.Dial(ctxFor(t, 20*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), a.params("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c.QP().State() != qp.StateRTS {
+		t.Fatalf("QP %v", c.QP().State())
+	}
+}
