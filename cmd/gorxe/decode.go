@@ -19,6 +19,8 @@ import (
 
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
+	"github.com/gorxe/gorxe/wire/cm"
+	"github.com/gorxe/gorxe/wire/mad"
 )
 
 const decodeUsage = `usage: gorxe decode [--json] FILE
@@ -374,6 +376,9 @@ func textPrinter(w io.Writer) printer {
 			if p.IETH != nil {
 				fmt.Fprintf(&sb, " ieth(rkey=0x%08x)", uint32(p.IETH.RKey()))
 			}
+			if m := cmMessage(p); m != "" {
+				fmt.Fprintf(&sb, " cm(%s)", m)
+			}
 			fmt.Fprintf(&sb, " payload=%d icrc=%s", len(p.Payload), icrcWord(r.icrcErr, "BAD"))
 			if r.gso != "" {
 				fmt.Fprintf(&sb, " gso=%s", r.gso)
@@ -387,6 +392,22 @@ func textPrinter(w io.Writer) printer {
 			return err
 		},
 	}
+}
+
+// cmMessage returns a one-line account of the CM message a UD SEND to
+// QP 1 carries (wire/cm's String), "mad(...)" for a MAD of another class
+// or one that does not decode, or "" for a packet that is not a MAD to
+// QP 1.
+func cmMessage(p *wire.Packet) string {
+	if p.DETH == nil || p.BTH.DestQP() != 1 || len(p.Payload) < mad.Len {
+		return ""
+	}
+	m, tid, err := cm.Decode(p.Payload)
+	if err != nil {
+		h := mad.Header(p.Payload)
+		return fmt.Sprintf("mad class=%#02x version=%d attr=%v: %v", uint8(h.Class()), h.ClassVersion(), h.AttrID(), err)
+	}
+	return fmt.Sprintf("%v tid=%#x", m, tid)
 }
 
 func b2i(b bool) int {
@@ -424,6 +445,7 @@ type (
 		FECN       bool           `json:"fecn"`
 		BECN       bool           `json:"becn"`
 		DETH       *jsonDETH      `json:"deth,omitempty"`
+		CM         string         `json:"cm,omitempty"`
 		FETH       *jsonFETH      `json:"feth,omitempty"`
 		RETH       *jsonRETH      `json:"reth,omitempty"`
 		Atomic     *jsonAtomic    `json:"atomic,omitempty"`
@@ -512,6 +534,7 @@ func jsonPrinter(w io.Writer) printer {
 				FECN: h.FECN(), BECN: h.BECN(),
 				PayloadLen: len(p.Payload), ICRC: icrcWord(r.icrcErr, "bad"), GSO: r.gso,
 			}
+			j.CM = cmMessage(p)
 			if p.DETH != nil {
 				j.DETH = &jsonDETH{QKey: p.DETH.QKey(), SrcQP: uint32(p.DETH.SrcQP())}
 			}

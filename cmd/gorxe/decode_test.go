@@ -106,7 +106,8 @@ func TestDecodeLines(t *testing.T) {
 		{mtu1024, 561, "  561   7.389298 10.9.0.3 -> 10.9.0.2 sport=49513 RC_FETCH_ADD                 qp=0x000013 psn=3960740  ack=1 se=0 mig=0 pad=0 atomic(va=0x56266d1be000 rkey=0x00000406 swap_add=0x1 compare=0x0) payload=0 icrc=ok"},
 		{mtu1024, 594, "  594   7.390456 10.9.0.2 -> 10.9.0.3 sport=49513 RC_ATOMIC_ACKNOWLEDGE        qp=0x000013 psn=3960740  ack=0 se=0 mig=0 pad=0 aeth(ACK credits=31 msn=1) atomic_ack(orig=0xa23a9a4f918f204b) payload=0 icrc=ok"},
 		{mtu1024, 1120, " 1120   9.888559 10.9.0.2 -> 10.9.0.3 sport=49552 RC_ACKNOWLEDGE               qp=0x000014 psn=12286122 ack=0 se=0 mig=0 pad=0 aeth(ACK credits=31 msn=140) payload=0 icrc=ok"},
-		{mtu4096, 121, "  121  24.994791 10.9.0.3 -> 10.9.0.2 sport=55410 UD_SEND_ONLY                 qp=0x000001 psn=0        ack=1 se=0 mig=0 pad=0 deth(qkey=0x80010000 srcqp=0x000001) payload=256 icrc=ok"},
+		{mtu4096, 121, "  121  24.994791 10.9.0.3 -> 10.9.0.2 sport=55410 UD_SEND_ONLY                 qp=0x000001 psn=0        ack=1 se=0 mig=0 pad=0 deth(qkey=0x80010000 srcqp=0x000001) cm(REQ comm_id=0x8e945bd service_id=0x0000000001064853 qpn=0x00001a psn=0xa7142e mtu=4096 transport=RC resp_res=0 init_depth=0 qkey=0x0 pkey=0xffff retry=7 rnr_retry=7 srq=false cm_timeout=20/20 max_cm_retries=15 ca_guid=0x505400fffe000003 gid=10.9.0.3->10.9.0.2 lid=0xffff->0xffff flow_label=0xb8791 rate=0 tclass=0 hop_limit=64 sl=0 subnet_local=false ack_timeout=19 cma src=10.9.0.3:57602 dst=10.9.0.2 tid=0x2bd45e908) payload=256 icrc=ok"},
+		{mtu4096, 204, "  204  26.367558 10.9.0.3 -> 10.9.0.2 sport=55410 UD_SEND_ONLY                 qp=0x000001 psn=5        ack=1 se=0 mig=0 pad=0 deth(qkey=0x80010000 srcqp=0x000001) cm(DREP comm_id=0x8e945bd remote_comm_id=0x2fd06609 tid=0x20966d02f) payload=256 icrc=ok"},
 	}
 	outs := map[string][]string{}
 	for _, tt := range tests {
