@@ -1,0 +1,240 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/internal/getopt"
+	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/rping"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// rpingRun is an rping command line, parsed.
+type rpingRun struct {
+	p          rping.Params
+	link       linkFlags
+	server     bool
+	client     bool
+	addr       string // -a
+	source     string // -I
+	port       int    // -p
+	tos        int    // -t
+	persistent bool   // -P
+	selfQP     bool   // -q
+	help       bool
+}
+
+type rpingOption = toolOption[rpingRun]
+
+// rpingOptions returns rping's options (rping.c's "a:I:Pp:C:S:t:scvVdq")
+// and gorxe's, in the order -h lists them.
+func rpingOptions() []rpingOption {
+	str, num, flag := setString[rpingRun], setInt[rpingRun], setTrue[rpingRun]
+	const (
+		no  = getopt.NoArg
+		req = getopt.RequiredArg
+	)
+	opts := []rpingOption{
+		{'s', "", no, honoured, false, "server side", flag(func(r *rpingRun) *bool { return &r.server })},
+		{'c', "", no, honoured, false, "client side", flag(func(r *rpingRun) *bool { return &r.client })},
+		{'a', "", req, honoured, false, "address: the server's (client), the one to listen on (server)", str(func(r *rpingRun) *string { return &r.addr })},
+		{'I', "", req, honoured, false, "source address to bind to for client", str(func(r *rpingRun) *string { return &r.source })},
+		{'p', "", req, honoured, false, "port (7174)", num(func(r *rpingRun) *int { return &r.port })},
+		{'C', "", req, honoured, false, "ping count times (0, the default: forever)", num(func(r *rpingRun) *int { return &r.p.Count })},
+		{'S', "", req, honoured, false, "ping data size (64)", num(func(r *rpingRun) *int { return &r.p.Size })},
+		{'v', "", no, honoured, false, "display ping data to stdout", flag(func(r *rpingRun) *bool { return &r.p.Verbose })},
+		{'V', "", no, honoured, false, "validate ping data", flag(func(r *rpingRun) *bool { return &r.p.Validate })},
+		{'d', "", no, honoured, false, "debug printfs", flag(func(r *rpingRun) *bool { return &r.p.Debug })},
+		{'P', "", no, honoured, false, "persistent server mode allowing multiple connections", flag(func(r *rpingRun) *bool { return &r.persistent })},
+		{'t', "", req, honoured, false, "type of service: the IP traffic class of the connection", num(func(r *rpingRun) *int { return &r.tos })},
+		{'q', "", no, accepted, false, "self-created, self-modified QP: gorxe's connection manager moves the QP either way", flag(func(r *rpingRun) *bool { return &r.selfQP })},
+		{'h', "help", no, honoured, true, "print this help", flag(func(r *rpingRun) *bool { return &r.help })},
+	}
+	return append(opts, linkOptions(func(r *rpingRun) *linkFlags { return &r.link },
+		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host) or xdp (AF_XDP on --dev's interface, root)",
+		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: -a on the server, the route to -a's host on the client)")...)
+}
+
+// parseRping parses an rping command line.
+func parseRping(args []string) (*rpingRun, error) {
+	r := &rpingRun{port: rping.DefaultPort, link: linkFlags{port: wire.UDPPort}}
+	r.p.Size = rping.DefaultSize
+	operands, err := parseOptions(rpingOptions(), r, args, false)
+	if err != nil || r.help {
+		return r, err
+	}
+	if len(operands) > 0 {
+		return r, fmt.Errorf("unexpected operands %q", operands)
+	}
+	r.link.kind = cmp.Or(r.link.kind, "udp")
+	switch {
+	case r.server == r.client:
+		return r, errors.New("give -s (server) or -c (client)")
+	case r.client && r.addr == "":
+		return r, errors.New("-c needs -a, the server's address")
+	case r.port <= 0 || r.port > 65535:
+		return r, fmt.Errorf("-p %d: not a port", r.port)
+	case r.tos < 0 || r.tos > 255:
+		return r, fmt.Errorf("-t %d: a type of service is 0 to 255", r.tos)
+	case r.link.kind == "mem":
+		return r, errors.New("--link mem: rping's peer is another process: use --link udp, tap or xdp")
+	}
+	r.p.TrafficClass = uint8(r.tos)
+	if err := r.p.Check(); err != nil {
+		return r, err
+	}
+	if err := r.link.validateKind(); err != nil {
+		return r, err
+	}
+	return r, r.link.validateCC()
+}
+
+func rpingUsage(w io.Writer, name string) {
+	fmt.Fprintf(w, "Usage:\n  %s -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n", name)
+	fmt.Fprintf(w, "  %s -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]\n\n", name)
+	fmt.Fprintf(w, "librdmacm's rping: the client SENDs its buffer's address, the server RDMA READs\n")
+	fmt.Fprintf(w, "it and RDMA WRITEs it back, over a connection made with rdma_cm (no TCP); either\n")
+	fmt.Fprintf(w, "side may be stock rping on rxe or a RoCE NIC.\n")
+	printOptions(w, rpingOptions(), "rping")
+}
+
+func runRping(args []string, stdout, stderr io.Writer) int {
+	const name = "gorxe rping"
+	r, err := parseRping(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if !refusal(err) {
+			fmt.Fprintf(stderr, "Run \"%s -h\" for the options.\n", name)
+		}
+		return exitUsage
+	}
+	if r.help {
+		rpingUsage(stdout, name)
+		return exitOK
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitError
+	}
+	peer, err := resolveHost(r.addr)
+	if err != nil {
+		return fail(err)
+	}
+	local := r.link.ip
+	switch {
+	case local != "":
+	case r.source != "":
+		local = r.source
+	case r.client:
+		a, err := routeSource(peer.String())
+		if err != nil {
+			return fail(err)
+		}
+		local = a.String()
+	case r.link.kind == "udp" && (!peer.IsValid() || peer.IsUnspecified()):
+		return fail(errors.New("the udp link listens on one address: give -a with one of this host's addresses, or --ip"))
+	default:
+		local = peer.String()
+	}
+	dev, m, err := r.open(local)
+	if err != nil {
+		return fail(err)
+	}
+	defer dev.Close()
+	defer m.Close()
+	if r.client {
+		src := netip.Addr{}
+		if r.source != "" {
+			src = netip.MustParseAddr(r.source)
+		}
+		if err := rping.Client(ctx, m, dev, netip.AddrPortFrom(peer, uint16(r.port)), src, r.p, stdout); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintln(stderr, "client DISCONNECT EVENT...")
+		return exitOK
+	}
+	var at netip.Addr
+	if peer.IsValid() && !peer.IsUnspecified() {
+		at = peer
+	}
+	l, err := m.Listen(at, uint16(r.port))
+	if err != nil {
+		return fail(err)
+	}
+	defer l.Close()
+	for {
+		if err := rping.Server(ctx, dev, l, r.p, stdout, stderr); err != nil {
+			if !r.persistent || ctx.Err() != nil {
+				return fail(err)
+			}
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		}
+		if !r.persistent {
+			return exitOK
+		}
+	}
+}
+
+// resolveHost returns the address of a host name or literal, "" as the
+// zero Addr.
+func resolveHost(host string) (netip.Addr, error) {
+	if host == "" {
+		return netip.Addr{}, nil
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap(), nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
+	if err != nil || len(ips) == 0 {
+		return netip.Addr{}, fmt.Errorf("getaddrinfo failed - invalid hostname or IP address: %s", host)
+	}
+	return ips[0].Unmap(), nil
+}
+
+// open opens the link on local (the udp and tap links' address), the
+// device and its connection manager.
+func (r *rpingRun) open(local string) (*rnic.Device, *cm.Manager, error) {
+	lf := r.link
+	if lf.kind != "xdp" {
+		lf.ip = cmp.Or(lf.ip, local)
+		if err := lf.validate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	l, err := lf.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := rnic.Config{Link: l, Port: uint16(lf.port)}
+	lf.applyCC(&cfg)
+	if lf.trace {
+		cfg.Trace = traceTo(os.Stderr)
+	}
+	dev, err := rnic.Open(cfg)
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	mc := cm.Config{}
+	if r.p.Debug {
+		mc.Trace = traceTo(os.Stderr)
+	}
+	m, err := cm.New(dev, mc)
+	if err != nil {
+		dev.Close()
+		return nil, nil, err
+	}
+	return dev, m, nil
+}
