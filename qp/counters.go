@@ -19,6 +19,8 @@ type Counters struct {
 	RDMARecvs          uint64 // rdma_recvs: RDMA WRITE, READ and atomic requests executed
 	RetransmitTimeouts uint64 // local ACK timeouts (not an rxe counter)
 	TailProbes         uint64 // tail-loss probes sent (not an rxe counter)
+	OutOfBuffer        uint64 // out_of_buffer: UC messages dropped for want of a receive WQE (mlx5's name; rxe counts none)
+	UCDroppedMsgs      uint64 // UC messages a responder dropped: a PSN gap, no receive WQE, a bad rkey or length (not an rxe counter)
 }
 
 // Add adds o's counts to c.
@@ -38,6 +40,8 @@ func (c *Counters) Add(o *Counters) {
 	c.RDMARecvs += o.RDMARecvs
 	c.RetransmitTimeouts += o.RetransmitTimeouts
 	c.TailProbes += o.TailProbes
+	c.OutOfBuffer += o.OutOfBuffer
+	c.UCDroppedMsgs += o.UCDroppedMsgs
 }
 
 // Named returns the counters as rxe names them, in rxe's order.
@@ -58,6 +62,8 @@ func (c *Counters) Named() []NamedCounter {
 		{"rdma_recvs", c.RDMARecvs},
 		{"retransmit_timeouts", c.RetransmitTimeouts},
 		{"tail_probes", c.TailProbes},
+		{"out_of_buffer", c.OutOfBuffer},
+		{"uc_dropped_msgs", c.UCDroppedMsgs},
 	}
 }
 

@@ -356,7 +356,7 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) { return q.e.PostSend(wrs) }
 // returns the index of the first request it did not queue.
 func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) { return q.e.PostRecv(wrs) }
 
-// CreateQP creates an RC queue pair in the RESET state.
+// CreateQP creates an RC or UC queue pair (ia.Type) in the RESET state.
 func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

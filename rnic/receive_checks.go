@@ -34,7 +34,7 @@ import (
 //	  otherwise: the QP's RP cuts its rate rc HandleCNP                   -                                 rp_cnp_handled
 //	destination QP exists (QPs 0, 1 and    process, Device.lookup         drop                              no_qp
 //	  0xFFFFFF never do)
-//	opcode's service is the QP's (RC)      admit (rxe check_type_state)   drop                              bad_opcode
+//	opcode's service is the QP's (RC, UC)  admit (rxe check_type_state)   drop                              bad_opcode
 //	IP source is the QP's peer (AV DGID),  admit (rxe check_addr)         drop                              addr_mismatch
 //	  IP destination is the QP's own GID
 //	P_Key matches the QP's P_Key table     admit (rxe check_keys)         drop                              pkey_violations
@@ -100,7 +100,7 @@ func (d *Device) countUnparsed(err error) {
 // (rxe hdr_check: check_type_state, check_addr, check_keys). It counts
 // what it drops.
 func (d *Device) admit(q *QP, p *wire.Packet) bool {
-	if p.BTH.Opcode().Service() != bth.ServiceRC { // every gorxe QP is RC
+	if p.BTH.Opcode().Service() != q.e.Service() { // RC opcodes to an RC QP, UC to a UC QP
 		d.badOpcode.Add(1)
 		return false
 	}
