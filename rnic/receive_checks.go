@@ -66,6 +66,14 @@ import (
 //	WRITE payload adds up to DMA length    executeWrite                   NAK invalid request, QP to ERR    -
 //	atomic address 8-byte aligned          executeAtomic                  NAK invalid request, QP to ERR    -
 //
+// A UC responder (internal/rc/uc.go) answers none of these: a PSN gap or
+// an opcode out of sequence drops the message in progress and the packets
+// after it up to the next FIRST or ONLY (out_of_seq_request counts the
+// gaps); a missing receive WQE (out_of_buffer), a bad rkey, missing
+// REMOTE_WRITE access or a length error drops the message; each dropped
+// message counts in uc_dropped_msgs. Only a receive WQE with a bad lkey
+// still moves the QP to ERR, without a NAK.
+//
 // The completer's (internal/rc/completer.go): a response for a PSN the requester
 // has not sent is ignored; a stale ACK (before the oldest unacknowledged
 // PSN) is ignored; NAKs fail the oldest WQE with the matching status.
