@@ -509,17 +509,18 @@ func (q *QP) queueTxTo(tx *TxDesc, buf []byte, n int) bool {
 const txBatch = 64
 
 func (q *QP) flushTx() {
-	if len(q.tx) == 0 {
-		return
+	if len(q.tx) > 0 {
+		q.port.Send(q.tx)
+		for _, b := range q.txb {
+			q.port.FreeBuffer(b)
+		}
+		clear(q.tx)
+		clear(q.txb)
+		q.tx, q.txb = q.tx[:0], q.txb[:0]
 	}
-	q.port.Send(q.tx)
-	for _, b := range q.txb {
-		q.port.FreeBuffer(b)
-	}
-	clear(q.tx)
-	clear(q.txb)
-	q.tx, q.txb = q.tx[:0], q.txb[:0]
 	if q.uc {
+		// Even with nothing left to send: a WQE whose last packet filled
+		// the batch before (queueTxTo) is done only now.
 		q.comp.retireSent()
 	}
 }

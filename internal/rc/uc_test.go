@@ -330,3 +330,19 @@ func TestUCIgnoresRC(t *testing.T) {
 		t.Fatalf("a UC QP executed an RC WRITE (memory %q, %d packets sent)", buf, len(port.sent))
 	}
 }
+
+// TestUCCompletesAtBatchEnd: a UC WRITE whose last packet fills a link
+// batch (txBatch packets) goes out within the PostSend, and completes
+// when the QP is released, though nothing is left to send then.
+func TestUCCompletesAtBatchEnd(t *testing.T) {
+	q, port, m, c := newUCQP(t)
+	wr := qp.SendWR{WRID: 5, Opcode: qp.WRRDMAWrite, RemoteAddr: 0x5000, RKey: 0x77,
+		SGList: []qp.SGE{{Addr: m.IOVA(), Length: txBatch * 256, LKey: m.LKey()}}}
+	if _, err := q.PostSend([]qp.SendWR{wr}); err != nil {
+		t.Fatal(err)
+	}
+	var wcs [2]cq.WC
+	if n, _ := c.Poll(wcs[:]); n != 1 || wcs[0].WRID != 5 || len(port.sent) != txBatch {
+		t.Fatalf("%d packets sent, completions %v; want %d and WR 5's", len(port.sent), wcs[:n], txBatch)
+	}
+}
