@@ -91,3 +91,26 @@ func TestUCRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteUCLossEnds: across perftest's exchange, a UC send_bw server
+// (and a write_bw --write_with_imm one) missing the lost messages ends
+// once the client, done, starts its next step on the TCP connection, and
+// reports the messages that came; both sides finish the exchange.
+func TestRemoteUCLossEnds(t *testing.T) {
+	for _, tt := range []Test{SendBW, WriteBW} {
+		t.Run(string(tt), func(t *testing.T) {
+			p := Params{Test: tt, Connection: qp.TypeUC, Iters: 1000, Size: 4096, WithImm: tt == WriteBW, GiveUp: 20 * time.Second}
+			start := time.Now()
+			c, s := runPair(t, p, mem.Faults{Drop: 0.01, Seed: 11})
+			if el := time.Since(start); el > 5*time.Second {
+				t.Fatalf("the run took %v: the server waited for lost messages", el)
+			}
+			if len(c) != 1 || len(s) != 1 || c[0].BW == nil || s[0].BW == nil {
+				t.Fatalf("client %+v server %+v", c, s)
+			}
+			if c[0].BW.Iters != 1000 || s[0].BW.Iters >= 1000 || s[0].BW.Iters == 0 {
+				t.Fatalf("client sent %d, server received %d; want 1000 and fewer", c[0].BW.Iters, s[0].BW.Iters)
+			}
+		})
+	}
+}
