@@ -131,6 +131,8 @@ type Conn struct {
 	setUp         bool
 	local, remote Dest // QP 0's: every handshake after the per-QP loops sends them
 	closed        bool
+	// peeked holds what WatchPeer read ahead of the next step.
+	peeked []byte
 }
 
 // Listen is perftest's server side of establish_connection
@@ -293,7 +295,10 @@ func (c *Conn) write(msg []byte) error {
 
 func (c *Conn) read(n int) ([]byte, error) {
 	buf := make([]byte, n)
-	got, err := io.ReadFull(c.nc, buf)
+	ahead := copy(buf, c.peeked)
+	c.peeked = c.peeked[ahead:]
+	got, err := io.ReadFull(c.nc, buf[ahead:])
+	got += ahead
 	switch {
 	case err == nil:
 		return buf, nil
@@ -301,6 +306,30 @@ func (c *Conn) read(n int) ([]byte, error) {
 		return nil, fmt.Errorf("the peer closed the connection after %d of %d bytes: %w", got, n, err)
 	default:
 		return nil, fmt.Errorf("reading %d bytes (got %d): %w", n, got, err)
+	}
+}
+
+// WatchPeer waits, on a goroutine of its own, for the peer's next
+// message: the returned channel is closed when its first byte comes (or
+// the connection fails), which during a run means the peer has finished
+// its part. stop ends the wait and keeps the byte for the next step; it
+// must be called before the next step, and the Conn not used until then.
+func (c *Conn) WatchPeer() (spoke <-chan struct{}, stop func()) {
+	ch := make(chan struct{})
+	ended := make(chan struct{})
+	c.nc.SetReadDeadline(time.Time{})
+	go func() {
+		defer close(ended)
+		var b [1]byte
+		if n, _ := c.nc.Read(b[:]); n == 1 {
+			c.peeked = append(c.peeked, b[0])
+		}
+		close(ch)
+	}()
+	return ch, func() {
+		c.nc.SetReadDeadline(aLongTimeAgo) // ends a Read still waiting
+		<-ended
+		c.nc.SetReadDeadline(time.Time{})
 	}
 }
 

@@ -238,6 +238,14 @@ func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) er
 		err error
 	}
 	var outs [2]chan out
+	// On UC the receiving server ends, with what came, once the client's
+	// run is over: a lost message is never sent again.
+	ps, clientDone := p, make(chan struct{})
+	if p.unreliable() && !p.Duplex {
+		c := *p
+		c.peerDone = clientDone
+		ps = &c
+	}
 	for i, s := range sides {
 		server := i == 1
 		if !p.sends(server) && !p.receives(server) {
@@ -257,7 +265,14 @@ func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) er
 		}
 		outs[i] = make(chan out, 1)
 		go func() {
-			r, err := runBWSide(ctx, p, s, server, posted[i], want, origs[i], emit)
+			sp := p
+			if server {
+				sp = ps
+			}
+			r, err := runBWSide(ctx, sp, s, server, posted[i], want, origs[i], emit)
+			if !server {
+				close(clientDone)
+			}
 			outs[i] <- out{r, err}
 		}()
 	}

@@ -79,7 +79,13 @@ const (
 
 // Params are a test's parameters, named after perftest's flags.
 type Params struct {
-	Test    Test
+	Test Test
+	// Connection is -c: the QPs' transport, qp.TypeRC (zero) or
+	// qp.TypeUC, for write_bw, send_bw, write_lat and send_lat. On UC a
+	// lost message is not sent again; a receiving side whose peer has
+	// finished ends with the messages that came (peerDone).
+	Connection qp.Type
+
 	Size    int    // -s: message size in bytes
 	Iters   int    // -n: messages
 	AllSize bool   // -a: every size from 2 to 8 MiB
@@ -183,6 +189,9 @@ type Params struct {
 	PacingBurst int
 
 	progress *atomic.Uint64 // completions so far, for the watchdog
+	// peerDone, when set, is closed once the peer has finished its run:
+	// a UC receiver then stops waiting for messages that were lost.
+	peerDone <-chan struct{}
 	// onPost, when set, sees the number of work requests of every
 	// PostSend call of a bandwidth client (tests count them).
 	onPost func(n int)
@@ -303,6 +312,12 @@ func (p *Params) Defaults() {
 	}
 	if p.RxDepth == 0 {
 		p.RxDepth = 512
+		if p.unreliable() && !p.timed() {
+			// perftest's force_dependencies: a UC receiver posts a receive
+			// for every message it can (UC_MAX_RX), since a message that
+			// finds none is dropped, not refused with an RNR NAK.
+			p.RxDepth = min(p.Iters, ucMaxRx)
+		}
 	}
 	if p.CQMod == 0 {
 		p.CQMod = 100
@@ -325,6 +340,30 @@ func (p *Params) Defaults() {
 	if p.NumQPs == 0 {
 		p.NumQPs = 1
 	}
+}
+
+// ucMaxRx is perftest's UC_MAX_RX: the receives a UC receiver posts at
+// most by default.
+const ucMaxRx = 16000
+
+// unreliable reports whether the test runs on UC QPs (-c UC).
+func (p *Params) unreliable() bool { return p.Connection == qp.TypeUC }
+
+// qpType returns the QPs' type: RC unless -c says otherwise.
+func (p *Params) qpType() qp.Type {
+	if p.Connection == 0 {
+		return qp.TypeRC
+	}
+	return p.Connection
+}
+
+// ConnectionName returns -c's value for the QPs' type: "RC" or "UC", as
+// perftest's banner prints it.
+func (p *Params) ConnectionName() string {
+	if p.unreliable() {
+		return "UC"
+	}
+	return "RC"
 }
 
 // MaxQPs is the most QPs -q takes, as perftest's MAX_QP_NUM.
@@ -350,7 +389,12 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("iterations must be at least 1")
 	case p.MTU.Bytes() == 0:
 		return fmt.Errorf("invalid MTU")
-	case p.TxDepth < 1 || p.TxDepth > 8192 || p.RxDepth < 1 || p.RxDepth > 8192:
+	case p.Connection != 0 && p.Connection != qp.TypeRC && p.Connection != qp.TypeUC:
+		return fmt.Errorf("connection type %d: gorxe runs RC and UC", p.Connection)
+	case p.unreliable() && p.Test.readsOrAtomics():
+		// perftest's change_conn_type, word for word.
+		return fmt.Errorf("UC connection not possible in READ/ATOMIC verbs")
+	case p.TxDepth < 1 || p.TxDepth > 8192 || p.RxDepth < 1 || p.RxDepth > 8192 && !(p.unreliable() && p.RxDepth <= ucMaxRx):
 		return fmt.Errorf("tx and rx depth must be 1..8192")
 	case p.Atomic != FetchAndAdd && p.Atomic != CmpAndSwap:
 		return fmt.Errorf("atomic type %q: want %s or %s", p.Atomic, FetchAndAdd, CmpAndSwap)

@@ -140,11 +140,20 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		var allocs uint64
 		switch {
 		case !p.Test.IsLatency():
+			var stopWatch func()
+			if p.unreliable() && p.receives(server) && !p.sends(server) && !p.timed() {
+				// The peer's next message on the connection says its run
+				// is over; messages still missing then were lost.
+				ps.peerDone, stopWatch = opt.Conn.WatchPeer()
+			}
 			allocs, err = allocsDuring(func() error {
 				b, err := runBWSide(ctx, &ps, side, server, posted, want, origs, reporter(&p, &r, &lastInterval))
 				r.BW = &b
 				return err
 			})
+			if stopWatch != nil {
+				stopWatch()
+			}
 		case server:
 			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side, &r) })
 		default:

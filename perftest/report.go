@@ -31,7 +31,7 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	fmt.Fprintf(w, "                    %s %s Test\n", p.verbName(), kind)
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", device)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", p.qps())
-	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : OFF\n", p.ConnectionName())
 	if p.Test.IsAtomic() {
 		fmt.Fprintf(w, " Atomic Operation: %s\n", p.Atomic)
 	}
@@ -414,7 +414,7 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	}
 	fmt.Fprintf(b, "\"Dual_port\": \"OFF\",\n\"Device\": \"%s\",\n", info.Device)
 	fmt.Fprintf(b, "\"Number_of_qps\": %d,\n\"Transport_type\": \"IB\",\n", p.qps())
-	fmt.Fprintf(b, "\"Connection_type\": \"RC\",\n\"Using_SRQ\": \"OFF\",\n")
+	fmt.Fprintf(b, "\"Connection_type\": \"%s\",\n\"Using_SRQ\": \"OFF\",\n", p.ConnectionName())
 	fmt.Fprintf(b, " \"PCIe_relax_order\": \"Unsupported\",\n") // as a perftest built without HAVE_RO writes it
 	fmt.Fprintf(b, "\"ibv_wr_API\": \"ON\",\n")
 	if !info.Server || p.Duplex {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
@@ -139,7 +140,7 @@ func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
 		}
 		s.qps = append(s.qps, l)
 		l.qp, err = dev.CreateQP(qp.InitAttr{
-			Type: qp.TypeRC, PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
+			Type: p.qpType(), PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
 			Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1,
 				MaxInlineData: uint32(p.Inline)},
 		})
@@ -835,6 +836,49 @@ func postRecv(s *Side, p *Params, i, k int) error {
 	return err
 }
 
+// errPeerDone ends a UC receiver's wait for messages: its peer has
+// finished, and nothing has come for peerGrace since.
+var errPeerDone = errors.New("perftest: the peer has finished; the messages still missing were lost")
+
+// peerGrace is how long a UC receiver whose peer has finished waits for
+// more messages: a UC work request completes once its packets have left,
+// so the last messages may still be on their way, or waiting in this
+// side's receive path.
+const peerGrace = 250 * time.Millisecond
+
+// untilPeerDone returns ctx, ended with errPeerDone once peerDone is
+// closed and arrived (the messages received) has not moved for peerGrace,
+// as perftest's check_alive ends a UC or UD receiver that waits for lost
+// messages (after 60 to 120 s; gorxe knows when the sender is done).
+func untilPeerDone(ctx context.Context, peerDone <-chan struct{}, arrived *atomic.Int64) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case <-peerDone:
+		case <-quit:
+			return
+		}
+		tick := time.NewTicker(peerGrace / 5)
+		defer tick.Stop()
+		last, since := arrived.Load(), time.Now()
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-tick.C:
+				if v := arrived.Load(); v != last {
+					last, since = v, now
+				} else if now.Sub(since) >= peerGrace {
+					cancel(errPeerDone)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(quit); cancel(nil) }
+}
+
 // consumeReceives takes iters messages on each QP, reposting a receive
 // for each one still to come, posted having been posted on each QP
 // already, as perftest's run_iter_bw_server, and returns the side's
@@ -860,9 +904,17 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 		iv = newInterval(p, emit)
 	}
 	timed := p.timed()
+	var arrived *atomic.Int64
+	if p.peerDone != nil && !timed {
+		var stop func()
+		arrived = new(atomic.Int64)
+		ctx, stop = untilPeerDone(ctx, p.peerDone, arrived)
+		defer stop()
+	}
 	wcs := make([]cq.WC, 64)
 	var start time.Duration
 	done, counted, total := 0, 0, p.Iters*nq
+receiving:
 	for timed && (tm == nil || !tm.ended()) || !timed && done < total {
 		if iv != nil && ctx.Err() != nil {
 			return BWResult{}, endInfinite(ctx)
@@ -882,6 +934,11 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 			continue // receives stay posted, as in perftest
 		case p.Infinite && stoppedByCaller(ctx, err):
 			return BWResult{}, nil
+		case errors.Is(err, errPeerDone):
+			if done == 0 {
+				return BWResult{}, nil
+			}
+			break receiving
 		default:
 			return BWResult{}, fmt.Errorf("perftest: waiting for receives after %d: %w", done, err)
 		}
@@ -928,6 +985,9 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 		}
 		if iv != nil {
 			iv.tick(uint64(done))
+		}
+		if arrived != nil {
+			arrived.Store(int64(done))
 		}
 	}
 	if tm != nil {

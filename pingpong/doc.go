@@ -3,7 +3,9 @@
 // 18515, a 52-byte "LID:QPN:PSN:GID" message each way and the client's
 // "done", and its run, RC SENDs bounced between two QPs, with the lines it
 // prints. Either side runs on a gorxe device against the other side run
-// by stock ibv_rc_pingpong on kernel rxe or a real RoCE NIC.
+// by stock ibv_rc_pingpong on kernel rxe or a real RoCE NIC. With
+// Params.Type qp.TypeUC it speaks ibv_uc_pingpong (uc_pingpong.c), which
+// is the same exchange and run over UC QPs.
 //
 // PROTOCOL.md beside this file describes the exchange and the run, with
 // references to the C source.

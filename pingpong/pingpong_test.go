@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/link/udp"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 )
 
@@ -398,5 +399,28 @@ func TestValidate(t *testing.T) {
 	p.GIDIndex = 1
 	if _, err := NewSide(a, p); err == nil || !strings.Contains(err.Error(), "can't read sgid of index 1") {
 		t.Errorf("GID index 1 of a device with one GID: %v", err)
+	}
+}
+
+// TestUCPingPong runs uc_pingpong's exchange and run: rc_pingpong's, over
+// UC QPs, whose packets are UC's.
+func TestUCPingPong(t *testing.T) {
+	p := params()
+	p.Type, p.Size, p.Iters, p.Check, p.PageSize = qp.TypeUC, 10000, 100, true, 4096
+	a, b := devices(t)
+	srv, cli := bothOn(t, a, b, p, p)
+	if srv.err != nil || cli.err != nil {
+		t.Fatalf("server: %v\nclient: %v", srv.err, cli.err)
+	}
+	checkOutput(t, "server", srv.out, p.Size, p.Iters)
+	checkOutput(t, "client", cli.out, p.Size, p.Iters)
+	if srv.r.BadPages != nil || cli.r.BadPages != nil {
+		t.Errorf("bad pages: server %v, client %v", srv.r.BadPages, cli.r.BadPages)
+	}
+	for _, d := range []*rnic.Device{a, b} {
+		// Ten UC packets a message, and no ACK: RC would have sent more.
+		if c := d.Counters(); c.SentPkts != uint64(10*p.Iters) || c.BadOpcode != 0 || c.UCDroppedMsgs != 0 {
+			t.Errorf("%s: sent_pkts %d (want %d), bad_opcode %d, uc_dropped_msgs %d", d.Name(), c.SentPkts, 10*p.Iters, c.BadOpcode, c.UCDroppedMsgs)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package pingpong
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,9 @@ const (
 // Params are a side's settings: rc_pingpong's flags that gorxe honours.
 // DefaultParams returns rc_pingpong's defaults.
 type Params struct {
+	// Type is the QP's service: qp.TypeRC, as rc_pingpong, or qp.TypeUC,
+	// as uc_pingpong, whose run is the same with a UC QP; zero is RC.
+	Type     qp.Type
 	Size     int    // -s: bytes per message
 	RxDepth  int    // -r: receives kept posted (refilled when one is left)
 	Iters    int    // -n: messages each way
@@ -89,6 +93,8 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("pingpong: SL %d: want 0 to 15", p.SL)
 	case p.GiveUp < 0:
 		return fmt.Errorf("pingpong: give-up time %v", p.GiveUp)
+	case p.Type != 0 && p.Type != qp.TypeRC && p.Type != qp.TypeUC:
+		return fmt.Errorf("pingpong: QP type %d: want RC or UC", p.Type)
 	case p.GIDIndex < 0:
 		// rc_pingpong then sends a zero GID and connects without a
 		// GRH, which no RoCE device can: rxe fails to move its QP to
@@ -114,7 +120,7 @@ type Side struct {
 
 // NewSide sets up a side on dev: a buffer of p.Size bytes filled with
 // 0x7b and registered for local write, one CQ of p.RxDepth+1 entries for
-// both queues, an RC QP with room for one send and p.RxDepth receives,
+// both queues, an RC (or p.Type) QP with room for one send and p.RxDepth receives,
 // moved to INIT (port p.Port, P_Key index 0, no remote access), and
 // p.RxDepth receives posted. Its first PSN is random, as rc_pingpong's
 // lrand48() & 0xffffff.
@@ -151,7 +157,7 @@ func NewSide(dev *rnic.Device, p Params) (*Side, error) {
 		return nil, fmt.Errorf("pingpong: couldn't create CQ: %w", err)
 	}
 	s.qp, err = dev.CreateQP(qp.InitAttr{
-		Type: qp.TypeRC, PD: pd, SendCQ: s.cq, RecvCQ: s.cq,
+		Type: cmp.Or(p.Type, qp.TypeRC), PD: pd, SendCQ: s.cq, RecvCQ: s.cq,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: uint32(p.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	if err != nil {
@@ -217,7 +223,8 @@ func (s *Side) postSend() error {
 // attributes (pp_connect_ctx): the path MTU of p.MTU, max_dest_rd_atomic
 // 1, min_rnr_timer 12 (0.64 ms); a GRH to the peer's GID from p.GIDIndex;
 // then timeout 14 (67 ms), retry_cnt 7, rnr_retry 7 (forever) and
-// max_rd_atomic 1.
+// max_rd_atomic 1. A UC QP takes uc_pingpong's, which are those less the
+// ones only RC has: the path, the QPN and the PSNs.
 //
 // rc_pingpong asks for hop limit 1, but on RoCE the kernel replaces it
 // with the route's (ib_resolve_unicast_gid_dmac in
@@ -239,16 +246,21 @@ func (s *Side) Connect(remote Dest) error {
 	}
 	rtr := qp.Attr{
 		State: qp.StateRTR, PathMTU: s.p.MTU, DestQPNum: remote.QPN, RQPSN: remote.PSN,
-		MaxDestRdAtomic: 1, MinRNRTimer: 12,
 		AV: qp.AddressVector{DGID: dgid, SGIDIndex: uint8(s.p.GIDIndex)},
 	}
-	if err := s.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
-		qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
+	rtrMask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+	rts := qp.Attr{State: qp.StateRTS, SQPSN: s.local.PSN}
+	rtsMask := qp.AttrState | qp.AttrSQPSN
+	if s.p.Type != qp.TypeUC {
+		rtr.MaxDestRdAtomic, rtr.MinRNRTimer = 1, 12
+		rtrMask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = 14, 7, 7, 1
+		rtsMask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+	}
+	if err := s.qp.Modify(&rtr, rtrMask); err != nil {
 		return fmt.Errorf("pingpong: failed to modify QP to RTR: %w", err)
 	}
-	rts := qp.Attr{State: qp.StateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: s.local.PSN, MaxRdAtomic: 1}
-	if err := s.qp.Modify(&rts, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|
-		qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
+	if err := s.qp.Modify(&rts, rtsMask); err != nil {
 		return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
 	}
 	return nil

@@ -21,6 +21,8 @@ type Counters struct {
 	TailProbes         uint64 // tail-loss probes sent (not an rxe counter)
 	QKeyViolations     uint64 // UD packets dropped for a wrong Q_Key (ibv_port_attr's qkey_viol_cntr)
 	UDDropped          uint64 // UD messages dropped: no receive posted, or too long for it (not an rxe counter)
+	OutOfBuffer        uint64 // out_of_buffer: UC messages dropped for want of a receive WQE (mlx5's name; rxe counts none)
+	UCDroppedMsgs      uint64 // UC messages a responder dropped: a PSN gap, no receive WQE, a bad rkey or length (not an rxe counter)
 }
 
 // Add adds o's counts to c.
@@ -42,6 +44,8 @@ func (c *Counters) Add(o *Counters) {
 	c.TailProbes += o.TailProbes
 	c.QKeyViolations += o.QKeyViolations
 	c.UDDropped += o.UDDropped
+	c.OutOfBuffer += o.OutOfBuffer
+	c.UCDroppedMsgs += o.UCDroppedMsgs
 }
 
 // Named returns the counters as rxe names them, in rxe's order.
@@ -64,6 +68,8 @@ func (c *Counters) Named() []NamedCounter {
 		{"tail_probes", c.TailProbes},
 		{"qkey_violations", c.QKeyViolations},
 		{"ud_dropped", c.UDDropped},
+		{"out_of_buffer", c.OutOfBuffer},
+		{"uc_dropped_msgs", c.UCDroppedMsgs},
 	}
 }
 

@@ -48,7 +48,8 @@ func (q *QP) Local(psn bth.PSN) Endpoint {
 
 // Connect moves a QP in RESET through INIT and RTR to RTS, connected to
 // the remote endpoint, with the attributes ibv_modify_qp needs at each
-// step.
+// step: for a UC QP, those of RC less the ACK timeout, retry counts, RNR
+// timer and READ depths.
 func (q *QP) Connect(c ConnectAttr) error {
 	def := func(v *uint8, d uint8) {
 		if *v == 0 {
@@ -80,6 +81,12 @@ func (q *QP) Connect(c ConnectAttr) error {
 			State: qp.StateRTS, SQPSN: c.Local.PSN, Timeout: c.Timeout, RetryCnt: c.RetryCnt,
 			RNRRetry: c.RNRRetry, MaxRdAtomic: c.MaxRdAtomic,
 		}, qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
+	}
+	if q.e.Service() == bth.ServiceUC {
+		// A UC QP takes none of the attributes of acknowledgement,
+		// retry and READs (IBTA Table 91): only the path and the PSNs.
+		steps[1].mask &^= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+		steps[2].mask &^= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
 	}
 	for _, s := range steps {
 		if err := q.Modify(&s.attr, s.mask); err != nil {

@@ -304,10 +304,9 @@ func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return d.rx.wakes.NewCQ(d
 // QP is a queue pair of this device. Its methods are the verbs of an
 // ibv_qp; the transport engine behind them is driven by the device alone.
 type QP struct {
-	e       engine
-	service bth.Service // the transport the engine runs: RC or UD
-	dev     *Device
-	w       *worker
+	e   engine
+	dev *Device
+	w   *worker
 	// path is the QP's peer and local GID as its last Modify left them,
 	// for the receive path's address check without the QP's lock; nil
 	// while the QP has no address vector.
@@ -358,10 +357,12 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) { return q.e.PostSend(wrs) }
 func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) { return q.e.PostRecv(wrs) }
 
 // engine is what a QP's transport engine does for the device and for
-// the verbs: internal/rc's QP for RC, its UD for UD.
+// the verbs: internal/rc's QP for RC and UC, its UD for UD.
 type engine interface {
 	rc.Runner
 	Num() bth.QPN
+	// Service returns the transport the QP runs, whose opcodes it takes.
+	Service() bth.Service
 	Modify(attr *qp.Attr, mask qp.AttrMask) error
 	Query() qp.Attr
 	State() qp.State
@@ -379,7 +380,8 @@ type engine interface {
 	Path() (dgid netip.Addr, sgidIndex uint8, ok bool)
 }
 
-// CreateQP creates a queue pair in the RESET state: RC or UD.
+// CreateQP creates a queue pair in the RESET state: RC, UC or UD
+// (ia.Type).
 func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -407,8 +409,8 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 			name := d.name
 			q.SetTrace(func(ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(num), ev)) })
 		}
-		dq.e, dq.service = q, bth.ServiceUD
-	default:
+		dq.e = q
+	default: // RC and UC: rc.New refuses the rest
 		q, err := rc.New(port, num, ia)
 		if err != nil {
 			return nil, err
@@ -420,7 +422,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 			name := d.name
 			q.SetTrace(func(q *rc.QP, ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(q.Num()), ev)) })
 		}
-		dq.e, dq.service = q, bth.ServiceRC
+		dq.e = q
 	}
 	d.qps[num] = dq
 	w.add(dq)
@@ -456,7 +458,7 @@ func (d *Device) CreateGSI(ia qp.InitAttr) (*QP, error) {
 		q.SetTrace(func(ev string) { d.cfg.Trace(fmt.Sprintf("%s qp 0x1 (GSI): %s", name, ev)) })
 	}
 	w := d.workers[int(GSIQPN)%len(d.workers)]
-	dq := &QP{e: q, service: bth.ServiceUD, dev: d, w: w}
+	dq := &QP{e: q, dev: d, w: w}
 	d.qps[GSIQPN] = dq
 	w.add(dq)
 	return dq, nil

@@ -35,7 +35,8 @@ import (
 //	destination QP exists (QPs 0 and       process, Device.lookup         drop                              no_qp
 //	  0xFFFFFF never do; QP 1 once
 //	  CreateGSI made it)
-//	opcode's service is the QP's (RC, UD)  admit (rxe check_type_state)   drop                              bad_opcode
+//	opcode's service is the QP's (RC, UC,  admit (rxe check_type_state)   drop                              bad_opcode
+//	  UD)
 //	IP source is the QP's peer (AV DGID),  admit (rxe check_addr)         drop                              addr_mismatch
 //	  IP destination is the QP's own GID
 //	P_Key matches the QP's P_Key table     admit (rxe check_keys)         drop                              pkey_violations
@@ -72,6 +73,14 @@ import (
 //	WRITE payload adds up to DMA length    executeWrite                   NAK invalid request, QP to ERR    -
 //	atomic address 8-byte aligned          executeAtomic                  NAK invalid request, QP to ERR    -
 //
+// A UC responder (internal/rc/uc.go) answers none of these: a PSN gap or
+// an opcode out of sequence drops the message in progress and the packets
+// after it up to the next FIRST or ONLY (out_of_seq_request counts the
+// gaps); a missing receive WQE (out_of_buffer), a bad rkey, missing
+// REMOTE_WRITE access or a length error drops the message; each dropped
+// message counts in uc_dropped_msgs. Only a receive WQE with a bad lkey
+// still moves the QP to ERR, without a NAK.
+//
 // The completer's (internal/rc/completer.go): a response for a PSN the requester
 // has not sent is ignored; a stale ACK (before the oldest unacknowledged
 // PSN) is ignored; NAKs fail the oldest WQE with the matching status.
@@ -106,7 +115,7 @@ func (d *Device) countUnparsed(err error) {
 // (rxe hdr_check: check_type_state, check_addr, check_keys). It counts
 // what it drops.
 func (d *Device) admit(q *QP, p *wire.Packet) bool {
-	if p.BTH.Opcode().Service() != q.service {
+	if p.BTH.Opcode().Service() != q.e.Service() { // each QP takes its own transport's opcodes
 		d.badOpcode.Add(1)
 		return false
 	}

@@ -12,12 +12,20 @@ import (
 // a veth over the udp and xdp links, IPv4 and IPv6, and between two gorxe
 // hosts on TAP devices on one bridge, with -c, and checks both sides'
 // output against ibv_rc_pingpong's lines.
-func TestRCPingpong(t *testing.T) {
+func TestRCPingpong(t *testing.T) { pingpongs(t, "rc_pingpong", 18600) }
+
+// TestUCPingpong is TestRCPingpong for gorxe uc_pingpong, whose run and
+// lines are ibv_uc_pingpong's, those of ibv_rc_pingpong over UC QPs. A
+// veth loses nothing, so every message arrives.
+func TestUCPingpong(t *testing.T) { pingpongs(t, "uc_pingpong", 18620) }
+
+// pingpongs runs the ping-pong tool on each link, on TCP ports from port.
+func pingpongs(t *testing.T, tool string, port int) {
 	needRoot(t)
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 9000)
 	br := bridgeNS(t, 9000)
-	flags := []string{"rc_pingpong", "-c", "-n", "300", "-s", "10000", "-m", "4096", "--give-up", "20s"}
+	flags := []string{tool, "-c", "-n", "300", "-s", "10000", "-m", "4096", "--give-up", "20s"}
 	for i, v := range []struct {
 		name           string
 		srvNS, cliNS   *netns
@@ -38,7 +46,7 @@ func TestRCPingpong(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			base := append(append([]string{}, flags...), v.link...)
-			base = append(base, "-p", fmt.Sprint(18600+i))
+			base = append(base, "-p", fmt.Sprint(port+i))
 			srv, cli := append([]string{}, base...), append([]string{}, base...)
 			if v.server != "" {
 				srv, cli = append(srv, "--ip", v.server), append(cli, "--ip", v.client)
@@ -58,7 +66,7 @@ func TestRCPingpong(t *testing.T) {
 $`)
 			for _, g := range []*gorxe{server, client} {
 				if !want.MatchString(g.out.String()) {
-					t.Errorf("%v printed\n%s\nwant ibv_rc_pingpong's four lines", g.cmd.Args[3:], g.out.String())
+					t.Errorf("%v printed\n%s\nwant ibv_%s's four lines", g.cmd.Args[3:], g.out.String(), tool)
 				}
 			}
 		})

@@ -4,6 +4,7 @@
 //	gorxe decode [--json] FILE   print the RoCE v2 packets of a pcap or pcapng capture
 //	gorxe write_bw ... send_lat  perftest's tests between two gorxe devices
 //	gorxe rc_pingpong [HOST]     rdma-core's ibv_rc_pingpong, either side
+//	gorxe uc_pingpong [HOST]     rdma-core's ibv_uc_pingpong, either side
 //	gorxe rping -s|-c -a ADDR    librdmacm's rping, either side, over rdma_cm
 //
 // Run "gorxe help" for the list.
@@ -42,6 +43,8 @@ var commands = []command{
 	{"show_gids", "[IFACE]", "print the GID table gorxe uses on each interface, as show_gids prints rxe's", runShowGids},
 	{"rc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
 		"RC SEND ping-pong against rdma-core's ibv_rc_pingpong, speaking its TCP exchange, flags and output", runRCPingpong},
+	{"uc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
+		"UC SEND ping-pong against rdma-core's ibv_uc_pingpong: rc_pingpong's over UC queue pairs", runUCPingpong},
 	{"rping", "-s|-c [-vVd] [-S SIZE] [-C COUNT] -a ADDR [-p PORT] [--link udp|tap|xdp]",
 		"librdmacm's rping: RDMA READ and WRITE ping over a connection made with rdma_cm, against stock rping", runRping},
 }
@@ -53,6 +56,7 @@ var commands = []command{
 // cannot run says why.
 var aliases = map[string]string{
 	"ibv_rc_pingpong": "rc_pingpong",
+	"ibv_uc_pingpong": "uc_pingpong",
 }
 
 // unsupportedTools are tools of perftest's that gorxe knows of and does

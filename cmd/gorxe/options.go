@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/gorxe/gorxe/internal/getopt"
@@ -68,6 +69,9 @@ func parseOptions[R any](table []toolOption[R], r *R, args []string, once bool) 
 // optionSection prints the rows of table that keep selects, under title,
 // for -h.
 func optionSection[R any](w io.Writer, table []toolOption[R], title string, keep func(o *toolOption[R]) bool) {
+	if !slices.ContainsFunc(table, func(o toolOption[R]) bool { return keep(&o) }) {
+		return // an empty section (uc_pingpong refuses nothing)
+	}
 	fmt.Fprintf(w, "\n%s\n", title)
 	for i := range table {
 		o := &table[i]

@@ -9,6 +9,7 @@ package main
 // what it means to perftest.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/gorxe/gorxe/internal/getopt"
 	"github.com/gorxe/gorxe/perftest"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -129,12 +131,19 @@ func perfOptions() []perfOption {
 		{0, "ipv6", no, honoured, false, "without -x, choose an IPv6 GID rather than an IPv4 one", flag(func(r *perfRun) *bool { return &r.ipv6 })},
 		{0, "ipv6-addr", no, honoured, false, "the server's name is an IPv6 address (gorxe takes either kind anyway)", noop},
 		{0, "bind_source_ip", req, honoured, false, "source address of the out-of-band TCP connection", str(func(r *perfRun) *string { return &r.bindIP })},
-		{'c', "connection", req, honoured, false, "transport: RC (UC, UD, XRC, DC and SRD are not supported yet)", func(r *perfRun, v string) error {
+		{'c', "connection", req, honoured, false, "transport: RC, or UC for write and send tests (UD, XRC, DC and SRD are not supported)", func(r *perfRun, v string) error {
 			switch v {
 			case "RC":
+				r.p.Connection = qp.TypeRC
 				return nil
-			case "UC", "UD":
-				return fmt.Errorf("%w yet: gorxe has RC queue pairs only (%s comes with UD/UC support)", errRefused, v)
+			case "UC":
+				if r.test.IsAtomic() || r.test == perftest.ReadBW || r.test == perftest.ReadLat {
+					return errors.New("UC connection not possible in READ/ATOMIC verbs") // perftest's words
+				}
+				r.p.Connection = qp.TypeUC
+				return nil
+			case "UD":
+				return fmt.Errorf("%w yet: gorxe has no UD queue pairs (RC and UC only)", errRefused)
 			case "XRC", "DC", "SRD":
 				return fmt.Errorf("%w: %s transport is not in soft-RoCE either; gorxe has RC queue pairs", errRefused, v)
 			}

@@ -36,6 +36,7 @@ func perfSummary(r *perfRun) string {
 	add("ipv6", r.ipv6, def.ipv6)
 	add("bind", r.bindIP, def.bindIP)
 	add("mtu", r.mtu, def.mtu)
+	add("connection", r.p.ConnectionName(), def.p.ConnectionName())
 	add("timeout", r.timeout, def.timeout)
 	add("size", r.p.Size, def.p.Size)
 	add("iters", r.p.Iters, def.p.Iters)
@@ -124,6 +125,10 @@ var perfCommandLines = []struct {
 	{perftest.WriteBW, "--qp-timeout 20", "timeout=20"},
 	{perftest.WriteBW, "-c RC", ""},
 	{perftest.WriteBW, "--connection=RC -d rxe0", "dev=rxe0"},
+	{perftest.SendBW, "-c UC", "connection=UC"},
+	{perftest.WriteBW, "-c UC -d rxe0", "connection=UC dev=rxe0"},
+	{perftest.WriteLat, "--connection=UC", "connection=UC"},
+	{perftest.SendLat, "-cUC", "connection=UC"},
 	{perftest.WriteBW, "--ipv6 -d rxe0", "dev=rxe0 ipv6=true"},
 	{perftest.WriteBW, "--ipv6-addr fd00::1", "server=fd00::1"},
 	{perftest.WriteBW, "--bind_source_ip 10.0.0.1 10.0.0.2", "bind=10.0.0.1 server=10.0.0.2"},
@@ -229,7 +234,10 @@ func TestPerfCommandLineErrors(t *testing.T) {
 		{perftest.WriteBW, "-d rxe0 -zR", "rdma_cm", true},
 		{perftest.WriteBW, "--rdma_cm", "rdma_cm", true},
 		{perftest.SendBW, "-c UD", "UD", true},
-		{perftest.SendBW, "-c UC", "UC", true},
+		{perftest.ReadBW, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
+		{perftest.ReadLat, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
+		{perftest.AtomicBW, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
+		{perftest.AtomicLat, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
 		{perftest.WriteBW, "-c XRC", "XRC", true},
 		{perftest.WriteBW, "-c DC", "DC", true},
 		{perftest.WriteBW, "-c FOO", "unknown connection type", false},

@@ -23,8 +23,27 @@ import (
 	"github.com/gorxe/gorxe/wire"
 )
 
-// rcRun is an ibv_rc_pingpong command line, parsed.
+// pingpongTool is one of rdma-core's ping-pong examples that gorxe runs:
+// ibv_rc_pingpong, or ibv_uc_pingpong, which is the same program with a UC
+// QP and without the options rc_pingpong has grown since (uc_pingpong.c:
+// "p:d:i:s:m:r:n:l:eg:").
+type pingpongTool struct {
+	name    string  // gorxe's command: rc_pingpong
+	service string  // RC
+	typ     qp.Type // the QP's
+}
+
+var (
+	rcTool = &pingpongTool{name: "rc_pingpong", service: "RC", typ: qp.TypeRC}
+	ucTool = &pingpongTool{name: "uc_pingpong", service: "UC", typ: qp.TypeUC}
+)
+
+// peer returns rdma-core's name of the tool: ibv_rc_pingpong.
+func (t *pingpongTool) peer() string { return "ibv_" + t.name }
+
+// rcRun is an ibv_rc_pingpong (or ibv_uc_pingpong) command line, parsed.
 type rcRun struct {
+	tool    *pingpongTool
 	p       pingpong.Params
 	link    linkFlags
 	host    string // the operand: the server (client role)
@@ -47,8 +66,12 @@ type rcRun struct {
 // "p:d:i:s:m:r:n:l:eg:oOPtcjNU"), or gorxe's.
 type rcOption = toolOption[rcRun]
 
-// rcOptions returns the option table, in the order -h lists it.
-func rcOptions() []rcOption {
+// ucOnly are the options uc_pingpong has, of rc_pingpong's; its -c is
+// gorxe's own.
+const ucOnly = "pdismrnleg"
+
+// rcOptions returns the tool's option table, in the order -h lists it.
+func rcOptions(tool *pingpongTool) []rcOption {
 	str, num, flag := setString[rcRun], setInt[rcRun], setTrue[rcRun]
 	const (
 		no  = getopt.NoArg
@@ -75,8 +98,19 @@ func rcOptions() []rcOption {
 		{'j', "dm", no, refused, false, "-j: the device doesn't support dm allocation (gorxe, as rxe, has no device memory)", nil},
 
 		// gorxe's own options.
-		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; ibv_rc_pingpong waits forever)", setPositiveDuration(func(r *rcRun) *time.Duration { return &r.p.GiveUp })},
+		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; " + tool.peer() + " waits forever)", setPositiveDuration(func(r *rcRun) *time.Duration { return &r.p.GiveUp })},
 		{'h', "help", no, honoured, true, "print this help", flag(func(r *rcRun) *bool { return &r.help })},
+	}
+	if tool.typ == qp.TypeUC {
+		opts = slices.DeleteFunc(opts, func(o rcOption) bool {
+			return !o.gorxe && o.short != 'c' && !strings.ContainsRune(ucOnly, rune(o.short))
+		})
+		for i := range opts {
+			if opts[i].short == 'c' {
+				opts[i].gorxe = true
+				opts[i].help = "validate every byte received, on both sides, exit 1 if bad (a gorxe peer's; stock ibv_uc_pingpong has no -c)"
+			}
+		}
 	}
 	// gorxe's own options that choose the link.
 	return append(opts, linkOptions(func(r *rcRun) *linkFlags { return &r.link },
@@ -84,10 +118,11 @@ func rcOptions() []rcOption {
 		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the address -g names)")...)
 }
 
-// parseRC parses an ibv_rc_pingpong command line. As getopt_long, a
-// repeated option takes its last value.
-func parseRC(args []string) (*rcRun, error) {
+// parseRC parses the tool's command line. As getopt_long, a repeated
+// option takes its last value.
+func parseRC(tool *pingpongTool, args []string) (*rcRun, error) {
 	r := &rcRun{
+		tool:     tool,
 		p:        pingpong.DefaultParams(),
 		tcpPort:  pingpong.DefaultPort,
 		ibPort:   1,
@@ -96,7 +131,8 @@ func parseRC(args []string) (*rcRun, error) {
 		link:     linkFlags{port: wire.UDPPort},
 	}
 	r.p.GiveUp = 10 * time.Second
-	table := rcOptions()
+	r.p.Type = tool.typ
+	table := rcOptions(tool)
 	operands, err := parseOptions(table, r, args, false)
 	if err != nil || r.help {
 		return r, err
@@ -130,7 +166,7 @@ func (r *rcRun) check() error {
 	case !r.odp && r.prefetch:
 		return errors.New("prefetch is valid only with on-demand memory region")
 	case r.link.kind == "mem":
-		return errors.New("--link mem: ibv_rc_pingpong's peer is another process: use --link udp or tap")
+		return fmt.Errorf("--link mem: %s's peer is another process: use --link udp or tap", r.tool.peer())
 	}
 	if err := r.link.validateKind(); err != nil {
 		return err
@@ -163,17 +199,29 @@ func (r *rcRun) check() error {
 }
 
 // rcUsage prints -h.
-func rcUsage(w io.Writer, name string) {
+func rcUsage(w io.Writer, tool *pingpongTool, name string) {
+	peer := tool.peer()
 	fmt.Fprintf(w, "Usage:\n  %s [options]          start a server and wait for connection\n  %s [options] HOST     connect to server at HOST\n\n", name, name)
-	fmt.Fprintf(w, "RC SEND ping-pong with rdma-core's ibv_rc_pingpong's command line, exchange and\n")
-	fmt.Fprintf(w, "output; either side may be stock ibv_rc_pingpong on rxe or a RoCE NIC. As there,\n")
+	fmt.Fprintf(w, "%s SEND ping-pong with rdma-core's %s's command line, exchange and\n", tool.service, peer)
+	fmt.Fprintf(w, "output; either side may be stock %s on rxe or a RoCE NIC. As there,\n", peer)
 	fmt.Fprintf(w, "-g is needed: RoCE cannot go without a GID (or give gorxe's --ip).\n")
-	printOptions(w, rcOptions(), "ibv_rc_pingpong")
+	if tool.typ == qp.TypeUC {
+		fmt.Fprintf(w, "A lost message is not sent again: the side waiting for it gives up after --give-up.\n")
+	}
+	printOptions(w, rcOptions(tool), peer)
 }
 
 func runRCPingpong(args []string, stdout, stderr io.Writer) int {
-	const name = "gorxe rc_pingpong"
-	r, err := parseRC(args)
+	return runPingpong(rcTool, args, stdout, stderr)
+}
+
+func runUCPingpong(args []string, stdout, stderr io.Writer) int {
+	return runPingpong(ucTool, args, stdout, stderr)
+}
+
+func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) int {
+	name := "gorxe " + tool.name
+	r, err := parseRC(tool, args)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		if !refusal(err) {
@@ -182,7 +230,7 @@ func runRCPingpong(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if r.help {
-		rcUsage(stdout, name)
+		rcUsage(stdout, tool, name)
 		return exitOK
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -46,8 +46,15 @@ type ran struct {
 // 127.0.0.2 (--ip) over the udp link, in this process.
 func rcPingpongPair(t *testing.T, serverArgs, clientArgs []string) (server, client ran) {
 	t.Helper()
+	return pingpongPair(t, "rc_pingpong", serverArgs, clientArgs)
+}
+
+// pingpongPair is rcPingpongPair for the command tool (rc_pingpong,
+// uc_pingpong).
+func pingpongPair(t *testing.T, tool string, serverArgs, clientArgs []string) (server, client ran) {
+	t.Helper()
 	tcp, roce := freePort(t, "tcp"), freePort(t, "udp")
-	common := []string{"rc_pingpong", "--roce-port", roce, "-p", tcp, "--give-up", "5s"}
+	common := []string{tool, "--roce-port", roce, "-p", tcp, "--give-up", "5s"}
 	done := make(chan ran, 1)
 	go func() {
 		var out, errOut bytes.Buffer

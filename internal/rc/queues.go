@@ -182,6 +182,9 @@ func (q *QP) checkSendWR(wr *qp.SendWR) error {
 	case total > qp.MaxMsgSize:
 		return fmt.Errorf("%w: %d-byte message, the largest is %d", qp.ErrBadWR, total, qp.MaxMsgSize)
 	}
+	if q.uc {
+		return checkUnreliableWR(wr)
+	}
 	switch wr.Opcode {
 	case qp.WRSend, qp.WRSendWithImm, qp.WRSendWithInv, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm:
 	case qp.WRRDMARead:

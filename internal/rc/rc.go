@@ -1,6 +1,7 @@
 // Package rc is the engine of Reliable Connected queue pairs (IBTA Vol 1 ch. 9,
-// ch. 10): the state machine, and the three engines of a reliable
-// transport that every RC QP runs:
+// ch. 10), and of Unreliable Connected ones, which run the same engines
+// with the reliability taken out (uc.go): the state machine, and the three
+// engines of a reliable transport that every RC QP runs:
 //
 //   - the requester (requester.go) turns send work requests into packets:
 //     segmentation by path MTU, PSNs, AckReq, a bounded window;
@@ -40,11 +41,12 @@ import (
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
-// QP is a Reliable Connected queue pair.
+// QP is a Reliable Connected or an Unreliable Connected queue pair.
 type QP struct {
 	mu      sync.Mutex
 	port    Port
 	num     bth.QPN
+	uc      bool // an Unreliable Connected QP (uc.go)
 	pd      *mr.PD
 	sendCQ  *cq.CQ
 	recvCQ  *cq.CQ
@@ -78,8 +80,8 @@ type QP struct {
 
 // New creates a QP numbered num in the RESET state.
 func New(port Port, num bth.QPN, ia qp.InitAttr) (*QP, error) {
-	if ia.Type != qp.TypeRC {
-		return nil, fmt.Errorf("%w: only RC queue pairs are supported, not type %d", qp.ErrAttr, ia.Type)
+	if ia.Type != qp.TypeRC && ia.Type != qp.TypeUC {
+		return nil, fmt.Errorf("%w: only RC and UC queue pairs are supported, not type %d", qp.ErrAttr, ia.Type)
 	}
 	if ia.SendCQ == nil || ia.RecvCQ == nil || ia.PD == nil {
 		return nil, fmt.Errorf("%w: a QP needs a PD, a send CQ and a receive CQ", qp.ErrAttr)
@@ -90,6 +92,7 @@ func New(port Port, num bth.QPN, ia qp.InitAttr) (*QP, error) {
 	q := &QP{
 		port:    port,
 		num:     num,
+		uc:      ia.Type == qp.TypeUC,
 		pd:      ia.PD,
 		sendCQ:  ia.SendCQ,
 		recvCQ:  ia.RecvCQ,
@@ -124,6 +127,15 @@ func checkCap(c qp.Cap) error {
 
 // Num returns the QP number.
 func (q *QP) Num() bth.QPN { return q.num }
+
+// Service returns the transport service the QP runs, whose opcodes it
+// takes: RC or UC.
+func (q *QP) Service() bth.Service {
+	if q.uc {
+		return bth.ServiceUC
+	}
+	return bth.ServiceRC
+}
 
 // SetTrace installs fn to be told of state changes and transport events
 // (retransmissions, NAKs, RNR waits); nil removes it.
@@ -218,7 +230,11 @@ func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 		q.tracef("state %v -> %v", cur, next)
 		return nil
 	}
-	rule, ok := transitions[[2]qp.State{cur, next}]
+	table := transitions
+	if q.uc {
+		table = ucTransitions
+	}
+	rule, ok := table[[2]qp.State{cur, next}]
 	if !ok {
 		return fmt.Errorf("%w: %v -> %v", qp.ErrState, cur, next)
 	}
@@ -394,7 +410,9 @@ func (q *QP) HandlePacket(p *wire.Packet) (ackOwed bool) {
 	if p.CE() {
 		q.cc.onMarked(p)
 	}
-	if p.Info.Response {
+	if q.uc {
+		q.resp.handleUnreliable(p) // UC has no responses: nothing is acknowledged
+	} else if p.Info.Response {
 		q.comp.handleResponse(p)
 	} else {
 		q.resp.handleRequest(p)
@@ -491,16 +509,20 @@ func (q *QP) queueTxTo(tx *TxDesc, buf []byte, n int) bool {
 const txBatch = 64
 
 func (q *QP) flushTx() {
-	if len(q.tx) == 0 {
-		return
+	if len(q.tx) > 0 {
+		q.port.Send(q.tx)
+		for _, b := range q.txb {
+			q.port.FreeBuffer(b)
+		}
+		clear(q.tx)
+		clear(q.txb)
+		q.tx, q.txb = q.tx[:0], q.txb[:0]
 	}
-	q.port.Send(q.tx)
-	for _, b := range q.txb {
-		q.port.FreeBuffer(b)
+	if q.uc {
+		// Even with nothing left to send: a WQE whose last packet filled
+		// the batch before (queueTxTo) is done only now.
+		q.comp.retireSent()
 	}
-	clear(q.tx)
-	clear(q.txb)
-	q.tx, q.txb = q.tx[:0], q.txb[:0]
 }
 
 // Deadline returns when the QP next needs Run for a timer, or the zero

@@ -102,6 +102,9 @@ func (r *requester) sendSome() {
 
 // windowRoom reports whether the window lets another packet go.
 func (r *requester) windowRoom() bool {
+	if r.q.uc {
+		return true // nothing is acknowledged, so nothing holds a window open
+	}
 	room := int32(r.q.window) - r.psn.Diff(r.q.comp.oldest())
 	switch {
 	case room <= 0:
@@ -198,6 +201,9 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 	default:
 		payload = min(w.length-off, uint32(q.mtu))
 		h.BTH.Opcode = sendOpcode(w.wr.Opcode, first, last)
+		if q.uc {
+			h.BTH.Opcode = unreliable(h.BTH.Opcode)
+		}
 		if first && (w.wr.Opcode == qp.WRRDMAWrite || w.wr.Opcode == qp.WRRDMAWriteWithImm) {
 			h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.wr.RemoteAddr, w.wr.RKey, w.length
 		}
@@ -206,7 +212,9 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 		h.BTH.SE = last && w.wr.Flags&qp.SendSolicited != 0
 	}
 	r.noAck++
-	if last || r.noAck >= r.ackInterval() || probe || q.cc.lastOfBurst(h.Len()+int(payload)+wire.PadLen(int(payload))) {
+	if q.uc {
+		// UC asks for no acknowledgement (rxe sets AckReq for RC only).
+	} else if last || r.noAck >= r.ackInterval() || probe || q.cc.lastOfBurst(h.Len()+int(payload)+wire.PadLen(int(payload))) {
 		h.BTH.AckReq = true
 		r.noAck = 0
 	}
@@ -222,7 +230,14 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 	if r.psn.After(r.sentMax) {
 		r.sentMax = r.psn
 	}
-	q.tm.onPacketSent(h.BTH.PSN, h.BTH.AckReq, fresh)
+	if q.uc {
+		// Nothing is acknowledged, retransmitted or timed: the WQE is
+		// done once its last packet is built, and completes when that
+		// packet has gone to the link (completer.retireSent).
+		w.acked = last
+	} else {
+		q.tm.onPacketSent(h.BTH.PSN, h.BTH.AckReq, fresh)
+	}
 	if last {
 		r.idx++
 		r.pkt = 0

@@ -64,6 +64,9 @@ const (
 	msgNone msgState = iota
 	msgSend
 	msgWrite
+	// msgDropped: UC only, a message was dropped; its remaining packets
+	// are dropped up to the next FIRST or ONLY (uc.go).
+	msgDropped
 )
 
 // resource remembers a READ or atomic request and its result.
@@ -139,20 +142,28 @@ func (r *responder) handleRequest(p *wire.Packet) {
 		return
 	}
 	r.nak = nakNone
-	info := p.Info
-	if !r.inSequence(op, info.Position) {
+	if !r.inSequence(op, p.Info.Position) {
 		q.tracef("opcode %v out of sequence", op)
 		r.fatalNAK(aeth.NAKInvalidRequest, psn)
 		return
 	}
+	r.execute(p, op, psn)
+}
+
+// execute checks the lengths of a request that arrived in order and
+// executes it. op is its opcode as RC numbers it (a UC opcode less its
+// service bits).
+func (r *responder) execute(p *wire.Packet, op bth.Opcode, psn bth.PSN) {
+	q := r.q
+	info := p.Info
 	if info.Payload && !r.payloadLenOK(info.Position, len(p.Payload)) {
-		q.tracef("%v PSN %d: %d-byte payload breaks the path MTU rule (C9-92)", op, psn, len(p.Payload))
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+		q.tracef("%v PSN %d: %d-byte payload breaks the path MTU rule (C9-92)", p.BTH.Opcode(), psn, len(p.Payload))
+		r.reject(aeth.NAKInvalidRequest, psn)
 		return
 	}
 	if !dmaLenOK(p) {
-		q.tracef("%v PSN %d: DMA length %d is more than 2^31 (C9-94)", op, psn, p.RETH.DMALen())
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+		q.tracef("%v PSN %d: DMA length %d is more than 2^31 (C9-94)", p.BTH.Opcode(), psn, p.RETH.DMALen())
+		r.reject(aeth.NAKInvalidRequest, psn)
 		return
 	}
 	switch op {
@@ -198,7 +209,7 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 	pos := p.Info.Position
 	if pos&wire.First != 0 {
 		if q.rq.head == q.rq.tail {
-			r.rnrNAK(psn)
+			r.noReceive(psn)
 			return
 		}
 		r.wqe = q.rq.at(q.rq.head)
@@ -216,6 +227,10 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 	}
 	if uint64(r.sendOff)+uint64(len(p.Payload)) > r.wqe.length {
 		q.tracef("SEND of more than the %d bytes the receive work request %d holds", r.wqe.length, r.wqe.wrid)
+		if q.uc {
+			r.dropMessage() // rxe: ERR_LENGTH, class D for UC; the WQE stays for the next SEND
+			return
+		}
 		r.failRecv(cq.StatusLocLenErr, aeth.NAKInvalidRequest, psn)
 		return
 	}
@@ -251,7 +266,7 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 	if pos&wire.First != 0 {
 		if q.attr.AccessFlags&mr.RemoteWrite == 0 {
 			q.tracef("RDMA WRITE to a QP without REMOTE_WRITE access")
-			r.fatalNAK(aeth.NAKInvalidRequest, psn)
+			r.reject(aeth.NAKInvalidRequest, psn)
 			return
 		}
 		f := p.RETH.Fields()
@@ -260,7 +275,7 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 			m, _, err := q.port.MRs().Lookup(f.RKey, q.pd, f.VA, uint64(f.DMALen), mr.RemoteWrite)
 			if err != nil {
 				q.tracef("RDMA WRITE rkey %v va %#x len %d: %v", f.RKey, f.VA, f.DMALen, err)
-				r.fatalNAK(aeth.NAKRemoteAccess, psn)
+				r.reject(aeth.NAKRemoteAccess, psn)
 				return
 			}
 			r.writeMR = m
@@ -270,17 +285,17 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 	n := uint32(len(p.Payload))
 	if n > r.writeLeft || pos&wire.Last != 0 && n != r.writeLeft {
 		q.tracef("RDMA WRITE carries %d bytes where %d remain of %d", n, r.writeLeft, r.writeLen)
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.reject(aeth.NAKInvalidRequest, psn)
 		return
 	}
 	imm := p.ImmDt != nil
 	if imm && q.rq.head == q.rq.tail {
-		r.rnrNAK(psn) // WRITE with immediate consumes a receive
+		r.noReceive(psn) // WRITE with immediate consumes a receive
 		return
 	}
 	if n > 0 {
 		if err := r.writeMR.WriteAt(r.writeVA, p.Payload); err != nil {
-			r.fatalNAK(aeth.NAKRemoteAccess, psn)
+			r.reject(aeth.NAKRemoteAccess, psn)
 			return
 		}
 	}
@@ -444,10 +459,10 @@ func (r *responder) duplicateRequest(p *wire.Packet, psn bth.PSN) {
 }
 
 // accepted finishes a SEND or WRITE packet: the expected PSN moves on and
-// an ACK is due if the requester asked for one.
+// an ACK is due if the requester asked for one (never on UC).
 func (r *responder) accepted(p *wire.Packet, psn bth.PSN) {
 	r.psn = psn.Add(1)
-	if p.BTH.AckReq() {
+	if p.BTH.AckReq() && !r.q.uc {
 		r.deferAck(psn)
 	}
 }
@@ -516,13 +531,19 @@ func (r *responder) fatalNAK(code aeth.NAKCode, psn bth.PSN) {
 }
 
 // failRecv completes the receive WQE being filled with status, NAKs the
-// requester and moves the QP to ERR.
+// requester and moves the QP to ERR. A UC responder sends no NAK: a
+// receive WQE it cannot write into fails the QP all the same (rxe:
+// ERR_MALFORMED_WQE, class A for every service).
 func (r *responder) failRecv(status cq.Status, code aeth.NAKCode, psn bth.PSN) {
 	q := r.q
 	if r.wqe != nil {
 		q.pushRecv(cq.WC{WRID: r.wqe.wrid, Status: status, Opcode: cq.OpRecv})
 		q.rq.head++
 		r.wqe = nil
+	}
+	if q.uc {
+		q.enterError(nil, 0)
+		return
 	}
 	r.fatalNAK(code, psn)
 }

@@ -78,6 +78,9 @@ func NewUD(port Port, num bth.QPN, ia qp.InitAttr, mtu int) (*UD, error) {
 // Num returns the QP number.
 func (q *UD) Num() bth.QPN { return q.num }
 
+// Service returns bth.ServiceUD: the QP takes UD opcodes.
+func (q *UD) Service() bth.Service { return bth.ServiceUD }
+
 // SetTrace installs fn to be told of state changes and drops; nil removes it.
 func (q *UD) SetTrace(fn func(event string)) {
 	q.mu.Lock()

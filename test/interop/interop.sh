@@ -9,7 +9,9 @@
 #                                           rc_pingpong both ways over udp; and
 #                                           the xdp link: write, read, send,
 #                                           atomic and a latency test both ways,
-#                                           and 1% loss both ways
+#                                           and 1% loss both ways; UC (-c UC on
+#                                           write_bw, send_bw, write_lat and
+#                                           send_lat, and uc_pingpong), both ways
 #   sudo test/interop/interop.sh --full     every test x direction x link x MTU
 #                                           x message size over IPv4 (the xdp
 #                                           link at 64 KiB), write and read over
@@ -161,6 +163,17 @@ elif $full; then
 	for dir in rxe-server gorxe-server; do for t in write_bw read_bw; do cases+=("$dir $t xdp 1024 6 65536 0"); done; done
 	for dir in rxe-server gorxe-server; do for t in write_bw read_bw send_bw; do cases+=("$dir $t xdp 4096 4 65536 1"); done; done
 fi
+# UC queue pairs, after the others so that their numbers stay: perftest's
+# -c UC on the four tests that take it, and ibv_uc_pingpong, both ways
+# over udp. Small messages: UC does not retransmit what rxe under
+# emulation might drop.
+if ! $flags && ! $full; then
+	for dir in rxe-server gorxe-server; do
+		for t in write_bw send_bw; do cases+=("$dir $t udp 1024 4 4096 0 -c,UC"); done
+		for t in write_lat send_lat; do cases+=("$dir $t udp 1024 4 64 0 -c,UC"); done
+		cases+=("$dir uc_pingpong udp 1024 4 4096 0")
+	done
+fi
 if [ -n "$only" ]; then
 	picked=()
 	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
@@ -216,6 +229,7 @@ args() { # test size [flags]
 	case $t in
 	atomic_bw | atomic_lat) echo "${n:+-n $n} -A $a" ;;
 	rc_pingpong) [ "$s" = 4096 ] && echo "-n 200 -c" || echo "-n 200 -c -s $s" ;;
+	uc_pingpong) [ "$s" = 4096 ] && echo "-n 200" || echo "-n 200 -s $s" ;; # ibv_uc_pingpong has no -c
 	*) echo "${n:+-n $n} -s $s" ;;
 	esac
 }
@@ -245,6 +259,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 vmcmd() {
 	case ${1%%:*} in
 	rc_pingpong) echo "ibv_rc_pingpong -d rxe0" ;;
+	uc_pingpong) echo "ibv_uc_pingpong -d rxe0" ;;
 	*) echo "ib_${1%%:*} -d rxe0 -F" ;;
 	esac
 }
@@ -279,7 +294,7 @@ session() {
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
 			local dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7 fl=${8:-}
-			local x=-x; [ "$t" = rc_pingpong ] && x=-g
+			local x=-x; [[ $t == ?c_pingpong ]] && x=-g
 			local gid="$x 1"; [ "$ip" = 6 ] && gid="$x \$gid6"
 			local peer=""; [ "$dir" = gorxe-server ] && peer=$([ "$l" = xdp ] && echo 10.9.0.3 || echo 10.9.0.1)
 			local stop="timeout 120"
@@ -331,7 +346,7 @@ session() {
 		set +e
 		# rc_pingpong's -g as on rxe: br0's table has its default GID at
 		# 0 and 10.9.0.1 at 1; the tap link's device has only its --ip.
-		local gidx=""; [ "$t" = rc_pingpong ] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
+		local gidx=""; [[ $t == ?c_pingpong ]] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
 		local stop="timeout 150"
 		if infinite "$fl"; then
 			stop="timeout -s INT 8" # the client
@@ -375,7 +390,7 @@ session() {
 		fi
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
 		[ "$vm" != 1 ] && note="$note (VM $vm)"
-		local tool=perftest; [ "$t" = rc_pingpong ] && tool=ibv_rc_pingpong
+		local tool=perftest; [[ $t == ?c_pingpong ]] && tool=ibv_$t
 		line[$n]=$(caseline $verdict $n "gorxe=$g $tool=${p:-?}$note")
 		echo "${line[$n]}"
 		i=$((i + 1))
