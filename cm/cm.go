@@ -68,7 +68,9 @@ type Rejected struct {
 	PrivateData []byte
 }
 
-func (r *Rejected) Error() string { return fmt.Sprintf("cm: connection rejected: %v", r.Reason) }
+func (r *Rejected) Error() string {
+	return fmt.Sprintf("cm: connection rejected: %v (%d)", r.Reason, uint16(r.Reason))
+}
 
 // Unwrap makes errors.Is(err, ErrRejected) true.
 func (r *Rejected) Unwrap() error { return ErrRejected }

@@ -174,6 +174,15 @@ if ! $flags && ! $full; then
 		cases+=("$dir uc_pingpong udp 1024 4 4096 0")
 	done
 fi
+# The connection manager: librdmacm's rping (rdmacm-utils) against gorxe
+# rping, both ways, IPv4 and IPv6, 100 pings checked (-V) and printed
+# (-v); and a connection to a port nobody listens on (rping-rej), which
+# the side without a listener rejects (REJ, reason 8) within seconds.
+if ! $flags && ! $full; then
+	for dir in rxe-server gorxe-server; do
+		cases+=("$dir rping udp 1024 4 64 0" "$dir rping udp 1024 6 4000 0" "$dir rping-rej udp 1024 4 64 0")
+	done
+fi
 if [ -n "$only" ]; then
 	picked=()
 	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
@@ -255,6 +264,33 @@ cmdline() {
 # reports FILE: how many result lines a perftest table in FILE has.
 reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || true; }
 
+# vm_rping DIRECTION TEST IP SIZE: the VM's command for an rping case. As server
+# it listens on its own address (rping-rej: nothing listens, and the VM
+# waits); as client it pings gorxe's, or (rping-rej) a port gorxe's
+# connection manager has no listener on.
+vm_rping() {
+	local own=10.9.0.2 gx=10.9.0.1
+	[ "$3" = 6 ] && own=fd09::2 gx=fd09::1
+	case $1/$2 in
+	rxe-server/rping) echo "rping -s -a $own -v -S $4" ;;
+	gorxe-server/rping) echo "rping -c -a $gx -C 100 -v -V -S $4" ;;
+	rxe-server/rping-rej) echo "sleep 8" ;;
+	gorxe-server/rping-rej) echo "rping -c -a $gx -p 7175 -C 1" ;;
+	esac
+}
+
+# host_rping DIRECTION TEST IP SIZE: gorxe rping's options on the host.
+host_rping() {
+	local own=10.9.0.1 vm=10.9.0.2
+	[ "$3" = 6 ] && own=fd09::1 vm=fd09::2
+	case $1/$2 in
+	rxe-server/rping) echo "-c -a $vm -C 100 -v -V -S $4 --ip $own" ;;
+	gorxe-server/rping) echo "-s -a $own -v -S $4" ;;
+	rxe-server/rping-rej) echo "-c -a $vm -C 1 --ip $own" ;;
+	gorxe-server/rping-rej) echo "-s -a $own" ;;
+	esac
+}
+
 # vmcmd TEST: the command the VM runs for a test, before its flags.
 vmcmd() {
 	case ${1%%:*} in
@@ -303,12 +339,14 @@ session() {
 				[ "$dir" = rxe-server ] && stop="timeout -s INT 14"
 			fi
 			local opts="$(cmdline "$peer" "$gid -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl")" "$fl")"
+			local vmc="$(vmcmd "$t") $opts"
+			[[ $t == rping* ]] && vmc=$(vm_rping "$dir" "$t" "$ip" "$size")
 			echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
 			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
-			echo "echo \"=== case $n: $(vmcmd "$t") $opts (\$(grep MemAvailable /proc/meminfo))\""
+			echo "echo \"=== case $n: $vmc (\$(grep MemAvailable /proc/meminfo))\""
 			# The newline ends a last line a stopped perftest left open.
-			echo "$stop $(vmcmd "$t") $opts; rc=\$?; echo; echo \"=== exit $n \$rc\""
+			echo "$stop $vmc; rc=\$?; echo; echo \"=== exit $n \$rc\""
 			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		done
 		echo "while [ ! -f /mnt/go.end ]; do sleep 0.2; done"
@@ -352,7 +390,12 @@ session() {
 			stop="timeout -s INT 8" # the client
 			[ "$dir" = gorxe-server ] && stop="timeout -s INT 14"
 		fi
-		ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
+		if [[ $t == rping* ]]; then
+			[ "$t/$dir" = rping-rej/gorxe-server ] && stop="timeout 20" # it listens on, unasked
+			ip netns exec $ns $stop "$cache/gorxe" rping $(host_rping "$dir" "$t" "$ip" "$size") > "$run/gorxe.$n.out" 2>&1
+		else
+			ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
+		fi
 		local g=$?
 		set -e
 		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
@@ -372,8 +415,25 @@ session() {
 				cout="$run/perftest.$n.out"
 			fi
 			{ [ "$cs" = 124 ] && [ "$(reports "$cout")" -ge 2 ] && { [ "$ss" = 0 ] || [ "$ss" = 1 ] || [ "$ss" = 124 ]; }; } || verdict=FAIL
+		elif [ "$t" = rping-rej ]; then
+			# The side that dialled fails with the REJ's reason 8
+			# ("invalid service ID"), within seconds; gorxe's server
+			# listens on until stopped (124).
+			local vmout
+			vmout=$(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out")
+			if [ "$dir" = rxe-server ]; then
+				{ [ "$g" = 1 ] && grep -q "invalid service ID (8)" "$run/gorxe.$n.out"; } || verdict=FAIL
+			else
+				{ [ "$g" = 124 ] && [ "${p:-0}" != 0 ] && grep -q "REJECTED, error 8" <<<"$vmout"; } || verdict=FAIL
+			fi
 		else
 			{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
+		fi
+		# rping prints a line a ping (-v) on each side.
+		if [ "$t" = rping ] && [ $verdict = pass ]; then
+			local pings
+			pings=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "ping data: rdma-ping-" || true)
+			[ "$pings" = 200 ] || verdict=FAIL note=" ($pings ping lines, want 100 each side)"
 		fi
 		# perftest's and gorxe's tables of the same run have the same
 		# columns in the same units (perftest 6.2x says MiB for the MB
@@ -390,7 +450,7 @@ session() {
 		fi
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
 		[ "$vm" != 1 ] && note="$note (VM $vm)"
-		local tool=perftest; [[ $t == ?c_pingpong ]] && tool=ibv_$t
+		local tool=perftest; [[ $t == ?c_pingpong ]] && tool=ibv_$t; [[ $t == rping* ]] && tool=rping
 		line[$n]=$(caseline $verdict $n "gorxe=$g $tool=${p:-?}$note")
 		echo "${line[$n]}"
 		i=$((i + 1))

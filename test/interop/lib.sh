@@ -22,7 +22,10 @@ vm_image() {
 	if [ -n "$need" ]; then
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
 	fi
-	[ -f "$img/rootfs.img" ] && return 0
+	# The packages the image holds; an image built with others is built
+	# again.
+	local pkgs=rdma-core,ibverbs-utils,perftest,rdmacm-utils,iproute2,kmod,linux-image-amd64,procps
+	[ -f "$img/rootfs.img" ] && [ "$(cat "$img/packages" 2>/dev/null)" = "$pkgs" ] && return 0
 
 	local mirror
 	mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
@@ -30,7 +33,7 @@ vm_image() {
 	rm -rf "$img/root"
 	echo "building the $suite VM image (debootstrap from $mirror)"
 	debootstrap --variant=minbase \
-		--include=rdma-core,ibverbs-utils,perftest,iproute2,kmod,linux-image-amd64,procps \
+		--include="$pkgs" \
 		"$suite" "$img/root" "$mirror" > "$img/debootstrap.log" 2>&1
 	cat > "$img/root/sbin/gorxe-init" <<'INIT'
 #!/bin/sh
@@ -61,6 +64,7 @@ INIT
 	cp "$img"/root/boot/initrd.img-* "$img/initrd.img"
 	mkfs.ext4 -q -F -d "$img/root" "$img/rootfs.img.tmp" 2G
 	mv "$img/rootfs.img.tmp" "$img/rootfs.img"
+	echo "$pkgs" > "$img/packages"
 	rm -rf "$img/root"
 }
 

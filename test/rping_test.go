@@ -1,0 +1,65 @@
+//go:build linux
+
+package test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRping runs gorxe rping between two namespaces joined by a veth, over
+// the udp link (IPv4, IPv6) and the xdp link, with -C 50 -v -V: the
+// connection is made by the connection managers on QP 1, with no TCP; each
+// side prints a line a ping, and the server ends when the client
+// disconnects. Then a client to a port nobody listens on is rejected at
+// once.
+func TestRping(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	for _, v := range []struct {
+		name, srv, cli string
+		link           []string
+		srvLink        []string
+		cliLink        []string
+	}{
+		{"udp/IPv4", "10.77.0.2", "10.77.0.1", []string{"--link", "udp"}, nil, nil},
+		{"udp/IPv6", "fd77::2", "fd77::1", []string{"--link", "udp"}, nil, nil},
+		{"xdp/IPv4", "10.77.0.2", "10.77.0.1", []string{"--link", "xdp"}, []string{"--dev", "vb"}, []string{"--dev", "va"}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			srvArgs := append(append([]string{"rping", "-s", "-a", v.srv, "-v", "-S", "1000"}, v.link...), v.srvLink...)
+			cliArgs := append(append([]string{"rping", "-c", "-a", v.srv, "-C", "50", "-v", "-V", "-S", "1000"}, v.link...), v.cliLink...)
+			server := start(t, b, srvArgs...)
+			time.Sleep(time.Second) // the server's device opens and listens; a REQ before is rejected
+			client := start(t, a, cliArgs...)
+			for _, g := range []*gorxe{client, server} {
+				if err := g.wait(t, 60*time.Second); err != nil {
+					t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", g.cmd.Args[3:], err, g.out.String(), g.errOut.String())
+				}
+			}
+			for _, g := range []*gorxe{client, server} {
+				if n := strings.Count(g.out.String(), "ping data: rdma-ping-"); n != 50 {
+					t.Fatalf("%v printed %d ping lines, want 50:\n%s", g.cmd.Args[3:], n, g.out.String())
+				}
+			}
+			if !strings.Contains(server.errOut.String(), "server DISCONNECT EVENT...") {
+				t.Fatalf("server stderr: %s", server.errOut.String())
+			}
+		})
+	}
+	t.Run("nobody-listens", func(t *testing.T) {
+		server := start(t, b, "rping", "-s", "-a", "10.77.0.2")
+		time.Sleep(time.Second)
+		started := time.Now()
+		client := start(t, a, "rping", "-c", "-a", "10.77.0.2", "-p", "7175", "-C", "1")
+		if err := client.wait(t, 30*time.Second); err == nil || !strings.Contains(client.errOut.String(), "invalid service ID (8)") {
+			t.Fatalf("rping to a port nobody listens on: %v\n%s", err, client.errOut.String())
+		}
+		if d := time.Since(started); d > 5*time.Second {
+			t.Fatalf("the REJ took %v", d)
+		}
+		_ = server
+	})
+}
