@@ -367,3 +367,19 @@ func TestWaitDrives(t *testing.T) {
 		t.Fatalf("the waiters drove %d and %d batches, want some each", a.dev.Drives(), b.dev.Drives())
 	}
 }
+
+// TestErrSendsOwedAck: a program that polls, sees the peer's SEND arrive
+// and moves its QP to ERR at once (rdma_disconnect does) still sends the
+// ACK it owed, so the peer's SEND completes successfully rather than
+// waiting for an ACK and being flushed when the disconnect comes.
+func TestErrSendsOwedAck(t *testing.T) {
+	a, b := newPair(t, pairOpts{udp: true, pollGrace: time.Minute})
+	a.dev.Poll() // A polls: the ACK for B's SEND is owed, not sent
+	a.postRecv(t, qp.RecvWR{WRID: 7, SGList: []qp.SGE{a.sge(0, 64)}})
+	b.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{b.sge(0, 16)}})
+	if wc := polledWC(t, a.dev, a.rcq); wc.Status != cq.StatusSuccess {
+		t.Fatalf("receive: %v", wc)
+	}
+	must(t, a.qp.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState))
+	status(t, wait(t, b.scq, 1, 5*time.Second), cq.StatusSuccess)
+}

@@ -352,6 +352,13 @@ func (q *QP) enterError(failed *sendWQE, status cq.Status) {
 	q.tracef("state %v -> ERR", prev)
 	q.tm.stop()
 	q.cc.stop()
+	if prev == qp.StateRTR || prev == qp.StateRTS || prev == qp.StateSQD {
+		// The requests the responder executed are acknowledged still: a
+		// program that moves the QP to ERR as soon as it sees the last
+		// receive complete (rdma_disconnect) must not leave its peer's
+		// SEND unacknowledged, to be flushed there when the DREQ comes.
+		q.resp.flushAck()
+	}
 	q.resp.abandon()
 	q.flush()
 }
