@@ -50,6 +50,11 @@ type ConnParams struct {
 	// Local is the address a Dial sends from; the zero Addr takes the
 	// device's first GID of the destination's family.
 	Local netip.Addr
+	// Receives are posted on the QP as soon as it exists, before any
+	// message of the handshake goes out: a program's rdma_post_recv
+	// before rdma_connect or rdma_accept, so that the peer's first SEND
+	// finds one.
+	Receives []qp.RecvWR
 }
 
 func (p *ConnParams) defaults() {
@@ -266,6 +271,12 @@ func (m *Manager) newQP(p ConnParams) (*rnic.QP, error) {
 		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 		q.Destroy()
 		return nil, fmt.Errorf("cm: %w", err)
+	}
+	if len(p.Receives) > 0 {
+		if _, err := q.PostRecv(p.Receives); err != nil {
+			q.Destroy()
+			return nil, fmt.Errorf("cm: posting the receives: %w", err)
+		}
 	}
 	return q, nil
 }

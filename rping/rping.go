@@ -102,10 +102,18 @@ func newSide(dev *rnic.Device, size int, debug io.Writer) (*side, error) {
 // sqDepth is rping's RPING_SQ_DEPTH; its QP takes 2 receives.
 const sqDepth = 16
 
+// params are rping's QP and connection parameters; its receive is posted
+// before the handshake, as rping posts it before rdma_connect and
+// rdma_accept.
 func (s *side) params() cm.ConnParams {
 	return cm.ConnParams{PD: s.pd, SendCQ: s.cq, RecvCQ: s.cq,
 		Cap:    qp.Cap{MaxSendWR: sqDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1},
-		Access: mr.LocalWrite | mr.RemoteRead | mr.RemoteWrite, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+		Access: mr.LocalWrite | mr.RemoteRead | mr.RemoteWrite, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7,
+		Receives: []qp.RecvWR{s.recvWR()}}
+}
+
+func (s *side) recvWR() qp.RecvWR {
+	return qp.RecvWR{WRID: 1, SGList: []qp.SGE{{Addr: s.ctlMR.IOVA(), Length: infoLen, LKey: s.ctlMR.LKey()}}}
 }
 
 func (s *side) debugf(format string, args ...any) {
@@ -115,7 +123,7 @@ func (s *side) debugf(format string, args ...any) {
 }
 
 func (s *side) postRecv() error {
-	_, err := s.conn.QP().PostRecv([]qp.RecvWR{{WRID: 1, SGList: []qp.SGE{{Addr: s.ctlMR.IOVA(), Length: infoLen, LKey: s.ctlMR.LKey()}}}})
+	_, err := s.conn.QP().PostRecv([]qp.RecvWR{s.recvWR()})
 	return err
 }
 
@@ -214,9 +222,6 @@ func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.Add
 		return fmt.Errorf("connect error: %w", err)
 	}
 	defer s.conn.Close()
-	if err := s.postRecv(); err != nil {
-		return err
-	}
 	sink, start := s.data[:p.Size], s.data[p.Size:]
 	c0 := byte(65)
 	for ping := 0; p.Count == 0 || ping < p.Count; ping++ {
@@ -288,9 +293,6 @@ func Server(ctx context.Context, dev *rnic.Device, l *cm.Listener, p Params, std
 		return fmt.Errorf("connect error: %w", err)
 	}
 	defer s.conn.Close()
-	if err := s.postRecv(); err != nil {
-		return err
-	}
 	sink := s.data[:p.Size]
 	err = s.serve(ctx, sink, p.Verbose, stdout)
 	if errors.Is(err, ErrDisconnected) {

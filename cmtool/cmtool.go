@@ -1,0 +1,184 @@
+// Package cmtool speaks librdmacm's example programs on a gorxe device,
+// each over a connection made with rdma_cm (package cm), so that either
+// side may be the stock program on rxe or a RoCE NIC:
+//
+//   - rdma_server and rdma_client (librdmacm/examples/rdma_server.c,
+//     rdma_client.c): one 16-byte SEND each way, the client's first, then
+//     both disconnect;
+//   - ucmatose (cmatose.c): the server SENDs each of its connections
+//     message_count messages of message_size bytes, the client answers
+//     with as many, and the server disconnects.
+//
+// Each prints what the C program prints, so that a script reading their
+// output reads gorxe's.
+package cmtool
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/rnic"
+)
+
+// DefaultPort is the port of rdma_server, rdma_client and ucmatose.
+const DefaultPort = 7471
+
+// msgLen is the size of rdma_server's and rdma_client's messages.
+const msgLen = 16
+
+// endpoint is a connection's resources: a PD, a CQ for each queue, and a
+// registered buffer.
+type endpoint struct {
+	pd     *mr.PD
+	scq    *cq.CQ
+	rcq    *cq.CQ
+	buf    []byte
+	mr     *mr.MR
+	conn   *cm.Conn
+	sigAll bool
+}
+
+func newEndpoint(dev *rnic.Device, size, depth int) (*endpoint, error) {
+	e := &endpoint{pd: dev.AllocPD(), buf: make([]byte, max(size, 1)), sigAll: true}
+	var err error
+	if e.scq, err = dev.CreateCQ(depth); err != nil {
+		return nil, err
+	}
+	if e.rcq, err = dev.CreateCQ(depth); err != nil {
+		return nil, err
+	}
+	if e.mr, err = dev.RegMR(e.pd, e.buf, mr.LocalWrite); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// params returns the connection's parameters: depth send and receive
+// WRs, every send signaled (sq_sig_all), and recvs receives of the
+// buffer posted before the handshake.
+func (e *endpoint) params(depth, recvs int, inline uint32) cm.ConnParams {
+	p := cm.ConnParams{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq, SigAll: e.sigAll,
+		Cap: qp.Cap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(depth), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: inline}}
+	for range recvs {
+		p.Receives = append(p.Receives, e.recvWR())
+	}
+	return p
+}
+
+func (e *endpoint) recvWR() qp.RecvWR {
+	return qp.RecvWR{SGList: []qp.SGE{{Addr: e.mr.IOVA(), Length: uint32(len(e.buf)), LKey: e.mr.LKey()}}}
+}
+
+// send posts n SENDs of the buffer.
+func (e *endpoint) send(n int, inline bool) error {
+	wr := qp.SendWR{Opcode: qp.WRSend, SGList: []qp.SGE{{Addr: e.mr.IOVA(), Length: uint32(len(e.buf)), LKey: e.mr.LKey()}}}
+	if inline {
+		wr.Flags |= qp.SendInline
+	}
+	for range n {
+		if _, err := e.conn.QP().PostSend([]qp.SendWR{wr}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// complete waits for n completions on c, each a success.
+func complete(ctx context.Context, c *cq.CQ, n int) error {
+	wcs := make([]cq.WC, 8)
+	for done := 0; done < n; {
+		k, err := c.Wait(ctx, wcs[:min(len(wcs), n-done)])
+		if err != nil {
+			return err
+		}
+		for _, wc := range wcs[:k] {
+			if wc.Status != cq.StatusSuccess {
+				return fmt.Errorf("completion %v", wc)
+			}
+		}
+		done += k
+	}
+	return nil
+}
+
+// RdmaServer is librdmacm's rdma_server: it takes one connection request
+// from l, receives the client's 16-byte message, answers with its own,
+// and disconnects. It prints "rdma_server: start" and "rdma_server: end
+// N" around the run, as the C program, and returns N's error.
+func RdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, stdout io.Writer) error {
+	fmt.Fprintln(stdout, "rdma_server: start")
+	err := rdmaServer(ctx, dev, l)
+	fmt.Fprintf(stdout, "rdma_server: end %d\n", status(err))
+	return err
+}
+
+func rdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener) error {
+	e, err := newEndpoint(dev, msgLen, 1)
+	if err != nil {
+		return err
+	}
+	req, err := l.Accept(ctx)
+	if err != nil {
+		return fmt.Errorf("rdma_get_request: %w", err)
+	}
+	if e.conn, err = req.Accept(e.params(1, 1, msgLen)); err != nil {
+		return fmt.Errorf("rdma_accept: %w", err)
+	}
+	defer e.conn.Close()
+	if err := complete(ctx, e.rcq, 1); err != nil {
+		return fmt.Errorf("rdma_get_recv_comp: %w", err)
+	}
+	if err := e.send(1, true); err != nil {
+		return fmt.Errorf("rdma_post_send: %w", err)
+	}
+	if err := complete(ctx, e.scq, 1); err != nil {
+		return fmt.Errorf("rdma_get_send_comp: %w", err)
+	}
+	return e.conn.Disconnect(ctx)
+}
+
+// RdmaClient is librdmacm's rdma_client: it connects to server, sends a
+// 16-byte message, receives the server's, and disconnects.
+func RdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, stdout io.Writer) error {
+	fmt.Fprintln(stdout, "rdma_client: start")
+	err := rdmaClient(ctx, m, dev, server, local)
+	fmt.Fprintf(stdout, "rdma_client: end %d\n", status(err))
+	return err
+}
+
+func rdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr) error {
+	e, err := newEndpoint(dev, msgLen, 1)
+	if err != nil {
+		return err
+	}
+	p := e.params(1, 1, msgLen)
+	p.Local = local
+	if e.conn, err = m.Dial(ctx, server, p); err != nil {
+		return fmt.Errorf("rdma_connect: %w", err)
+	}
+	defer e.conn.Close()
+	if err := e.send(1, true); err != nil {
+		return fmt.Errorf("rdma_post_send: %w", err)
+	}
+	if err := complete(ctx, e.scq, 1); err != nil {
+		return fmt.Errorf("rdma_get_send_comp: %w", err)
+	}
+	if err := complete(ctx, e.rcq, 1); err != nil {
+		return fmt.Errorf("rdma_get_recv_comp: %w", err)
+	}
+	return e.conn.Disconnect(ctx)
+}
+
+// status is the C programs' return value for err: 0, or -1.
+func status(err error) int {
+	if err != nil {
+		return -1
+	}
+	return 0
+}

@@ -1,0 +1,106 @@
+package cmtool_test
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/cmtool"
+	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/rnic"
+)
+
+func open(t *testing.T, f *mem.Fabric, addr string) (*rnic.Device, *cm.Manager) {
+	t.Helper()
+	l, err := f.NewLink(netip.MustParseAddr(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := rnic.Open(rnic.Config{Link: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	m, err := cm.New(dev, cm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return dev, m
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// TestRdmaServerClient: rdma_client's message reaches rdma_server and its
+// answer comes back; both print the C programs' two lines, and both
+// disconnect, their DREQs crossing.
+func TestRdmaServerClient(t *testing.T) {
+	f := mem.NewFabric()
+	sdev, sm := open(t, f, "10.0.0.2")
+	cdev, cm := open(t, f, "10.0.0.1")
+	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sout, cout bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- cmtool.RdmaServer(ctx(t), sdev, l, &sout) }()
+	if err := cmtool.RdmaClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, &cout); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if cout.String() != "rdma_client: start\nrdma_client: end 0\n" || sout.String() != "rdma_server: start\nrdma_server: end 0\n" {
+		t.Fatalf("client printed %q, server %q", cout.String(), sout.String())
+	}
+}
+
+// TestCMATose: ucmatose's server and client over three connections
+// exchange their messages, print cmatose's lines in its order, and both
+// return status 0.
+func TestCMATose(t *testing.T) {
+	f := mem.NewFabric()
+	sdev, sm := open(t, f, "10.0.0.2")
+	cdev, cm := open(t, f, "10.0.0.1")
+	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cmtool.DefaultCMAToseParams()
+	p.Connections = 3
+	var sout, cout bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- cmtool.CMAToseServer(ctx(t), sdev, l, p, &sout) }()
+	if ret := cmtool.CMAToseClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, p, &cout); ret != 0 {
+		t.Fatalf("client returned %d:\n%s", ret, cout.String())
+	}
+	if ret := <-done; ret != 0 {
+		t.Fatalf("server returned %d:\n%s", ret, sout.String())
+	}
+	wantS := "cmatose: starting server\ninitiating data transfers\ncompleting sends\nreceiving data transfers\ndata transfers complete\ncmatose: disconnecting\ndisconnected\ntest complete\nreturn status 0\n"
+	wantC := "cmatose: starting client\ncmatose: connecting\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
+	if sout.String() != wantS || cout.String() != wantC {
+		t.Fatalf("server printed\n%s\nclient printed\n%s", sout.String(), cout.String())
+	}
+}
+
+// TestCMAToseRejected: a client to a port nobody listens on prints the
+// REJECTED event with reason 8 and returns -1.
+func TestCMAToseRejected(t *testing.T) {
+	f := mem.NewFabric()
+	open(t, f, "10.0.0.2")
+	cdev, cm := open(t, f, "10.0.0.1")
+	var cout bytes.Buffer
+	ret := cmtool.CMAToseClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, cmtool.DefaultCMAToseParams(), &cout)
+	if ret != -1 || !bytes.Contains(cout.Bytes(), []byte("RDMA_CM_EVENT_REJECTED, error: 8")) {
+		t.Fatalf("returned %d, printed\n%s", ret, cout.String())
+	}
+}
