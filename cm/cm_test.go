@@ -291,3 +291,69 @@ func TestDuplicateREQWhileAccepting(t *testing.T) {
 		t.Fatalf("QP %v", c.QP().State())
 	}
 }
+
+// TestStartingPSNs: each side receives from the PSN it announced, as the
+// kernel's CM has it: the active side sends from the REP's starting PSN,
+// the passive side from the REQ's (a kernel rxe peer NAKs anything else).
+func TestStartingPSNs(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	var mu sync.Mutex
+	var req *wcm.REQ
+	var rep *wcm.REP
+	firstPSN := map[string]uint32{} // the first RC packet's PSN from each side
+	watch := func(side string) func([]byte, uint64) bool {
+		return func(pkt []byte, _ uint64) bool {
+			var p wire.Packet
+			if wire.ParseIP(&p, pkt) != nil {
+				return false
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if p.BTH.DestQP() == rnic.GSIQPN {
+				switch m, _, _ := wcm.Decode(p.Payload); m := m.(type) {
+				case *wcm.REQ:
+					req = m
+				case *wcm.REP:
+					rep = m
+				}
+			} else if _, seen := firstPSN[side]; !seen && p.BTH.Opcode() == 0x04 { // RC SEND ONLY
+				firstPSN[side] = uint32(p.BTH.PSN())
+			}
+			return false
+		}
+	}
+	a.link.SetFaults(mem.Faults{DropFunc: watch("active")})
+	b.link.SetFaults(mem.Faults{DropFunc: watch("passive")})
+	ca, cb := connect(t, a, b)
+	// One SEND each way: its PSN is what matters, not whether a
+	// receive waits for it.
+	for _, s := range []struct {
+		h *host
+		c *cm.Conn
+	}{{a, ca}, {b, cb}} {
+		sge := []qp.SGE{{Addr: s.h.mr.IOVA(), Length: 8, LKey: s.h.mr.LKey()}}
+		if _, err := s.c.QP().PostSend([]qp.SendWR{{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: sge}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(firstPSN)
+		mu.Unlock()
+		if n == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if req == nil || rep == nil || len(firstPSN) != 2 {
+		t.Fatalf("saw REQ %v, REP %v, first PSNs %v", req, rep, firstPSN)
+	}
+	if firstPSN["active"] != uint32(rep.StartingPSN) || firstPSN["passive"] != uint32(req.StartingPSN) {
+		t.Fatalf("the active side sent from %#x, the passive from %#x; want the REP's %#x and the REQ's %#x",
+			firstPSN["active"], firstPSN["passive"], uint32(rep.StartingPSN), uint32(req.StartingPSN))
+	}
+}

@@ -309,7 +309,10 @@ func (c *Conn) handleREP(rep *cm.REP) {
 	c.stop()
 	c.remoteID, c.remoteGUID, c.remoteQP, c.rep = rep.LocalCommID, rep.LocalCAGUID, rep.LocalQPN, rep
 	mtu := min(c.cp.mtu, qp.MTU(c.req.PathMTU))
-	err := c.toRTS(rep.LocalQPN, rep.StartingPSN, c.req.StartingPSN, mtu,
+	// A REQ's starting PSN is the one its sender receives from, and the
+	// REP's the one the passive side receives from (the kernel's CM:
+	// each side's rq_psn is the PSN it announced, its sq_psn the peer's).
+	err := c.toRTS(rep.LocalQPN, c.req.StartingPSN, rep.StartingPSN, mtu,
 		c.cp.resp, min(c.cp.init, rep.ResponderResources), c.req.RetryCount, rep.RNRRetryCount, c.cp.ackTimeout)
 	if err != nil {
 		c.reject(cm.RejConsumerDefined, cm.MsgREP, nil)

@@ -152,7 +152,7 @@ func (r *Request) Accept(p ConnParams) (*Conn, error) {
 	mtu := min(m.dev.MTU(), c.cp.mtu, qp.MTU(req.PathMTU))
 	psn := randomPSN()
 	c.remoteQP = req.LocalQPN
-	err = c.toRTS(req.LocalQPN, req.StartingPSN, psn, mtu, c.cp.resp, min(c.cp.init, req.ResponderResources),
+	err = c.toRTS(req.LocalQPN, psn, req.StartingPSN, mtu, c.cp.resp, min(c.cp.init, req.ResponderResources),
 		req.RetryCount, req.RNRRetryCount, req.Primary.LocalACKTimeout)
 	if err != nil {
 		c.qp = nil
