@@ -6,6 +6,7 @@
 //	gorxe rc_pingpong [HOST]     rdma-core's ibv_rc_pingpong, either side
 //	gorxe uc_pingpong [HOST]     rdma-core's ibv_uc_pingpong, either side
 //	gorxe rping -s|-c -a ADDR    librdmacm's rping, either side, over rdma_cm
+//	gorxe rdma_server, rdma_client, ucmatose   librdmacm's examples, over rdma_cm
 //
 // Run "gorxe help" for the list.
 package main
@@ -47,6 +48,9 @@ var commands = []command{
 		"UC SEND ping-pong against rdma-core's ibv_uc_pingpong: rc_pingpong's over UC queue pairs", runUCPingpong},
 	{"rping", "-s|-c [-vVd] [-S SIZE] [-C COUNT] -a ADDR [-p PORT] [--link udp|tap|xdp]",
 		"librdmacm's rping: RDMA READ and WRITE ping over a connection made with rdma_cm, against stock rping", runRping},
+	{"rdma_server", "[-p PORT] --ip ADDR", "librdmacm's rdma_server: one 16-byte SEND each way over an rdma_cm connection", runRdmaServer},
+	{"rdma_client", "-s SERVER [-p PORT]", "librdmacm's rdma_client, against rdma_server or gorxe's", runRdmaClient},
+	{"ucmatose", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's ucmatose: SENDs both ways over several rdma_cm connections", runUCMATose},
 }
 
 // Names of other tools that gorxe answers to, as "gorxe NAME" or as a

@@ -132,23 +132,16 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	local := r.link.ip
-	switch {
-	case local != "":
-	case r.source != "":
-		local = r.source
-	case r.client:
-		a, err := routeSource(peer.String())
-		if err != nil {
+	var local string
+	if !r.client && peer.IsValid() && !peer.IsUnspecified() {
+		local = peer.String() // -a: the address the server listens on
+	}
+	if local == "" {
+		if local, err = cmLocal(r.link, r.source, peer, r.client); err != nil {
 			return fail(err)
 		}
-		local = a.String()
-	case r.link.kind == "udp" && (!peer.IsValid() || peer.IsUnspecified()):
-		return fail(errors.New("the udp link listens on one address: give -a with one of this host's addresses, or --ip"))
-	default:
-		local = peer.String()
 	}
-	dev, m, err := r.open(local)
+	dev, m, err := openCM(r.link, local, r.p.Debug)
 	if err != nil {
 		return fail(err)
 	}
@@ -203,10 +196,10 @@ func resolveHost(host string) (netip.Addr, error) {
 	return ips[0].Unmap(), nil
 }
 
-// open opens the link on local (the udp and tap links' address), the
-// device and its connection manager.
-func (r *rpingRun) open(local string) (*rnic.Device, *cm.Manager, error) {
-	lf := r.link
+// openCM opens the link lf names on local (the udp and tap links'
+// address), the device, and its connection manager, which traces its
+// messages to stderr with trace.
+func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, error) {
 	if lf.kind != "xdp" {
 		lf.ip = cmp.Or(lf.ip, local)
 		if err := lf.validate(); err != nil {
@@ -228,7 +221,7 @@ func (r *rpingRun) open(local string) (*rnic.Device, *cm.Manager, error) {
 		return nil, nil, err
 	}
 	mc := cm.Config{}
-	if r.p.Debug {
+	if trace {
 		mc.Trace = traceTo(os.Stderr)
 	}
 	m, err := cm.New(dev, mc)
@@ -237,4 +230,24 @@ func (r *rpingRun) open(local string) (*rnic.Device, *cm.Manager, error) {
 		return nil, nil, err
 	}
 	return dev, m, nil
+}
+
+// cmLocal returns the address the device of an rdma_cm tool takes on the
+// udp or tap link: --ip, else the source address given, else (a client)
+// the kernel's route's to the peer; a server with none of them is refused,
+// as the udp link binds one address.
+func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string, error) {
+	switch {
+	case lf.ip != "" || lf.kind == "xdp":
+		return lf.ip, nil
+	case source != "":
+		return source, nil
+	case client:
+		a, err := routeSource(peer.String())
+		if err != nil {
+			return "", err
+		}
+		return a.String(), nil
+	}
+	return "", errors.New("the udp link binds one address: give one of this host's addresses with --ip")
 }

@@ -11,7 +11,11 @@
 #                                           atomic and a latency test both ways,
 #                                           and 1% loss both ways; UC (-c UC on
 #                                           write_bw, send_bw, write_lat and
-#                                           send_lat, and uc_pingpong), both ways
+#                                           send_lat, and uc_pingpong), both ways;
+#                                           rdma_cm: librdmacm's rping (IPv4,
+#                                           IPv6, and a REJ each way),
+#                                           rdma_server/rdma_client and ucmatose,
+#                                           both ways
 #   sudo test/interop/interop.sh --full     every test x direction x link x MTU
 #                                           x message size over IPv4 (the xdp
 #                                           link at 64 KiB), write and read over
@@ -182,6 +186,11 @@ if ! $flags && ! $full; then
 	for dir in rxe-server gorxe-server; do
 		cases+=("$dir rping udp 1024 4 64 0" "$dir rping udp 1024 6 4000 0" "$dir rping-rej udp 1024 4 64 0")
 	done
+	# librdmacm's rdma_server/rdma_client (one 16-byte SEND each way) and
+	# ucmatose (two connections, ten 100-byte SENDs each way on each).
+	for dir in rxe-server gorxe-server; do
+		cases+=("$dir rdma_cm udp 1024 4 16 0" "$dir ucmatose udp 1024 4 100 0")
+	done
 fi
 if [ -n "$only" ]; then
 	picked=()
@@ -264,11 +273,15 @@ cmdline() {
 # reports FILE: how many result lines a perftest table in FILE has.
 reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || true; }
 
-# vm_rping DIRECTION TEST IP SIZE: the VM's command for an rping case. As server
-# it listens on its own address (rping-rej: nothing listens, and the VM
-# waits); as client it pings gorxe's, or (rping-rej) a port gorxe's
-# connection manager has no listener on.
-vm_rping() {
+# cmcase TEST: whether a case runs one of librdmacm's tools, which
+# connect with rdma_cm and take options of their own.
+cmcase() { case $1 in rping | rping-rej | rdma_cm | ucmatose) return 0 ;; esac; return 1; }
+
+# vm_cm DIRECTION TEST IP SIZE: the VM's command for an rdma_cm case. As
+# server it listens on its own address (rping-rej: nothing listens, and
+# the VM waits); as client it connects to gorxe's, or (rping-rej) to a
+# port gorxe's connection manager has no listener on.
+vm_cm() {
 	local own=10.9.0.2 gx=10.9.0.1
 	[ "$3" = 6 ] && own=fd09::2 gx=fd09::1
 	case $1/$2 in
@@ -276,18 +289,27 @@ vm_rping() {
 	gorxe-server/rping) echo "rping -c -a $gx -C 100 -v -V -S $4" ;;
 	rxe-server/rping-rej) echo "sleep 8" ;;
 	gorxe-server/rping-rej) echo "rping -c -a $gx -p 7175 -C 1" ;;
+	rxe-server/rdma_cm) echo "rdma_server" ;;
+	gorxe-server/rdma_cm) echo "rdma_client -s $gx" ;;
+	rxe-server/ucmatose) echo "ucmatose -c 2 -S $4" ;;
+	gorxe-server/ucmatose) echo "ucmatose -s $gx -c 2 -S $4" ;;
 	esac
 }
 
-# host_rping DIRECTION TEST IP SIZE: gorxe rping's options on the host.
-host_rping() {
+# host_cm DIRECTION TEST IP SIZE: gorxe's command line (after the binary)
+# for an rdma_cm case.
+host_cm() {
 	local own=10.9.0.1 vm=10.9.0.2
 	[ "$3" = 6 ] && own=fd09::1 vm=fd09::2
 	case $1/$2 in
-	rxe-server/rping) echo "-c -a $vm -C 100 -v -V -S $4 --ip $own" ;;
-	gorxe-server/rping) echo "-s -a $own -v -S $4" ;;
-	rxe-server/rping-rej) echo "-c -a $vm -C 1 --ip $own" ;;
-	gorxe-server/rping-rej) echo "-s -a $own" ;;
+	rxe-server/rping) echo "rping -c -a $vm -C 100 -v -V -S $4 --ip $own" ;;
+	gorxe-server/rping) echo "rping -s -a $own -v -S $4" ;;
+	rxe-server/rping-rej) echo "rping -c -a $vm -C 1 --ip $own" ;;
+	gorxe-server/rping-rej) echo "rping -s -a $own" ;;
+	rxe-server/rdma_cm) echo "rdma_client -s $vm --ip $own" ;;
+	gorxe-server/rdma_cm) echo "rdma_server --ip $own" ;;
+	rxe-server/ucmatose) echo "ucmatose -s $vm -c 2 -S $4 --ip $own" ;;
+	gorxe-server/ucmatose) echo "ucmatose -c 2 -S $4 --ip $own" ;;
 	esac
 }
 
@@ -340,7 +362,7 @@ session() {
 			fi
 			local opts="$(cmdline "$peer" "$gid -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl")" "$fl")"
 			local vmc="$(vmcmd "$t") $opts"
-			[[ $t == rping* ]] && vmc=$(vm_rping "$dir" "$t" "$ip" "$size")
+			cmcase "$t" && vmc=$(vm_cm "$dir" "$t" "$ip" "$size")
 			echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
 			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
@@ -390,9 +412,9 @@ session() {
 			stop="timeout -s INT 8" # the client
 			[ "$dir" = gorxe-server ] && stop="timeout -s INT 14"
 		fi
-		if [[ $t == rping* ]]; then
+		if cmcase "$t"; then
 			[ "$t/$dir" = rping-rej/gorxe-server ] && stop="timeout 20" # it listens on, unasked
-			ip netns exec $ns $stop "$cache/gorxe" rping $(host_rping "$dir" "$t" "$ip" "$size") > "$run/gorxe.$n.out" 2>&1
+			ip netns exec $ns $stop "$cache/gorxe" $(host_cm "$dir" "$t" "$ip" "$size") > "$run/gorxe.$n.out" 2>&1
 		else
 			ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
 		fi
@@ -429,6 +451,14 @@ session() {
 		else
 			{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
 		fi
+		# The C programs' last lines say how they ended, on both sides.
+		local end=""
+		case $t in rdma_cm) end="end 0" ;; ucmatose) end="return status 0" ;; esac
+		if [ -n "$end" ] && [ $verdict = pass ]; then
+			local ends
+			ends=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "$end" || true)
+			[ "$ends" = 2 ] || verdict=FAIL note=" ($ends lines with '$end', want one each side)"
+		fi
 		# rping prints a line a ping (-v) on each side.
 		if [ "$t" = rping ] && [ $verdict = pass ]; then
 			local pings
@@ -450,7 +480,8 @@ session() {
 		fi
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
 		[ "$vm" != 1 ] && note="$note (VM $vm)"
-		local tool=perftest; [[ $t == ?c_pingpong ]] && tool=ibv_$t; [[ $t == rping* ]] && tool=rping
+		local tool=perftest; [[ $t == ?c_pingpong ]] && tool=ibv_$t
+		cmcase "$t" && tool=$(vm_cm "$dir" "$t" "$ip" "$size" | cut -d' ' -f1)
 		line[$n]=$(caseline $verdict $n "gorxe=$g $tool=${p:-?}$note")
 		echo "${line[$n]}"
 		i=$((i + 1))

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/gorxe/gorxe/cmtool"
+	"github.com/gorxe/gorxe/internal/getopt"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// cmToolRun is the command line of one of librdmacm's example programs:
+// rdma_server, rdma_client or ucmatose.
+type cmToolRun struct {
+	link    linkFlags
+	server  string // -s (rdma_client, ucmatose): the server's address
+	bind    string // -b (ucmatose): the address to bind
+	port    int    // -p
+	format  string // -f (ucmatose)
+	space   string // -P (ucmatose)
+	tos     int    // -t (ucmatose)
+	migrate bool   // -m (ucmatose)
+	trace   bool   // --cm-trace
+	p       cmtool.CMAToseParams
+	help    bool
+}
+
+type cmToolOption = toolOption[cmToolRun]
+
+// cmToolOptions returns the options of tool, as its getopt string has
+// them (rdma_server "p:", rdma_client "s:p:", cmatose
+// "s:b:f:P:c:C:S:t:p:m"), and gorxe's.
+func cmToolOptions(tool string) []cmToolOption {
+	str, num, flag := setString[cmToolRun], setInt[cmToolRun], setTrue[cmToolRun]
+	const (
+		no  = getopt.NoArg
+		req = getopt.RequiredArg
+	)
+	port := cmToolOption{'p', "", req, honoured, false, "port number (7471)", num(func(r *cmToolRun) *int { return &r.port })}
+	server := cmToolOption{'s', "", req, honoured, false, "server address", str(func(r *cmToolRun) *string { return &r.server })}
+	var opts []cmToolOption
+	switch tool {
+	case "rdma_server":
+		opts = []cmToolOption{port}
+	case "rdma_client":
+		opts = []cmToolOption{server, port}
+	case "ucmatose":
+		opts = []cmToolOption{
+			server,
+			{'b', "", req, honoured, false, "bind address", str(func(r *cmToolRun) *string { return &r.bind })},
+			{'f', "", req, honoured, false, "address format: name, ip or ipv6 (gid is refused)", str(func(r *cmToolRun) *string { return &r.format })},
+			{'P', "", req, honoured, false, "port space: tcp (ib is refused)", str(func(r *cmToolRun) *string { return &r.space })},
+			{'c', "", req, honoured, false, "connections (1)", num(func(r *cmToolRun) *int { return &r.p.Connections })},
+			{'C', "", req, honoured, false, "message count (10)", num(func(r *cmToolRun) *int { return &r.p.MessageCount })},
+			{'S', "", req, honoured, false, "message size (100)", num(func(r *cmToolRun) *int { return &r.p.MessageSize })},
+			{'t', "", req, honoured, false, "type of service: the connections' IP traffic class", num(func(r *cmToolRun) *int { return &r.tos })},
+			port,
+			{'m', "", no, accepted, false, "migrate to a new event channel: gorxe has none to migrate", flag(func(r *cmToolRun) *bool { return &r.migrate })},
+		}
+	}
+	opts = append(opts,
+		cmToolOption{0, "cm-trace", no, honoured, true, "print every connection-manager message to stderr", flag(func(r *cmToolRun) *bool { return &r.trace })},
+		cmToolOption{'h', "help", no, honoured, true, "print this help", flag(func(r *cmToolRun) *bool { return &r.help })})
+	return append(opts, linkOptions(func(r *cmToolRun) *linkFlags { return &r.link },
+		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host) or xdp (AF_XDP on --dev's interface, root)",
+		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the route to the server's host; a server must give it)")...)
+}
+
+func parseCMTool(tool string, args []string) (*cmToolRun, error) {
+	r := &cmToolRun{port: cmtool.DefaultPort, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams()}
+	operands, err := parseOptions(cmToolOptions(tool), r, args, false)
+	if err != nil || r.help {
+		return r, err
+	}
+	if len(operands) > 0 {
+		return r, fmt.Errorf("unexpected operands %q", operands)
+	}
+	r.link.kind = cmp.Or(r.link.kind, "udp")
+	switch {
+	case r.port <= 0 || r.port > 65535:
+		return r, fmt.Errorf("-p %d: not a port", r.port)
+	case r.tos < 0 || r.tos > 255:
+		return r, fmt.Errorf("-t %d: a type of service is 0 to 255", r.tos)
+	case strings.HasPrefix(strings.ToLower(r.format), "gid"):
+		return r, fmt.Errorf("%w: -f gid: gorxe's connection manager takes IP addresses (RoCE), not AF_IB GIDs", errRefused)
+	case r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "tcp"):
+		return r, fmt.Errorf("%w: -P %s: gorxe's connection manager has the TCP port space only", errRefused, r.space)
+	case r.link.kind == "mem":
+		return r, errors.New("--link mem: the peer is another process: use --link udp, tap or xdp")
+	}
+	r.p.TOS = uint8(r.tos)
+	if err := r.p.Check(); err != nil {
+		return r, err
+	}
+	if err := r.link.validateKind(); err != nil {
+		return r, err
+	}
+	return r, r.link.validateCC()
+}
+
+func cmToolUsage(w io.Writer, tool string) {
+	fmt.Fprintf(w, "Usage: gorxe %s [options]\n\n", tool)
+	switch tool {
+	case "rdma_server":
+		fmt.Fprintf(w, "librdmacm's rdma_server: takes one connection on port 7471 (rdma_cm, no TCP),\nreceives a 16-byte message, answers with one, disconnects.\n")
+	case "rdma_client":
+		fmt.Fprintf(w, "librdmacm's rdma_client: connects to -s's port 7471 with rdma_cm, sends a\n16-byte message, receives the answer, disconnects.\n")
+	case "ucmatose":
+		fmt.Fprintf(w, "librdmacm's ucmatose (cmatose): -c connections with rdma_cm; the server sends -C\nmessages of -S bytes on each, the client answers with as many; the server\ndisconnects. Without -s it is the server.\n")
+	}
+	printOptions(w, cmToolOptions(tool), tool)
+}
+
+func runRdmaServer(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("rdma_server", args, stdout, stderr)
+}
+func runRdmaClient(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("rdma_client", args, stdout, stderr)
+}
+func runUCMATose(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("ucmatose", args, stdout, stderr)
+}
+
+// runCMTool runs one of librdmacm's examples. A run that fails exits 1,
+// where the C programs exit with their int's low byte.
+func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
+	name := "gorxe " + tool
+	r, err := parseCMTool(tool, args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if !refusal(err) {
+			fmt.Fprintf(stderr, "Run \"%s -h\" for the options.\n", name)
+		}
+		return exitUsage
+	}
+	if r.help {
+		cmToolUsage(stdout, tool)
+		return exitOK
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitError
+	}
+	client := tool == "rdma_client" || tool == "ucmatose" && r.server != ""
+	if tool == "rdma_client" {
+		r.server = cmp.Or(r.server, "127.0.0.1") // rdma_client.c's default
+	}
+	peer, err := resolveHost(r.server)
+	if err != nil {
+		return fail(err)
+	}
+	local, err := cmLocal(r.link, r.bind, peer, client)
+	if err != nil {
+		return fail(err)
+	}
+	dev, m, err := openCM(r.link, local, r.trace)
+	if err != nil {
+		return fail(err)
+	}
+	defer dev.Close()
+	defer m.Close()
+	var bind netip.Addr
+	if r.bind != "" {
+		if bind, err = resolveHost(r.bind); err != nil {
+			return fail(err)
+		}
+	}
+	server := netip.AddrPortFrom(peer, uint16(r.port))
+	switch {
+	case tool == "rdma_client":
+		if cmtool.RdmaClient(ctx, m, dev, server, bind, stdout) != nil {
+			return exitError
+		}
+	case tool == "ucmatose" && client:
+		if cmtool.CMAToseClient(ctx, m, dev, server, bind, r.p, stdout) != 0 {
+			return exitError
+		}
+	default:
+		l, err := m.Listen(bind, uint16(r.port))
+		if err != nil {
+			return fail(err)
+		}
+		defer l.Close()
+		if tool == "rdma_server" {
+			if err := cmtool.RdmaServer(ctx, dev, l, stdout); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", name, err)
+				return exitError
+			}
+		} else if cmtool.CMAToseServer(ctx, dev, l, r.p, stdout) != 0 {
+			return exitError
+		}
+	}
+	return exitOK
+}
