@@ -63,3 +63,44 @@ func TestRping(t *testing.T) {
 		_ = server
 	})
 }
+
+// TestCMTools runs librdmacm's rdma_server/rdma_client and ucmatose, as
+// gorxe has them, between two namespaces over the udp link: each side
+// prints the C program's lines and ends with status 0.
+func TestCMTools(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	for _, v := range []struct {
+		name       string
+		srv, cli   []string
+		srvEnd     string
+		cliEnd     string
+		wantOutput []string
+	}{
+		{"rdma_server", []string{"rdma_server", "--ip", "10.77.0.2"}, []string{"rdma_client", "-s", "10.77.0.2"},
+			"rdma_server: end 0\n", "rdma_client: end 0\n", nil},
+		{"ucmatose", []string{"ucmatose", "--ip", "10.77.0.2", "-c", "3", "-C", "20", "-S", "3000"},
+			[]string{"ucmatose", "-s", "10.77.0.2", "-c", "3", "-C", "20", "-S", "3000"},
+			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			server := start(t, b, v.srv...)
+			time.Sleep(time.Second)
+			client := start(t, a, v.cli...)
+			for _, g := range []*gorxe{client, server} {
+				if err := g.wait(t, 60*time.Second); err != nil {
+					t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", g.cmd.Args[3:], err, g.out.String(), g.errOut.String())
+				}
+			}
+			if !strings.HasSuffix(server.out.String(), v.srvEnd) || !strings.HasSuffix(client.out.String(), v.cliEnd) {
+				t.Fatalf("server printed\n%s\nclient printed\n%s", server.out.String(), client.out.String())
+			}
+			for _, w := range v.wantOutput {
+				if !strings.Contains(server.out.String(), w) || !strings.Contains(client.out.String(), w) {
+					t.Fatalf("no %q in\n%s\n%s", w, server.out.String(), client.out.String())
+				}
+			}
+		})
+	}
+}
