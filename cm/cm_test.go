@@ -16,6 +16,7 @@ import (
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
 	wcm "github.com/gorxe/gorxe/wire/cm"
 	"github.com/gorxe/gorxe/wire/mad"
 )
@@ -356,4 +357,150 @@ func TestStartingPSNs(t *testing.T) {
 		t.Fatalf("the active side sent from %#x, the passive from %#x; want the REP's %#x and the REQ's %#x",
 			firstPSN["active"], firstPSN["passive"], uint32(rep.StartingPSN), uint32(req.StartingPSN))
 	}
+}
+
+// rejSeen has the link report the reason of each REJ it sends.
+func rejSeen(l *mem.Link) func() []wcm.RejReason {
+	var mu sync.Mutex
+	var reasons []wcm.RejReason
+	l.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
+		var p wire.Packet
+		if wire.ParseIP(&p, pkt) == nil && p.BTH.DestQP() == rnic.GSIQPN {
+			if m, _, err := wcm.Decode(p.Payload); err == nil {
+				if rej, ok := m.(*wcm.REJ); ok {
+					mu.Lock()
+					reasons = append(reasons, rej.Reason)
+					mu.Unlock()
+				}
+			}
+		}
+		return false
+	}})
+	return func() []wcm.RejReason {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]wcm.RejReason(nil), reasons...)
+	}
+}
+
+// rawREQ is a REQ to b's port 7174 from a's address, as a's manager would
+// send it, for QP qpn.
+func rawREQ(a, b *host, commID uint32, qpn uint32) []byte {
+	src, dst := a.dev.GIDs()[0].Unmap(), b.dev.GIDs()[0].Unmap()
+	req := &wcm.REQ{LocalCommID: commID, ServiceID: wcm.ServiceID(wcm.PortSpaceTCP, 7174), LocalCAGUID: 0x1234,
+		LocalQPN: bth.QPN(qpn), TransportType: wcm.TransportRC, StartingPSN: 1, PKey: 0xffff, PathMTU: wcm.MTU1024,
+		RetryCount: 7, RNRRetryCount: 7, RemoteCMResponseTimeout: 12, LocalCMResponseTimeout: 12,
+		Primary: wcm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: src, RemoteGID: dst, HopLimit: 64, LocalACKTimeout: 14}}
+	hdr := wcm.CMAHeader{SrcPort: 40000, Src: src, Dst: dst}
+	hdr.Encode(req.PrivateData[:])
+	return wcm.Append(nil, 7, req)
+}
+
+// TestStaleREQ: a REQ from the peer of an established connection that
+// names that connection's QP again is rejected as stale (10), and the
+// connection goes on.
+func TestStaleREQ(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	rejs := rejSeen(b.link)
+	ca, cb := connect(t, a, b)
+	raw := udSenderOn(t, a.dev)
+	raw.send(t, b.dev.GIDs()[0], rawREQ(a, b, 0xabcd, uint32(ca.QP().Num())))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rejs()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := rejs(); len(got) != 1 || got[0] != wcm.RejStaleConn {
+		t.Fatalf("REJs %v, want one stale connection (10)", got)
+	}
+	checkWrite(t, a, b, ca, cb)
+}
+
+// TestDuplicateREQ: a REQ sent again after the REP went out is answered
+// with the same REP, and makes no second connection.
+func TestDuplicateREQ(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	var mu sync.Mutex
+	var reps []wcm.REP
+	b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
+		var p wire.Packet
+		if wire.ParseIP(&p, pkt) == nil && p.BTH.DestQP() == rnic.GSIQPN {
+			if m, _, err := wcm.Decode(p.Payload); err == nil {
+				if rep, ok := m.(*wcm.REP); ok {
+					mu.Lock()
+					reps = append(reps, *rep)
+					mu.Unlock()
+				}
+			}
+		}
+		return false
+	}})
+	l, err := b.m.Listen(netip.Addr{}, 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := udSenderOn(t, a.dev)
+	req := rawREQ(a, b, 0x5555, 0x99)
+	raw.send(t, b.dev.GIDs()[0], req)
+	r, err := l.Accept(ctxFor(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Accept(b.params("")); err != nil {
+		t.Fatal(err)
+	}
+	raw.send(t, b.dev.GIDs()[0], req) // the same REQ again
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(reps)
+		mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reps) < 2 || reps[0] != reps[1] || reps[0].RemoteCommID != 0x5555 {
+		t.Fatalf("REPs %v: want the same REP twice for comm ID 0x5555", len(reps))
+	}
+	select {
+	case r, ok := <-acceptNow(l):
+		if ok {
+			t.Fatalf("the duplicate REQ made a second request: %v", r)
+		}
+	default:
+	}
+}
+
+func acceptNow(l *cm.Listener) <-chan *cm.Request {
+	c := make(chan *cm.Request, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if r, err := l.Accept(ctx); err == nil {
+			c <- r
+		}
+		close(c)
+	}()
+	return c
+}
+
+// TestREQStorm: a thousand REQs from one host while a connection is up:
+// the listener's backlog holds what it can, the rest are dropped, and the
+// connection carries data all along.
+func TestREQStorm(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	ca, cb := connect(t, a, b) // leaves its listener on 7174, never accepting again
+	raw := udSenderOn(t, a.dev)
+	for i := range 1000 {
+		raw.send(t, b.dev.GIDs()[0], rawREQ(a, b, uint32(0x10000+i), uint32(0x1000+i)))
+		if i%100 == 0 {
+			checkWrite(t, a, b, ca, cb)
+		}
+	}
+	checkWrite(t, a, b, ca, cb)
 }

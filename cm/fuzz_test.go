@@ -77,7 +77,15 @@ func newUDSender(t testing.TB, f *mem.Fabric, addr string) *udSender {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dev.Close() })
+	return udSenderOn(t, dev)
+}
+
+// udSenderOn makes a UD QP on dev that sends raw MADs to QP 1s, from
+// dev's address.
+func udSenderOn(t testing.TB, dev *rnic.Device) *udSender {
+	t.Helper()
 	s := &udSender{dev: dev, pd: dev.AllocPD(), ahs: map[netip.Addr]*qp.AH{}}
+	var err error
 	if s.cq, err = dev.CreateCQ(16); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +97,7 @@ func newUDSender(t testing.TB, f *mem.Fabric, addr string) *udSender {
 		a    qp.Attr
 		mask qp.AttrMask
 	}{
-		{qp.Attr{State: qp.StateInit, Port: 1, QKey: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
+		{qp.Attr{State: qp.StateInit, Port: 1, QKey: deth.GSIQKey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey}, // a Q_Key with the high bit set sends the QP's own
 		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
 		{qp.Attr{State: qp.StateRTS}, qp.AttrState | qp.AttrSQPSN},
 	} {
@@ -100,7 +108,7 @@ func newUDSender(t testing.TB, f *mem.Fabric, addr string) *udSender {
 	return s
 }
 
-func (s *udSender) send(t *testing.T, dst netip.Addr, b []byte) {
+func (s *udSender) send(t testing.TB, dst netip.Addr, b []byte) {
 	ah := s.ahs[dst]
 	if ah == nil {
 		var err error
@@ -117,7 +125,7 @@ func (s *udSender) send(t *testing.T, dst netip.Addr, b []byte) {
 
 // checkWrite has a's side of the connection WRITE to b's and waits for
 // it: the connection is up and carries data.
-func checkWrite(t *testing.T, a, b *host, ca, cb *cm.Conn) {
+func checkWrite(t testing.TB, a, b *host, ca, cb *cm.Conn) {
 	t.Helper()
 	select {
 	case <-ca.Disconnected():
