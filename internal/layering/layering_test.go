@@ -35,13 +35,16 @@ var layers = []struct{ pkg, may string }{
 	{"mr", "internal/... wire/..."},     // memory regions; keys are wire's
 	{"qp", "mr cq wire/..."},            // the verbs' types
 	{"congestion", "internal/monotime"}, // DCQCN: a leaf the transport plugs in
-	{"rnic", "internal/rc congestion qp mr cq link wire/... internal/..."},                       // the device: links to QP engines
-	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},                 // a scripted peer for tests
-	{"perftest", "rnic congestion qp mr cq link/... wire/... internal/..."},                      // perftest's protocol over gorxe
-	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                      // ibv_rc_pingpong's exchange and run over gorxe
-	{"sim", "rnic congestion qp mr cq link/... wire/... internal/..."},                           // DCQCN scenarios: devices on the fabric in virtual time
-	{"cmd/...", "sim pingpong perftest rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
-	{"test/...", "perftest rnic congestion qp mr cq link/... wire/... internal/..."},             // system tests and benchmarks
+	{"rnic", "internal/rc congestion qp mr cq link wire/... internal/..."},                                       // the device: links to QP engines
+	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},                                 // a scripted peer for tests
+	{"perftest", "rnic congestion qp mr cq link/... wire/... internal/..."},                                      // perftest's protocol over gorxe
+	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                                      // ibv_rc_pingpong's exchange and run over gorxe
+	{"sim", "rnic congestion qp mr cq link/... wire/... internal/..."},                                           // DCQCN scenarios: devices on the fabric in virtual time
+	{"cm", "rnic qp mr cq wire/... internal/..."},                                                                // the connection manager on QP 1, above the device
+	{"rping", "cm rnic qp mr cq wire/... internal/..."},                                                          // librdmacm's rping over cm
+	{"cmtool", "cm rnic qp mr cq wire/... internal/..."},                                                         // librdmacm's rdma_server/client, ucmatose over cm
+	{"cmd/...", "sim pingpong perftest rping cmtool cm rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
+	{"test/...", "perftest cm rnic congestion qp mr cq link/... wire/... internal/..."},                          // system tests and benchmarks
 }
 
 // match reports whether pkg, a path below the module, matches pattern.
