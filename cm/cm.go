@@ -92,6 +92,14 @@ type Manager struct {
 	closed    bool
 	listeners map[uint16]*Listener // by port
 	conns     map[uint32]*Conn     // by local communication ID
+
+	// Service ID resolution (sidr.go): this side's outstanding
+	// SIDR_REQs by request ID, the UDP port space's listeners, and the
+	// requests taken (pending) and answered, for duplicates.
+	sidr         map[uint32]*sidrWait
+	udListeners  map[uint16]*UDListener
+	sidrPending  map[sidrKey]bool
+	sidrAnswered map[sidrKey]*UDRequest
 	ahs       map[ahKey]*qp.AH
 	tidHi     uint32
 	stats     Stats
@@ -130,6 +138,8 @@ func New(dev *rnic.Device, cfg Config) (*Manager, error) {
 	m := &Manager{
 		dev: dev, cfg: cfg, pd: dev.AllocPD(), buf: make([]byte, slots*slotLen),
 		listeners: make(map[uint16]*Listener), conns: make(map[uint32]*Conn), ahs: make(map[ahKey]*qp.AH),
+		sidr: make(map[uint32]*sidrWait), udListeners: make(map[uint16]*UDListener),
+		sidrPending: make(map[sidrKey]bool), sidrAnswered: make(map[sidrKey]*UDRequest),
 		done: make(chan struct{}),
 	}
 	var b [12]byte
@@ -188,6 +198,12 @@ func (m *Manager) Close() error {
 	}
 	for _, l := range m.listeners {
 		l.closeLocked()
+	}
+	for _, l := range m.udListeners {
+		l.closeLocked()
+	}
+	for _, w := range m.sidr {
+		m.sidrEnd(w, ErrClosed)
 	}
 	m.mu.Unlock()
 	close(m.done)
@@ -286,9 +302,9 @@ func (m *Manager) handle(grh, b []byte) {
 			c.handleDREP()
 		}
 	case *cm.SIDRREQ:
-		// No UD services yet: say so, as the kernel does for an unknown
-		// service ID.
-		m.sendLocked(peer, tid, &cm.SIDRREP{RequestID: msg.RequestID, Status: cm.SIDRUnsupported, ServiceID: msg.ServiceID})
+		m.handleSIDRREQ(peer, tid, msg)
+	case *cm.SIDRREP:
+		m.handleSIDRREP(peer, msg)
 	default:
 		m.stats.Dropped++
 	}
@@ -306,6 +322,17 @@ func (m *Manager) lookup(ours uint32, peer peerAddr, theirs uint32) *Conn {
 		return nil
 	}
 	return c
+}
+
+// localFor returns the device's first address of dst's family that is not
+// link-local, or the zero Addr.
+func (m *Manager) localFor(dst netip.Addr) netip.Addr {
+	for _, g := range m.dev.GIDs() {
+		if g := g.Unmap(); g.Is4() == dst.Is4() && !g.IsLinkLocalUnicast() {
+			return g
+		}
+	}
+	return netip.Addr{}
 }
 
 // peerAddr is a peer's address and the local address it talks to.

@@ -504,3 +504,46 @@ func TestREQStorm(t *testing.T) {
 	}
 	checkWrite(t, a, b, ca, cb)
 }
+
+// TestSIDR: ResolveUD finds the UD QP a UDP-port-space listener names,
+// with its Q_Key and private data; a port nobody listens on answers
+// "unsupported" at once; a lost SIDR_REQ is sent again.
+func TestSIDR(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	l, err := b.m.ListenUD(netip.Addr{}, 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			r, err := l.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			if string(r.PrivateData()[:2]) != "hi" {
+				r.Reject(nil)
+				continue
+			}
+			r.Answer(0x123, cm.UDPQKey, []byte("ud here"))
+		}
+	}()
+	sent := dropFirst(a.link, mad.AttrSIDRREQ)
+	svc, err := a.m.ResolveUD(ctxFor(t, 10*time.Second), netip.MustParseAddrPort("10.0.0.2:7174"), netip.Addr{}, []byte("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.QPN != 0x123 || svc.QKey != cm.UDPQKey || string(svc.PrivateData[:7]) != "ud here" {
+		t.Fatalf("resolved %+v", svc)
+	}
+	if n := sent(); n != 2 {
+		t.Fatalf("%d SIDR_REQs sent, want the lost one and one more", n)
+	}
+	var se *cm.ErrSIDR
+	if _, err := a.m.ResolveUD(ctxFor(t, 10*time.Second), netip.MustParseAddrPort("10.0.0.2:9"), netip.Addr{}, nil); !errors.As(err, &se) || se.Status != wcm.SIDRUnsupported {
+		t.Fatalf("resolving a port nobody listens on: %v", err)
+	}
+	if _, err := a.m.ResolveUD(ctxFor(t, 10*time.Second), netip.MustParseAddrPort("10.0.0.2:7174"), netip.Addr{}, []byte("no")); !errors.As(err, &se) || se.Status != wcm.SIDRReject {
+		t.Fatalf("a rejected resolution: %v", err)
+	}
+}

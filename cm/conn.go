@@ -157,12 +157,7 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 	dst := raddr.Addr().Unmap()
 	local := p.Local.Unmap()
 	if !local.IsValid() {
-		for _, g := range m.dev.GIDs() {
-			if g.Unmap().Is4() == dst.Is4() && !g.Unmap().IsLinkLocalUnicast() {
-				local = g.Unmap()
-				break
-			}
-		}
+		local = m.localFor(dst)
 	}
 	sgid := m.dev.GIDIndex(local)
 	if sgid < 0 {
