@@ -100,9 +100,9 @@ type Manager struct {
 	udListeners  map[uint16]*UDListener
 	sidrPending  map[sidrKey]bool
 	sidrAnswered map[sidrKey]*UDRequest
-	ahs       map[ahKey]*qp.AH
-	tidHi     uint32
-	stats     Stats
+	ahs          map[ahKey]*qp.AH
+	tidHi        uint32
+	stats        Stats
 
 	done chan struct{}
 	wg   sync.WaitGroup
