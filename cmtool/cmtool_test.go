@@ -104,3 +104,32 @@ func TestCMAToseRejected(t *testing.T) {
 		t.Fatalf("returned %d, printed\n%s", ret, cout.String())
 	}
 }
+
+// TestUDAddy: udaddy's server and client over two UD "connections"
+// resolved with SIDR: ten messages each way on each, the server answering
+// to the QPN the immediate data names, and both print udaddy's lines.
+func TestUDAddy(t *testing.T) {
+	f := mem.NewFabric()
+	sdev, sm := open(t, f, "10.0.0.2")
+	cdev, cm := open(t, f, "10.0.0.1")
+	l, err := sm.ListenUD(netip.Addr{}, cmtool.UDAddyPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cmtool.DefaultCMAToseParams()
+	p.Connections = 2
+	var sout, cout bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- cmtool.UDAddyServer(ctx(t), sdev, l, p, &sout) }()
+	if ret := cmtool.UDAddyClient(ctx(t), cm, cdev, netip.MustParseAddr("10.0.0.2"), netip.Addr{}, p, &cout); ret != 0 {
+		t.Fatalf("client returned %d:\n%s", ret, cout.String())
+	}
+	if ret := <-done; ret != 0 {
+		t.Fatalf("server returned %d:\n%s", ret, sout.String())
+	}
+	wantS := "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
+	wantC := "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\nreceiving data transfers\ndata transfers complete\ntest complete\nreturn status 0\n"
+	if sout.String() != wantS || cout.String() != wantC {
+		t.Fatalf("server printed\n%s\nclient printed\n%s", sout.String(), cout.String())
+	}
+}

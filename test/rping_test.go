@@ -64,7 +64,7 @@ func TestRping(t *testing.T) {
 	})
 }
 
-// TestCMTools runs librdmacm's rdma_server/rdma_client and ucmatose, as
+// TestCMTools runs librdmacm's rdma_server/rdma_client, ucmatose and udaddy, as
 // gorxe has them, between two namespaces over the udp link: each side
 // prints the C program's lines and ends with status 0.
 func TestCMTools(t *testing.T) {
@@ -82,6 +82,8 @@ func TestCMTools(t *testing.T) {
 			"rdma_server: end 0\n", "rdma_client: end 0\n", nil},
 		{"ucmatose", []string{"ucmatose", "--ip", "10.77.0.2", "-c", "3", "-C", "20", "-S", "3000"},
 			[]string{"ucmatose", "-s", "10.77.0.2", "-c", "3", "-C", "20", "-S", "3000"},
+			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
+		{"udaddy", []string{"udaddy", "--ip", "10.77.0.2", "-c", "2"}, []string{"udaddy", "-s", "10.77.0.2", "-c", "2"},
 			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
 	} {
 		t.Run(v.name, func(t *testing.T) {

@@ -52,6 +52,18 @@ func cmToolOptions(tool string) []cmToolOption {
 		opts = []cmToolOption{port}
 	case "rdma_client":
 		opts = []cmToolOption{server, port}
+	case "udaddy":
+		opts = []cmToolOption{
+			server,
+			{'b', "", req, honoured, false, "bind address", str(func(r *cmToolRun) *string { return &r.bind })},
+			{'c', "", req, honoured, false, "connections (1)", num(func(r *cmToolRun) *int { return &r.p.Connections })},
+			{'C', "", req, honoured, false, "message count (10)", num(func(r *cmToolRun) *int { return &r.p.MessageCount })},
+			{'S', "", req, honoured, false, "message size (100, at most the MTU)", num(func(r *cmToolRun) *int { return &r.p.MessageSize })},
+			{'t', "", req, honoured, false, "type of service: the IP traffic class", num(func(r *cmToolRun) *int { return &r.tos })},
+			{'p', "", req, honoured, false, "port space as a number: 0x111 (UDP, the default); others are refused", str(func(r *cmToolRun) *string { return &r.space })},
+			{'P', "", req, honoured, false, "port space: udp (ipoib is refused)", str(func(r *cmToolRun) *string { return &r.space })},
+			{'f', "", req, honoured, false, "address format: name, ip or ipv6 (gid is refused)", str(func(r *cmToolRun) *string { return &r.format })},
+		}
 	case "ucmatose":
 		opts = []cmToolOption{
 			server,
@@ -91,7 +103,9 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 		return r, fmt.Errorf("-t %d: a type of service is 0 to 255", r.tos)
 	case strings.HasPrefix(strings.ToLower(r.format), "gid"):
 		return r, fmt.Errorf("%w: -f gid: gorxe's connection manager takes IP addresses (RoCE), not AF_IB GIDs", errRefused)
-	case r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "tcp"):
+	case tool == "udaddy" && r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "udp") && !isUDPSpace(r.space):
+		return r, fmt.Errorf("%w: port space %s: udaddy runs in the UDP port space only in gorxe", errRefused, r.space)
+	case tool != "udaddy" && r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "tcp"):
 		return r, fmt.Errorf("%w: -P %s: gorxe's connection manager has the TCP port space only", errRefused, r.space)
 	case r.link.kind == "mem":
 		return r, errors.New("--link mem: the peer is another process: use --link udp, tap or xdp")
@@ -113,6 +127,8 @@ func cmToolUsage(w io.Writer, tool string) {
 		fmt.Fprintf(w, "librdmacm's rdma_server: takes one connection on port 7471 (rdma_cm, no TCP),\nreceives a 16-byte message, answers with one, disconnects.\n")
 	case "rdma_client":
 		fmt.Fprintf(w, "librdmacm's rdma_client: connects to -s's port 7471 with rdma_cm, sends a\n16-byte message, receives the answer, disconnects.\n")
+	case "udaddy":
+		fmt.Fprintf(w, "librdmacm's udaddy: UD QPs found with service ID resolution (SIDR) on port 7174\nof rdma_cm's UDP port space; the client sends -C messages of -S bytes from each\nof -c QPs, the server answers each. Without -s it is the server.\n")
 	case "ucmatose":
 		fmt.Fprintf(w, "librdmacm's ucmatose (cmatose): -c connections with rdma_cm; the server sends -C\nmessages of -S bytes on each, the client answers with as many; the server\ndisconnects. Without -s it is the server.\n")
 	}
@@ -127,6 +143,16 @@ func runRdmaClient(args []string, stdout, stderr io.Writer) int {
 }
 func runUCMATose(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("ucmatose", args, stdout, stderr)
+}
+func runUDAddy(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("udaddy", args, stdout, stderr)
+}
+
+// isUDPSpace reports whether v names rdma_cm's UDP port space as a number
+// (udaddy's -p): 0x111, or 273.
+func isUDPSpace(v string) bool {
+	var n int
+	return parseInt(v, &n) == nil && n == 0x111
 }
 
 // runCMTool runs one of librdmacm's examples. A run that fails exits 1,
@@ -151,7 +177,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
-	client := tool == "rdma_client" || tool == "ucmatose" && r.server != ""
+	client := tool == "rdma_client" || (tool == "ucmatose" || tool == "udaddy") && r.server != ""
 	if tool == "rdma_client" {
 		r.server = cmp.Or(r.server, "127.0.0.1") // rdma_client.c's default
 	}
@@ -183,6 +209,19 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		}
 	case tool == "ucmatose" && client:
 		if cmtool.CMAToseClient(ctx, m, dev, server, bind, r.p, stdout) != 0 {
+			return exitError
+		}
+	case tool == "udaddy" && client:
+		if cmtool.UDAddyClient(ctx, m, dev, peer, bind, r.p, stdout) != 0 {
+			return exitError
+		}
+	case tool == "udaddy":
+		l, err := m.ListenUD(bind, cmtool.UDAddyPort)
+		if err != nil {
+			return fail(err)
+		}
+		defer l.Close()
+		if cmtool.UDAddyServer(ctx, dev, l, r.p, stdout) != 0 {
 			return exitError
 		}
 	default:

@@ -51,6 +51,7 @@ var commands = []command{
 	{"rdma_server", "[-p PORT] --ip ADDR", "librdmacm's rdma_server: one 16-byte SEND each way over an rdma_cm connection", runRdmaServer},
 	{"rdma_client", "-s SERVER [-p PORT]", "librdmacm's rdma_client, against rdma_server or gorxe's", runRdmaClient},
 	{"ucmatose", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's ucmatose: SENDs both ways over several rdma_cm connections", runUCMATose},
+	{"udaddy", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's udaddy: UD SENDs both ways to QPs found with SIDR", runUDAddy},
 }
 
 // Names of other tools that gorxe answers to, as "gorxe NAME" or as a

@@ -14,8 +14,8 @@
 #                                           send_lat, and uc_pingpong), both ways;
 #                                           rdma_cm: librdmacm's rping (IPv4,
 #                                           IPv6, and a REJ each way),
-#                                           rdma_server/rdma_client and ucmatose,
-#                                           both ways
+#                                           rdma_server/rdma_client, ucmatose and
+#                                           udaddy (SIDR), both ways
 #   sudo test/interop/interop.sh --full     every test x direction x link x MTU
 #                                           x message size over IPv4 (the xdp
 #                                           link at 64 KiB), write and read over
@@ -191,6 +191,8 @@ if ! $flags && ! $full; then
 	for dir in rxe-server gorxe-server; do
 		cases+=("$dir rdma_cm udp 1024 4 16 0" "$dir ucmatose udp 1024 4 100 0")
 	done
+	# udaddy: UD QPs found with SIDR (rdma_cm's UDP port space).
+	for dir in rxe-server gorxe-server; do cases+=("$dir udaddy udp 1024 4 100 0"); done
 fi
 if [ -n "$only" ]; then
 	picked=()
@@ -275,7 +277,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | ucmatose) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-rej | rdma_cm | ucmatose | udaddy) return 0 ;; esac; return 1; }
 
 # vm_cm DIRECTION TEST IP SIZE: the VM's command for an rdma_cm case. As
 # server it listens on its own address (rping-rej: nothing listens, and
@@ -293,6 +295,8 @@ vm_cm() {
 	gorxe-server/rdma_cm) echo "rdma_client -s $gx" ;;
 	rxe-server/ucmatose) echo "ucmatose -c 2 -S $4" ;;
 	gorxe-server/ucmatose) echo "ucmatose -s $gx -c 2 -S $4" ;;
+	rxe-server/udaddy) echo "udaddy -c 2 -S $4" ;;
+	gorxe-server/udaddy) echo "udaddy -s $gx -c 2 -S $4" ;;
 	esac
 }
 
@@ -310,6 +314,8 @@ host_cm() {
 	gorxe-server/rdma_cm) echo "rdma_server --ip $own" ;;
 	rxe-server/ucmatose) echo "ucmatose -s $vm -c 2 -S $4 --ip $own" ;;
 	gorxe-server/ucmatose) echo "ucmatose -c 2 -S $4 --ip $own" ;;
+	rxe-server/udaddy) echo "udaddy -s $vm -c 2 -S $4 --ip $own" ;;
+	gorxe-server/udaddy) echo "udaddy -c 2 -S $4 --ip $own" ;;
 	esac
 }
 
@@ -453,7 +459,7 @@ session() {
 		fi
 		# The C programs' last lines say how they ended, on both sides.
 		local end=""
-		case $t in rdma_cm) end="end 0" ;; ucmatose) end="return status 0" ;; esac
+		case $t in rdma_cm) end="end 0" ;; ucmatose | udaddy) end="return status 0" ;; esac
 		if [ -n "$end" ] && [ $verdict = pass ]; then
 			local ends
 			ends=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "$end" || true)
