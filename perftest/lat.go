@@ -199,6 +199,7 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, erro
 	if sendsInline(p, s.Size) {
 		wr.Flags = qp.SendInline
 	}
+	s.addressUD(&wr, 0)
 	return pingPong(ctx, s, p, client, wr)
 }
 
@@ -215,7 +216,7 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 	}
 	var out latOut
 	recv := func(i int) error {
-		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.sge(1)}})
+		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.rsge(1)}})
 		return err
 	}
 	wait := func() error {

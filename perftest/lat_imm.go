@@ -47,7 +47,7 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, 
 		if wc[0].Flags&cq.FlagWithImm == 0 {
 			return fmt.Errorf("%w: a receive completion without immediate data (%v)", ErrCheck, wc[0])
 		}
-		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i + 1), SGList: s.sge(1)}})
+		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i + 1), SGList: s.rsge(1)}})
 		return err
 	}
 	var rtts []time.Duration

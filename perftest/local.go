@@ -106,6 +106,9 @@ func RunLocal(ctx context.Context, p Params, faults mem.Faults) ([]Result, error
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if _, err := p.FitUD(); err != nil {
+		return nil, err
+	}
 	var out []Result
 	for _, size := range p.Sizes() {
 		ps := p
@@ -193,6 +196,12 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 		for j, l := range s.qps {
 			pl := peer.qps[j]
 			s.setRemote(j, peer.targetAddr(j), pl.mr.RKey())
+			if p.datagram() {
+				if err := s.connectUD(p, j, localPSNs[i], pl.qp.Num(), peer.Dev.GIDs()[0], 0); err != nil {
+					return nil, nil, nil, err
+				}
+				continue
+			}
 			err := l.qp.Connect(rnic.ConnectAttr{
 				Local: l.qp.Local(localPSNs[i]), Remote: pl.qp.Local(localPSNs[1-i]),
 				MTU: p.MTU, Access: l.mr.Access(), Timeout: p.Timeout, TrafficClass: p.TrafficClass,
@@ -359,7 +368,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	var err error
 	if p.postsReceives() {
 		for _, s := range []*Side{client, server} {
-			if _, err := s.QP.PostRecv([]qp.RecvWR{{SGList: s.sge(1)}}); err != nil {
+			if _, err := s.QP.PostRecv([]qp.RecvWR{{SGList: s.rsge(1)}}); err != nil {
 				return err
 			}
 		}

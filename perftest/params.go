@@ -80,10 +80,12 @@ const (
 // Params are a test's parameters, named after perftest's flags.
 type Params struct {
 	Test Test
-	// Connection is -c: the QPs' transport, qp.TypeRC (zero) or
-	// qp.TypeUC, for write_bw, send_bw, write_lat and send_lat. On UC a
-	// lost message is not sent again; a receiving side whose peer has
-	// finished ends with the messages that came (peerDone).
+	// Connection is -c: the QPs' transport, qp.TypeRC (zero);
+	// qp.TypeUC, for write_bw, send_bw, write_lat and send_lat; or
+	// qp.TypeUD, for send_bw and send_lat, whose messages are at most the
+	// MTU both sides agree on (see FitUD). On UC and UD a lost message is
+	// not sent again; a receiving side whose peer has finished ends with
+	// the messages that came (peerDone).
 	Connection qp.Type
 
 	Size    int    // -s: message size in bytes
@@ -189,6 +191,10 @@ type Params struct {
 	PacingBurst int
 
 	progress *atomic.Uint64 // completions so far, for the watchdog
+	// sizeDefaulted says Defaults chose Size: perftest's !req_size, with
+	// which a UD message larger than the MTU is cut to it rather than
+	// refused.
+	sizeDefaulted bool
 	// peerDone, when set, is closed once the peer has finished its run:
 	// a UC receiver then stops waiting for messages that were lost.
 	peerDone <-chan struct{}
@@ -284,6 +290,7 @@ func (p *Params) progressed() {
 // Defaults fills in perftest's defaults for the fields left zero.
 func (p *Params) Defaults() {
 	if p.Size == 0 {
+		p.sizeDefaulted = true
 		switch {
 		case p.Test.IsAtomic():
 			p.Size = 8
@@ -346,8 +353,12 @@ func (p *Params) Defaults() {
 // most by default.
 const ucMaxRx = 16000
 
-// unreliable reports whether the test runs on UC QPs (-c UC).
-func (p *Params) unreliable() bool { return p.Connection == qp.TypeUC }
+// unreliable reports whether the test runs on UC or UD QPs (-c UC, -c
+// UD), which send a lost message never again.
+func (p *Params) unreliable() bool { return p.Connection == qp.TypeUC || p.Connection == qp.TypeUD }
+
+// datagram reports whether the test runs on UD QPs (-c UD).
+func (p *Params) datagram() bool { return p.Connection == qp.TypeUD }
 
 // qpType returns the QPs' type: RC unless -c says otherwise.
 func (p *Params) qpType() qp.Type {
@@ -357,11 +368,14 @@ func (p *Params) qpType() qp.Type {
 	return p.Connection
 }
 
-// ConnectionName returns -c's value for the QPs' type: "RC" or "UC", as
-// perftest's banner prints it.
+// ConnectionName returns -c's value for the QPs' type: "RC", "UC" or
+// "UD", as perftest's banner prints it.
 func (p *Params) ConnectionName() string {
-	if p.unreliable() {
+	switch p.Connection {
+	case qp.TypeUC:
 		return "UC"
+	case qp.TypeUD:
+		return "UD"
 	}
 	return "RC"
 }
@@ -389,11 +403,13 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("iterations must be at least 1")
 	case p.MTU.Bytes() == 0:
 		return fmt.Errorf("invalid MTU")
-	case p.Connection != 0 && p.Connection != qp.TypeRC && p.Connection != qp.TypeUC:
-		return fmt.Errorf("connection type %d: gorxe runs RC and UC", p.Connection)
-	case p.unreliable() && p.Test.readsOrAtomics():
+	case p.Connection != 0 && p.Connection != qp.TypeRC && p.Connection != qp.TypeUC && p.Connection != qp.TypeUD:
+		return fmt.Errorf("connection type %d: gorxe runs RC, UC and UD", p.Connection)
+	case p.Connection == qp.TypeUC && p.Test.readsOrAtomics():
 		// perftest's change_conn_type, word for word.
 		return fmt.Errorf("UC connection not possible in READ/ATOMIC verbs")
+	case p.datagram() && p.Test != SendBW && p.Test != SendLat:
+		return fmt.Errorf("UD connection only possible in SEND verb")
 	case p.TxDepth < 1 || p.TxDepth > 8192 || p.RxDepth < 1 || p.RxDepth > 8192 && !(p.unreliable() && p.RxDepth <= ucMaxRx):
 		return fmt.Errorf("tx and rx depth must be 1..8192")
 	case p.Atomic != FetchAndAdd && p.Atomic != CmpAndSwap:
@@ -539,13 +555,17 @@ func (p *Params) sends(server bool) bool { return !server || p.Duplex }
 const MaxSize = 1 << 23
 
 // Sizes returns the message sizes the test runs: Size, or with AllSize
-// every power of two from 2 to 8 MiB (perftest's -a).
+// every power of two from 2 to 8 MiB (perftest's -a), on UD to the MTU.
 func (p *Params) Sizes() []int {
 	if !p.AllSize || p.Test == AtomicBW {
 		return []int{p.Size}
 	}
+	top := MaxSize
+	if p.datagram() && p.MTU.Bytes() > 0 {
+		top = p.MTU.Bytes()
+	}
 	var s []int
-	for n := 2; n <= MaxSize; n *= 2 {
+	for n := 2; n <= top; n *= 2 {
 		s = append(s, n)
 	}
 	return s

@@ -21,6 +21,9 @@ type RemoteOptions struct {
 	Dev      *rnic.Device
 	Conn     *Conn // the out-of-band connection, client or server
 	GIDIndex int   // the device GID this side uses (perftest's -x)
+	// Warn, when set, takes what perftest says on stderr and goes on:
+	// on UD, that the message size was cut to the MTU (Params.FitUD).
+	Warn io.Writer
 }
 
 // maxOutReads is what gorxe offers as out_reads for READ and atomic tests
@@ -38,6 +41,11 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	p.Defaults()
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if p.datagram() {
+		// A UD message must fit the port's MTU, which perftest's set_mtu
+		// never goes above.
+		p.MTU = min(p.MTU, opt.Dev.MTU())
 	}
 	server := opt.Conn.IsServer()
 	sizes := p.Sizes()
@@ -70,6 +78,16 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		return nil, err
 	}
 	p.MTU = mtu
+	if p.datagram() {
+		note, err := p.FitUD()
+		if err != nil {
+			return nil, err
+		}
+		if note != "" && opt.Warn != nil {
+			io.WriteString(opt.Warn, note)
+		}
+		sizes = p.Sizes()
+	}
 	if err := side.connect(&p, local, remote, opt.GIDIndex); err != nil {
 		return nil, err
 	}
@@ -125,7 +143,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		posted := 0
 		switch {
 		case p.postsReceives():
-			if _, err = side.QP.PostRecv([]qp.RecvWR{{WRID: 0, SGList: side.sge(1)}}); err != nil {
+			if _, err = side.QP.PostRecv([]qp.RecvWR{{WRID: 0, SGList: side.rsge(1)}}); err != nil {
 				return out, err
 			}
 		case !p.Test.IsLatency() && p.receives(server):
@@ -259,6 +277,12 @@ func (s *Side) dests(p *Params, gid netip.Addr) []Dest {
 func (s *Side) connect(p *Params, local, remote []Dest, gidIndex int) error {
 	for i, l := range s.qps {
 		s.setRemote(i, remote[i].VAddr, mr.Key(remote[i].RKey))
+		if p.datagram() {
+			if err := s.connectUD(p, i, bth.PSN(local[i].PSN), bth.QPN(remote[i].QPN), netip.AddrFrom16(remote[i].GID), uint8(gidIndex)); err != nil {
+				return err
+			}
+			continue
+		}
 		err := l.qp.Connect(rnic.ConnectAttr{
 			Local:           rnic.Endpoint{PSN: bth.PSN(local[i].PSN)},
 			Remote:          rnic.Endpoint{QPN: bth.QPN(remote[i].QPN), PSN: bth.PSN(remote[i].PSN), GID: netip.AddrFrom16(remote[i].GID)},
@@ -454,7 +478,7 @@ func checkBW(p *Params, s *Side, server bool, peerSeed uint64, origs [][]uint64)
 // patternSide returns a side-shaped memory, the regions where s has
 // them, holding the pattern seed fills into a side like s.
 func patternSide(s *Side, seed uint64) *Side {
-	w := &Side{Slots: s.Slots, Size: s.Size}
+	w := &Side{Slots: s.Slots, Size: s.Size, grh: s.grh}
 	var last []byte
 	for i, l := range s.qps {
 		b := last

@@ -16,6 +16,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // Side is one end of a test: its QPs, the CQs they share and the
@@ -53,6 +54,10 @@ type Side struct {
 	qps  []*sideQP
 	sgl  [1]qp.SGE
 	pace spinPace
+	// grh is the room in front of each message slot for the GRH a UD
+	// QP receives a message behind: GRHLen on UD, else 0. A UD message
+	// is sent from, and arrives at, grh bytes into its slot.
+	grh int
 }
 
 // sideQP is one of a side's QPs with its regions of memory.
@@ -65,6 +70,10 @@ type sideQP struct {
 	// The peer's target region for this QP, from its key message.
 	remoteAddr uint64
 	remoteKey  mr.Key
+
+	// UD: the address handle to the peer and the QPN of its QP.
+	ah        *qp.AH
+	remoteQPN bth.QPN
 }
 
 // slotCount is how many message slots each region holds: enough that a
@@ -87,11 +96,20 @@ func slotCount(p *Params, size int) int {
 // size bytes: its slots, and for the bandwidth tests at least the page a
 // perftest peer spreads its small messages over (increase_rem_addr).
 func regionSize(p *Params, size int) int {
-	r := slotCount(p, size) * max(size, 8)
+	r := slotCount(p, size) * (max(size, 8) + grhLen(p))
 	if !p.Test.IsLatency() {
 		r = max(r, cycleBuffer)
 	}
 	return (r + cacheLine - 1) / cacheLine * cacheLine
+}
+
+// grhLen returns the room a side keeps in front of each message slot:
+// GRHLen on UD, else none.
+func grhLen(p *Params) int {
+	if p.datagram() {
+		return GRHLen
+	}
+	return 0
 }
 
 // bufferBytes returns the memory a side registers for messages of size
@@ -106,7 +124,7 @@ func bufferBytes(p *Params, size int) int {
 // NewSide allocates a side's resources on dev for messages of size bytes:
 // p.NumQPs QPs, one send and one receive CQ they share, and their memory.
 func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
-	s = &Side{Dev: dev, Size: size, Slots: slotCount(p, size)}
+	s = &Side{Dev: dev, Size: size, Slots: slotCount(p, size), grh: grhLen(p)}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -179,7 +197,7 @@ func (s *Side) setRemote(i int, addr uint64, key mr.Key) {
 // targetAddr returns the address QP i advertises: its target region.
 func (s *Side) targetAddr(i int) uint64 { return s.qps[i].mr.IOVA() + uint64(s.qps[i].dst) }
 
-func (s *Side) slot(i int) int { return (i % s.Slots) * max(s.Size, 8) }
+func (s *Side) slot(i int) int { return (i % s.Slots) * (max(s.Size, 8) + s.grh) }
 
 // src and dst return n bytes of QP i's source or target region, from
 // offset off in it.
@@ -263,10 +281,26 @@ func rdmaPlaces(size int) int {
 	return 1
 }
 
+// recvSGEIn returns the scatter/gather list of a receive at offset off of
+// QP i's memory: the message and the GRH room in front of it, reused like
+// sge's.
+func (s *Side) recvSGEIn(i, off int) []qp.SGE {
+	if s.Size+s.grh == 0 {
+		return nil
+	}
+	l := s.qps[i]
+	s.sgl[0] = qp.SGE{Addr: l.mr.IOVA() + uint64(off), Length: uint32(s.Size + s.grh), LKey: l.mr.LKey()}
+	return s.sgl[:]
+}
+
 // sge returns the scatter/gather list of message i's slot of QP 0's
-// source region. The slice is reused by the next call: post it before
-// asking for another (the verbs copy it).
-func (s *Side) sge(i int) []qp.SGE { return s.sgeIn(0, s.qps[0].src+s.slot(i)) }
+// source region (past the GRH room). The slice is reused by the next
+// call: post it before asking for another (the verbs copy it).
+func (s *Side) sge(i int) []qp.SGE { return s.sgeIn(0, s.qps[0].src+s.slot(i)+s.grh) }
+
+// rsge returns the scatter/gather list of a receive into message i's slot
+// of QP 0's source region, GRH room included, reused like sge's.
+func (s *Side) rsge(i int) []qp.SGE { return s.recvSGEIn(0, s.qps[0].src+s.slot(i)) }
 
 // ownSGE returns message i's scatter/gather list in a slice of its own,
 // for a work request posted again and again.
@@ -624,7 +658,7 @@ func unwrap(low, base int) int {
 func (s *Side) bwWR(wr *qp.SendWR, sgl []qp.SGE, p *Params, i, k, cqMod int) {
 	l := s.qps[i]
 	*wr = qp.SendWR{WRID: wrID(i, k)}
-	off, roff := l.src+s.slot(k), rdmaOffset(k, s.Size)
+	off, roff := l.src+s.slot(k)+s.grh, rdmaOffset(k, s.Size)
 	if p.Test == WriteBW || p.Test == ReadBW {
 		off = l.src + roff
 	}
@@ -652,6 +686,7 @@ func (s *Side) bwWR(wr *qp.SendWR, sgl []qp.SGE, p *Params, i, k, cqMod int) {
 		if p.WithImm {
 			wr.Opcode = qp.WRSendWithImm
 		}
+		s.addressUD(wr, i)
 	case AtomicBW:
 		// Every atomic of a QP goes to the same word, so the results
 		// prove each one ran exactly once.
@@ -830,7 +865,7 @@ func postReceives(s *Side, p *Params) (int, error) {
 func postRecv(s *Side, p *Params, i, k int) error {
 	var sgl []qp.SGE
 	if p.Test != WriteBW {
-		sgl = s.sgeIn(i, s.qps[i].dst+s.slot(k))
+		sgl = s.recvSGEIn(i, s.qps[i].dst+s.slot(k))
 	}
 	_, err := s.qps[i].qp.PostRecv([]qp.RecvWR{{WRID: wrID(i, k), SGList: sgl}})
 	return err
@@ -963,11 +998,11 @@ receiving:
 			if p.WithImm && wc.Flags&cq.FlagWithImm == 0 {
 				return BWResult{}, fmt.Errorf("%w: a receive completion without immediate data (%v)", ErrCheck, wc)
 			}
-			if p.Test == SendBW && wc.ByteLen != uint32(p.Size) {
-				return BWResult{}, fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size)
+			if p.Test == SendBW && wc.ByteLen != uint32(p.Size+s.grh) {
+				return BWResult{}, fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size+s.grh)
 			}
 			if want != nil && p.Test == SendBW {
-				o := s.slot(k)
+				o := s.slot(k) + s.grh
 				if !bytes.Equal(s.dst(i, o, p.Size), want.src(i, o, p.Size)) {
 					return BWResult{}, fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, k, i)
 				}

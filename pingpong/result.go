@@ -82,8 +82,20 @@ func cfloat(v float64) string {
 //
 //	local address:  LID 0x0000, QPN 0x000011, PSN 0x3a5e21, GID ::ffff:10.9.0.1
 func WriteAddress(w io.Writer, which string, d Dest) error {
+	return writeAddress(w, which, ",", d)
+}
+
+// writeUDLocalAddress is WriteAddress as ud_pingpong prints its local
+// address, with a colon before the GID where the remote line has a comma:
+//
+//	local address:  LID 0x0000, QPN 0x000011, PSN 0x3a5e21: GID ::ffff:10.9.0.1
+func writeUDLocalAddress(w io.Writer, which string, d Dest) error {
+	return writeAddress(w, which, ":", d)
+}
+
+func writeAddress(w io.Writer, which, sep string, d Dest) error {
 	label := which + " address:"
-	_, err := fmt.Fprintf(w, "  %-16sLID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n",
-		label, d.LID, uint32(d.QPN), uint32(d.PSN), FormatGID(d.GID))
+	_, err := fmt.Fprintf(w, "  %-16sLID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n",
+		label, d.LID, uint32(d.QPN), uint32(d.PSN), sep, FormatGID(d.GID))
 	return err
 }

@@ -32,13 +32,15 @@ const (
 // Params are a side's settings: rc_pingpong's flags that gorxe honours.
 // DefaultParams returns rc_pingpong's defaults.
 type Params struct {
-	// Type is the QP's service: qp.TypeRC, as rc_pingpong, or qp.TypeUC,
-	// as uc_pingpong, whose run is the same with a UC QP; zero is RC.
+	// Type is the QP's service: qp.TypeRC, as rc_pingpong; qp.TypeUC,
+	// as uc_pingpong, whose run is the same with a UC QP; or qp.TypeUD,
+	// as ud_pingpong (see NewSide and Connect for what UD changes). Zero
+	// is RC.
 	Type     qp.Type
-	Size     int    // -s: bytes per message
+	Size     int    // -s: bytes per message; with UD at most the port's MTU
 	RxDepth  int    // -r: receives kept posted (refilled when one is left)
 	Iters    int    // -n: messages each way
-	MTU      qp.MTU // -m: path MTU; each side uses its own, nothing is negotiated
+	MTU      qp.MTU // -m: path MTU; each side uses its own, nothing is negotiated (UD: unused, a UD QP has no path)
 	Port     uint8  // -i: the device port; gorxe devices have port 1 only
 	GIDIndex int    // -g: the device GID this side sends from and tells the peer; -1 for none, which RoCE cannot use
 	// SL (-l) is the service level. A RoCE v2 packet has no field for it
@@ -67,6 +69,20 @@ func DefaultParams() Params {
 	return Params{Size: 4096, RxDepth: 500, Iters: 1000, MTU: qp.MTU1024, Port: 1, GIDIndex: -1}
 }
 
+// DefaultUDSize is ud_pingpong's default message size: 1024 bytes, which
+// fits the MTU of a RoCE port on a 1500-byte Ethernet link (rdma-core
+// 7ffa09b9c "Fix UD pingpong default message size to match default MTU").
+const DefaultUDSize = 1024
+
+// QKey is the Q_Key ud_pingpong gives its QP and puts in every send:
+// 0x11111111.
+const QKey = 0x11111111
+
+// GRHLen is the room in front of every message a UD QP receives, which
+// ud_pingpong's buffer keeps (size + 40): the GRH, or on RoCE v2 over
+// IPv4 20 zero bytes and the IPv4 header.
+const GRHLen = 40
+
 // fill is the byte rc_pingpong fills its buffer with (memset 0x7b),
 // and mark what -c puts at the start of each page on the client.
 const (
@@ -93,8 +109,8 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("pingpong: SL %d: want 0 to 15", p.SL)
 	case p.GiveUp < 0:
 		return fmt.Errorf("pingpong: give-up time %v", p.GiveUp)
-	case p.Type != 0 && p.Type != qp.TypeRC && p.Type != qp.TypeUC:
-		return fmt.Errorf("pingpong: QP type %d: want RC or UC", p.Type)
+	case p.Type != 0 && p.Type != qp.TypeRC && p.Type != qp.TypeUC && p.Type != qp.TypeUD:
+		return fmt.Errorf("pingpong: QP type %d: want RC, UC or UD", p.Type)
 	case p.GIDIndex < 0:
 		// rc_pingpong then sends a zero GID and connects without a
 		// GRH, which no RoCE device can: rxe fails to move its QP to
@@ -110,12 +126,18 @@ func (p *Params) Validate() error {
 type Side struct {
 	dev   *rnic.Device
 	p     Params
-	buf   []byte
+	buf   []byte // with UD, the GRH area and then the message
+	off   int    // where the message starts in buf: GRHLen with UD, else 0
 	mr    *mr.MR
+	pd    *mr.PD
 	cq    *cq.CQ
 	qp    *rnic.QP
 	local Dest
 	routs int // receives posted and not yet completed
+
+	// UD: the address handle to the peer and its QPN, set by Connect.
+	ah     *qp.AH
+	remote bth.QPN
 }
 
 // NewSide sets up a side on dev: a buffer of p.Size bytes filled with
@@ -124,6 +146,12 @@ type Side struct {
 // moved to INIT (port p.Port, P_Key index 0, no remote access), and
 // p.RxDepth receives posted. Its first PSN is random, as rc_pingpong's
 // lrand48() & 0xffffff.
+//
+// A UD side is ud_pingpong's pp_init_ctx: the message may be no longer
+// than the port's MTU ("Requested size larger than port MTU"); the buffer
+// holds GRHLen bytes more, in front, so that each receive, of the whole
+// buffer, has room for the GRH; the QP goes to INIT with the Q_Key QKey
+// instead of access flags.
 func NewSide(dev *rnic.Device, p Params) (*Side, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -132,13 +160,21 @@ func NewSide(dev *rnic.Device, p Params) (*Side, error) {
 	if p.GIDIndex >= len(gids) {
 		return nil, fmt.Errorf("pingpong: can't read sgid of index %d: %s has %d GIDs (%v)", p.GIDIndex, dev.Name(), len(gids), gids)
 	}
-	if max := dev.MTU(); p.MTU > max {
+	ud := p.Type == qp.TypeUD
+	switch max := dev.MTU(); {
+	case ud && p.Size > max.Bytes():
+		return nil, fmt.Errorf("pingpong: Requested size larger than port MTU (%d)", max.Bytes())
+	case !ud && p.MTU > max:
 		return nil, fmt.Errorf("pingpong: path MTU %d is more than %s's link carries (%d)", p.MTU.Bytes(), dev.Name(), max.Bytes())
 	}
 	if p.PageSize <= 0 {
 		p.PageSize = os.Getpagesize()
 	}
-	s := &Side{dev: dev, p: p, buf: make([]byte, p.Size)}
+	s := &Side{dev: dev, p: p}
+	if ud {
+		s.off = GRHLen
+	}
+	s.buf = make([]byte, s.off+p.Size)
 	for i := range s.buf {
 		s.buf[i] = fill
 	}
@@ -149,22 +185,25 @@ func NewSide(dev *rnic.Device, p Params) (*Side, error) {
 		}
 	}()
 	var err error
-	pd := dev.AllocPD()
-	if s.mr, err = dev.RegMR(pd, s.buf, mr.LocalWrite); err != nil {
+	s.pd = dev.AllocPD()
+	if s.mr, err = dev.RegMR(s.pd, s.buf, mr.LocalWrite); err != nil {
 		return nil, fmt.Errorf("pingpong: couldn't register MR: %w", err)
 	}
 	if s.cq, err = dev.CreateCQ(p.RxDepth + 1); err != nil {
 		return nil, fmt.Errorf("pingpong: couldn't create CQ: %w", err)
 	}
 	s.qp, err = dev.CreateQP(qp.InitAttr{
-		Type: cmp.Or(p.Type, qp.TypeRC), PD: pd, SendCQ: s.cq, RecvCQ: s.cq,
+		Type: cmp.Or(p.Type, qp.TypeRC), PD: s.pd, SendCQ: s.cq, RecvCQ: s.cq,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: uint32(p.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pingpong: couldn't create QP: %w", err)
 	}
-	if err := s.qp.Modify(&qp.Attr{State: qp.StateInit, PKeyIndex: 0, Port: p.Port},
-		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+	init, mask := qp.Attr{State: qp.StateInit, PKeyIndex: 0, Port: p.Port}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags
+	if ud {
+		init.QKey, mask = QKey, mask&^qp.AttrAccessFlags|qp.AttrQKey
+	}
+	if err := s.qp.Modify(&init, mask); err != nil {
 		return nil, fmt.Errorf("pingpong: failed to modify QP to INIT: %w", err)
 	}
 	if err := s.postRecv(p.RxDepth); err != nil {
@@ -192,7 +231,8 @@ func (s *Side) Close() {
 	}
 }
 
-// postRecv posts n receives of the whole buffer.
+// postRecv posts n receives of the whole buffer (with UD, the GRH area
+// and the message).
 func (s *Side) postRecv(n int) error {
 	sge := []qp.SGE{{Addr: s.mr.IOVA(), Length: uint32(len(s.buf)), LKey: s.mr.LKey()}}
 	wrs := make([]qp.RecvWR, n)
@@ -207,12 +247,18 @@ func (s *Side) postRecv(n int) error {
 	return nil
 }
 
-// postSend posts one signaled SEND of the whole buffer.
+// postSend posts one signaled SEND of the message: the whole buffer,
+// or with UD what follows the GRH area, to the peer's QPN through the
+// address handle with the Q_Key QKey.
 func (s *Side) postSend() error {
-	_, err := s.qp.PostSend([]qp.SendWR{{
+	wr := qp.SendWR{
 		WRID: sendWRID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
-		SGList: []qp.SGE{{Addr: s.mr.IOVA(), Length: uint32(len(s.buf)), LKey: s.mr.LKey()}},
-	}})
+		SGList: []qp.SGE{{Addr: s.mr.IOVA() + uint64(s.off), Length: uint32(s.p.Size), LKey: s.mr.LKey()}},
+	}
+	if s.ah != nil {
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ah, s.remote, QKey
+	}
+	_, err := s.qp.PostSend([]qp.SendWR{wr})
 	if err != nil {
 		return fmt.Errorf("pingpong: couldn't post send: %w", err)
 	}
@@ -234,6 +280,12 @@ func (s *Side) postSend() error {
 // rc_pingpong puts a GRH on the path only when the peer's GID has a
 // non-zero interface ID (its last 8 bytes); RoCE cannot go without one,
 // so Connect refuses such a peer.
+//
+// A UD QP is ud_pingpong's pp_connect_ctx: RTR with no attribute but the
+// state, RTS with its PSN, and an address handle to the peer's GID from
+// p.GIDIndex, hop limit 64 (ud_pingpong's since rdma-core v61; before,
+// 1, which the kernel replaced with the route's, 64, as for RC), which
+// every send then names with the peer's QPN.
 func (s *Side) Connect(remote Dest) error {
 	var zero [8]byte
 	if [8]byte(remote.GID[8:]) == zero {
@@ -243,6 +295,9 @@ func (s *Side) Connect(remote Dest) error {
 	sgid := netip.AddrFrom16(s.local.GID)
 	if dgid.Is4In6() != sgid.Is4In6() {
 		return fmt.Errorf("pingpong: the peer's GID %s and this side's %s (index %d) are not of one IP version", FormatGID(remote.GID), FormatGID(s.local.GID), s.p.GIDIndex)
+	}
+	if s.p.Type == qp.TypeUD {
+		return s.connectUD(remote, dgid)
 	}
 	rtr := qp.Attr{
 		State: qp.StateRTR, PathMTU: s.p.MTU, DestQPNum: remote.QPN, RQPSN: remote.PSN,
@@ -266,6 +321,22 @@ func (s *Side) Connect(remote Dest) error {
 	return nil
 }
 
+// connectUD is Connect for a UD QP.
+func (s *Side) connectUD(remote Dest, dgid netip.Addr) error {
+	if err := s.qp.Modify(&qp.Attr{State: qp.StateRTR}, qp.AttrState); err != nil {
+		return fmt.Errorf("pingpong: Failed to modify QP to RTR: %w", err)
+	}
+	if err := s.qp.Modify(&qp.Attr{State: qp.StateRTS, SQPSN: s.local.PSN}, qp.AttrState|qp.AttrSQPSN); err != nil {
+		return fmt.Errorf("pingpong: Failed to modify QP to RTS: %w", err)
+	}
+	ah, err := s.dev.CreateAH(s.pd, qp.AddressVector{DGID: dgid, SGIDIndex: uint8(s.p.GIDIndex), HopLimit: 64})
+	if err != nil {
+		return fmt.Errorf("pingpong: Failed to create AH: %w", err)
+	}
+	s.ah, s.remote = ah, remote.QPN
+	return nil
+}
+
 // ErrStalled is returned when a wait outlasts Params.GiveUp.
 var ErrStalled = errors.New("pingpong: no progress")
 
@@ -281,8 +352,9 @@ func (s *Side) PingPong(ctx context.Context, client bool) (*Result, error) {
 	pending := recvWRID
 	if client {
 		if s.p.Check {
-			for i := 0; i < len(s.buf); i += s.p.PageSize {
-				s.buf[i] = mark
+			msg := s.buf[s.off:]
+			for i := 0; i < len(msg); i += s.p.PageSize {
+				msg[i] = mark
 			}
 		}
 		if err := s.postSend(); err != nil {
@@ -336,8 +408,9 @@ func (s *Side) PingPong(ctx context.Context, client bool) (*Result, error) {
 // client's -c puts in its own.
 func (s *Side) badPages() []int {
 	var bad []int
-	for i := 0; i < len(s.buf); i += s.p.PageSize {
-		page := s.buf[i:min(i+s.p.PageSize, len(s.buf))]
+	msg := s.buf[s.off:]
+	for i := 0; i < len(msg); i += s.p.PageSize {
+		page := msg[i:min(i+s.p.PageSize, len(msg))]
 		ok := page[0] == mark
 		for _, b := range page[1:] {
 			ok = ok && b == fill
@@ -444,7 +517,11 @@ func run(ctx context.Context, dev *rnic.Device, p Params, out io.Writer,
 		return nil, err
 	}
 	defer s.Close()
-	if err := WriteAddress(out, "local", s.Local()); err != nil {
+	local := WriteAddress
+	if p.Type == qp.TypeUD {
+		local = writeUDLocalAddress
+	}
+	if err := local(out, "local", s.Local()); err != nil {
 		return nil, err
 	}
 	c, err := dial(ctx)

@@ -19,13 +19,23 @@ func TestRCPingpong(t *testing.T) { pingpongs(t, "rc_pingpong", 18600) }
 // veth loses nothing, so every message arrives.
 func TestUCPingpong(t *testing.T) { pingpongs(t, "uc_pingpong", 18620) }
 
+// TestUDPingpong is TestRCPingpong for gorxe ud_pingpong: UD SENDs of
+// the veth's MTU (9000 bytes: 4096), no -m (ud_pingpong has none), and
+// ibv_ud_pingpong's colon before the local GID.
+func TestUDPingpong(t *testing.T) { pingpongs(t, "ud_pingpong", 18640) }
+
 // pingpongs runs the ping-pong tool on each link, on TCP ports from port.
 func pingpongs(t *testing.T, tool string, port int) {
 	needRoot(t)
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 9000)
 	br := bridgeNS(t, 9000)
-	flags := []string{tool, "-c", "-n", "300", "-s", "10000", "-m", "4096", "--give-up", "20s"}
+	size, sep := 10000, ","
+	flags := []string{tool, "-c", "-n", "300", "-s", fmt.Sprint(size), "-m", "4096", "--give-up", "20s"}
+	if tool == "ud_pingpong" {
+		size, sep = 4096, ":"
+		flags = []string{tool, "-c", "-n", "300", "-s", fmt.Sprint(size), "--give-up", "20s"}
+	}
 	for i, v := range []struct {
 		name           string
 		srvNS, cliNS   *netns
@@ -59,9 +69,9 @@ func pingpongs(t *testing.T, tool string, port int) {
 				cli = append(cli, "--tap", fmt.Sprintf("gxpc%d", i))
 			}
 			server, client := pair(t, v.srvNS, v.cliNS, srv, append(cli, v.host))
-			want := regexp.MustCompile(`^  local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ` + v.gid + `
+			want := regexp.MustCompile(`^  local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}` + sep + ` GID ` + v.gid + `
   remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ` + v.gid + `
-6000000 bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec
+` + fmt.Sprint(2*size*300) + ` bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec
 300 iters in \d+\.\d\d seconds = \d+\.\d\d usec/iter
 $`)
 			for _, g := range []*gorxe{server, client} {

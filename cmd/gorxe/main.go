@@ -5,6 +5,7 @@
 //	gorxe write_bw ... send_lat  perftest's tests between two gorxe devices
 //	gorxe rc_pingpong [HOST]     rdma-core's ibv_rc_pingpong, either side
 //	gorxe uc_pingpong [HOST]     rdma-core's ibv_uc_pingpong, either side
+//	gorxe ud_pingpong [HOST]     rdma-core's ibv_ud_pingpong, either side
 //	gorxe rping -s|-c -a ADDR    librdmacm's rping, either side, over rdma_cm
 //	gorxe rdma_server, rdma_client, ucmatose   librdmacm's examples, over rdma_cm
 //
@@ -46,6 +47,8 @@ var commands = []command{
 		"RC SEND ping-pong against rdma-core's ibv_rc_pingpong, speaking its TCP exchange, flags and output", runRCPingpong},
 	{"uc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
 		"UC SEND ping-pong against rdma-core's ibv_uc_pingpong: rc_pingpong's over UC queue pairs", runUCPingpong},
+	{"ud_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
+		"UD SEND ping-pong against rdma-core's ibv_ud_pingpong: Q_Key 0x11111111, messages up to the MTU", runUDPingpong},
 	{"rping", "-s|-c [-vVd] [-S SIZE] [-C COUNT] -a ADDR [-p PORT] [--link udp|tap|xdp]",
 		"librdmacm's rping: RDMA READ and WRITE ping over a connection made with rdma_cm, against stock rping", runRping},
 	{"rdma_server", "[-p PORT] --ip ADDR", "librdmacm's rdma_server: one 16-byte SEND each way over an rdma_cm connection", runRdmaServer},
@@ -62,6 +65,7 @@ var commands = []command{
 var aliases = map[string]string{
 	"ibv_rc_pingpong": "rc_pingpong",
 	"ibv_uc_pingpong": "uc_pingpong",
+	"ibv_ud_pingpong": "ud_pingpong",
 }
 
 // unsupportedTools are tools of perftest's that gorxe knows of and does

@@ -85,6 +85,15 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage
 	}
+	if r.link.kind == "mem" {
+		// Across hosts RunRemote does it with the MTU both sides agree on.
+		note, err := p.FitUD()
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return exitError
+		}
+		fmt.Fprint(stderr, note)
+	}
 	device := cmp.Or(r.device, "gorxe0")
 	quiet := r.json || r.output != "" // no banner, no table: one JSON object or one number
 	gidIndex := max(r.gidIndex, 0)
@@ -152,10 +161,10 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		final = func() []qp.NamedCounter { c := ep.dev.Counters(); return c.Named() }
 		run = func(yield func(*perftest.Result, *perftest.Params)) error {
-			res, err := perftest.RunRemote(ctx, p, perftest.RemoteOptions{Dev: ep.dev, Conn: ep.conn, GIDIndex: ep.devGID})
+			res, err := perftest.RunRemote(ctx, p, perftest.RemoteOptions{Dev: ep.dev, Conn: ep.conn, GIDIndex: ep.devGID, Warn: stderr})
 			for i := range res {
 				ps := p
-				ps.Size, ps.AllSize = p.Sizes()[i], false
+				ps.Size, ps.AllSize = resultSize(&res[i], p.Sizes()[min(i, len(p.Sizes())-1)]), false
 				yield(&res[i], &ps)
 			}
 			return err
@@ -216,6 +225,19 @@ func init() {
 	for _, t := range perftest.Tests {
 		commands = append(commands, perfCommand(t))
 	}
+}
+
+// resultSize returns the message size of res, or def when it has no
+// table line: on UD the size RunRemote ran may be the MTU the sides
+// agreed on rather than the one asked for.
+func resultSize(res *perftest.Result, def int) int {
+	switch {
+	case res.BW != nil:
+		return res.BW.Size
+	case res.Lat != nil:
+		return res.Lat.Size
+	}
+	return def
 }
 
 // addCounters returns the sum of the counter lists, which name the same

@@ -131,7 +131,7 @@ func perfOptions() []perfOption {
 		{0, "ipv6", no, honoured, false, "without -x, choose an IPv6 GID rather than an IPv4 one", flag(func(r *perfRun) *bool { return &r.ipv6 })},
 		{0, "ipv6-addr", no, honoured, false, "the server's name is an IPv6 address (gorxe takes either kind anyway)", noop},
 		{0, "bind_source_ip", req, honoured, false, "source address of the out-of-band TCP connection", str(func(r *perfRun) *string { return &r.bindIP })},
-		{'c', "connection", req, honoured, false, "transport: RC, or UC for write and send tests (UD, XRC, DC and SRD are not supported)", func(r *perfRun, v string) error {
+		{'c', "connection", req, honoured, false, "transport: RC, UC for write and send tests, or UD for send tests (XRC, DC and SRD are not supported)", func(r *perfRun, v string) error {
 			switch v {
 			case "RC":
 				r.p.Connection = qp.TypeRC
@@ -143,7 +143,11 @@ func perfOptions() []perfOption {
 				r.p.Connection = qp.TypeUC
 				return nil
 			case "UD":
-				return fmt.Errorf("%w yet: gorxe has no UD queue pairs (RC and UC only)", errRefused)
+				if r.test != perftest.SendBW && r.test != perftest.SendLat {
+					return errors.New("UD connection only possible in SEND verb") // perftest's words
+				}
+				r.p.Connection = qp.TypeUD
+				return nil
 			case "XRC", "DC", "SRD":
 				return fmt.Errorf("%w: %s transport is not in soft-RoCE either; gorxe has RC queue pairs", errRefused, v)
 			}
@@ -193,9 +197,9 @@ func perfOptions() []perfOption {
 		{'T', "tos", req, refused, false, "--tos needs rdma_cm (-R), which gorxe does not support yet", nil},
 		{'O', "dualport", no, refused, false, "gorxe's device has one port", nil},
 		{0, "report-per-port", no, refused, false, "gorxe's device has one port", nil},
-		{'g', "mcg", no, refused, false, "multicast needs UD queue pairs, which gorxe does not have yet", nil},
-		{'M', "MGID", req, refused, false, "multicast needs UD queue pairs, which gorxe does not have yet", nil},
-		{0, "connectionless", no, refused, false, "connectionless UD runs need UD queue pairs, which gorxe does not have yet", nil},
+		{'g', "mcg", no, refused, false, "multicast groups are not supported (gorxe's UD queue pairs send to one QP)", nil},
+		{'M', "MGID", req, refused, false, "multicast groups are not supported (gorxe's UD queue pairs send to one QP)", nil},
+		{0, "connectionless", no, refused, false, "connectionless UD runs need multicast groups, which gorxe does not support", nil},
 		{0, "data_validation", no, refused, false, "perftest 6.29's data validation is not supported: use gorxe's --check", nil},
 		{0, "data_validation_debug", no, refused, false, "perftest 6.29's data validation is not supported: use gorxe's --check", nil},
 		{0, "dont_xchg_versions", no, refused, false, "perftest itself cannot run without the version exchange", nil},

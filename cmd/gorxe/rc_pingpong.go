@@ -24,18 +24,24 @@ import (
 )
 
 // pingpongTool is one of rdma-core's ping-pong examples that gorxe runs:
-// ibv_rc_pingpong, or ibv_uc_pingpong, which is the same program with a UC
+// ibv_rc_pingpong; ibv_uc_pingpong, which is the same program with a UC
 // QP and without the options rc_pingpong has grown since (uc_pingpong.c:
-// "p:d:i:s:m:r:n:l:eg:").
+// "p:d:i:s:m:r:n:l:eg:"); or ibv_ud_pingpong, the same with a UD QP
+// (ud_pingpong.c: "p:d:i:s:r:n:l:eg:c", no -m).
 type pingpongTool struct {
 	name    string  // gorxe's command: rc_pingpong
 	service string  // RC
 	typ     qp.Type // the QP's
+	// opts are the tool's short options, of rc_pingpong's; all of them
+	// when empty.
+	opts string
+	size int // -s's default
 }
 
 var (
-	rcTool = &pingpongTool{name: "rc_pingpong", service: "RC", typ: qp.TypeRC}
-	ucTool = &pingpongTool{name: "uc_pingpong", service: "UC", typ: qp.TypeUC}
+	rcTool = &pingpongTool{name: "rc_pingpong", service: "RC", typ: qp.TypeRC, size: 4096}
+	ucTool = &pingpongTool{name: "uc_pingpong", service: "UC", typ: qp.TypeUC, opts: "pdismrnleg", size: 4096}
+	udTool = &pingpongTool{name: "ud_pingpong", service: "UD", typ: qp.TypeUD, opts: "pdisrnlegc", size: pingpong.DefaultUDSize}
 )
 
 // peer returns rdma-core's name of the tool: ibv_rc_pingpong.
@@ -66,10 +72,6 @@ type rcRun struct {
 // "p:d:i:s:m:r:n:l:eg:oOPtcjNU"), or gorxe's.
 type rcOption = toolOption[rcRun]
 
-// ucOnly are the options uc_pingpong has, of rc_pingpong's; its -c is
-// gorxe's own.
-const ucOnly = "pdismrnleg"
-
 // rcOptions returns the tool's option table, in the order -h lists it.
 func rcOptions(tool *pingpongTool) []rcOption {
 	str, num, flag := setString[rcRun], setInt[rcRun], setTrue[rcRun]
@@ -81,7 +83,7 @@ func rcOptions(tool *pingpongTool) []rcOption {
 		{'p', "port", req, honoured, false, "TCP port of the exchange (18515)", num(func(r *rcRun) *int { return &r.tcpPort })},
 		{'d', "ib-dev", req, accepted, false, "the name gorxe's device takes (gorxe0)", str(func(r *rcRun) *string { return &r.device })},
 		{'i', "ib-port", req, honoured, false, "port of the device: 1, gorxe's only one", num(func(r *rcRun) *int { return &r.ibPort })},
-		{'s', "size", req, honoured, false, "message size in bytes (4096)", num(func(r *rcRun) *int { return &r.p.Size })},
+		{'s', "size", req, honoured, false, fmt.Sprintf("message size in bytes (%d)", tool.size), num(func(r *rcRun) *int { return &r.p.Size })},
 		{'m', "mtu", req, honoured, false, "path MTU: 256, 512, 1024, 2048 or 4096 (1024; not negotiated)", num(func(r *rcRun) *int { return &r.mtu })},
 		{'r', "rx-depth", req, honoured, false, "receives posted at a time (500)", num(func(r *rcRun) *int { return &r.p.RxDepth })},
 		{'n', "iters", req, honoured, false, "messages each way (1000)", num(func(r *rcRun) *int { return &r.p.Iters })},
@@ -101,10 +103,20 @@ func rcOptions(tool *pingpongTool) []rcOption {
 		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; " + tool.peer() + " waits forever)", setPositiveDuration(func(r *rcRun) *time.Duration { return &r.p.GiveUp })},
 		{'h', "help", no, honoured, true, "print this help", flag(func(r *rcRun) *bool { return &r.help })},
 	}
-	if tool.typ == qp.TypeUC {
+	if tool.typ == qp.TypeUD {
+		for i := range opts {
+			if opts[i].short == 's' {
+				opts[i].help += ", at most the port's MTU"
+			}
+		}
+	}
+	if tool.opts != "" {
 		opts = slices.DeleteFunc(opts, func(o rcOption) bool {
-			return !o.gorxe && o.short != 'c' && !strings.ContainsRune(ucOnly, rune(o.short))
+			return !o.gorxe && o.short != 'c' && !strings.ContainsRune(tool.opts, rune(o.short))
 		})
+	}
+	if tool.typ == qp.TypeUC {
+		// uc_pingpong has no -c: gorxe's, for a gorxe peer.
 		for i := range opts {
 			if opts[i].short == 'c' {
 				opts[i].gorxe = true
@@ -131,7 +143,7 @@ func parseRC(tool *pingpongTool, args []string) (*rcRun, error) {
 		link:     linkFlags{port: wire.UDPPort},
 	}
 	r.p.GiveUp = 10 * time.Second
-	r.p.Type = tool.typ
+	r.p.Type, r.p.Size = tool.typ, tool.size
 	table := rcOptions(tool)
 	operands, err := parseOptions(table, r, args, false)
 	if err != nil || r.help {
@@ -205,7 +217,10 @@ func rcUsage(w io.Writer, tool *pingpongTool, name string) {
 	fmt.Fprintf(w, "%s SEND ping-pong with rdma-core's %s's command line, exchange and\n", tool.service, peer)
 	fmt.Fprintf(w, "output; either side may be stock %s on rxe or a RoCE NIC. As there,\n", peer)
 	fmt.Fprintf(w, "-g is needed: RoCE cannot go without a GID (or give gorxe's --ip).\n")
-	if tool.typ == qp.TypeUC {
+	if tool.typ == qp.TypeUD {
+		fmt.Fprintf(w, "Messages are UD SENDs with Q_Key 0x11111111 of at most the port's MTU, received behind a\n40-byte GRH area.\n")
+	}
+	if tool.typ != qp.TypeRC {
 		fmt.Fprintf(w, "A lost message is not sent again: the side waiting for it gives up after --give-up.\n")
 	}
 	printOptions(w, rcOptions(tool), peer)
@@ -217,6 +232,10 @@ func runRCPingpong(args []string, stdout, stderr io.Writer) int {
 
 func runUCPingpong(args []string, stdout, stderr io.Writer) int {
 	return runPingpong(ucTool, args, stdout, stderr)
+}
+
+func runUDPingpong(args []string, stdout, stderr io.Writer) int {
+	return runPingpong(udTool, args, stdout, stderr)
 }
 
 func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) int {

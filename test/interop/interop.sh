@@ -12,10 +12,11 @@
 #                                           and 1% loss both ways; UC (-c UC on
 #                                           write_bw, send_bw, write_lat and
 #                                           send_lat, and uc_pingpong), both ways;
-#                                           rdma_cm: librdmacm's rping (IPv4,
-#                                           IPv6, and a REJ each way),
-#                                           rdma_server/rdma_client, ucmatose and
-#                                           udaddy (SIDR), both ways
+#                                           UD (-c UD on send_bw and send_lat, and
+#                                           ud_pingpong), both ways; rdma_cm:
+#                                           librdmacm's rping (IPv4, IPv6, and a
+#                                           REJ each way), rdma_server/rdma_client,
+#                                           ucmatose and udaddy (SIDR), both ways
 #   sudo test/interop/interop.sh --full     every test x direction x link x MTU
 #                                           x message size over IPv4 (the xdp
 #                                           link at 64 KiB), write and read over
@@ -194,6 +195,13 @@ if ! $flags && ! $full; then
 	# udaddy: UD QPs found with SIDR (rdma_cm's UDP port space).
 	for dir in rxe-server gorxe-server; do cases+=("$dir udaddy udp 1024 4 100 0"); done
 fi
+# UD queue pairs: perftest's -c UD on send_bw and send_lat, and
+# ibv_ud_pingpong (-c), both ways over udp, messages of at most the MTU.
+if ! $flags && ! $full; then
+	for dir in rxe-server gorxe-server; do
+		cases+=("$dir send_bw udp 1024 4 1024 0 -c,UD" "$dir send_lat udp 1024 4 64 0 -c,UD" "$dir ud_pingpong udp 1024 4 1024 0")
+	done
+fi
 if [ -n "$only" ]; then
 	picked=()
 	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
@@ -250,6 +258,7 @@ args() { # test size [flags]
 	atomic_bw | atomic_lat) echo "${n:+-n $n} -A $a" ;;
 	rc_pingpong) [ "$s" = 4096 ] && echo "-n 200 -c" || echo "-n 200 -c -s $s" ;;
 	uc_pingpong) [ "$s" = 4096 ] && echo "-n 200" || echo "-n 200 -s $s" ;; # ibv_uc_pingpong has no -c
+	ud_pingpong) [ "$s" = 1024 ] && echo "-n 200 -c" || echo "-n 200 -c -s $s" ;;
 	*) echo "${n:+-n $n} -s $s" ;;
 	esac
 }
@@ -324,6 +333,7 @@ vmcmd() {
 	case ${1%%:*} in
 	rc_pingpong) echo "ibv_rc_pingpong -d rxe0" ;;
 	uc_pingpong) echo "ibv_uc_pingpong -d rxe0" ;;
+	ud_pingpong) echo "ibv_ud_pingpong -d rxe0" ;;
 	*) echo "ib_${1%%:*} -d rxe0 -F" ;;
 	esac
 }
@@ -358,7 +368,8 @@ session() {
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
 			local dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7 fl=${8:-}
-			local x=-x; [[ $t == ?c_pingpong ]] && x=-g
+			local x=-x; [[ $t == ?[cd]_pingpong ]] && x=-g
+			local mtu="-m $m"; [ "$t" = ud_pingpong ] && mtu="" # ibv_ud_pingpong has no -m
 			local gid="$x 1"; [ "$ip" = 6 ] && gid="$x \$gid6"
 			local peer=""; [ "$dir" = gorxe-server ] && peer=$([ "$l" = xdp ] && echo 10.9.0.3 || echo 10.9.0.1)
 			local stop="timeout 120"
@@ -366,7 +377,7 @@ session() {
 				stop="timeout -s INT 8" # the client
 				[ "$dir" = rxe-server ] && stop="timeout -s INT 14"
 			fi
-			local opts="$(cmdline "$peer" "$gid -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl")" "$fl")"
+			local opts="$(cmdline "$peer" "$gid $mtu $(args "$t" "$size" "$fl") $(flagsof "$fl")" "$fl")"
 			local vmc="$(vmcmd "$t") $opts"
 			cmcase "$t" && vmc=$(vm_cm "$dir" "$t" "$ip" "$size")
 			echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
@@ -412,7 +423,8 @@ session() {
 		set +e
 		# rc_pingpong's -g as on rxe: br0's table has its default GID at
 		# 0 and 10.9.0.1 at 1; the tap link's device has only its --ip.
-		local gidx=""; [[ $t == ?c_pingpong ]] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
+		local gidx=""; [[ $t == ?[cd]_pingpong ]] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
+		local mtu="-m $m"; [ "$t" = ud_pingpong ] && mtu=""
 		local stop="timeout 150"
 		if infinite "$fl"; then
 			stop="timeout -s INT 8" # the client
@@ -422,7 +434,7 @@ session() {
 			[ "$t/$dir" = rping-rej/gorxe-server ] && stop="timeout 20" # it listens on, unasked
 			ip netns exec $ns $stop "$cache/gorxe" $(host_cm "$dir" "$t" "$ip" "$size") > "$run/gorxe.$n.out" 2>&1
 		else
-			ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx -m $m $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
+			ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx $mtu $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
 		fi
 		local g=$?
 		set -e
@@ -481,12 +493,12 @@ session() {
 			verdict=FAIL note=" (table columns differ: gorxe '$gh', perftest '$ph')"
 		fi
 		# ibv_rc_pingpong reports bad data (-c) and exits 0 all the same.
-		if [ "$t" = rc_pingpong ] && sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" | grep -q "invalid data"; then
-			verdict=FAIL note=" (ibv_rc_pingpong: invalid data)"
+		if [[ $t == r[cd]_pingpong ]] && sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" | grep -q "invalid data"; then
+			verdict=FAIL note=" (ibv_$t: invalid data)"
 		fi
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
 		[ "$vm" != 1 ] && note="$note (VM $vm)"
-		local tool=perftest; [[ $t == ?c_pingpong ]] && tool=ibv_$t
+		local tool=perftest; [[ $t == ?[cd]_pingpong ]] && tool=ibv_$t
 		cmcase "$t" && tool=$(vm_cm "$dir" "$t" "$ip" "$size" | cut -d' ' -f1)
 		line[$n]=$(caseline $verdict $n "gorxe=$g $tool=${p:-?}$note")
 		echo "${line[$n]}"
