@@ -5,6 +5,7 @@
 //	gorxe write_bw ... send_lat  perftest's tests between two gorxe devices
 //	gorxe rc_pingpong [HOST]     rdma-core's ibv_rc_pingpong, either side
 //	gorxe uc_pingpong [HOST]     rdma-core's ibv_uc_pingpong, either side
+//	gorxe srq_pingpong [HOST]    rdma-core's ibv_srq_pingpong, either side
 //	gorxe rping -s|-c -a ADDR    librdmacm's rping, either side, over rdma_cm
 //
 // Run "gorxe help" for the list.
@@ -45,6 +46,8 @@ var commands = []command{
 		"RC SEND ping-pong against rdma-core's ibv_rc_pingpong, speaking its TCP exchange, flags and output", runRCPingpong},
 	{"uc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
 		"UC SEND ping-pong against rdma-core's ibv_uc_pingpong: rc_pingpong's over UC queue pairs", runUCPingpong},
+	{"srq_pingpong", "-g INDEX [-q QPS] [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
+		"RC SEND ping-pong on -q QPs sharing one receive queue, against rdma-core's ibv_srq_pingpong", runSRQPingpong},
 	{"rping", "-s|-c [-vVd] [-S SIZE] [-C COUNT] -a ADDR [-p PORT] [--link udp|tap|xdp]",
 		"librdmacm's rping: RDMA READ and WRITE ping over a connection made with rdma_cm, against stock rping", runRping},
 }
@@ -55,8 +58,9 @@ var commands = []command{
 // ib_write_bw is gorxe's write_bw, and so on; a name gorxe knows but
 // cannot run says why.
 var aliases = map[string]string{
-	"ibv_rc_pingpong": "rc_pingpong",
-	"ibv_uc_pingpong": "uc_pingpong",
+	"ibv_rc_pingpong":  "rc_pingpong",
+	"ibv_uc_pingpong":  "uc_pingpong",
+	"ibv_srq_pingpong": "srq_pingpong",
 }
 
 // unsupportedTools are tools of perftest's that gorxe knows of and does

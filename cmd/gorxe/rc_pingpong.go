@@ -24,18 +24,25 @@ import (
 )
 
 // pingpongTool is one of rdma-core's ping-pong examples that gorxe runs:
-// ibv_rc_pingpong, or ibv_uc_pingpong, which is the same program with a UC
+// ibv_rc_pingpong; ibv_uc_pingpong, which is the same program with a UC
 // QP and without the options rc_pingpong has grown since (uc_pingpong.c:
-// "p:d:i:s:m:r:n:l:eg:").
+// "p:d:i:s:m:r:n:l:eg:"); or ibv_srq_pingpong, rc_pingpong's run on -q
+// RC QPs that share one receive queue (srq_pingpong.c:
+// "p:d:i:s:m:q:r:n:l:eog:c").
 type pingpongTool struct {
 	name    string  // gorxe's command: rc_pingpong
 	service string  // RC
 	typ     qp.Type // the QP's
+	srq     bool    // -q QPs on one SRQ
+	// opts are the tool's own options of rc_pingpong's (and -q), by
+	// their letters; "" for all of rc_pingpong's.
+	opts string
 }
 
 var (
-	rcTool = &pingpongTool{name: "rc_pingpong", service: "RC", typ: qp.TypeRC}
-	ucTool = &pingpongTool{name: "uc_pingpong", service: "UC", typ: qp.TypeUC}
+	rcTool  = &pingpongTool{name: "rc_pingpong", service: "RC", typ: qp.TypeRC}
+	ucTool  = &pingpongTool{name: "uc_pingpong", service: "UC", typ: qp.TypeUC, opts: "pdismrnleg"}
+	srqTool = &pingpongTool{name: "srq_pingpong", service: "RC", typ: qp.TypeRC, srq: true, opts: "pdismqrnleogc"}
 )
 
 // peer returns rdma-core's name of the tool: ibv_rc_pingpong.
@@ -66,10 +73,6 @@ type rcRun struct {
 // "p:d:i:s:m:r:n:l:eg:oOPtcjNU"), or gorxe's.
 type rcOption = toolOption[rcRun]
 
-// ucOnly are the options uc_pingpong has, of rc_pingpong's; its -c is
-// gorxe's own.
-const ucOnly = "pdismrnleg"
-
 // rcOptions returns the tool's option table, in the order -h lists it.
 func rcOptions(tool *pingpongTool) []rcOption {
 	str, num, flag := setString[rcRun], setInt[rcRun], setTrue[rcRun]
@@ -83,6 +86,7 @@ func rcOptions(tool *pingpongTool) []rcOption {
 		{'i', "ib-port", req, honoured, false, "port of the device: 1, gorxe's only one", num(func(r *rcRun) *int { return &r.ibPort })},
 		{'s', "size", req, honoured, false, "message size in bytes (4096)", num(func(r *rcRun) *int { return &r.p.Size })},
 		{'m', "mtu", req, honoured, false, "path MTU: 256, 512, 1024, 2048 or 4096 (1024; not negotiated)", num(func(r *rcRun) *int { return &r.mtu })},
+		{'q', "num-qp", req, honoured, false, "QPs sharing the SRQ (16)", num(func(r *rcRun) *int { return &r.p.NumQP })},
 		{'r', "rx-depth", req, honoured, false, "receives posted at a time (500)", num(func(r *rcRun) *int { return &r.p.RxDepth })},
 		{'n', "iters", req, honoured, false, "messages each way (1000)", num(func(r *rcRun) *int { return &r.p.Iters })},
 		{'e', "events", no, honoured, false, "sleep on the CQ instead of polling it", flag(func(r *rcRun) *bool { return &r.p.Events })},
@@ -101,10 +105,22 @@ func rcOptions(tool *pingpongTool) []rcOption {
 		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; " + tool.peer() + " waits forever)", setPositiveDuration(func(r *rcRun) *time.Duration { return &r.p.GiveUp })},
 		{'h', "help", no, honoured, true, "print this help", flag(func(r *rcRun) *bool { return &r.help })},
 	}
-	if tool.typ == qp.TypeUC {
+	if !tool.srq {
+		opts = slices.DeleteFunc(opts, func(o rcOption) bool { return o.short == 'q' })
+	}
+	if tool.opts != "" {
 		opts = slices.DeleteFunc(opts, func(o rcOption) bool {
-			return !o.gorxe && o.short != 'c' && !strings.ContainsRune(ucOnly, rune(o.short))
+			return !o.gorxe && !strings.ContainsRune(tool.opts, rune(o.short)) && !(o.short == 'c' && tool.typ == qp.TypeUC)
 		})
+	}
+	if tool.srq {
+		for i := range opts {
+			if opts[i].short == 'c' {
+				opts[i].help = "validate the received buffer (the server, as ibv_srq_pingpong; gorxe: every byte, exit 1 if bad)"
+			}
+		}
+	}
+	if tool.typ == qp.TypeUC {
 		for i := range opts {
 			if opts[i].short == 'c' {
 				opts[i].gorxe = true
@@ -132,6 +148,9 @@ func parseRC(tool *pingpongTool, args []string) (*rcRun, error) {
 	}
 	r.p.GiveUp = 10 * time.Second
 	r.p.Type = tool.typ
+	if tool.srq {
+		r.p.NumQP = pingpong.DefaultNumQP
+	}
 	table := rcOptions(tool)
 	operands, err := parseOptions(table, r, args, false)
 	if err != nil || r.help {
@@ -160,6 +179,10 @@ func (r *rcRun) check() error {
 		return fmt.Errorf("-l %d: an SL is 0 to 15", r.sl)
 	case r.gidIndex < -1:
 		return fmt.Errorf("-g %d: not a GID index", r.gidIndex)
+	case r.tool.srq && r.p.NumQP < 1:
+		// srq_pingpong takes -q 0 and then waits for completions
+		// forever.
+		return fmt.Errorf("-q %d: want at least one QP", r.p.NumQP)
 	// ibv_rc_pingpong's own checks (-j's are moot: it is refused).
 	case r.ccUnprotected && r.odp:
 		return errors.New("CoCo unprotected memory cannot be used with ODP")
@@ -208,6 +231,9 @@ func rcUsage(w io.Writer, tool *pingpongTool, name string) {
 	if tool.typ == qp.TypeUC {
 		fmt.Fprintf(w, "A lost message is not sent again: the side waiting for it gives up after --give-up.\n")
 	}
+	if tool.srq {
+		fmt.Fprintf(w, "-q QPs on each side receive from one shared receive queue; -n counts the messages\nof all of them.\n")
+	}
 	printOptions(w, rcOptions(tool), peer)
 }
 
@@ -217,6 +243,10 @@ func runRCPingpong(args []string, stdout, stderr io.Writer) int {
 
 func runUCPingpong(args []string, stdout, stderr io.Writer) int {
 	return runPingpong(ucTool, args, stdout, stderr)
+}
+
+func runSRQPingpong(args []string, stdout, stderr io.Writer) int {
+	return runPingpong(srqTool, args, stdout, stderr)
 }
 
 func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) int {
