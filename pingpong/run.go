@@ -380,12 +380,17 @@ func (s *Side) PingPong(ctx context.Context, client bool) (*Result, error) {
 	for i := range pending {
 		pending[i] = recvWRID
 	}
-	if client {
-		if s.p.Check {
-			for i := 0; i < len(s.send); i += s.p.PageSize {
-				s.send[i] = mark
-			}
+	if s.p.Check && (client || s.srq != nil) {
+		// The client's mark. srq_pingpong's server echoes it, sending
+		// the buffer its receives land in; gorxe's sends from a buffer
+		// of its own (NewSide), which therefore carries the mark too:
+		// a stock client that checks, and sends back what it received,
+		// finds it there.
+		for i := 0; i < len(s.send); i += s.p.PageSize {
+			s.send[i] = mark
 		}
+	}
+	if client {
 		for i := range s.qps {
 			if err := s.postSend(i); err != nil {
 				return nil, err
