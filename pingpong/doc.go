@@ -9,7 +9,10 @@
 // ibv_ud_pingpong (ud_pingpong.c): the same exchange, the QPN being the UD
 // QP's, and the same run with UD SENDs through an address handle to the
 // peer, Q_Key 0x11111111, messages of at most the MTU received behind a
-// 40-byte GRH area.
+// 40-byte GRH area. With Params.NumQP it speaks ibv_srq_pingpong
+// (srq_pingpong.c): NumQP RC QPs on each side receiving from one shared
+// receive queue, and MaxQP (256) address messages each way, the ones
+// beyond NumQP zero.
 //
 // PROTOCOL.md beside this file describes the exchange and the run, with
 // references to the C source.

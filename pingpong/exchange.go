@@ -67,19 +67,31 @@ func Accept(ctx context.Context, ln net.Listener) (net.Conn, error) {
 // writes it before it looks at the message. ctx's end, or c's deadline,
 // interrupts it.
 func ExchangeClient(ctx context.Context, c net.Conn, local Dest) (Dest, error) {
-	defer interruptOn(ctx, c)()
-	m := local.Message()
-	if _, err := c.Write(m[:]); err != nil {
-		return Dest{}, ioError(ctx, "sending the local address", err)
+	r, err := ExchangeClientN(ctx, c, []Dest{local}, 1)
+	if err != nil {
+		return Dest{}, err
 	}
-	var r [MessageLen]byte
-	if _, err := io.ReadFull(c, r[:]); err != nil {
-		return Dest{}, ioError(ctx, "reading the server's address", err)
+	return r[0], nil
+}
+
+// ExchangeClientN is ExchangeClient for n addresses each way, as
+// srq_pingpong exchanges MaxQP: it writes locals' messages, then zero
+// addresses up to n, reads n, writes Done, and returns the n read.
+func ExchangeClientN(ctx context.Context, c net.Conn, locals []Dest, n int) ([]Dest, error) {
+	defer interruptOn(ctx, c)()
+	if err := writeAddresses(c, locals, n); err != nil {
+		return nil, ioError(ctx, "sending the local address", err)
+	}
+	msgs := make([]byte, n*MessageLen)
+	for i := range n {
+		if _, err := io.ReadFull(c, msgs[i*MessageLen:(i+1)*MessageLen]); err != nil {
+			return nil, ioError(ctx, "reading the server's address"+index(i, n), err)
+		}
 	}
 	if _, err := io.WriteString(c, Done); err != nil {
-		return Dest{}, ioError(ctx, `writing "done"`, err)
+		return nil, ioError(ctx, `writing "done"`, err)
 	}
-	return ParseMessage(r[:])
+	return parseAddresses(msgs, n)
 }
 
 // ExchangeServer is the server's side of the exchange on c: it reads the
@@ -89,30 +101,83 @@ func ExchangeClient(ctx context.Context, c net.Conn, local Dest) (Dest, error) {
 // client sees the connection close. ctx's end, or c's deadline, interrupts
 // it.
 func ExchangeServer(ctx context.Context, c net.Conn, local Dest, connect func(remote Dest) error) (Dest, error) {
-	defer interruptOn(ctx, c)()
-	var r [MessageLen]byte
-	if _, err := io.ReadFull(c, r[:]); err != nil {
-		return Dest{}, ioError(ctx, "reading the client's address", err)
-	}
-	remote, err := ParseMessage(r[:])
-	if err != nil {
+	r, err := ExchangeServerN(ctx, c, []Dest{local}, 1, func(r []Dest) error { return connect(r[0]) })
+	if len(r) == 0 {
 		return Dest{}, err
 	}
-	if err := connect(remote); err != nil {
-		return remote, err
+	return r[0], err
+}
+
+// ExchangeServerN is ExchangeServer for n addresses each way, as
+// srq_pingpong exchanges MaxQP: it reads n, calls connect with them,
+// writes locals' messages and zero addresses up to n, and reads Done.
+func ExchangeServerN(ctx context.Context, c net.Conn, locals []Dest, n int, connect func(remotes []Dest) error) ([]Dest, error) {
+	defer interruptOn(ctx, c)()
+	msgs := make([]byte, n*MessageLen)
+	for i := range n {
+		if _, err := io.ReadFull(c, msgs[i*MessageLen:(i+1)*MessageLen]); err != nil {
+			return nil, ioError(ctx, "reading the client's address"+index(i, n), err)
+		}
 	}
-	m := local.Message()
-	if _, err := c.Write(m[:]); err != nil {
-		return remote, ioError(ctx, "sending the local address", err)
+	remotes, err := parseAddresses(msgs, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := connect(remotes); err != nil {
+		return remotes, err
+	}
+	if err := writeAddresses(c, locals, n); err != nil {
+		return remotes, ioError(ctx, "sending the local address", err)
 	}
 	var done [len(Done)]byte
 	if _, err := io.ReadFull(c, done[:]); err != nil {
-		return remote, ioError(ctx, `reading the client's "done"`, err)
+		return remotes, ioError(ctx, `reading the client's "done"`, err)
 	}
 	if string(done[:]) != Done {
-		return remote, fmt.Errorf(`%w: the client sent %q where "done\x00" belongs`, ErrMessage, done[:])
+		return remotes, fmt.Errorf(`%w: the client sent %q where "done\x00" belongs`, ErrMessage, done[:])
 	}
-	return remote, nil
+	return remotes, nil
+}
+
+// writeAddresses writes the messages of locals, then of zero addresses
+// up to n (srq_pingpong's my_dest is zeroed beyond num_qp), in one write.
+func writeAddresses(c net.Conn, locals []Dest, n int) error {
+	b := make([]byte, 0, n*MessageLen)
+	for i := range n {
+		var d Dest
+		if i < len(locals) {
+			d = locals[i]
+		}
+		m := d.Message()
+		b = append(b, m[:]...)
+	}
+	_, err := c.Write(b)
+	return err
+}
+
+// parseAddresses parses n address messages.
+func parseAddresses(msgs []byte, n int) ([]Dest, error) {
+	ds := make([]Dest, n)
+	for i := range ds {
+		d, err := ParseMessage(msgs[i*MessageLen : (i+1)*MessageLen])
+		if err != nil {
+			if n > 1 {
+				err = fmt.Errorf("address %d: %w", i, err)
+			}
+			return nil, err
+		}
+		ds[i] = d
+	}
+	return ds, nil
+}
+
+// index returns " [i]" when n addresses are exchanged, to say which
+// failed, as srq_pingpong does, and "" for one.
+func index(i, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" [%d]", i)
 }
 
 // interruptOn makes c's blocked reads and writes return once ctx ends,

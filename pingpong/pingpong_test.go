@@ -17,6 +17,7 @@ import (
 	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // devices opens two gorxe devices on one in-memory fabric, at 10.0.0.1
@@ -384,6 +385,9 @@ func TestValidate(t *testing.T) {
 		{func(p *Params) { p.MTU = 6 }, "path MTU 6"},
 		{func(p *Params) { p.Port = 2 }, "IB port 2"},
 		{func(p *Params) { p.SL = 16 }, "SL 16"},
+		{func(p *Params) { p.NumQP, p.RxDepth = 16, 15 }, "rx_depth 15 is too small for 16 QPs"},
+		{func(p *Params) { p.NumQP, p.RxDepth = MaxQP, 500 }, "num_qp 256 must be less than 256"},
+		{func(p *Params) { p.NumQP, p.Type = 2, qp.TypeUC }, "srq_pingpong runs one or more RC QPs"},
 	} {
 		p := params()
 		tc.change(&p)
@@ -422,5 +426,122 @@ func TestUCPingPong(t *testing.T) {
 		if c := d.Counters(); c.SentPkts != uint64(10*p.Iters) || c.BadOpcode != 0 || c.UCDroppedMsgs != 0 {
 			t.Errorf("%s: sent_pkts %d (want %d), bad_opcode %d, uc_dropped_msgs %d", d.Name(), c.SentPkts, 10*p.Iters, c.BadOpcode, c.UCDroppedMsgs)
 		}
+	}
+}
+
+// checkSRQOutput checks what an srq_pingpong side printed: a local
+// address line for each of its n QPs, as many remote lines, then the
+// bytes and iters lines.
+func checkSRQOutput(t *testing.T, who, out string, n, size, iters int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 2*n+2 {
+		t.Fatalf("%s printed %d lines:\n%s\nwant %d", who, len(lines), out, 2*n+2)
+	}
+	for i, l := range lines[:n] {
+		if !localLine.MatchString(l) || !remoteLine.MatchString(lines[n+i]) {
+			t.Fatalf("%s: address lines %d: %q, %q", who, i, l, lines[n+i])
+		}
+	}
+	checkOutput(t, who, strings.Join(append([]string{lines[0], lines[n]}, lines[2*n:]...), "\n"), size, iters)
+}
+
+// TestSRQPingPong runs srq_pingpong's exchange and run: 16 QPs on each
+// side receiving from one SRQ, MaxQP addresses each way.
+func TestSRQPingPong(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		numQP, rxDepth, size, iter int
+		events                     bool
+	}{
+		{"defaults", DefaultNumQP, 500, 4096, 1000, false},
+		{"one receive per QP", 4, 4, 3000, 200, false},
+		{"events", 3, 50, 100, 100, true},
+		{"one QP", 1, 1, 10, 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := params()
+			p.NumQP, p.RxDepth, p.Size, p.Iters, p.Events, p.Check, p.PageSize = tc.numQP, tc.rxDepth, tc.size, tc.iter, tc.events, true, 4096
+			a, b := devices(t)
+			srv, cli := bothOn(t, a, b, p, p)
+			if srv.err != nil || cli.err != nil {
+				t.Fatalf("server: %v\nclient: %v", srv.err, cli.err)
+			}
+			checkSRQOutput(t, "server", srv.out, tc.numQP, p.Size, p.Iters)
+			checkSRQOutput(t, "client", cli.out, tc.numQP, p.Size, p.Iters)
+			if srv.r.BadPages != nil || cli.r.BadPages != nil {
+				t.Errorf("bad pages: server %v, client %v", srv.r.BadPages, cli.r.BadPages)
+			}
+			for _, d := range []*rnic.Device{a, b} {
+				if c := d.Counters(); c.RcvdPkts < uint64(p.Iters) {
+					t.Errorf("%s received %d packets, want %d or more", d.Name(), c.RcvdPkts, p.Iters)
+				}
+			}
+		})
+	}
+}
+
+// TestSRQPingPongFewerPeerQPs: a client with more QPs than its server
+// finds the server's surplus addresses empty, and says so.
+func TestSRQPingPongFewerPeerQPs(t *testing.T) {
+	ps, pc := params(), params()
+	ps.NumQP, pc.NumQP = 2, 4
+	ps.GiveUp, pc.GiveUp = time.Second, time.Second
+	srv, cli := both(t, ps, pc)
+	if cli.err == nil || !strings.Contains(cli.err.Error(), "the peer's address 2 is empty") {
+		t.Fatalf("client: %v; want the empty address named", cli.err)
+	}
+	if srv.err == nil {
+		t.Fatal("the server finished a run the client never began")
+	}
+}
+
+// TestSRQExchange: srq_pingpong's exchange is MaxQP messages each way,
+// the ones beyond the side's QPs all zero, then the client's "done".
+func TestSRQExchange(t *testing.T) {
+	cc, sc := net.Pipe()
+	locals := []Dest{{QPN: 0x11, PSN: 1, GID: [16]byte{15: 1}}, {QPN: 0x12, PSN: 2, GID: [16]byte{15: 1}}}
+	ctx := context.Background()
+	done := make(chan error, 1)
+	var wire []byte
+	go func() {
+		all := make([]byte, MaxQP*MessageLen)
+		if _, err := io.ReadFull(sc, all); err != nil {
+			done <- err
+			return
+		}
+		wire = all
+		answer := make([]byte, 0, MaxQP*MessageLen)
+		for i := range MaxQP {
+			m := Dest{QPN: 0x40 + bth.QPN(i), GID: [16]byte{15: 2}}.Message()
+			answer = append(answer, m[:]...)
+		}
+		if _, err := sc.Write(answer); err != nil {
+			done <- err
+			return
+		}
+		d := make([]byte, len(Done))
+		_, err := io.ReadFull(sc, d)
+		done <- err
+	}()
+	remotes, err := ExchangeClientN(ctx, cc, locals, MaxQP)
+	if err != nil || <-done != nil {
+		t.Fatal(err)
+	}
+	if len(remotes) != MaxQP || remotes[255].QPN != 0x40+255 {
+		t.Fatalf("%d remotes, the last %+v", len(remotes), remotes[len(remotes)-1])
+	}
+	for i := range MaxQP {
+		got, err := ParseMessage(wire[i*MessageLen : (i+1)*MessageLen])
+		want := Dest{}
+		if i < len(locals) {
+			want = locals[i]
+		}
+		if err != nil || got != want {
+			t.Fatalf("message %d: %+v, %v; want %+v", i, got, err, want)
+		}
+	}
+	if string(wire[2*MessageLen:3*MessageLen]) != "0000:000000:000000:00000000000000000000000000000000\x00" {
+		t.Fatalf("an empty address reads %q", wire[2*MessageLen:3*MessageLen])
 	}
 }

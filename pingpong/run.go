@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
@@ -61,7 +63,23 @@ type Params struct {
 	// a completion: a side that waits longer fails. Zero waits forever,
 	// as rc_pingpong does.
 	GiveUp time.Duration
+	// NumQP, when not zero, makes the run ibv_srq_pingpong's
+	// (srq_pingpong.c; -q, whose default is DefaultNumQP): NumQP RC QPs
+	// that receive from one shared receive queue of RxDepth WQEs, which
+	// is refilled when no more than NumQP are left posted; MaxQP
+	// addresses each way in the exchange, the first NumQP real and the
+	// rest zero; each QP sends its next message once its last send and a
+	// receive on it have completed, until Iters messages have gone in
+	// all. Zero is rc_pingpong's one QP with a receive queue of its own.
+	NumQP int
 }
+
+// MaxQP is how many address messages ibv_srq_pingpong writes each way,
+// whatever -q says (its MAX_QP); NumQP must be less.
+const MaxQP = 256
+
+// DefaultNumQP is ibv_srq_pingpong's -q default.
+const DefaultNumQP = 16
 
 // DefaultParams returns rc_pingpong's defaults: 1000 messages of 4096
 // bytes each way, 500 receives posted, path MTU 1024, port 1, no GID.
@@ -111,6 +129,12 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("pingpong: give-up time %v", p.GiveUp)
 	case p.Type != 0 && p.Type != qp.TypeRC && p.Type != qp.TypeUC && p.Type != qp.TypeUD:
 		return fmt.Errorf("pingpong: QP type %d: want RC, UC or UD", p.Type)
+	case p.NumQP < 0, p.NumQP > 0 && p.Type != 0 && p.Type != qp.TypeRC:
+		return fmt.Errorf("pingpong: %d QPs of type %d: srq_pingpong runs one or more RC QPs", p.NumQP, p.Type)
+	case p.NumQP > p.RxDepth:
+		return fmt.Errorf("pingpong: rx_depth %d is too small for %d QPs -- must have at least one receive per QP", p.RxDepth, p.NumQP)
+	case p.NumQP >= MaxQP:
+		return fmt.Errorf("pingpong: num_qp %d must be less than %d", p.NumQP, MaxQP)
 	case p.GIDIndex < 0:
 		// rc_pingpong then sends a zero GID and connects without a
 		// GRH, which no RoCE device can: rxe fails to move its QP to
@@ -122,18 +146,28 @@ func (p *Params) Validate() error {
 
 // Side is one end of a ping-pong: a QP in INIT with its receives posted
 // and its buffer registered, as pp_init_ctx leaves it, and the address it
-// tells its peer.
+// tells its peer; with Params.NumQP, NumQP QPs sharing one SRQ.
 type Side struct {
-	dev   *rnic.Device
-	p     Params
-	buf   []byte // with UD, the GRH area and then the message
-	off   int    // where the message starts in buf: GRHLen with UD, else 0
-	mr    *mr.MR
-	pd    *mr.PD
-	cq    *cq.CQ
-	qp    *rnic.QP
-	local Dest
-	routs int // receives posted and not yet completed
+	dev *rnic.Device
+	p   Params
+	// buf is the registered memory: the receive area, then the send
+	// buffer when it is apart (NumQP).
+	buf []byte
+	// recv is what each receive takes: the message, or with UD the
+	// GRH area and then the message.
+	recv []byte
+	// off is where the message starts in recv: GRHLen with UD, else 0.
+	off int
+	// send is the message each send carries: recv's, or with NumQP a
+	// buffer of its own at the end of buf.
+	send   []byte
+	pd     *mr.PD
+	mr     *mr.MR
+	cq     *cq.CQ
+	srq    *rnic.SRQ  // with NumQP: the queue the QPs receive from
+	qps    []*rnic.QP // one, or NumQP
+	locals []Dest     // each QP's address
+	routs  int        // receives posted and not yet completed
 
 	// UD: the address handle to the peer and its QPN, set by Connect.
 	ah     *qp.AH
@@ -152,6 +186,11 @@ type Side struct {
 // holds GRHLen bytes more, in front, so that each receive, of the whole
 // buffer, has room for the GRH; the QP goes to INIT with the Q_Key QKey
 // instead of access flags.
+//
+// With p.NumQP it is srq_pingpong's pp_init_ctx: a CQ of
+// p.RxDepth+p.NumQP entries, an SRQ of p.RxDepth WQEs of one SGE, and
+// p.NumQP RC QPs with room for one send each, receiving from it, with a
+// random PSN each; the sends have a buffer of their own.
 func NewSide(dev *rnic.Device, p Params) (*Side, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -174,10 +213,22 @@ func NewSide(dev *rnic.Device, p Params) (*Side, error) {
 	if ud {
 		s.off = GRHLen
 	}
-	s.buf = make([]byte, s.off+p.Size)
+	// srq_pingpong sends from the buffer its receives land in, as
+	// rc_pingpong does; but where rc_pingpong's one QP never sends while
+	// a message arrives, srq_pingpong's QPs do, each on its own, and a
+	// QP's send would read what another QP's receive writes. gorxe gives
+	// the sends a buffer of their own after the receive buffer, filled
+	// alike: the bytes on the wire are the same, and only the server
+	// checks what it received (-c), as srq_pingpong.
+	n := s.off + p.Size
+	if p.NumQP > 0 {
+		n += p.Size
+	}
+	s.buf = make([]byte, n)
 	for i := range s.buf {
 		s.buf[i] = fill
 	}
+	s.recv, s.send = s.buf[:s.off+p.Size], s.buf[n-p.Size:]
 	ok := false
 	defer func() {
 		if !ok {
@@ -189,39 +240,68 @@ func NewSide(dev *rnic.Device, p Params) (*Side, error) {
 	if s.mr, err = dev.RegMR(s.pd, s.buf, mr.LocalWrite); err != nil {
 		return nil, fmt.Errorf("pingpong: couldn't register MR: %w", err)
 	}
-	if s.cq, err = dev.CreateCQ(p.RxDepth + 1); err != nil {
+	if s.cq, err = dev.CreateCQ(p.RxDepth + max(p.NumQP, 1)); err != nil {
 		return nil, fmt.Errorf("pingpong: couldn't create CQ: %w", err)
 	}
-	s.qp, err = dev.CreateQP(qp.InitAttr{
+	ia := qp.InitAttr{
 		Type: cmp.Or(p.Type, qp.TypeRC), PD: s.pd, SendCQ: s.cq, RecvCQ: s.cq,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: uint32(p.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pingpong: couldn't create QP: %w", err)
+	}
+	if p.NumQP > 0 {
+		if s.srq, err = dev.CreateSRQ(s.pd, qp.SRQAttr{MaxWR: uint32(p.RxDepth), MaxSGE: 1}); err != nil {
+			return nil, fmt.Errorf("pingpong: couldn't create SRQ: %w", err)
+		}
+		ia.SRQ, ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = s.srq, 0, 0
+	}
+	for i := range max(p.NumQP, 1) {
+		q, err := dev.CreateQP(ia)
+		if err != nil {
+			return nil, fmt.Errorf("pingpong: couldn't create QP%s: %w", s.qpIndex(i), err)
+		}
+		s.qps = append(s.qps, q)
 	}
 	init, mask := qp.Attr{State: qp.StateInit, PKeyIndex: 0, Port: p.Port}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags
 	if ud {
 		init.QKey, mask = QKey, mask&^qp.AttrAccessFlags|qp.AttrQKey
 	}
-	if err := s.qp.Modify(&init, mask); err != nil {
-		return nil, fmt.Errorf("pingpong: failed to modify QP to INIT: %w", err)
+	for i, q := range s.qps {
+		if err := q.Modify(&init, mask); err != nil {
+			return nil, fmt.Errorf("pingpong: failed to modify QP%s to INIT: %w", s.qpIndex(i), err)
+		}
 	}
 	if err := s.postRecv(p.RxDepth); err != nil {
 		return nil, err
 	}
-	s.local = Dest{QPN: s.qp.Num(), PSN: bth.PSN(rand.Uint32() & bth.PSNMask), GID: gids[p.GIDIndex].As16()}
+	for _, q := range s.qps {
+		s.locals = append(s.locals, Dest{QPN: q.Num(), PSN: bth.PSN(rand.Uint32() & bth.PSNMask), GID: gids[p.GIDIndex].As16()})
+	}
 	ok = true
 	return s, nil
 }
 
-// Local returns the address this side tells its peer.
-func (s *Side) Local() Dest { return s.local }
+// qpIndex returns "[i]" when the side has several QPs, as srq_pingpong
+// names them in its messages ("QP[3]"), and "" otherwise.
+func (s *Side) qpIndex(i int) string {
+	if s.p.NumQP == 0 {
+		return ""
+	}
+	return "[" + strconv.Itoa(i) + "]"
+}
 
-// Close destroys the side's QP, CQ and memory region.
+// Local returns the address this side tells its peer: its first QP's.
+func (s *Side) Local() Dest { return s.locals[0] }
+
+// Locals returns the addresses of each of the side's QPs.
+func (s *Side) Locals() []Dest { return slices.Clone(s.locals) }
+
+// Close destroys the side's QPs, SRQ, CQ and memory region.
 func (s *Side) Close() {
 	s.dev.Flush()
-	if s.qp != nil {
-		s.qp.Destroy()
+	for _, q := range s.qps {
+		q.Destroy()
+	}
+	if s.srq != nil {
+		s.srq.Destroy()
 	}
 	if s.cq != nil {
 		s.cq.Close()
@@ -231,15 +311,19 @@ func (s *Side) Close() {
 	}
 }
 
-// postRecv posts n receives of the whole buffer (with UD, the GRH area
-// and the message).
+// postRecv posts n receives of recv (with UD, the GRH area and the
+// message), to the SRQ if the side has one.
 func (s *Side) postRecv(n int) error {
-	sge := []qp.SGE{{Addr: s.mr.IOVA(), Length: uint32(len(s.buf)), LKey: s.mr.LKey()}}
+	sge := []qp.SGE{{Addr: s.mr.IOVA(), Length: uint32(len(s.recv)), LKey: s.mr.LKey()}}
 	wrs := make([]qp.RecvWR, n)
 	for i := range wrs {
 		wrs[i] = qp.RecvWR{WRID: recvWRID, SGList: sge}
 	}
-	k, err := s.qp.PostRecv(wrs)
+	post := s.qps[0].PostRecv
+	if s.srq != nil {
+		post = s.srq.PostRecv
+	}
+	k, err := post(wrs)
 	s.routs += k
 	if err != nil {
 		return fmt.Errorf("pingpong: couldn't post receive (%d): %w", s.routs, err)
@@ -247,18 +331,19 @@ func (s *Side) postRecv(n int) error {
 	return nil
 }
 
-// postSend posts one signaled SEND of the message: the whole buffer,
-// or with UD what follows the GRH area, to the peer's QPN through the
-// address handle with the Q_Key QKey.
-func (s *Side) postSend() error {
+// postSend posts one signaled SEND of the message in send on QP i;
+// with UD, to the peer's QPN through the address handle with the Q_Key
+// QKey.
+func (s *Side) postSend(i int) error {
 	wr := qp.SendWR{
 		WRID: sendWRID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
-		SGList: []qp.SGE{{Addr: s.mr.IOVA() + uint64(s.off), Length: uint32(s.p.Size), LKey: s.mr.LKey()}},
+		// send ends buf in every layout.
+		SGList: []qp.SGE{{Addr: s.mr.IOVA() + uint64(len(s.buf)-len(s.send)), Length: uint32(len(s.send)), LKey: s.mr.LKey()}},
 	}
 	if s.ah != nil {
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ah, s.remote, QKey
 	}
-	_, err := s.qp.PostSend([]qp.SendWR{wr})
+	_, err := s.qps[i].PostSend([]qp.SendWR{wr})
 	if err != nil {
 		return fmt.Errorf("pingpong: couldn't post send: %w", err)
 	}
@@ -286,47 +371,66 @@ func (s *Side) postSend() error {
 // p.GIDIndex, hop limit 64 (ud_pingpong's since rdma-core v61; before,
 // 1, which the kernel replaced with the route's, 64, as for RC), which
 // every send then names with the peer's QPN.
-func (s *Side) Connect(remote Dest) error {
-	var zero [8]byte
-	if [8]byte(remote.GID[8:]) == zero {
-		return fmt.Errorf("pingpong: the peer's GID %s has no interface ID, so it wants no GRH, which RoCE cannot do without: run it with -g", FormatGID(remote.GID))
+func (s *Side) Connect(remote Dest) error { return s.ConnectAll([]Dest{remote}) }
+
+// ConnectAll connects each of the side's QPs, as Connect, to the
+// address of the same index in remotes, which has at least as many. As
+// srq_pingpong's pp_connect_ctx, every QP's GRH goes to the first
+// address's GID. An address with QPN 0 is one the peer left empty: it
+// runs fewer QPs than this side, and ConnectAll refuses it, where
+// srq_pingpong would connect to QP 0 and wait.
+func (s *Side) ConnectAll(remotes []Dest) error {
+	if len(remotes) < len(s.qps) {
+		return fmt.Errorf("pingpong: %d peer addresses for %d QPs", len(remotes), len(s.qps))
 	}
-	dgid := netip.AddrFrom16(remote.GID)
-	sgid := netip.AddrFrom16(s.local.GID)
+	gid := remotes[0].GID
+	var zero [8]byte
+	if [8]byte(gid[8:]) == zero {
+		return fmt.Errorf("pingpong: the peer's GID %s has no interface ID, so it wants no GRH, which RoCE cannot do without: run it with -g", FormatGID(gid))
+	}
+	dgid := netip.AddrFrom16(gid)
+	sgid := netip.AddrFrom16(s.locals[0].GID)
 	if dgid.Is4In6() != sgid.Is4In6() {
-		return fmt.Errorf("pingpong: the peer's GID %s and this side's %s (index %d) are not of one IP version", FormatGID(remote.GID), FormatGID(s.local.GID), s.p.GIDIndex)
+		return fmt.Errorf("pingpong: the peer's GID %s and this side's %s (index %d) are not of one IP version", FormatGID(gid), FormatGID(s.locals[0].GID), s.p.GIDIndex)
 	}
 	if s.p.Type == qp.TypeUD {
-		return s.connectUD(remote, dgid)
+		return s.connectUD(remotes[0], dgid) // ud_pingpong runs one QP (Validate)
 	}
-	rtr := qp.Attr{
-		State: qp.StateRTR, PathMTU: s.p.MTU, DestQPNum: remote.QPN, RQPSN: remote.PSN,
-		AV: qp.AddressVector{DGID: dgid, SGIDIndex: uint8(s.p.GIDIndex)},
-	}
-	rtrMask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
-	rts := qp.Attr{State: qp.StateRTS, SQPSN: s.local.PSN}
-	rtsMask := qp.AttrState | qp.AttrSQPSN
-	if s.p.Type != qp.TypeUC {
-		rtr.MaxDestRdAtomic, rtr.MinRNRTimer = 1, 12
-		rtrMask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
-		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = 14, 7, 7, 1
-		rtsMask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
-	}
-	if err := s.qp.Modify(&rtr, rtrMask); err != nil {
-		return fmt.Errorf("pingpong: failed to modify QP to RTR: %w", err)
-	}
-	if err := s.qp.Modify(&rts, rtsMask); err != nil {
-		return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
+	for i, q := range s.qps {
+		remote := remotes[i]
+		if remote.QPN == 0 {
+			return fmt.Errorf("pingpong: the peer's address %d is empty: it runs fewer QPs than this side's %d (-q)", i, len(s.qps))
+		}
+		rtr := qp.Attr{
+			State: qp.StateRTR, PathMTU: s.p.MTU, DestQPNum: remote.QPN, RQPSN: remote.PSN,
+			AV: qp.AddressVector{DGID: dgid, SGIDIndex: uint8(s.p.GIDIndex)},
+		}
+		rtrMask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+		rts := qp.Attr{State: qp.StateRTS, SQPSN: s.locals[i].PSN}
+		rtsMask := qp.AttrState | qp.AttrSQPSN
+		if s.p.Type != qp.TypeUC {
+			rtr.MaxDestRdAtomic, rtr.MinRNRTimer = 1, 12
+			rtrMask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+			rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = 14, 7, 7, 1
+			rtsMask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+		}
+		if err := q.Modify(&rtr, rtrMask); err != nil {
+			return fmt.Errorf("pingpong: failed to modify QP%s to RTR: %w", s.qpIndex(i), err)
+		}
+		if err := q.Modify(&rts, rtsMask); err != nil {
+			return fmt.Errorf("pingpong: failed to modify QP%s to RTS: %w", s.qpIndex(i), err)
+		}
 	}
 	return nil
 }
 
-// connectUD is Connect for a UD QP.
+// connectUD is Connect for a UD side's one QP.
 func (s *Side) connectUD(remote Dest, dgid netip.Addr) error {
-	if err := s.qp.Modify(&qp.Attr{State: qp.StateRTR}, qp.AttrState); err != nil {
+	q := s.qps[0]
+	if err := q.Modify(&qp.Attr{State: qp.StateRTR}, qp.AttrState); err != nil {
 		return fmt.Errorf("pingpong: Failed to modify QP to RTR: %w", err)
 	}
-	if err := s.qp.Modify(&qp.Attr{State: qp.StateRTS, SQPSN: s.local.PSN}, qp.AttrState|qp.AttrSQPSN); err != nil {
+	if err := q.Modify(&qp.Attr{State: qp.StateRTS, SQPSN: s.locals[0].PSN}, qp.AttrState|qp.AttrSQPSN); err != nil {
 		return fmt.Errorf("pingpong: Failed to modify QP to RTS: %w", err)
 	}
 	ah, err := s.dev.CreateAH(s.pd, qp.AddressVector{DGID: dgid, SGIDIndex: uint8(s.p.GIDIndex), HopLimit: 64})
@@ -347,26 +451,45 @@ var ErrStalled = errors.New("pingpong: no progress")
 // receive have both completed, until it has sent p.Iters; it stops when
 // it has sent and received p.Iters messages; it refills its receives when
 // only one is left posted. A completion with an error status ends the
-// run with rc_pingpong's words for it.
+// run with rc_pingpong's words for it. With p.NumQP, as srq_pingpong:
+// the client sends first on every QP; each QP keeps its own pending
+// mask, the completion's QP number saying whose it is; the SRQ is
+// refilled when no more than p.NumQP receives are left; p.Iters counts
+// the messages of all QPs.
 func (s *Side) PingPong(ctx context.Context, client bool) (*Result, error) {
-	pending := recvWRID
+	pending := make([]int, len(s.qps))
+	for i := range pending {
+		pending[i] = recvWRID
+	}
+	if s.p.Check && (client || s.srq != nil) {
+		// The client's mark. srq_pingpong's server echoes it, sending
+		// the buffer its receives land in; gorxe's sends from a buffer
+		// of its own (NewSide), which therefore carries the mark too:
+		// a stock client that checks, and sends back what it received,
+		// finds it there.
+		for i := 0; i < len(s.send); i += s.p.PageSize {
+			s.send[i] = mark
+		}
+	}
 	if client {
-		if s.p.Check {
-			msg := s.buf[s.off:]
-			for i := 0; i < len(msg); i += s.p.PageSize {
-				msg[i] = mark
+		for i := range s.qps {
+			if err := s.postSend(i); err != nil {
+				return nil, err
 			}
+			pending[i] |= sendWRID
 		}
-		if err := s.postSend(); err != nil {
-			return nil, err
-		}
-		pending |= sendWRID
+	}
+	refill := max(s.p.NumQP, 1)
+	// rc_pingpong polls two completions at a time, srq_pingpong as many
+	// as its CQ holds.
+	wcs := make([]cq.WC, 2)
+	if s.p.NumQP > 0 {
+		wcs = make([]cq.WC, s.p.NumQP+s.p.RxDepth)
 	}
 	start := time.Now()
-	var wcs [2]cq.WC // rc_pingpong polls two at a time
 	rcnt, scnt := 0, 0
 	for rcnt < s.p.Iters || scnt < s.p.Iters {
-		n, err := s.wait(ctx, wcs[:])
+		n, err := s.wait(ctx, wcs)
 		if err != nil {
 			return nil, err
 		}
@@ -374,12 +497,16 @@ func (s *Side) PingPong(ctx context.Context, client bool) (*Result, error) {
 			if wc.Status != cq.StatusSuccess {
 				return nil, fmt.Errorf("pingpong: Failed status %s (%d) for wr_id %d", wc.Status, int(wc.Status), int(wc.WRID))
 			}
+			i := slices.IndexFunc(s.qps, func(q *rnic.QP) bool { return uint32(q.Num()) == wc.QPNum })
+			if i < 0 {
+				return nil, fmt.Errorf("pingpong: Couldn't find QPN %06x", wc.QPNum)
+			}
 			switch wc.WRID {
 			case sendWRID:
 				scnt++
 			case recvWRID:
 				s.routs--
-				if s.routs <= 1 {
+				if s.routs <= refill {
 					if err := s.postRecv(s.p.RxDepth - s.routs); err != nil {
 						return nil, err
 					}
@@ -388,17 +515,31 @@ func (s *Side) PingPong(ctx context.Context, client bool) (*Result, error) {
 			default:
 				return nil, fmt.Errorf("pingpong: Completion for unknown wr_id %d", int(wc.WRID))
 			}
-			pending &^= int(wc.WRID)
-			if scnt < s.p.Iters && pending == 0 {
-				if err := s.postSend(); err != nil {
+			pending[i] &^= int(wc.WRID)
+			if scnt < s.p.Iters && pending[i] == 0 {
+				if err := s.postSend(i); err != nil {
 					return nil, err
 				}
-				pending = recvWRID | sendWRID
+				pending[i] = recvWRID | sendWRID
 			}
 		}
 	}
-	r := &Result{Local: s.local, Size: s.p.Size, Iters: s.p.Iters, Elapsed: time.Since(start)}
-	if s.p.Check {
+	r := &Result{Local: s.locals[0], Size: s.p.Size, Iters: s.p.Iters, Elapsed: time.Since(start)}
+	switch {
+	case !s.p.Check:
+	case s.p.NumQP == 0:
+		r.BadPages = s.badPages()
+	case !client:
+		// srq_pingpong's server checks the buffer after its last
+		// completion, while messages its peer sent beyond the count
+		// may still arrive (each QP sends while the count of sends
+		// that completed is short). gorxe stops its QPs first, so that
+		// none writes while it reads: the ACKs owed go out, then the
+		// QPs move to ERR, which takes and releases each QP's lock.
+		s.dev.Flush()
+		for _, q := range s.qps {
+			q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
+		}
 		r.BadPages = s.badPages()
 	}
 	return r, nil
@@ -408,7 +549,7 @@ func (s *Side) PingPong(ctx context.Context, client bool) (*Result, error) {
 // client's -c puts in its own.
 func (s *Side) badPages() []int {
 	var bad []int
-	msg := s.buf[s.off:]
+	msg := s.recv[s.off:]
 	for i := 0; i < len(msg); i += s.p.PageSize {
 		page := msg[i:min(i+s.p.PageSize, len(msg))]
 		ok := page[0] == mark
@@ -476,11 +617,12 @@ func (s *Side) wait(ctx context.Context, dst []cq.WC) (int, error) {
 // Client runs the client's side of rc_pingpong on dev against the server
 // at addr (host:port), writing to out what rc_pingpong prints: the local
 // address, the remote address, then (Result.WriteReport) the result.
-// The client connects its QP after the exchange and sends first.
+// The client connects its QP after the exchange and sends first. With
+// p.NumQP it is srq_pingpong's client: an address line for each QP.
 func Client(ctx context.Context, dev *rnic.Device, p Params, addr string, out io.Writer) (*Result, error) {
 	return run(ctx, dev, p, out, func(ctx context.Context) (net.Conn, error) { return Dial(ctx, addr) },
-		func(ctx context.Context, c net.Conn, s *Side) (Dest, error) {
-			return ExchangeClient(ctx, c, s.Local())
+		func(ctx context.Context, c net.Conn, s *Side) ([]Dest, error) {
+			return ExchangeClientN(ctx, c, s.locals, s.exchanged())
 		}, true)
 }
 
@@ -488,10 +630,7 @@ func Client(ctx context.Context, dev *rnic.Device, p Params, addr string, out io
 // that connects to ln, which it closes, writing to out what rc_pingpong
 // prints. The server connects its QP before it answers the client.
 func Server(ctx context.Context, dev *rnic.Device, p Params, ln net.Listener, out io.Writer) (*Result, error) {
-	return run(ctx, dev, p, out, func(ctx context.Context) (net.Conn, error) { return Accept(ctx, ln) },
-		func(ctx context.Context, c net.Conn, s *Side) (Dest, error) {
-			return ExchangeServer(ctx, c, s.Local(), s.Connect)
-		}, false)
+	return run(ctx, dev, p, out, func(ctx context.Context) (net.Conn, error) { return Accept(ctx, ln) }, serverExchange, false)
 }
 
 // ServerConn is Server for a client already accepted on c, which it
@@ -500,18 +639,28 @@ func Server(ctx context.Context, dev *rnic.Device, p Params, ln net.Listener, ou
 // to use).
 func ServerConn(ctx context.Context, dev *rnic.Device, p Params, c net.Conn, out io.Writer) (*Result, error) {
 	defer c.Close() // also when the side cannot be set up
-	return run(ctx, dev, p, out, func(context.Context) (net.Conn, error) { return c, nil },
-		func(ctx context.Context, c net.Conn, s *Side) (Dest, error) {
-			return ExchangeServer(ctx, c, s.Local(), s.Connect)
-		}, false)
+	return run(ctx, dev, p, out, func(context.Context) (net.Conn, error) { return c, nil }, serverExchange, false)
 }
 
-// run is Client and Server: set up, print the local address, exchange,
-// print the remote address, (client) connect, ping-pong, print the
-// result.
+func serverExchange(ctx context.Context, c net.Conn, s *Side) ([]Dest, error) {
+	return ExchangeServerN(ctx, c, s.locals, s.exchanged(), s.ConnectAll)
+}
+
+// exchanged returns how many addresses go each way: rc_pingpong's one,
+// or srq_pingpong's MaxQP.
+func (s *Side) exchanged() int {
+	if s.p.NumQP > 0 {
+		return MaxQP
+	}
+	return 1
+}
+
+// run is Client and Server: set up, print the local addresses, exchange,
+// print the remote addresses (as many as the side has QPs), (client)
+// connect, ping-pong, print the result.
 func run(ctx context.Context, dev *rnic.Device, p Params, out io.Writer,
 	dial func(context.Context) (net.Conn, error),
-	exchange func(context.Context, net.Conn, *Side) (Dest, error), client bool) (*Result, error) {
+	exchange func(context.Context, net.Conn, *Side) ([]Dest, error), client bool) (*Result, error) {
 	s, err := NewSide(dev, p)
 	if err != nil {
 		return nil, err
@@ -521,8 +670,10 @@ func run(ctx context.Context, dev *rnic.Device, p Params, out io.Writer,
 	if p.Type == qp.TypeUD {
 		local = writeUDLocalAddress
 	}
-	if err := local(out, "local", s.Local()); err != nil {
-		return nil, err
+	for _, l := range s.locals {
+		if err := local(out, "local", l); err != nil {
+			return nil, err
+		}
 	}
 	c, err := dial(ctx)
 	if err != nil {
@@ -531,16 +682,18 @@ func run(ctx context.Context, dev *rnic.Device, p Params, out io.Writer,
 	if p.GiveUp > 0 {
 		c.SetDeadline(time.Now().Add(p.GiveUp))
 	}
-	remote, err := exchange(ctx, c, s)
+	remotes, err := exchange(ctx, c, s)
 	c.Close()
 	if err != nil {
 		return nil, err
 	}
-	if err := WriteAddress(out, "remote", remote); err != nil {
-		return nil, err
+	for _, r := range remotes[:len(s.qps)] {
+		if err := WriteAddress(out, "remote", r); err != nil {
+			return nil, err
+		}
 	}
 	if client {
-		if err := s.Connect(remote); err != nil {
+		if err := s.ConnectAll(remotes); err != nil {
 			return nil, err
 		}
 	}
@@ -548,7 +701,7 @@ func run(ctx context.Context, dev *rnic.Device, p Params, out io.Writer,
 	if err != nil {
 		return nil, err
 	}
-	r.Remote = remote
+	r.Remote = remotes[0]
 	if err := r.WriteReport(out); err != nil {
 		return r, err
 	}

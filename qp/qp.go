@@ -43,6 +43,10 @@ type InitAttr struct {
 	Cap    Cap
 	SigAll bool // every send work request generates a completion
 	PD     *mr.PD
+	// SRQ, when set, is the shared receive queue the QP receives from
+	// (ibv_qp_init_attr.srq): Cap's MaxRecvWR and MaxRecvSGE are then
+	// ignored, and the QP's PostRecv is refused.
+	SRQ    SRQ
 	Window int // unacknowledged PSNs the requester allows; 0 means DefaultWindow
 	// NoTailProbe turns off the tail-loss probe (timers.go), leaving only
 	// the IBTA's local ACK timeout to recover a lost last packet, as rxe.

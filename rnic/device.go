@@ -22,7 +22,7 @@
 //
 // Lock order (a lock may be taken while holding those left of it):
 //
-//	receiver.mu (the receive path) > rc.QP.mu > worker.mu, cq.CQ.mu, mr.Table's
+//	receiver.mu (the receive path) > rc.QP.mu > rc.SRQ.mu, worker.mu, cq.CQ.mu, mr.Table's, events.mu
 //	Device.mu is never held while a QP's lock is taken.
 //
 // A QP holds its lock while it hands packets to the link, so that its
@@ -167,6 +167,7 @@ type Device struct {
 	addrMismatch   atomic.Uint64
 	pkeyViolations atomic.Uint64
 
+	events    events // asynchronous events (GetAsyncEvent)
 	rx        receiver
 	pollGrace time.Duration
 	clock     *monotime.Clock
@@ -192,6 +193,7 @@ func Open(cfg Config) (*Device, error) {
 		done:    make(chan struct{}),
 		clock:   monotime.NewClock(),
 	}
+	d.events.ready = make(chan struct{}, 1)
 	var notifier link.Notifier
 	if cfg.Loop != nil {
 		var ok bool
@@ -307,6 +309,7 @@ type QP struct {
 	e   engine
 	dev *Device
 	w   *worker
+	srq *SRQ // the shared receive queue it was created with, or nil
 	// path is the QP's peer and local GID as its last Modify left them,
 	// for the receive path's address check without the QP's lock; nil
 	// while the QP has no address vector.
@@ -353,7 +356,8 @@ func (q *QP) Stats() qp.Counters { return q.e.Stats() }
 func (q *QP) PostSend(wrs []qp.SendWR) (int, error) { return q.e.PostSend(wrs) }
 
 // PostRecv queues receive work requests, as ibv_post_recv. On error it
-// returns the index of the first request it did not queue.
+// returns the index of the first request it did not queue. A QP created
+// with an SRQ refuses it (qp.ErrBadWR), as rdma-core's rxe does.
 func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) { return q.e.PostRecv(wrs) }
 
 // engine is what a QP's transport engine does for the device and for
@@ -381,7 +385,8 @@ type engine interface {
 }
 
 // CreateQP creates a queue pair in the RESET state: RC, UC or UD
-// (ia.Type).
+// (ia.Type). With ia.SRQ, an SRQ of this device, the QP receives from
+// that shared queue and its own PostRecv is refused.
 func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -398,7 +403,11 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 	}
 	ia.NoTailProbe = ia.NoTailProbe || d.cfg.NoTailProbe
 	port := d.ports[int(num)%len(d.workers)]
-	dq := &QP{dev: d, w: w}
+	srq, err := d.attachSRQ(&ia)
+	if err != nil {
+		return nil, err
+	}
+	dq := &QP{dev: d, w: w, srq: srq}
 	switch ia.Type {
 	case qp.TypeUD:
 		q, err := rc.NewUD(port, num, ia, d.MTU().Bytes())
@@ -425,6 +434,9 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		dq.e = q
 	}
 	d.qps[num] = dq
+	if srq != nil {
+		srq.users++
+	}
 	w.add(dq)
 	return dq, nil
 }
@@ -488,6 +500,9 @@ func (q *QP) Destroy() error {
 		return fmt.Errorf("rnic: QP %#x already destroyed", uint32(q.Num()))
 	}
 	delete(d.qps, q.Num())
+	if q.srq != nil {
+		q.srq.users--
+	}
 	st := q.Stats()
 	d.retired.Add(&st)
 	_, cc := q.e.Congestion()

@@ -5,6 +5,7 @@ package test
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -12,20 +13,26 @@ import (
 // a veth over the udp and xdp links, IPv4 and IPv6, and between two gorxe
 // hosts on TAP devices on one bridge, with -c, and checks both sides'
 // output against ibv_rc_pingpong's lines.
-func TestRCPingpong(t *testing.T) { pingpongs(t, "rc_pingpong", 18600) }
+func TestRCPingpong(t *testing.T) { pingpongs(t, "rc_pingpong", 18600, 1) }
 
 // TestUCPingpong is TestRCPingpong for gorxe uc_pingpong, whose run and
 // lines are ibv_uc_pingpong's, those of ibv_rc_pingpong over UC QPs. A
 // veth loses nothing, so every message arrives.
-func TestUCPingpong(t *testing.T) { pingpongs(t, "uc_pingpong", 18620) }
+func TestUCPingpong(t *testing.T) { pingpongs(t, "uc_pingpong", 18620, 1) }
 
 // TestUDPingpong is TestRCPingpong for gorxe ud_pingpong: UD SENDs of
 // the veth's MTU (9000 bytes: 4096), no -m (ud_pingpong has none), and
 // ibv_ud_pingpong's colon before the local GID.
-func TestUDPingpong(t *testing.T) { pingpongs(t, "ud_pingpong", 18640) }
+func TestUDPingpong(t *testing.T) { pingpongs(t, "ud_pingpong", 18640, 1) }
 
-// pingpongs runs the ping-pong tool on each link, on TCP ports from port.
-func pingpongs(t *testing.T, tool string, port int) {
+// TestSRQPingpong is TestRCPingpong for gorxe srq_pingpong: ibv_srq_pingpong's
+// exchange of 256 addresses each way, and its run on 16 QPs a side (-q's
+// default) that share one receive queue, with an address line for each.
+func TestSRQPingpong(t *testing.T) { pingpongs(t, "srq_pingpong", 18660, 16) }
+
+// pingpongs runs the ping-pong tool on each link, on TCP ports from port;
+// each side prints an address line for each of its qps QPs.
+func pingpongs(t *testing.T, tool string, port, qps int) {
 	needRoot(t)
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 9000)
@@ -69,14 +76,16 @@ func pingpongs(t *testing.T, tool string, port int) {
 				cli = append(cli, "--tap", fmt.Sprintf("gxpc%d", i))
 			}
 			server, client := pair(t, v.srvNS, v.cliNS, srv, append(cli, v.host))
-			want := regexp.MustCompile(`^  local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}` + sep + ` GID ` + v.gid + `
-  remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ` + v.gid + `
-` + fmt.Sprint(2*size*300) + ` bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec
+			addr := func(which, sep string) string {
+				return strings.Repeat(`  `+which+` LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}`+sep+` GID `+v.gid+"\n", qps)
+			}
+			want := regexp.MustCompile(`^` + addr("local address: ", sep) + addr("remote address:", ",") +
+				fmt.Sprint(2*size*300) + ` bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec
 300 iters in \d+\.\d\d seconds = \d+\.\d\d usec/iter
 $`)
 			for _, g := range []*gorxe{server, client} {
 				if !want.MatchString(g.out.String()) {
-					t.Errorf("%v printed\n%s\nwant ibv_%s's four lines", g.cmd.Args[3:], g.out.String(), tool)
+					t.Errorf("%v printed\n%s\nwant ibv_%s's lines", g.cmd.Args[3:], g.out.String(), tool)
 				}
 			}
 		})

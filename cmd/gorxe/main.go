@@ -6,6 +6,7 @@
 //	gorxe rc_pingpong [HOST]     rdma-core's ibv_rc_pingpong, either side
 //	gorxe uc_pingpong [HOST]     rdma-core's ibv_uc_pingpong, either side
 //	gorxe ud_pingpong [HOST]     rdma-core's ibv_ud_pingpong, either side
+//	gorxe srq_pingpong [HOST]    rdma-core's ibv_srq_pingpong, either side
 //	gorxe rping -s|-c -a ADDR    librdmacm's rping, either side, over rdma_cm
 //	gorxe rdma_server, rdma_client, ucmatose   librdmacm's examples, over rdma_cm
 //
@@ -49,6 +50,8 @@ var commands = []command{
 		"UC SEND ping-pong against rdma-core's ibv_uc_pingpong: rc_pingpong's over UC queue pairs", runUCPingpong},
 	{"ud_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
 		"UD SEND ping-pong against rdma-core's ibv_ud_pingpong: Q_Key 0x11111111, messages up to the MTU", runUDPingpong},
+	{"srq_pingpong", "-g INDEX [-q QPS] [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
+		"RC SEND ping-pong on -q QPs sharing one receive queue, against rdma-core's ibv_srq_pingpong", runSRQPingpong},
 	{"rping", "-s|-c [-vVd] [-S SIZE] [-C COUNT] -a ADDR [-p PORT] [--link udp|tap|xdp]",
 		"librdmacm's rping: RDMA READ and WRITE ping over a connection made with rdma_cm, against stock rping", runRping},
 	{"rdma_server", "[-p PORT] --ip ADDR", "librdmacm's rdma_server: one 16-byte SEND each way over an rdma_cm connection", runRdmaServer},
@@ -63,9 +66,10 @@ var commands = []command{
 // ib_write_bw is gorxe's write_bw, and so on; a name gorxe knows but
 // cannot run says why.
 var aliases = map[string]string{
-	"ibv_rc_pingpong": "rc_pingpong",
-	"ibv_uc_pingpong": "uc_pingpong",
-	"ibv_ud_pingpong": "ud_pingpong",
+	"ibv_rc_pingpong":  "rc_pingpong",
+	"ibv_uc_pingpong":  "uc_pingpong",
+	"ibv_ud_pingpong":  "ud_pingpong",
+	"ibv_srq_pingpong": "srq_pingpong",
 }
 
 // unsupportedTools are tools of perftest's that gorxe knows of and does

@@ -26,22 +26,26 @@ import (
 // pingpongTool is one of rdma-core's ping-pong examples that gorxe runs:
 // ibv_rc_pingpong; ibv_uc_pingpong, which is the same program with a UC
 // QP and without the options rc_pingpong has grown since (uc_pingpong.c:
-// "p:d:i:s:m:r:n:l:eg:"); or ibv_ud_pingpong, the same with a UD QP
-// (ud_pingpong.c: "p:d:i:s:r:n:l:eg:c", no -m).
+// "p:d:i:s:m:r:n:l:eg:"); ibv_ud_pingpong, the same with a UD QP
+// (ud_pingpong.c: "p:d:i:s:r:n:l:eg:c", no -m); or ibv_srq_pingpong,
+// rc_pingpong's run on -q RC QPs that share one receive queue
+// (srq_pingpong.c: "p:d:i:s:m:q:r:n:l:eog:c").
 type pingpongTool struct {
 	name    string  // gorxe's command: rc_pingpong
 	service string  // RC
 	typ     qp.Type // the QP's
-	// opts are the tool's short options, of rc_pingpong's; all of them
-	// when empty.
+	srq     bool    // -q QPs on one SRQ
+	// opts are the tool's short options, of rc_pingpong's (and -q);
+	// all of rc_pingpong's when empty.
 	opts string
 	size int // -s's default
 }
 
 var (
-	rcTool = &pingpongTool{name: "rc_pingpong", service: "RC", typ: qp.TypeRC, size: 4096}
-	ucTool = &pingpongTool{name: "uc_pingpong", service: "UC", typ: qp.TypeUC, opts: "pdismrnleg", size: 4096}
-	udTool = &pingpongTool{name: "ud_pingpong", service: "UD", typ: qp.TypeUD, opts: "pdisrnlegc", size: pingpong.DefaultUDSize}
+	rcTool  = &pingpongTool{name: "rc_pingpong", service: "RC", typ: qp.TypeRC, size: 4096}
+	ucTool  = &pingpongTool{name: "uc_pingpong", service: "UC", typ: qp.TypeUC, opts: "pdismrnleg", size: 4096}
+	udTool  = &pingpongTool{name: "ud_pingpong", service: "UD", typ: qp.TypeUD, opts: "pdisrnlegc", size: pingpong.DefaultUDSize}
+	srqTool = &pingpongTool{name: "srq_pingpong", service: "RC", typ: qp.TypeRC, srq: true, opts: "pdismqrnleogc", size: 4096}
 )
 
 // peer returns rdma-core's name of the tool: ibv_rc_pingpong.
@@ -85,6 +89,7 @@ func rcOptions(tool *pingpongTool) []rcOption {
 		{'i', "ib-port", req, honoured, false, "port of the device: 1, gorxe's only one", num(func(r *rcRun) *int { return &r.ibPort })},
 		{'s', "size", req, honoured, false, fmt.Sprintf("message size in bytes (%d)", tool.size), num(func(r *rcRun) *int { return &r.p.Size })},
 		{'m', "mtu", req, honoured, false, "path MTU: 256, 512, 1024, 2048 or 4096 (1024; not negotiated)", num(func(r *rcRun) *int { return &r.mtu })},
+		{'q', "num-qp", req, honoured, false, "QPs sharing the SRQ (16)", num(func(r *rcRun) *int { return &r.p.NumQP })},
 		{'r', "rx-depth", req, honoured, false, "receives posted at a time (500)", num(func(r *rcRun) *int { return &r.p.RxDepth })},
 		{'n', "iters", req, honoured, false, "messages each way (1000)", num(func(r *rcRun) *int { return &r.p.Iters })},
 		{'e', "events", no, honoured, false, "sleep on the CQ instead of polling it", flag(func(r *rcRun) *bool { return &r.p.Events })},
@@ -103,25 +108,24 @@ func rcOptions(tool *pingpongTool) []rcOption {
 		{0, "give-up", req, honoured, true, "fail when the peer's address or a completion takes longer than this (10s; " + tool.peer() + " waits forever)", setPositiveDuration(func(r *rcRun) *time.Duration { return &r.p.GiveUp })},
 		{'h', "help", no, honoured, true, "print this help", flag(func(r *rcRun) *bool { return &r.help })},
 	}
-	if tool.typ == qp.TypeUD {
-		for i := range opts {
-			if opts[i].short == 's' {
-				opts[i].help += ", at most the port's MTU"
-			}
-		}
+	if !tool.srq {
+		opts = slices.DeleteFunc(opts, func(o rcOption) bool { return o.short == 'q' })
 	}
 	if tool.opts != "" {
 		opts = slices.DeleteFunc(opts, func(o rcOption) bool {
-			return !o.gorxe && o.short != 'c' && !strings.ContainsRune(tool.opts, rune(o.short))
+			return !o.gorxe && !strings.ContainsRune(tool.opts, rune(o.short)) && !(o.short == 'c' && tool.typ == qp.TypeUC)
 		})
 	}
-	if tool.typ == qp.TypeUC {
-		// uc_pingpong has no -c: gorxe's, for a gorxe peer.
-		for i := range opts {
-			if opts[i].short == 'c' {
-				opts[i].gorxe = true
-				opts[i].help = "validate every byte received, on both sides, exit 1 if bad (a gorxe peer's; stock ibv_uc_pingpong has no -c)"
-			}
+	for i := range opts {
+		switch o := &opts[i]; {
+		case o.short == 's' && tool.typ == qp.TypeUD:
+			o.help += ", at most the port's MTU"
+		case o.short == 'c' && tool.srq:
+			o.help = "validate the received buffer (the server, as ibv_srq_pingpong; gorxe: every byte, exit 1 if bad)"
+		case o.short == 'c' && tool.typ == qp.TypeUC:
+			// uc_pingpong has no -c: gorxe's, for a gorxe peer.
+			o.gorxe = true
+			o.help = "validate every byte received, on both sides, exit 1 if bad (a gorxe peer's; stock ibv_uc_pingpong has no -c)"
 		}
 	}
 	// gorxe's own options that choose the link.
@@ -144,6 +148,9 @@ func parseRC(tool *pingpongTool, args []string) (*rcRun, error) {
 	}
 	r.p.GiveUp = 10 * time.Second
 	r.p.Type, r.p.Size = tool.typ, tool.size
+	if tool.srq {
+		r.p.NumQP = pingpong.DefaultNumQP
+	}
 	table := rcOptions(tool)
 	operands, err := parseOptions(table, r, args, false)
 	if err != nil || r.help {
@@ -172,6 +179,10 @@ func (r *rcRun) check() error {
 		return fmt.Errorf("-l %d: an SL is 0 to 15", r.sl)
 	case r.gidIndex < -1:
 		return fmt.Errorf("-g %d: not a GID index", r.gidIndex)
+	case r.tool.srq && r.p.NumQP < 1:
+		// srq_pingpong takes -q 0 and then waits for completions
+		// forever.
+		return fmt.Errorf("-q %d: want at least one QP", r.p.NumQP)
 	// ibv_rc_pingpong's own checks (-j's are moot: it is refused).
 	case r.ccUnprotected && r.odp:
 		return errors.New("CoCo unprotected memory cannot be used with ODP")
@@ -223,6 +234,9 @@ func rcUsage(w io.Writer, tool *pingpongTool, name string) {
 	if tool.typ != qp.TypeRC {
 		fmt.Fprintf(w, "A lost message is not sent again: the side waiting for it gives up after --give-up.\n")
 	}
+	if tool.srq {
+		fmt.Fprintf(w, "-q QPs on each side receive from one shared receive queue; -n counts the messages\nof all of them.\n")
+	}
 	printOptions(w, rcOptions(tool), peer)
 }
 
@@ -236,6 +250,10 @@ func runUCPingpong(args []string, stdout, stderr io.Writer) int {
 
 func runUDPingpong(args []string, stdout, stderr io.Writer) int {
 	return runPingpong(udTool, args, stdout, stderr)
+}
+
+func runSRQPingpong(args []string, stdout, stderr io.Writer) int {
+	return runPingpong(srqTool, args, stdout, stderr)
 }
 
 func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) int {

@@ -93,6 +93,24 @@ func (r *recvQueue) free() *recvWQE {
 	return *w
 }
 
+// post queues a copy of wr. The queue must not be full.
+func (r *recvQueue) post(wr *qp.RecvWR) {
+	w := r.free()
+	w.wrid = wr.WRID
+	w.sges = append(w.sges[:0], wr.SGList...)
+	w.length = 0
+	for _, s := range wr.SGList {
+		w.length += uint64(s.Length)
+	}
+	r.tail++
+}
+
+// copyFrom makes w a copy of src, reusing w's SGE slice.
+func (w *recvWQE) copyFrom(src *recvWQE) {
+	w.wrid, w.length = src.wrid, src.length
+	w.sges = append(w.sges[:0], src.sges...)
+}
+
 // ring is the ring of a work queue: pointers to its WQEs, head the oldest
 // not yet completed, tail the next free slot. The indices only grow; a
 // slot is index % len(slots). It grows, doubling, as it fills, up to
@@ -254,6 +272,9 @@ func (q *QP) appendInline(b []byte, s qp.SGE) []byte {
 func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.srq != nil {
+		return 0, errSRQPostRecv
+	}
 	if q.attr.State == qp.StateReset {
 		return 0, fmt.Errorf("%w: post_recv in RESET", qp.ErrNotPosting)
 	}
@@ -265,20 +286,17 @@ func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) {
 		if q.rq.full() {
 			return i, fmt.Errorf("%w: %d receive work requests outstanding", qp.ErrQueueFull, q.rq.limit)
 		}
-		r := q.rq.free()
-		r.wrid = wr.WRID
-		r.sges = append(r.sges[:0], wr.SGList...)
-		r.length = 0
-		for _, s := range wr.SGList {
-			r.length += uint64(s.Length)
-		}
-		q.rq.tail++
+		q.rq.post(wr)
 	}
 	if q.attr.State == qp.StateErr {
 		q.flush()
 	}
 	return len(wrs), nil
 }
+
+// errSRQPostRecv refuses a PostRecv on a QP that receives from a shared
+// queue, as rxe's post_recv does (EINVAL).
+var errSRQPostRecv = fmt.Errorf("%w: the QP receives from a shared receive queue: post to the SRQ", qp.ErrBadWR)
 
 // completeSend retires a send WQE with a work completion when it failed,
 // was signaled, or the QP signals all.

@@ -62,6 +62,7 @@ type QP struct {
 
 	sq   sendQueue
 	rq   recvQueue
+	srq  *SRQ     // the shared receive queue the responder takes WQEs from, or nil for rq
 	tx   [][]byte // packets built under the lock, sent when it is released
 	txb  [][]byte // their buffers
 	req  requester
@@ -86,10 +87,15 @@ func New(port Port, num bth.QPN, ia qp.InitAttr) (*QP, error) {
 	if ia.SendCQ == nil || ia.RecvCQ == nil || ia.PD == nil {
 		return nil, fmt.Errorf("%w: a QP needs a PD, a send CQ and a receive CQ", qp.ErrAttr)
 	}
-	if err := checkCap(ia.Cap); err != nil {
+	srq, err := sharedQueue(&ia)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCap(ia.Cap, srq != nil); err != nil {
 		return nil, err
 	}
 	q := &QP{
+		srq:     srq,
 		port:    port,
 		num:     num,
 		uc:      ia.Type == qp.TypeUC,
@@ -113,9 +119,11 @@ func New(port Port, num bth.QPN, ia qp.InitAttr) (*QP, error) {
 	return q, nil
 }
 
-func checkCap(c qp.Cap) error {
+// checkCap checks a QP's queue sizes; a QP with an SRQ has no receive
+// queue to size.
+func checkCap(c qp.Cap, srq bool) error {
 	switch {
-	case c.MaxSendWR < 1 || c.MaxSendWR > qp.MaxWR || c.MaxRecvWR < 1 || c.MaxRecvWR > qp.MaxWR:
+	case c.MaxSendWR < 1 || c.MaxSendWR > qp.MaxWR || (c.MaxRecvWR < 1 && !srq) || c.MaxRecvWR > qp.MaxWR:
 		return fmt.Errorf("%w: work queue sizes must be 1..%d (send %d, recv %d)", qp.ErrAttr, qp.MaxWR, c.MaxSendWR, c.MaxRecvWR)
 	case c.MaxSendSGE > qp.MaxSGE || c.MaxRecvSGE > qp.MaxSGE:
 		return fmt.Errorf("%w: at most %d SGEs per work request", qp.ErrAttr, qp.MaxSGE)

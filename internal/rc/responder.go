@@ -26,7 +26,8 @@ type responder struct {
 	inMsg msgState
 
 	// The message in progress, between its FIRST and LAST packets.
-	wqe       *recvWQE // the receive WQE a SEND is filling
+	wqe       recvWQE // a copy of the receive WQE a SEND is filling, when held
+	held      bool    // wqe holds a WQE (takeRecv)
 	wqeMRs    []*mr.MR
 	sendOff   uint32
 	writeMR   *mr.MR
@@ -94,16 +95,62 @@ func (r *responder) start() {
 	}
 }
 
-// reset forgets everything, as the QP returns to RESET.
+// reset forgets everything, as the QP returns to RESET. A WQE taken from
+// an SRQ is lost with the rest, as rxe's RESPST_RESET forgets it.
 func (r *responder) reset() { *r = responder{q: r.q} }
 
 // abandon drops the message in progress and the answers not yet sent, as
-// the QP enters ERR.
+// the QP enters ERR. A WQE it had taken from an SRQ completes with
+// WR_FLUSH_ERR (rxe's check_resource in the error state); one of the QP's
+// own queue is still at its head, where the QP's flush completes it.
 func (r *responder) abandon() {
-	r.wqe = nil
+	if r.held && r.q.srq != nil {
+		r.completeRecv(cq.WC{Status: cq.StatusWRFlushErr, Opcode: cq.OpRecv})
+	}
+	r.held = false
 	r.inMsg = msgNone
 	r.replies.clear()
 	r.ackPending = false
+}
+
+// takeRecv gives the responder the receive WQE of the message that
+// begins: a copy of the head of the QP's own receive queue, which stays
+// queued until the message completes (a UC message dropped half-way
+// leaves it for the next), or the oldest of the SRQ's, which leaves the
+// shared queue at once (srq.go). It reports false when none is posted.
+func (r *responder) takeRecv() bool {
+	q := r.q
+	switch {
+	case q.srq != nil:
+		r.held = q.srq.take(&r.wqe)
+	case q.rq.head != q.rq.tail:
+		r.wqe.copyFrom(q.rq.at(q.rq.head))
+		r.held = true
+	}
+	return r.held
+}
+
+// completeRecv retires the held WQE with wc, whose WRID it sets.
+func (r *responder) completeRecv(wc cq.WC) {
+	q := r.q
+	wc.WRID = r.wqe.wrid
+	if q.srq == nil {
+		q.rq.head++
+	}
+	r.held = false
+	q.pushRecv(wc)
+}
+
+// releaseRecv lets go of the held WQE of a message dropped half-way (UC).
+// One of the QP's own queue stays at its head, to be filled again from
+// its start by the next SEND, as rxe resets it (class D1). One taken from
+// an SRQ cannot go back: it completes with status (class E; rxe's
+// do_class_d1e_error, RESPST_ERR_LENGTH and RESPST_ERR_RKEY_VIOLATION).
+func (r *responder) releaseRecv(status cq.Status) {
+	if r.held && r.q.srq != nil {
+		r.completeRecv(cq.WC{Status: status, Opcode: cq.OpRecv})
+	}
+	r.held = false
 }
 
 // handleRequest is the responder's receive path.
@@ -208,11 +255,10 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 	q := r.q
 	pos := p.Info.Position
 	if pos&wire.First != 0 {
-		if q.rq.head == q.rq.tail {
+		if !r.takeRecv() {
 			r.noReceive(psn)
 			return
 		}
-		r.wqe = q.rq.at(q.rq.head)
 		r.wqeMRs = r.wqeMRs[:0]
 		for _, s := range r.wqe.sges {
 			m, _, err := q.port.MRs().Lookup(s.LKey, q.pd, s.Addr, uint64(s.Length), mr.LocalWrite)
@@ -228,7 +274,9 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 	if uint64(r.sendOff)+uint64(len(p.Payload)) > r.wqe.length {
 		q.tracef("SEND of more than the %d bytes the receive work request %d holds", r.wqe.length, r.wqe.wrid)
 		if q.uc {
-			r.dropMessage() // rxe: ERR_LENGTH, class D for UC; the WQE stays for the next SEND
+			// rxe: ERR_LENGTH, class D for UC, the WQE stays for the
+			// next SEND; with an SRQ class E, it completes in error.
+			r.dropMessage(cq.StatusRemInvReqErr)
 			return
 		}
 		r.failRecv(cq.StatusLocLenErr, aeth.NAKInvalidRequest, psn)
@@ -243,7 +291,7 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 		r.inMsg = msgSend
 	} else {
 		r.inMsg = msgNone
-		wc := cq.WC{WRID: r.wqe.wrid, Opcode: cq.OpRecv, ByteLen: r.sendOff}
+		wc := cq.WC{Opcode: cq.OpRecv, ByteLen: r.sendOff}
 		if p.ImmDt != nil {
 			wc.ImmData, wc.Flags = p.ImmDt.Imm(), cq.FlagWithImm
 		}
@@ -252,10 +300,8 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 			// invalidate; the key is reported as rdma-core reports it.
 			wc.InvalidatedRKey, wc.Flags = uint32(p.IETH.RKey()), cq.FlagWithInv
 		}
-		q.rq.head++
-		r.wqe = nil
 		r.msn = (r.msn + 1) & aeth.MSNMask
-		q.pushRecv(wc)
+		r.completeRecv(wc)
 	}
 	r.accepted(p, psn)
 }
@@ -263,12 +309,21 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 	q := r.q
 	pos := p.Info.Position
+	if pos&wire.First != 0 && q.attr.AccessFlags&mr.RemoteWrite == 0 {
+		q.tracef("RDMA WRITE to a QP without REMOTE_WRITE access")
+		r.reject(aeth.NAKInvalidRequest, psn)
+		return
+	}
+	// A WRITE with immediate consumes a receive WQE, taken before the
+	// rkey and the length are checked, as rxe's check_resource comes
+	// before its check_rkey: with an SRQ, a UC WRITE that fails them
+	// completes the WQE in error (class E).
+	imm := p.ImmDt != nil
+	if imm && !r.takeRecv() {
+		r.noReceive(psn)
+		return
+	}
 	if pos&wire.First != 0 {
-		if q.attr.AccessFlags&mr.RemoteWrite == 0 {
-			q.tracef("RDMA WRITE to a QP without REMOTE_WRITE access")
-			r.reject(aeth.NAKInvalidRequest, psn)
-			return
-		}
 		f := p.RETH.Fields()
 		r.writeMR, r.writeVA, r.writeLeft, r.writeLen = nil, f.VA, f.DMALen, f.DMALen
 		if f.DMALen > 0 { // a zero-length WRITE names no memory (C9-88)
@@ -288,11 +343,6 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 		r.reject(aeth.NAKInvalidRequest, psn)
 		return
 	}
-	imm := p.ImmDt != nil
-	if imm && q.rq.head == q.rq.tail {
-		r.noReceive(psn) // WRITE with immediate consumes a receive
-		return
-	}
 	if n > 0 {
 		if err := r.writeMR.WriteAt(r.writeVA, p.Payload); err != nil {
 			r.reject(aeth.NAKRemoteAccess, psn)
@@ -307,10 +357,8 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 		r.inMsg = msgNone
 		r.msn = (r.msn + 1) & aeth.MSNMask
 		if imm {
-			w := q.rq.at(q.rq.head)
-			q.rq.head++
-			q.pushRecv(cq.WC{
-				WRID: w.wrid, Opcode: cq.OpRecvRDMAWithImm, ByteLen: r.writeLen,
+			r.completeRecv(cq.WC{
+				Opcode: cq.OpRecvRDMAWithImm, ByteLen: r.writeLen,
 				ImmData: p.ImmDt.Imm(), Flags: cq.FlagWithImm,
 			})
 		}
@@ -536,10 +584,8 @@ func (r *responder) fatalNAK(code aeth.NAKCode, psn bth.PSN) {
 // ERR_MALFORMED_WQE, class A for every service).
 func (r *responder) failRecv(status cq.Status, code aeth.NAKCode, psn bth.PSN) {
 	q := r.q
-	if r.wqe != nil {
-		q.pushRecv(cq.WC{WRID: r.wqe.wrid, Status: status, Opcode: cq.OpRecv})
-		q.rq.head++
-		r.wqe = nil
+	if r.held {
+		r.completeRecv(cq.WC{Status: status, Opcode: cq.OpRecv})
 	}
 	if q.uc {
 		q.enterError(nil, 0)

@@ -3,6 +3,7 @@ package rc
 import (
 	"fmt"
 
+	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
@@ -25,7 +26,9 @@ import (
 //
 // A receive WQE that a dropped SEND had begun to fill stays at the head
 // of the receive queue, and the next SEND fills it from its start, as
-// rxe resets it (do_class_d1e_error). Errors that rxe answers for RC with
+// rxe resets it (do_class_d1e_error). With a shared receive queue the WQE
+// cannot go back: the IBTA's class E applies instead of D, and rxe
+// completes it in error (srq.go, responder.releaseRecv). Errors that rxe answers for RC with
 // a NAK and ERR are, on UC, silent drops of the message, as rxe's
 // RESPST_ERR_LENGTH, RESPST_ERR_RKEY_VIOLATION (UC without SRQ) and
 // check_op_valid's UC branch; a SEND finding no receive WQE is dropped
@@ -105,19 +108,19 @@ func (r *responder) handleUnreliable(p *wire.Packet) {
 	switch pos := p.Info.Position; {
 	case pos&wire.First != 0:
 		if r.inMsg == msgSend || r.inMsg == msgWrite {
-			r.dropMessage() // its LAST never came (class D1)
+			r.dropMessage(cq.StatusRemInvReqErr) // its LAST never came (class D1; E with an SRQ)
 		}
 		r.inMsg = msgNone
 	case gap:
 		if r.inMsg != msgDropped {
-			r.dropMessage()
+			r.dropMessage(cq.StatusRemInvReqErr)
 		}
 		return
 	case r.inMsg == msgDropped:
 		return
 	case !r.inSequence(rc, pos):
 		q.tracef("UC opcode %v out of sequence: message dropped", op)
-		r.dropMessage()
+		r.dropMessage(cq.StatusRemInvReqErr)
 		return
 	}
 	r.execute(p, rc, psn)
@@ -125,20 +128,27 @@ func (r *responder) handleUnreliable(p *wire.Packet) {
 
 // dropMessage abandons the UC message in progress: the rest of it is
 // dropped up to the next FIRST or ONLY, and a receive WQE it had begun to
-// fill stays at the head of the queue, to be filled again from its start.
-func (r *responder) dropMessage() {
+// fill stays at the head of the queue, to be filled again from its start;
+// or, taken from an SRQ, completes with status (releaseRecv).
+func (r *responder) dropMessage(status cq.Status) {
 	r.q.stats.UCDroppedMsgs++
 	r.inMsg = msgDropped
-	r.wqe = nil
+	r.releaseRecv(status)
 	r.writeMR = nil
 }
 
 // reject answers a request the responder cannot execute: for RC a NAK
 // with code and the QP to ERR; for UC, a silent drop of the message (rxe:
-// class D and E errors of UC).
+// class D and E errors of UC), in which a WQE taken from an SRQ completes
+// with the status rxe pairs with code: REM_ACCESS_ERR for an R_Key
+// violation, REM_INV_REQ_ERR for the rest (class E).
 func (r *responder) reject(code aeth.NAKCode, psn bth.PSN) {
 	if r.q.uc {
-		r.dropMessage()
+		status := cq.StatusRemInvReqErr
+		if code == aeth.NAKRemoteAccess {
+			status = cq.StatusRemAccessErr
+		}
+		r.dropMessage(status)
 		return
 	}
 	r.fatalNAK(code, psn)
@@ -154,7 +164,7 @@ func (r *responder) noReceive(psn bth.PSN) {
 		if q.trace != nil {
 			q.tracef("no receive posted for UC PSN %d: message dropped", psn)
 		}
-		r.dropMessage()
+		r.dropMessage(cq.StatusRemInvReqErr) // nothing held: nothing completes
 		return
 	}
 	r.rnrNAK(psn)

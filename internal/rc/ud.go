@@ -42,6 +42,8 @@ type UD struct {
 	psn   bth.PSN // the next send's
 	stats qp.Counters
 	rq    recvQueue
+	srq   *SRQ    // the shared receive queue receives come from, or nil for rq
+	wqe   recvWQE // the WQE taken from srq for the packet being received
 	tx    [][]byte
 	txb   [][]byte
 	mrs   []*mr.MR // a send's SGEs' regions, reused
@@ -62,10 +64,15 @@ func NewUD(port Port, num bth.QPN, ia qp.InitAttr, mtu int) (*UD, error) {
 	if ia.SendCQ == nil || ia.RecvCQ == nil || ia.PD == nil {
 		return nil, fmt.Errorf("%w: a QP needs a PD, a send CQ and a receive CQ", qp.ErrAttr)
 	}
-	if err := checkCap(ia.Cap); err != nil {
+	srq, err := sharedQueue(&ia)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCap(ia.Cap, srq != nil); err != nil {
 		return nil, err
 	}
 	q := &UD{
+		srq:  srq,
 		port: port, num: num, pd: ia.PD, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ,
 		sigAll: ia.SigAll, txOff: port.TxOffset(), mtu: mtu, gsi: num == 1,
 	}
@@ -387,6 +394,9 @@ func (q *UD) pushRecv(wc cq.WC) {
 func (q *UD) PostRecv(wrs []qp.RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.srq != nil {
+		return 0, errSRQPostRecv
+	}
 	if q.attr.State == qp.StateReset {
 		return 0, fmt.Errorf("%w: post_recv in RESET", qp.ErrNotPosting)
 	}
@@ -398,14 +408,7 @@ func (q *UD) PostRecv(wrs []qp.RecvWR) (int, error) {
 		if q.rq.full() {
 			return i, fmt.Errorf("%w: %d receive work requests outstanding", qp.ErrQueueFull, q.rq.limit)
 		}
-		r := q.rq.free()
-		r.wrid = wr.WRID
-		r.sges = append(r.sges[:0], wr.SGList...)
-		r.length = 0
-		for _, s := range wr.SGList {
-			r.length += uint64(s.Length)
-		}
-		q.rq.tail++
+		q.rq.post(wr)
 	}
 	if q.attr.State == qp.StateErr {
 		q.flushRecv()
@@ -413,7 +416,16 @@ func (q *UD) PostRecv(wrs []qp.RecvWR) (int, error) {
 	return len(wrs), nil
 }
 
-// flushRecv completes every posted receive with WR_FLUSH_ERR.
+// consumeRecv retires the receive WQE being completed: the head of the
+// QP's own queue; one taken from an SRQ has left it already.
+func (q *UD) consumeRecv() {
+	if q.srq == nil {
+		q.rq.head++
+	}
+}
+
+// flushRecv completes every receive posted to the QP's own queue with
+// WR_FLUSH_ERR. A shared queue's are left for its other QPs.
 func (q *UD) flushRecv() {
 	for q.rq.head != q.rq.tail {
 		r := q.rq.at(q.rq.head)
@@ -426,9 +438,12 @@ func (q *UD) flushRecv() {
 // the IBTA leaves a choice). It drops, and counts, a packet whose Q_Key
 // is not the QP's (the GSI's is 0x80010000), one that finds no receive
 // posted or one too small for it, or one longer than the MTU (class D:
-// nothing is answered, the receive stays posted). A receive whose
-// buffers are not registered memory completes with LOC_PROT_ERR and the
-// QP goes to ERR. It never owes an ACK.
+// nothing is answered, the receive stays posted). With an SRQ the
+// receive has left the shared queue when the lengths are checked: one
+// too small, or a message longer than the MTU, completes the receive
+// with REM_INV_REQ_ERR (class E, as rxe). A receive whose buffers are
+// not registered memory completes with LOC_PROT_ERR and the QP goes to
+// ERR. It never owes an ACK.
 func (q *UD) HandlePacket(p *wire.Packet) bool {
 	q.mu.Lock()
 	defer q.unlock()
@@ -453,19 +468,30 @@ func (q *UD) HandlePacket(p *wire.Packet) bool {
 		}
 		return false
 	}
-	if q.rq.head == q.rq.tail || len(p.Payload) > q.mtu {
+	var r *recvWQE
+	switch {
+	case q.srq != nil && q.srq.take(&q.wqe):
+		r = &q.wqe // taken: from here on it completes, well or in error
+	case q.srq == nil && q.rq.head != q.rq.tail && len(p.Payload) <= q.mtu:
+		r = q.rq.at(q.rq.head)
+	default:
 		q.stats.UDDropped++
 		if q.trace != nil {
 			q.tracef("drop: %d-byte SEND from QP %#x: no receive posted, or more than the MTU", len(p.Payload), uint32(p.DETH.SrcQP()))
 		}
 		return false
 	}
-	r := q.rq.at(q.rq.head)
 	n := GRHLen + len(p.Payload)
-	if uint64(n) > r.length {
+	if uint64(n) > r.length || len(p.Payload) > q.mtu {
 		q.stats.UDDropped++
 		if q.trace != nil {
-			q.tracef("drop: %d-byte SEND from QP %#x does not fit the %d-byte receive", len(p.Payload), uint32(p.DETH.SrcQP()), r.length)
+			q.tracef("drop: %d-byte SEND from QP %#x does not fit the %d-byte receive, or the MTU", len(p.Payload), uint32(p.DETH.SrcQP()), r.length)
+		}
+		if q.srq != nil {
+			// Class E (rxe: RESPST_ERR_LENGTH, "UC/UD - class E"): a
+			// WQE taken from a shared queue cannot go back; it
+			// completes in error and the QP stays up.
+			q.pushRecv(cq.WC{WRID: r.wrid, Status: cq.StatusRemInvReqErr, Opcode: cq.OpRecv})
 		}
 		return false
 	}
@@ -473,7 +499,7 @@ func (q *UD) HandlePacket(p *wire.Packet) bool {
 	for _, s := range r.sges {
 		m, _, err := q.port.MRs().Lookup(s.LKey, q.pd, s.Addr, uint64(s.Length), mr.LocalWrite)
 		if err != nil && s.Length > 0 {
-			q.rq.head++
+			q.consumeRecv()
 			q.pushRecv(cq.WC{WRID: r.wrid, Status: cq.StatusLocProtErr, Opcode: cq.OpRecv})
 			q.attr.State = qp.StateErr
 			q.flushRecv()
@@ -486,7 +512,7 @@ func (q *UD) HandlePacket(p *wire.Packet) bool {
 	wire.PutGRH(grh[:], p.IP)
 	scatter(r.sges, mrs, 0, grh[:])
 	scatter(r.sges, mrs, GRHLen, p.Payload)
-	q.rq.head++
+	q.consumeRecv()
 	wc := cq.WC{
 		WRID: r.wrid, Status: cq.StatusSuccess, Opcode: cq.OpRecv, ByteLen: uint32(n),
 		SrcQP: uint32(p.DETH.SrcQP()), Flags: cq.FlagGRH,

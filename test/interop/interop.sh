@@ -16,7 +16,8 @@
 #                                           ud_pingpong), both ways; rdma_cm:
 #                                           librdmacm's rping (IPv4, IPv6, and a
 #                                           REJ each way), rdma_server/rdma_client,
-#                                           ucmatose and udaddy (SIDR), both ways
+#                                           ucmatose and udaddy (SIDR), both ways;
+#                                           and ibv_srq_pingpong both ways
 #   sudo test/interop/interop.sh --full     every test x direction x link x MTU
 #                                           x message size over IPv4 (the xdp
 #                                           link at 64 KiB), write and read over
@@ -202,6 +203,12 @@ if ! $flags && ! $full; then
 		cases+=("$dir send_bw udp 1024 4 1024 0 -c,UD" "$dir send_lat udp 1024 4 64 0 -c,UD" "$dir ud_pingpong udp 1024 4 1024 0")
 	done
 fi
+# Shared receive queues: rdma-core's ibv_srq_pingpong against gorxe
+# srq_pingpong, both ways over udp: 16 QPs a side (-q's default) on one
+# SRQ, 256 addresses each way, -c (the server checks).
+if ! $flags && ! $full; then
+	for dir in rxe-server gorxe-server; do cases+=("$dir srq_pingpong udp 1024 4 4096 0"); done
+fi
 if [ -n "$only" ]; then
 	picked=()
 	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
@@ -256,7 +263,7 @@ args() { # test size [flags]
 	case ,${3:-}, in *,-D,*) n="" ;; esac # a timed run: no -n
 	case $t in
 	atomic_bw | atomic_lat) echo "${n:+-n $n} -A $a" ;;
-	rc_pingpong) [ "$s" = 4096 ] && echo "-n 200 -c" || echo "-n 200 -c -s $s" ;;
+	rc_pingpong | srq_pingpong) [ "$s" = 4096 ] && echo "-n 200 -c" || echo "-n 200 -c -s $s" ;;
 	uc_pingpong) [ "$s" = 4096 ] && echo "-n 200" || echo "-n 200 -s $s" ;; # ibv_uc_pingpong has no -c
 	ud_pingpong) [ "$s" = 1024 ] && echo "-n 200 -c" || echo "-n 200 -c -s $s" ;;
 	*) echo "${n:+-n $n} -s $s" ;;
@@ -334,6 +341,7 @@ vmcmd() {
 	rc_pingpong) echo "ibv_rc_pingpong -d rxe0" ;;
 	uc_pingpong) echo "ibv_uc_pingpong -d rxe0" ;;
 	ud_pingpong) echo "ibv_ud_pingpong -d rxe0" ;;
+	srq_pingpong) echo "ibv_srq_pingpong -d rxe0" ;;
 	*) echo "ib_${1%%:*} -d rxe0 -F" ;;
 	esac
 }
@@ -368,7 +376,7 @@ session() {
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
 			local dir=$1 t=$2 l=$3 m=$4 ip=$5 size=$6 loss=$7 fl=${8:-}
-			local x=-x; [[ $t == ?[cd]_pingpong ]] && x=-g
+			local x=-x; [[ $t == *_pingpong ]] && x=-g
 			local mtu="-m $m"; [ "$t" = ud_pingpong ] && mtu="" # ibv_ud_pingpong has no -m
 			local gid="$x 1"; [ "$ip" = 6 ] && gid="$x \$gid6"
 			local peer=""; [ "$dir" = gorxe-server ] && peer=$([ "$l" = xdp ] && echo 10.9.0.3 || echo 10.9.0.1)
@@ -423,7 +431,7 @@ session() {
 		set +e
 		# rc_pingpong's -g as on rxe: br0's table has its default GID at
 		# 0 and 10.9.0.1 at 1; the tap link's device has only its --ip.
-		local gidx=""; [[ $t == ?[cd]_pingpong ]] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
+		local gidx=""; [[ $t == *_pingpong ]] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
 		local mtu="-m $m"; [ "$t" = ud_pingpong ] && mtu=""
 		local stop="timeout 150"
 		if infinite "$fl"; then
@@ -492,13 +500,14 @@ session() {
 		if [ -n "$gh" ] && [ -n "$ph" ] && [ "$gh" != "$ph" ]; then
 			verdict=FAIL note=" (table columns differ: gorxe '$gh', perftest '$ph')"
 		fi
-		# ibv_rc_pingpong reports bad data (-c) and exits 0 all the same.
-		if [[ $t == r[cd]_pingpong ]] && sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" | grep -q "invalid data"; then
+		# ibv_rc_pingpong (and ibv_srq_pingpong's server) report bad
+		# data (-c) and exit 0 all the same.
+		if [[ $t == r[cd]_pingpong || $t == srq_pingpong ]] && sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" | grep -q "invalid data"; then
 			verdict=FAIL note=" (ibv_$t: invalid data)"
 		fi
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
 		[ "$vm" != 1 ] && note="$note (VM $vm)"
-		local tool=perftest; [[ $t == ?[cd]_pingpong ]] && tool=ibv_$t
+		local tool=perftest; [[ $t == *_pingpong ]] && tool=ibv_$t
 		cmcase "$t" && tool=$(vm_cm "$dir" "$t" "$ip" "$size" | cut -d' ' -f1)
 		line[$n]=$(caseline $verdict $n "gorxe=$g $tool=${p:-?}$note")
 		echo "${line[$n]}"
