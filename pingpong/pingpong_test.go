@@ -388,6 +388,7 @@ func TestValidate(t *testing.T) {
 		{func(p *Params) { p.NumQP, p.RxDepth = 16, 15 }, "rx_depth 15 is too small for 16 QPs"},
 		{func(p *Params) { p.NumQP, p.RxDepth = MaxQP, 500 }, "num_qp 256 must be less than 256"},
 		{func(p *Params) { p.NumQP, p.Type = 2, qp.TypeUC }, "srq_pingpong runs one or more RC QPs"},
+		{func(p *Params) { p.NumQP, p.Type = 2, qp.TypeUD }, "srq_pingpong runs one or more RC QPs"},
 	} {
 		p := params()
 		tc.change(&p)
