@@ -502,7 +502,7 @@ session() {
 		fi
 		# ibv_rc_pingpong (and ibv_srq_pingpong's server) report bad
 		# data (-c) and exit 0 all the same.
-		if [[ $t == r[cd]_pingpong || $t == srq_pingpong ]] && sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" | grep -q "invalid data"; then
+		if [[ $t == [ru][cd]_pingpong || $t == srq_pingpong ]] && sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" | grep -q "invalid data"; then
 			verdict=FAIL note=" (ibv_$t: invalid data)"
 		fi
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
