@@ -196,6 +196,9 @@ func (m *Manager) Close() error {
 	return m.gsi.Destroy()
 }
 
+// Device returns the device whose QP 1 the manager owns.
+func (m *Manager) Device() *rnic.Device { return m.dev }
+
 // Stats returns the manager's counts.
 func (m *Manager) Stats() Stats {
 	m.mu.Lock()

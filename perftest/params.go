@@ -175,8 +175,15 @@ type Params struct {
 	// then the post list, as in perftest.
 	PostList int
 	// TrafficClass (--tclass) is the traffic class (IPv4 TOS, IPv6
-	// traffic class) of every packet this side sends.
+	// traffic class) of every packet this side sends. With RDMACM it is
+	// also perftest's --tos, the rdma_cm path's traffic class.
 	TrafficClass uint8
+	// RDMACM is -R (--rdma_cm): the test QPs are connected with rdma_cm,
+	// and the exchange travels over rdma_cm too (CommRDMACM); RunRemote
+	// then needs a Conn made by DialCM or ListenCM. CommRDMACM is -z
+	// (--comm_rdma_cm): only the exchange does. Neither is for UC.
+	RDMACM     bool
+	CommRDMACM bool
 	// CC and CCParams are the congestion control of RunLocal's devices
 	// (gorxe's --cc and --cc-profile; rnic.Config's): DCQCN with
 	// ConnectX's parameters when zero.
@@ -394,6 +401,8 @@ func (p *Params) Validate() error {
 	case p.unreliable() && p.Test.readsOrAtomics():
 		// perftest's change_conn_type, word for word.
 		return fmt.Errorf("UC connection not possible in READ/ATOMIC verbs")
+	case p.unreliable() && p.RDMACM:
+		return fmt.Errorf("UC is not supported in librdmacm") // perftest's parser
 	case p.TxDepth < 1 || p.TxDepth > 8192 || p.RxDepth < 1 || p.RxDepth > 8192 && !(p.unreliable() && p.RxDepth <= ucMaxRx):
 		return fmt.Errorf("tx and rx depth must be 1..8192")
 	case p.Atomic != FetchAndAdd && p.Atomic != CmpAndSwap:
@@ -460,7 +469,7 @@ func (p *Params) cqDepth() int { return p.qps()*max(p.TxDepth, p.RxDepth) + 16 }
 
 // flow returns the exchange's flow for p.
 func (p *Params) flow() Flow {
-	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && p.Test != AtomicBW, Duration: p.timed()}
+	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && p.Test != AtomicBW, Duration: p.timed(), RDMACM: p.RDMACM}
 }
 
 // validateOutput checks the timing, posting and output options as
