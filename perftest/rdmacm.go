@@ -120,8 +120,9 @@ type comm struct {
 	// before the comm connection.
 	tests []*cm.Conn
 	// connectQPs connects the test QPs (-R): Setup calls it between
-	// create_rdma_cm_connection's handshakes.
-	connectQPs func(mtu qp.MTU) error
+	// create_rdma_cm_connection's handshakes, a server with the listener
+	// it opened before the first.
+	connectQPs func(mtu qp.MTU, l *cm.Listener) error
 
 	mu      sync.Mutex
 	rdl     time.Time     // read deadline
@@ -505,8 +506,8 @@ func (c *comm) Close() error {
 
 // connectCM is create_rdma_cm_connection's middle part: the client
 // connects each of the side's QPs with rdma_cm to the server's port, in
-// order, and the server listens on that port again (its comm listener
-// is gone) and accepts them, in the order they come, as perftest's
+// order, and the server accepts them on l, listening on that port again
+// (its comm listener is gone), in the order they come, as perftest's
 // servers do (rdma_cm_connection_request_handler). rdma_cm sets every QP
 // attribute: the peer's QPN and PSN, the READs and atomics outstanding
 // (out_reads for the READ and atomic tests, none for the others), retry
@@ -514,7 +515,7 @@ func (c *comm) Close() error {
 // route's (its -m does not apply), gorxe's the MTU both sides agreed on
 // (check_mtu), which a passive side of either takes. --tos is the path's
 // traffic class.
-func (c *Conn) connectCM(s *Side, p *Params, mtu qp.MTU) error {
+func (c *Conn) connectCM(s *Side, p *Params, mtu qp.MTU, l *cm.Listener) error {
 	cc := c.comm
 	params := func(i int) cm.ConnParams {
 		q := s.qps[i]
@@ -532,11 +533,6 @@ func (c *Conn) connectCM(s *Side, p *Params, mtu qp.MTU) error {
 	defer cancel()
 	n := len(s.qps)
 	if c.server {
-		l, err := cc.m.Listen(netip.Addr{}, uint16(cc.local.Port()))
-		if err != nil {
-			return fmt.Errorf("perftest: listening with rdma_cm for the test QPs: %w", err)
-		}
-		defer l.Close()
 		for i := range n {
 			r, err := l.Accept(ctx)
 			if err != nil {
@@ -597,10 +593,23 @@ func (c *Conn) createCMConnection(mtu qp.MTU) error {
 	if c.comm == nil || c.comm.connectQPs == nil {
 		return errors.New("perftest: setup: -R (rdma_cm QPs) needs a connection made with DialCM or ListenCM, and its test QPs")
 	}
+	var l *cm.Listener
+	if c.server {
+		// perftest's server listens once its side of the handshake is
+		// done, and a client whose first REQ comes sooner is rejected
+		// (8) and tries again, which 6.2x's client cannot do: it
+		// crashes (rdma_cm_client_connection retries with the nodes
+		// it freed; fixed at 6.29). gorxe listens before.
+		var err error
+		if l, err = c.comm.m.Listen(netip.Addr{}, uint16(c.comm.local.Port())); err != nil {
+			return fmt.Errorf("perftest: listening with rdma_cm for the test QPs: %w", err)
+		}
+		defer l.Close()
+	}
 	if _, err := c.handShake("handshake before connecting the QPs with rdma_cm", c.timeout(), Dest{}); err != nil {
 		return err
 	}
-	if err := c.comm.connectQPs(mtu); err != nil {
+	if err := c.comm.connectQPs(mtu, l); err != nil {
 		return err
 	}
 	_, err := c.handShake("handshake after connecting the QPs with rdma_cm", c.timeout(), Dest{})
@@ -625,7 +634,7 @@ func (c *Conn) prepareCM(p *Params, s *Side, local []Dest, gidIndex int) error {
 		local[i].GIDIndex = int32(gidIndex)
 	}
 	if p.RDMACM {
-		c.comm.connectQPs = func(mtu qp.MTU) error { return c.connectCM(s, p, mtu) }
+		c.comm.connectQPs = func(mtu qp.MTU, l *cm.Listener) error { return c.connectCM(s, p, mtu, l) }
 	}
 	return nil
 }
