@@ -6,7 +6,8 @@
 // IP address and port (rdma_cm's TCP port space: the service ID is
 // 0x0000000001060000 | port, and the private data starts with rdma_cm's
 // 36-byte header); the passive side's Listener hands the request to
-// Accept, which creates the QP, moves it to RTS from the REQ's attributes
+// Accept, which creates the QP (or takes the caller's, ConnParams.QP),
+// moves it to RTS from the REQ's attributes
 // and answers with a REP; the active side moves its QP the same way and
 // ends the handshake with an RTU. Disconnect sends a DREQ, answered by a
 // DREP. Lost MADs are sent again after the response timeout, up to the
@@ -211,6 +212,9 @@ func (m *Manager) Close() error {
 	m.wg.Wait()
 	return m.gsi.Destroy()
 }
+
+// Device returns the device whose QP 1 the manager owns.
+func (m *Manager) Device() *rnic.Device { return m.dev }
 
 // Stats returns the manager's counts.
 func (m *Manager) Stats() Stats {

@@ -55,6 +55,13 @@ type ConnParams struct {
 	// before rdma_connect or rdma_accept, so that the peer's first SEND
 	// finds one.
 	Receives []qp.RecvWR
+	// QP, when set, is an RC QP the caller created, in RESET or INIT,
+	// that the connection uses instead of creating one from PD, the CQs,
+	// Cap and SigAll (which are then ignored): it is moved to INIT with
+	// Access if it is in RESET, and on to RTS. The caller keeps it: a
+	// failed Dial or Accept and Conn.Close leave it to the caller to
+	// destroy (in whatever state the attempt left it).
+	QP *rnic.QP
 }
 
 func (p *ConnParams) defaults() {
@@ -98,6 +105,7 @@ type Conn struct {
 	tid        uint64
 
 	qp       *rnic.QP
+	ownQP    bool // the manager created qp (not ConnParams.QP)
 	remoteQP bth.QPN
 	req      *cm.REQ // the REQ sent (active) or received (passive)
 	rep      *cm.REP // the REP sent (passive) or received (active)
@@ -195,7 +203,7 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 	}
 	hdr := cm.CMAHeader{SrcPort: srcPort, Src: local, Dst: dst}
 	if err := hdr.Encode(req.PrivateData[:]); err != nil {
-		q.Destroy()
+		release(q, p)
 		return nil, fmt.Errorf("cm: dial %v: %w", raddr, err)
 	}
 	copy(req.PrivateData[cm.CMAHeaderLen:], p.PrivateData)
@@ -203,12 +211,12 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		q.Destroy()
+		release(q, p)
 		return nil, ErrClosed
 	}
 	c := &Conn{
 		m: m, active: true, state: stReqSent, peer: peerAddr{src: dst, dst: local}, peerPort: raddr.Port(),
-		qp: q, req: req, decided: make(chan struct{}), disconnected: make(chan struct{}),
+		qp: q, ownQP: p.QP == nil, req: req, decided: make(chan struct{}), disconnected: make(chan struct{}),
 	}
 	c.localID = m.newCommID()
 	req.LocalCommID = c.localID
@@ -234,7 +242,7 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 	err = c.err
 	m.mu.Unlock()
 	if err != nil {
-		q.Destroy()
+		release(q, p)
 		return nil, fmt.Errorf("cm: dial %v: %w", raddr, err)
 	}
 	return c, nil
@@ -256,24 +264,41 @@ func (c *Conn) params(p ConnParams) {
 		rnrRetry: p.RNRRetryCount, ackTimeout: p.ACKTimeout, mtu: orMTU(p.MTU), tclass: p.TrafficClass}
 }
 
-// newQP creates an RC QP from p and moves it to INIT.
+// newQP creates an RC QP from p, or takes p.QP, and moves it to INIT,
+// posting p.Receives.
 func (m *Manager) newQP(p ConnParams) (*rnic.QP, error) {
-	q, err := m.dev.CreateQP(qp.InitAttr{Type: qp.TypeRC, PD: p.PD, SendCQ: p.SendCQ, RecvCQ: p.RecvCQ, Cap: p.Cap, SigAll: p.SigAll})
-	if err != nil {
-		return nil, fmt.Errorf("cm: %w", err)
+	q := p.QP
+	if q == nil {
+		var err error
+		if q, err = m.dev.CreateQP(qp.InitAttr{Type: qp.TypeRC, PD: p.PD, SendCQ: p.SendCQ, RecvCQ: p.RecvCQ, Cap: p.Cap, SigAll: p.SigAll}); err != nil {
+			return nil, fmt.Errorf("cm: %w", err)
+		}
 	}
-	if err := q.Modify(&qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: p.Access},
-		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
-		q.Destroy()
-		return nil, fmt.Errorf("cm: %w", err)
+	switch st := q.State(); st {
+	case qp.StateReset:
+		if err := q.Modify(&qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: p.Access},
+			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+			release(q, p)
+			return nil, fmt.Errorf("cm: %w", err)
+		}
+	case qp.StateInit:
+	default:
+		return nil, fmt.Errorf("cm: QP %#x is in %v, not RESET or INIT", uint32(q.Num()), st)
 	}
 	if len(p.Receives) > 0 {
 		if _, err := q.PostRecv(p.Receives); err != nil {
-			q.Destroy()
+			release(q, p)
 			return nil, fmt.Errorf("cm: posting the receives: %w", err)
 		}
 	}
 	return q, nil
+}
+
+// release destroys q if the manager created it, not if p gave it.
+func release(q *rnic.QP, p ConnParams) {
+	if p.QP == nil {
+		q.Destroy()
+	}
 }
 
 // toRTS moves the connection's QP from INIT through RTR to RTS, to the
@@ -406,11 +431,14 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 }
 
 // Close disconnects the connection if it is established and destroys its
-// QP.
+// QP, unless the caller gave it (ConnParams.QP).
 func (c *Conn) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.m.responseTime(c.m.cfg.ResponseTimeout)*time.Duration(c.m.cfg.MaxRetries+1))
 	defer cancel()
 	err := c.Disconnect(ctx)
+	if !c.ownQP {
+		return err
+	}
 	return errors.Join(err, c.qp.Destroy())
 }
 

@@ -115,7 +115,7 @@ func (r *Request) ResponderResources() uint8 { return r.c.req.ResponderResources
 // outstanding.
 func (r *Request) InitiatorDepth() uint8 { return r.c.req.InitiatorDepth }
 
-// Accept creates the connection's QP from p, moves it to RTS with the
+// Accept creates the connection's QP from p (or takes p.QP), moves it to RTS with the
 // REQ's attributes (the requester's QPN, first PSN, path MTU, ACK timeout
 // and retry counts) and sends the REP (rdma_accept). The connection is
 // established when the RTU comes: Conn.Established waits for it. The QP
@@ -134,20 +134,24 @@ func (r *Request) Accept(p ConnParams) (*Conn, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c.state != stReqRcvd {
-		q.Destroy()
+		release(q, p)
 		if c.err != nil {
 			return nil, fmt.Errorf("cm: accept: %w", c.err)
 		}
 		return nil, fmt.Errorf("cm: accept: the request is %v", c.state)
 	}
 	req := c.req
-	c.qp = q
+	c.qp, c.ownQP = q, p.QP == nil
 	c.params(p)
 	if c.cp.resp == 0 {
 		c.cp.resp = req.InitiatorDepth
 	}
 	if c.cp.init == 0 {
 		c.cp.init = req.ResponderResources
+	}
+	if c.cp.tclass == 0 {
+		// The path's, as the kernel's passive side takes it from the REQ.
+		c.cp.tclass = req.Primary.TrafficClass
 	}
 	mtu := min(m.dev.MTU(), c.cp.mtu, qp.MTU(req.PathMTU))
 	psn := randomPSN()
@@ -156,7 +160,7 @@ func (r *Request) Accept(p ConnParams) (*Conn, error) {
 		req.RetryCount, req.RNRRetryCount, req.Primary.LocalACKTimeout)
 	if err != nil {
 		c.qp = nil
-		q.Destroy()
+		release(q, p)
 		c.reject(cm.RejConsumerDefined, cm.MsgREQ, nil)
 		c.endLocked(err)
 		return nil, fmt.Errorf("cm: accept: moving the QP to RTS: %w", err)

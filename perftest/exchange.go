@@ -77,6 +77,9 @@ type Dest struct {
 	VAddr    uint64
 	GID      [16]byte
 	SRQN     uint32
+	// GIDIndex is gid_index, which only rdma_cm's binary key (-R, -z)
+	// carries.
+	GIDIndex int32
 }
 
 // BWReport is perftest's struct bw_report_data as xchg_bw_reports
@@ -133,6 +136,11 @@ type Conn struct {
 	closed        bool
 	// peeked holds what WatchPeer read ahead of the next step.
 	peeked []byte
+	// comm, with -R or -z, is the rdma_cm comm QP nc is: each message
+	// is a SEND, and the keys are binary (rdmacm.go).
+	comm *comm
+	// version, when set, is advertised instead of Version (tests).
+	version string
 }
 
 // Listen is perftest's server side of establish_connection
@@ -294,6 +302,9 @@ func (c *Conn) write(msg []byte) error {
 }
 
 func (c *Conn) read(n int) ([]byte, error) {
+	if c.comm != nil {
+		return c.comm.recv(n)
+	}
 	buf := make([]byte, n)
 	ahead := copy(buf, c.peeked)
 	c.peeked = c.peeked[ahead:]
@@ -315,6 +326,9 @@ func (c *Conn) read(n int) ([]byte, error) {
 // its part. stop ends the wait and keeps the byte for the next step; it
 // must be called before the next step, and the Conn not used until then.
 func (c *Conn) WatchPeer() (spoke <-chan struct{}, stop func()) {
+	if c.comm != nil {
+		return c.comm.watch()
+	}
 	ch := make(chan struct{})
 	ended := make(chan struct{})
 	c.nc.SetReadDeadline(time.Time{})
@@ -529,6 +543,9 @@ func ParseKey(msg []byte) (Dest, error) {
 // their pingpong_dest as the key message. Every "handshake" of perftest is
 // this exchange, with the same content each time.
 func (c *Conn) handShake(step string, timeout time.Duration, local Dest) (Dest, error) {
+	if c.comm != nil {
+		return c.handShakeCM(step, timeout, local)
+	}
 	msg, err := local.MarshalKey()
 	if err != nil {
 		return Dest{}, fmt.Errorf("perftest: %s: %w", step, err)
@@ -612,7 +629,7 @@ func (c *Conn) closeConnection() error {
 		c.Close()
 		return err
 	}
-	if c.remoteVer < verNoDone {
+	if c.remoteVer < verNoDone && c.comm == nil {
 		// Both sides write "done" and neither must fail on it (the
 		// race commit dbf395e removed it for); read the peer's so the
 		// close is not a reset. Errors here change nothing any more.
@@ -686,6 +703,11 @@ type Flow struct {
 	// exchange no reports (send_bw.c, write_bw.c: "test_type !=
 	// DURATION").
 	Duration bool
+	// RDMACM is -R: the test QPs are connected with rdma_cm, between two
+	// more handshakes (create_rdma_cm_connection), instead of from the
+	// key messages; the GIDs are not checked. It needs a Conn made by
+	// DialCM or ListenCM.
+	RDMACM bool
 }
 
 func (f Flow) writeImm() bool { return f.WithImm && (f.Test == WriteBW || f.Test == WriteLat) }
@@ -747,7 +769,11 @@ func (c *Conn) Setup(f Flow, local []Dest, mtu qp.MTU) (remote []Dest, agreedMTU
 			return nil, 0, fmt.Errorf("perftest: setup: local dest of QP %d: %w", i, err)
 		}
 	}
-	rv, err := c.ExchangeVersions(Version)
+	own := Version
+	if c.version != "" {
+		own = c.version
+	}
+	rv, err := c.ExchangeVersions(own)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -767,9 +793,14 @@ func (c *Conn) Setup(f Flow, local []Dest, mtu qp.MTU) (remote []Dest, agreedMTU
 	}
 	// negotiate_params runs in a perftest of 6.28 or later only if the
 	// PEER's version is 6.28 or later: on the wire iff both are.
-	if c.remoteVer >= verNegotiate && atof(Version) >= verNegotiate {
+	if c.remoteVer >= verNegotiate && atof(own) >= verNegotiate {
 		return nil, 0, fmt.Errorf("perftest: negotiating parameters: the peer (%s) would run negotiate_params since gorxe advertises %s; "+
-			"gorxe does not speak it: advertise a Version below 6.28", rv, Version)
+			"gorxe does not speak it: advertise a Version below 6.28", rv, own)
+	}
+	if f.RDMACM {
+		if err := c.createCMConnection(agreedMTU); err != nil {
+			return nil, 0, err
+		}
 	}
 	if f.Test == WriteLat || f.Test == ReadLat || f.Test == AtomicLat {
 		// write_lat.c, read_lat.c, atomic_lat.c: one handshake of QP 0
@@ -784,8 +815,10 @@ func (c *Conn) Setup(f Flow, local []Dest, mtu qp.MTU) (remote []Dest, agreedMTU
 			return nil, 0, err
 		}
 	}
-	if err := CheckGIDs(local[0].GID, remote[0].GID); err != nil {
-		return nil, 0, err
+	if !f.RDMACM {
+		if err := CheckGIDs(local[0].GID, remote[0].GID); err != nil {
+			return nil, 0, err
+		}
 	}
 	c.flow, c.setUp, c.local, c.remote = f, true, local[0], remote[0]
 	return remote, agreedMTU, nil

@@ -177,8 +177,15 @@ type Params struct {
 	// then the post list, as in perftest.
 	PostList int
 	// TrafficClass (--tclass) is the traffic class (IPv4 TOS, IPv6
-	// traffic class) of every packet this side sends.
+	// traffic class) of every packet this side sends. With RDMACM it is
+	// also perftest's --tos, the rdma_cm path's traffic class.
 	TrafficClass uint8
+	// RDMACM is -R (--rdma_cm): the test QPs are connected with rdma_cm,
+	// and the exchange travels over rdma_cm too (CommRDMACM); RunRemote
+	// then needs a Conn made by DialCM or ListenCM. CommRDMACM is -z
+	// (--comm_rdma_cm): only the exchange does. Neither is for UC.
+	RDMACM     bool
+	CommRDMACM bool
 	// CC and CCParams are the congestion control of RunLocal's devices
 	// (gorxe's --cc and --cc-profile; rnic.Config's): DCQCN with
 	// ConnectX's parameters when zero.
@@ -410,6 +417,12 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("UC connection not possible in READ/ATOMIC verbs")
 	case p.datagram() && p.Test != SendBW && p.Test != SendLat:
 		return fmt.Errorf("UD connection only possible in SEND verb")
+	case p.Connection == qp.TypeUC && (p.RDMACM || p.CommRDMACM):
+		return fmt.Errorf("UC is not supported in librdmacm") // perftest's parser
+	case p.datagram() && (p.RDMACM || p.CommRDMACM):
+		// perftest resolves UD QPs with rdma_cm's SIDR (package cm has
+		// it: ResolveUD); its -R exchange for UD is not written yet.
+		return fmt.Errorf("-R with -c UD: not supported by gorxe yet (use the TCP exchange)")
 	case p.TxDepth < 1 || p.TxDepth > 8192 || p.RxDepth < 1 || p.RxDepth > 8192 && !(p.unreliable() && p.RxDepth <= ucMaxRx):
 		return fmt.Errorf("tx and rx depth must be 1..8192")
 	case p.Atomic != FetchAndAdd && p.Atomic != CmpAndSwap:
@@ -476,7 +489,7 @@ func (p *Params) cqDepth() int { return p.qps()*max(p.TxDepth, p.RxDepth) + 16 }
 
 // flow returns the exchange's flow for p.
 func (p *Params) flow() Flow {
-	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && p.Test != AtomicBW, Duration: p.timed()}
+	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && p.Test != AtomicBW, Duration: p.timed(), RDMACM: p.RDMACM}
 }
 
 // validateOutput checks the timing, posting and output options as

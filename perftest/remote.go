@@ -73,6 +73,9 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		side.zeroAtomicWords()
 	}
 	flow := p.flow()
+	if err := opt.Conn.prepareCM(&p, side, local, opt.GIDIndex); err != nil {
+		return nil, err
+	}
 	remote, mtu, err := opt.Conn.Setup(flow, local, p.MTU)
 	if err != nil {
 		return nil, err
@@ -88,7 +91,9 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		}
 		sizes = p.Sizes()
 	}
-	if err := side.connect(&p, local, remote, opt.GIDIndex); err != nil {
+	if p.RDMACM {
+		side.connectedCM(remote) // rdma_cm connected the QPs in Setup
+	} else if err := side.connect(&p, local, remote, opt.GIDIndex); err != nil {
 		return nil, err
 	}
 	if err := opt.Conn.Connected(local, remote); err != nil {

@@ -55,8 +55,7 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	} else {
 		fmt.Fprintf(w, " Max inline data : %d[B]\n", p.Inline)
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : %s\n", map[bool]string{true: "in-process", false: "Ethernet"}[link == "mem"])
+	printCMBanner(w, p, link)
 	fmt.Fprintln(w, rule)
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/internal/xdpprog"
 	"github.com/gorxe/gorxe/perftest"
@@ -290,6 +291,7 @@ func (l *linkFlags) open() (link.Link, error) {
 // out-of-band connection, and the GID it uses.
 type endpoint struct {
 	dev  *rnic.Device
+	cm   *cm.Manager // -R and -z: the exchange's and QPs' connection manager
 	conn *perftest.Conn
 	// gidIndex is the GID's index as perftest's -x names it: in the
 	// interface's table laid out as rxe's (udp link), or in the device's
@@ -304,13 +306,11 @@ type endpoint struct {
 func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer, quiet bool) (*endpoint, error) {
 	ep := &endpoint{}
 	fail := func(err error) (*endpoint, error) {
-		if ep.dev != nil {
-			ep.dev.Close()
-		}
-		if ep.conn != nil {
-			ep.conn.Close()
-		}
+		ep.close()
 		return nil, err
+	}
+	if r.p.CommRDMACM {
+		return openRemoteCM(ctx, r, name, stdout, quiet, ep, fail)
 	}
 	// The device comes first, as in perftest, wherever its address is
 	// known: --ip (a tap host then answers ARP and ping while its server
@@ -361,6 +361,20 @@ func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer, 
 		return fail(err)
 	}
 	return ep, nil
+}
+
+// close closes what openRemote opened: the out-of-band connection (with
+// rdma_cm, its disconnects), the connection manager, the device.
+func (ep *endpoint) close() {
+	if ep.conn != nil {
+		ep.conn.Close()
+	}
+	if ep.cm != nil {
+		ep.cm.Close()
+	}
+	if ep.dev != nil {
+		ep.dev.Close()
+	}
 }
 
 // openDevice opens the link and the device. On the udp link the address

@@ -62,6 +62,10 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: a SERVER needs --link udp or tap, not mem\n", name)
 		return exitUsage
 	}
+	if r.p.CommRDMACM && r.link.kind == "mem" {
+		fmt.Fprintf(stderr, "%s: -R and -z connect to a peer: --link udp, tap or xdp, not mem\n", name)
+		return exitUsage
+	}
 	if r.link.kind == "tap" || r.link.ip != "" {
 		if err := r.link.validate(); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
@@ -153,8 +157,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 			return exitError
 		}
-		defer ep.dev.Close()
-		defer ep.conn.Close()
+		defer ep.close()
 		gidIndex = ep.gidIndex
 		if !quiet {
 			perftest.PrintBanner(stdout, &p, ep.dev.Name(), r.link.kind, ep.gidIndex)

@@ -39,6 +39,7 @@ type perfRun struct {
 	bindIP   string // --bind_source_ip: the out-of-band socket's source
 	mtu      int    // -m, in bytes
 	timeout  uint
+	tos      int // --tos, -1 if not given
 
 	outJSON     bool   // --out_json
 	outJSONFile string // --out_json_file
@@ -192,9 +193,6 @@ func perfOptions() []perfOption {
 		}},
 
 		// Refused, each with the reason.
-		{'R', "rdma_cm", no, refused, false, "rdma_cm connections are not supported yet: gorxe speaks perftest's TCP exchange (run without -R)", nil},
-		{'z', "comm_rdma_cm", no, refused, false, "the rdma_cm out-of-band channel is not supported yet: gorxe speaks perftest's TCP exchange (run without -z)", nil},
-		{'T', "tos", req, refused, false, "--tos needs rdma_cm (-R), which gorxe does not support yet", nil},
 		{'O', "dualport", no, refused, false, "gorxe's device has one port", nil},
 		{0, "report-per-port", no, refused, false, "gorxe's device has one port", nil},
 		{'g', "mcg", no, refused, false, "multicast groups are not supported (gorxe's UD queue pairs send to one QP)", nil},
@@ -222,7 +220,7 @@ func perfOptions() []perfOption {
 		{'Z', "server", no, refused, false, "raw Ethernet tests only: the role follows from the server's name", nil},
 		{'P', "client", no, refused, false, "raw Ethernet tests only: the role follows from the server's name", nil},
 		{'v', "mac_fwd", no, refused, false, "raw Ethernet tests only", nil},
-		{'L', "hop_limit", req, refused, false, "--hop_limit needs rdma_cm (-R), which gorxe does not support yet", nil},
+		{'L', "hop_limit", req, refused, false, "--hop_limit (with -R) is not supported: gorxe's rdma_cm paths have hop limit 64", nil},
 
 		// Timed runs and what is printed.
 		{'D', "duration", req, honoured, false, "run for this many seconds instead of -n messages (both sides)", func(r *perfRun, v string) error {
@@ -281,6 +279,22 @@ func perfOptions() []perfOption {
 			return nil
 		}},
 		{'q', "qp", req, honoured, false, "queue pairs (bandwidth tests), posted to in turn", num(func(r *perfRun) *int { return &r.p.NumQPs })},
+		{'R', "rdma_cm", no, honoured, false, "connect the QPs with rdma_cm, and exchange over rdma_cm instead of TCP, on -p's port", func(r *perfRun, _ string) error {
+			r.p.RDMACM, r.p.CommRDMACM = true, true
+			return nil
+		}},
+		{'z', "comm_rdma_cm", no, honoured, false, "exchange over rdma_cm instead of TCP, on -p's port; the QPs are connected from the keys", flag(func(r *perfRun) *bool { return &r.p.CommRDMACM })},
+		{'T', "tos", req, honoured, false, "type of service of the rdma_cm QPs (with -R): their traffic class", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n < 0 || n > 256 {
+				return fmt.Errorf("TOS should be between 0 and 256") // perftest's range
+			}
+			r.tos = n
+			return nil
+		}},
 		{'b', "bidirectional", no, honoured, false, "both sides send (bandwidth tests); each prints the sum", flag(func(r *perfRun) *bool { return &r.p.Duplex })},
 		{'o', "outs", req, honoured, false, "outstanding READs and atomics offered to the peer (READ and atomic tests)", num(func(r *perfRun) *int { return &r.p.OutReads })},
 		{0, "write_with_imm", no, honoured, false, "RDMA WRITE with immediate (write_bw, write_lat; a perftest peer needs 6.20 or later)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
@@ -331,6 +345,7 @@ func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
 		gidIndex: -1,
 		mtu:      1024,
 		timeout:  14,
+		tos:      -1,
 		link:     linkFlags{port: wire.UDPPort},
 	}
 	table := perfOptions()
@@ -355,6 +370,15 @@ func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
 	}
 	if r.link.kind == "" {
 		r.link.kind = "udp" // as perftest: a server without a name waits for a client
+	}
+	if r.tos >= 0 {
+		if !r.p.RDMACM {
+			return r, fmt.Errorf("%w: TOS only valid for rdma_cm based QP and RawEth QP", errRefused) // perftest's words
+		}
+		if r.tos > 255 {
+			return r, fmt.Errorf("--tos %d: the traffic class is one byte", r.tos)
+		}
+		r.p.TrafficClass = uint8(r.tos)
 	}
 	if err := r.link.validateCC(); err != nil {
 		return r, err

@@ -54,6 +54,8 @@ func perfSummary(r *perfRun) string {
 	add("duplex", r.p.Duplex, def.p.Duplex)
 	add("outs", r.p.OutReads, def.p.OutReads)
 	add("imm", r.p.WithImm, def.p.WithImm)
+	add("rdma-cm", r.p.RDMACM, def.p.RDMACM)
+	add("comm-rdma-cm", r.p.CommRDMACM, def.p.CommRDMACM)
 	add("mr-per-qp", r.p.MRPerQP, def.p.MRPerQP)
 	add("D", r.p.Duration, def.p.Duration)
 	add("margin", r.p.Margin, def.p.Margin)
@@ -183,6 +185,11 @@ var perfCommandLines = []struct {
 	{perftest.WriteLat, "-I 64 -s 32", "inline=64 size=32"},
 	{perftest.WriteBW, "-l 8 -Q 8", "cqmod=8 post-list=8"},
 	{perftest.WriteBW, "--tclass=106", "tclass=106"},
+	{perftest.WriteBW, "-R -d rxe0", "comm-rdma-cm=true dev=rxe0 rdma-cm=true"},
+	{perftest.WriteBW, "-d rxe0 -zR", "comm-rdma-cm=true dev=rxe0 rdma-cm=true"},
+	{perftest.WriteBW, "--rdma_cm -T 32 10.0.0.2", "comm-rdma-cm=true rdma-cm=true server=10.0.0.2 tclass=32"},
+	{perftest.ReadLat, "--comm_rdma_cm", "comm-rdma-cm=true"},
+	{perftest.SendBW, "-z -q 2", "comm-rdma-cm=true qps=2"},
 	{perftest.WriteBW, "--tclass 0x68 --out_json_file=/tmp/r.json --out_json", "out-json-file=/tmp/r.json out-json=true tclass=104"},
 	{perftest.WriteBW, "--output=bandwidth", "output=bandwidth"},
 	{perftest.SendBW, "--output message_rate -D 3", "D=3s output=message_rate"},
@@ -230,11 +237,13 @@ func TestPerfCommandLineErrors(t *testing.T) {
 		want    string
 		refused bool // an option gorxe refuses, rather than a bad line
 	}{
-		{perftest.WriteBW, "-R -d rxe0", "rdma_cm", true},
-		{perftest.WriteBW, "-d rxe0 -zR", "rdma_cm", true},
-		{perftest.WriteBW, "--rdma_cm", "rdma_cm", true},
 		{perftest.WriteBW, "-c UD", "UD connection only possible in SEND verb", false},
 		{perftest.ReadLat, "-c UD", "UD connection only possible in SEND verb", false},
+		{perftest.WriteBW, "--tos 32 -d rxe0", "TOS only valid for rdma_cm", true},
+		{perftest.WriteBW, "-z --tos 32", "TOS only valid for rdma_cm", true},
+		{perftest.WriteBW, "-R --tos 257", "between 0 and 256", false},
+		{perftest.WriteBW, "-R --hop_limit 3", "hop limit 64", true},
+		{perftest.SendBW, "-R -c UD", "-R with -c UD", false},
 		{perftest.ReadBW, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
 		{perftest.ReadLat, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
 		{perftest.AtomicBW, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},

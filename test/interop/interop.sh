@@ -91,6 +91,14 @@ flagcases=(
 )
 # --write_with_imm came with perftest 6.20: not in bookworm's 6.06.
 [ "$suite" != bookworm ] && flagcases+=("write_bw 4 65536 --write_with_imm" "write_lat 4 2 --write_with_imm")
+# rdma_cm (after the others, so that their numbers stay): -R on every
+# test, with -q, -b and --tos; -z (the exchange over rdma_cm, the QPs
+# connected from the keys).
+flagcases+=(
+	"write_bw 4 65536 -R" "read_bw 4 65536 -R" "send_bw 4 65536 -R" "atomic_bw:FETCH_AND_ADD 4 8 -R"
+	"write_lat 4 64 -R" "read_lat 4 64 -R" "send_lat 4 64 -R" "atomic_lat:CMP_AND_SWAP 4 8 -R"
+	"write_bw 4 65536 -R,-q,4" "send_bw 4 65536 -R,-b,-q,2" "read_bw 4 65536 -R,--tos,32" "write_bw 4 65536 -z" "send_lat 4 64 -z"
+)
 if $flags; then
 	for c in "${flagcases[@]}"; do
 		set -- $c
@@ -208,6 +216,11 @@ fi
 # SRQ, 256 addresses each way, -c (the server checks).
 if ! $flags && ! $full; then
 	for dir in rxe-server gorxe-server; do cases+=("$dir srq_pingpong udp 1024 4 4096 0"); done
+fi
+# perftest -R: the exchange and the test QPs over rdma_cm.
+if ! $flags && ! $full; then
+	cases+=("rxe-server write_bw udp 1024 4 65536 0 -R" "gorxe-server send_bw udp 1024 4 65536 0 -R,-q,2"
+		"rxe-server read_lat udp 1024 4 64 0 -R" "gorxe-server atomic_bw:FETCH_AND_ADD udp 1024 4 8 0 -R")
 fi
 if [ -n "$only" ]; then
 	picked=()

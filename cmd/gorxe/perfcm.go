@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+
+	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/perftest"
+)
+
+// openRemoteCM is openRemote with -R or -z: no TCP; the exchange goes
+// over an rdma_cm connection on -p's port (perftest's comm QP), so the
+// device and its connection manager come first on both sides. The
+// server's device takes --ip, or else --bind_source_ip, the address it
+// listens on (a server without either has no address to learn from a
+// client on the udp link).
+func openRemoteCM(ctx context.Context, r *perfRun, name string, stdout io.Writer, quiet bool, ep *endpoint,
+	fail func(error) (*endpoint, error)) (*endpoint, error) {
+	var bind netip.Addr
+	if r.bindIP != "" {
+		a, err := netip.ParseAddr(r.bindIP)
+		if err != nil {
+			return fail(fmt.Errorf("--bind_source_ip %s: %v", r.bindIP, err))
+		}
+		bind = a.Unmap()
+	}
+	early := r.link.kind == "tap" || r.link.kind == "xdp" || r.link.ip != ""
+	var peer netip.Addr
+	switch {
+	case r.server != "":
+		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", r.server)
+		if err != nil || len(ips) == 0 {
+			return fail(fmt.Errorf("resolving %s: %v", r.server, err))
+		}
+		peer = ips[0].Unmap()
+		if r.ipv6 {
+			for _, a := range ips {
+				if a.Unmap().Is6() {
+					peer = a
+					break
+				}
+			}
+		}
+		reached := bind
+		if !reached.IsValid() && !early {
+			if reached, err = routeSource(peer.String()); err != nil {
+				return fail(err)
+			}
+		}
+		if err := ep.openDevice(r, name, reached); err != nil {
+			return fail(err)
+		}
+	case early || bind.IsValid():
+		if err := ep.openDevice(r, name, bind); err != nil {
+			return fail(err)
+		}
+	default:
+		return fail(fmt.Errorf("-R and -z on the udp link: the server needs its address, --ip or --bind_source_ip"))
+	}
+	var err error
+	if ep.cm, err = cm.New(ep.dev, cm.Config{}); err != nil {
+		return fail(err)
+	}
+	if r.server == "" {
+		if !quiet {
+			fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
+		}
+		if ep.conn, err = perftest.ListenCM(ctx, ep.cm, bind, uint16(r.tcpPort)); err != nil {
+			return fail(err)
+		}
+		return ep, nil
+	}
+	if ep.conn, err = perftest.DialCM(ctx, ep.cm, netip.AddrPortFrom(peer, uint16(r.tcpPort)), bind); err != nil {
+		return fail(err)
+	}
+	return ep, nil
+}

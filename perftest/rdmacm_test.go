@@ -1,0 +1,207 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/rnic"
+)
+
+// cmPair is two devices, each with a connection manager.
+type cmPair struct {
+	devs [2]*rnic.Device
+	ms   [2]*cm.Manager
+}
+
+func newCMPair(t *testing.T, links [2]link.Link) *cmPair {
+	t.Helper()
+	var cp cmPair
+	for i, l := range links {
+		cfg := rnic.Config{Link: l}
+		if sp, ok := l.(link.SourcePorter); ok {
+			cfg.Port = sp.SourcePort()
+		}
+		var err error
+		if cp.devs[i], err = rnic.Open(cfg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cp.devs[i].Close() })
+		if cp.ms[i], err = cm.New(cp.devs[i], cm.Config{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cp.ms[i].Close() })
+	}
+	return &cp
+}
+
+// runCMPairOn runs the client with pc and the server with ps, their
+// exchange over rdma_cm (DialCM, ListenCM); the client advertises
+// clientVersion if set.
+func runCMPairOn(t *testing.T, cp *cmPair, pc, ps Params, clientVersion string) (client, server []Result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const port = 18515
+	type res struct {
+		r   []Result
+		err error
+	}
+	srv := make(chan res, 1)
+	go func() {
+		conn, err := ListenCM(ctx, cp.ms[1], netip.Addr{}, port)
+		if err != nil {
+			srv <- res{nil, err}
+			return
+		}
+		defer conn.Close()
+		r, err := RunRemote(ctx, ps, RemoteOptions{Dev: cp.devs[1], Conn: conn})
+		srv <- res{r, err}
+	}()
+	to := netip.AddrPortFrom(cp.devs[1].GIDs()[0].Unmap(), port)
+	conn, err := DialCM(ctx, cp.ms[0], to, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.version = clientVersion
+	client, err = RunRemote(ctx, pc, RemoteOptions{Dev: cp.devs[0], Conn: conn})
+	conn.Close()
+	s := <-srv
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	if s.err != nil {
+		t.Fatalf("server: %v", s.err)
+	}
+	return client, s.r
+}
+
+// TestRDMACMEveryTest: each test with -R, gorxe against gorxe over the
+// in-memory fabric (with loss) and kernel UDP, --check verifying what
+// arrived; and -z, the exchange over rdma_cm and the QPs connected from
+// the keys.
+func TestRDMACMEveryTest(t *testing.T) {
+	for _, kind := range []string{"mem", "udp", "z"} {
+		for _, tt := range Tests {
+			t.Run(kind+"/"+string(tt), func(t *testing.T) {
+				p := Params{Test: tt, Iters: 200, Check: true, RDMACM: kind != "z", CommRDMACM: kind == "z"}
+				if !tt.IsLatency() && tt != AtomicBW {
+					p.Size = 10000
+				}
+				links := memLinks(t, mem.Faults{Drop: 0.005, Seed: 3})
+				if kind == "udp" {
+					links = udpLinks(t)
+				}
+				c, s := runCMPairOn(t, newCMPair(t, links), p, p, "")
+				if len(c) != 1 || len(s) != 1 || !c[0].Checked || !s[0].Checked {
+					t.Fatalf("client %+v server %+v", c, s)
+				}
+				if tt.IsLatency() {
+					if c[0].Lat == nil || c[0].Lat.Iters != 200 {
+						t.Fatalf("client latency %+v", c[0].Lat)
+					}
+					return
+				}
+				if c[0].BW == nil || s[0].BW == nil || c[0].BW.Iters != 200 {
+					t.Fatalf("client %+v server %+v", c[0].BW, s[0].BW)
+				}
+			})
+		}
+	}
+}
+
+// TestRDMACMQPs: -R with -q 3, and -b: every QP connected with rdma_cm.
+func TestRDMACMQPs(t *testing.T) {
+	for _, p := range []Params{
+		{Test: WriteBW, NumQPs: 3}, {Test: ReadBW, NumQPs: 3}, {Test: SendBW, NumQPs: 3},
+		{Test: AtomicBW, NumQPs: 3}, {Test: SendBW, NumQPs: 2, Duplex: true}, {Test: WriteBW, Duplex: true},
+	} {
+		name := string(p.Test)
+		if p.Duplex {
+			name += "-b"
+		}
+		t.Run(name, func(t *testing.T) {
+			p.Iters, p.Check, p.RDMACM = 100, true, true
+			if p.Test != AtomicBW {
+				p.Size = 4096
+			}
+			c, s := runCMPairOn(t, newCMPair(t, memLinks(t, mem.Faults{})), p, p, "")
+			if len(c) != 1 || len(s) != 1 || c[0].BW == nil || c[0].BW.Iters != 100*p.qps() {
+				t.Fatalf("client %+v server %+v", c, s)
+			}
+		})
+	}
+}
+
+// TestRDMACMKeyVersions: a peer of 6.29 or later takes the 64-byte key
+// (tail_markers_vaddr moved the GID), an older one the 56-byte one; a
+// gorxe client faking 6.29 gets 64-byte keys from the server and sends
+// it 56-byte ones.
+func TestRDMACMKeyVersions(t *testing.T) {
+	for _, v := range []string{"6.29", "6.24", "6.06"} {
+		t.Run(v, func(t *testing.T) {
+			p := Params{Test: SendBW, Size: 512, Iters: 50, Check: true, RDMACM: true, NumQPs: 2}
+			c, s := runCMPairOn(t, newCMPair(t, memLinks(t, mem.Faults{})), p, p, v)
+			if len(c) != 1 || len(s) != 1 {
+				t.Fatalf("client %+v server %+v", c, s)
+			}
+			// The keys carried the QPs' numbers and GIDs either way.
+			if c[0].Remotes[1].QPN != s[0].Locals[1].QPN || c[0].Remote.GID != s[0].Local.GID || !c[0].Remote.GID.IsValid() {
+				t.Fatalf("client saw %+v, server was %+v", c[0].Remotes, s[0].Locals)
+			}
+		})
+	}
+}
+
+// TestCMKeyLayout: struct pingpong_dest as rdma_write_keys sends it.
+func TestCMKeyLayout(t *testing.T) {
+	d := Dest{LID: 0x1234, OutReads: 0x80, QPN: 0x11, PSN: 0xabcdef, RKey: 0xdeadbeef, VAddr: 0x7f0011223344,
+		GID: netip.MustParseAddr("::ffff:10.9.0.2").As16(), SRQN: 5, GIDIndex: 1}
+	for _, size := range []int{cmKeySize, cmKeySize629} {
+		b := d.cmKey(size)
+		be := binary.BigEndian
+		g := 32
+		if size == cmKeySize629 {
+			g = 40
+		}
+		if len(b) != size || be.Uint32(b) != 0x1234 || be.Uint32(b[4:]) != 0x80 || be.Uint32(b[8:]) != 0x11 ||
+			be.Uint32(b[12:]) != 0xabcdef || be.Uint32(b[16:]) != 0xdeadbeef || be.Uint64(b[24:]) != 0x7f0011223344 ||
+			!bytes.Equal(b[g:g+16], d.GID[:]) || be.Uint32(b[g+16:]) != 5 || be.Uint32(b[g+20:]) != 1 {
+			t.Fatalf("%d-byte key % x", size, b)
+		}
+		// A perftest's padding is its stack: anything.
+		b[20], b[23] = 0xaa, 0x55
+		got, err := parseCMKey(b)
+		if err != nil || got != d {
+			t.Fatalf("%d-byte key parsed as %+v, %v", size, got, err)
+		}
+	}
+	if _, err := parseCMKey(make([]byte, 108)); err == nil || !strings.Contains(err.Error(), "108 bytes") {
+		t.Fatalf("a TCP key message over rdma_cm: %v", err)
+	}
+}
+
+// TestRDMACMBanner: -R and -z in the banner, as ctx_print_test_info.
+func TestRDMACMBanner(t *testing.T) {
+	var b bytes.Buffer
+	p := Params{Test: WriteBW, RDMACM: true, TrafficClass: 32}
+	p.Defaults()
+	PrintBanner(&b, &p, "gorxe0", "udp", 1)
+	if !strings.Contains(b.String(), " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm \tTOS    : 32\n") {
+		t.Fatalf("banner:\n%s", b.String())
+	}
+	b.Reset()
+	p = Params{Test: WriteBW, CommRDMACM: true}
+	p.Defaults()
+	PrintBanner(&b, &p, "gorxe0", "udp", 1)
+	if !strings.Contains(b.String(), " rdma_cm QPs\t : OFF\n Data ex. method : rdma_cm\n") {
+		t.Fatalf("banner:\n%s", b.String())
+	}
+}
