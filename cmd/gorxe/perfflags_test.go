@@ -243,7 +243,7 @@ func TestPerfCommandLineErrors(t *testing.T) {
 		{perftest.WriteBW, "-z --tos 32", "TOS only valid for rdma_cm", true},
 		{perftest.WriteBW, "-R --tos 257", "between 0 and 256", false},
 		{perftest.WriteBW, "-R --hop_limit 3", "hop limit 64", true},
-		{perftest.SendBW, "-R -c UD", "-R with -c UD", false},
+		{perftest.SendBW, "-R -c UD", "-R with -c UD", true},
 		{perftest.ReadBW, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
 		{perftest.ReadLat, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
 		{perftest.AtomicBW, "-c UC", "UC connection not possible in READ/ATOMIC verbs", false},
