@@ -37,7 +37,7 @@ var layers = []struct{ pkg, may string }{
 	{"congestion", "internal/monotime"}, // DCQCN: a leaf the transport plugs in
 	{"rnic", "internal/rc congestion qp mr cq link wire/... internal/..."},                                       // the device: links to QP engines
 	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},                                 // a scripted peer for tests
-	{"perftest", "rnic congestion qp mr cq link/... wire/... internal/..."},                                      // perftest's protocol over gorxe
+	{"perftest", "cm rnic congestion qp mr cq link/... wire/... internal/..."},                                   // perftest's protocol over gorxe
 	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                                      // ibv_rc_pingpong's exchange and run over gorxe
 	{"sim", "rnic congestion qp mr cq link/... wire/... internal/..."},                                           // DCQCN scenarios: devices on the fabric in virtual time
 	{"cm", "rnic qp mr cq wire/... internal/..."},                                                                // the connection manager on QP 1, above the device
