@@ -419,10 +419,6 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("UD connection only possible in SEND verb")
 	case p.Connection == qp.TypeUC && (p.RDMACM || p.CommRDMACM):
 		return fmt.Errorf("UC is not supported in librdmacm") // perftest's parser
-	case p.datagram() && (p.RDMACM || p.CommRDMACM):
-		// perftest resolves UD QPs with rdma_cm's SIDR (package cm has
-		// it: ResolveUD); its -R exchange for UD is not written yet.
-		return fmt.Errorf("-R with -c UD: not supported by gorxe yet (use the TCP exchange)")
 	case p.TxDepth < 1 || p.TxDepth > 8192 || p.RxDepth < 1 || p.RxDepth > 8192 && !(p.unreliable() && p.RxDepth <= ucMaxRx):
 		return fmt.Errorf("tx and rx depth must be 1..8192")
 	case p.Atomic != FetchAndAdd && p.Atomic != CmpAndSwap:

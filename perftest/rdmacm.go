@@ -23,6 +23,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // Sizes of perftest's struct pingpong_dest, which rdma_write_keys sends
@@ -121,8 +122,12 @@ type comm struct {
 	tests []*cm.Conn
 	// connectQPs connects the test QPs (-R): Setup calls it between
 	// create_rdma_cm_connection's handshakes, a server with the listener
-	// it opened before the first.
-	connectQPs func(mtu qp.MTU, l *cm.Listener) error
+	// it opened before the first (ud, on UD QPs: rdma_cm's UDP port
+	// space).
+	connectQPs func(mtu qp.MTU, l *cm.Listener, ud *cm.UDListener) error
+	// ud says the test QPs are UD (-c UD): rdma_cm resolves them with
+	// SIDR instead of connecting them.
+	ud bool
 
 	mu      sync.Mutex
 	rdl     time.Time     // read deadline
@@ -568,6 +573,166 @@ func (c *Conn) connectCM(s *Side, p *Params, mtu qp.MTU, l *cm.Listener) error {
 	return nil
 }
 
+// connectCMUD is create_rdma_cm_connection's middle part on UD QPs
+// (-R -c UD), in rdma_cm's UDP port space: every QP is ready at once, as
+// rdma_create_qp leaves a UD QP of that space, with rdma_cm's Q_Key
+// (UDPQKey, not perftest's own QKey); the client resolves each of its
+// QPs in order with a SIDR_REQ to the server's port (rdma_connect) and
+// sends to the QPN and Q_Key of the SIDR_REP through an address handle
+// to the server's address (the ESTABLISHED event's ah_attr; --tos its
+// traffic class); the server answers the k-th request with its QP k
+// (rdma_accept with conn_param.qp_num). When the server sends too
+// (send_lat, send_bw -b), the client then tells it its QPN, a 4-byte
+// SEND with immediate (the QPN) from each QP right after its answer
+// (rdma_cm_send_ud_connection_parameters), for which the server posted
+// a receive before answering, and from which it makes its address
+// handle back (rdma_cm_initialize_ud_connection_parameters: the sender's
+// GRH, the immediate, its own Q_Key). perftest's server waits for that
+// message forever; gorxe's for the exchange's timeout.
+func (c *Conn) connectCMUD(s *Side, p *Params, ul *cm.UDListener) error {
+	cc := c.comm
+	ctx, cancel := context.WithTimeout(c.ctx, c.timeout())
+	defer cancel()
+	n := len(s.qps)
+	for i := range n {
+		if err := s.readyUD(i, 0, cm.UDPQKey); err != nil {
+			return err
+		}
+	}
+	var h *udHello
+	if p.Test.IsLatency() || p.Duplex {
+		var err error
+		if h, err = newUDHello(s); err != nil {
+			return err
+		}
+		defer h.release()
+	}
+	if c.server {
+		for i := range n {
+			r, err := ul.Accept(ctx)
+			if err != nil {
+				return fmt.Errorf("perftest: waiting for the rdma_cm (SIDR) request of UD QP %d of %d: %w", i, n, err)
+			}
+			if h != nil {
+				if err := h.post(s, i); err != nil {
+					r.Reject(nil)
+					return err
+				}
+			}
+			if err := r.Answer(s.qps[i].qp.Num(), cm.UDPQKey, nil); err != nil {
+				return fmt.Errorf("perftest: answering the rdma_cm (SIDR) request of UD QP %d of %d: %w", i, n, err)
+			}
+			if h != nil {
+				if err := h.receive(ctx, s, i); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	raddr, local := cc.conn.RemoteAddr(), cc.conn.LocalAddr()
+	sgid := s.Dev.GIDIndex(local)
+	if sgid < 0 {
+		return fmt.Errorf("perftest: the rdma_cm connection's address %v is none of the device's GIDs", local)
+	}
+	for i := range n {
+		// rdma_cm_client_connection: up to 10 tries, 100 ms apart, of
+		// whatever fails (a server that does not listen yet answers
+		// "unsupported").
+		var svc cm.UDService
+		var err error
+		for try := 0; try < 10; try++ {
+			if svc, err = cc.m.ResolveUD(ctx, raddr, local, nil); err == nil {
+				break
+			}
+			if ctx.Err() != nil || sleepCtx(ctx, 100*time.Millisecond) != nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("perftest: resolving UD QP %d of %d with rdma_cm: %w", i, n, err)
+		}
+		ah, err := s.Dev.CreateAH(s.PD, qp.AddressVector{DGID: raddr.Addr(), SGIDIndex: uint8(sgid), HopLimit: 64, TrafficClass: p.TrafficClass})
+		if err != nil {
+			return fmt.Errorf("perftest: Failed to create AH for RDMA CM connection: %w", err)
+		}
+		l := s.qps[i]
+		l.ah, l.remoteQPN, l.remoteQKey = ah, svc.QPN, svc.QKey
+		if h != nil {
+			if err := h.send(ctx, s, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// udHello is the memory of the message that tells a -R UD server the
+// client's QPN: room for the GRH and the 4 bytes sent.
+type udHello struct {
+	buf []byte
+	mr  *mr.MR
+}
+
+func newUDHello(s *Side) (*udHello, error) {
+	h := &udHello{buf: make([]byte, GRHLen+4)}
+	var err error
+	if h.mr, err = s.Dev.RegMR(s.PD, h.buf, mr.LocalWrite); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *udHello) release() { h.mr.Deregister() }
+
+// post posts the receive of the client's QPN on QP i.
+func (h *udHello) post(s *Side, i int) error {
+	wr := qp.RecvWR{WRID: 0, SGList: []qp.SGE{{Addr: h.mr.IOVA(), Length: uint32(len(h.buf)), LKey: h.mr.LKey()}}}
+	if _, err := s.qps[i].qp.PostRecv([]qp.RecvWR{wr}); err != nil {
+		return fmt.Errorf("perftest: posting the receive of the client's QPN on UD QP %d: %w", i, err)
+	}
+	return nil
+}
+
+// receive waits for the client's QPN on QP i and makes the address
+// handle to it.
+func (h *udHello) receive(ctx context.Context, s *Side, i int) error {
+	var wc [1]cq.WC
+	if _, err := s.RCQ.Wait(ctx, wc[:]); err != nil {
+		return fmt.Errorf("perftest: waiting for the client's QPN on UD QP %d (perftest's client sends it once the SIDR_REP came): %w", i, err)
+	}
+	l := s.qps[i]
+	if wc[0].Status != cq.StatusSuccess || wc[0].Opcode != cq.OpRecv || wc[0].Flags&cq.FlagWithImm == 0 || wc[0].QPNum != uint32(l.qp.Num()) {
+		return fmt.Errorf("perftest: the client's QPN on UD QP %d: completion %v, want a RECV with immediate", i, wc[0])
+	}
+	ah, err := s.Dev.CreateAHFromWC(s.PD, &wc[0], h.buf[:GRHLen])
+	if err != nil {
+		return fmt.Errorf("perftest: AH for UD connection in RDMA CM: %w", err)
+	}
+	l.ah, l.remoteQPN, l.remoteQKey = ah, bth.QPN(wc[0].ImmData&0xffffff), cm.UDPQKey
+	return nil
+}
+
+// send sends QP i's QPN to its peer and waits for the completion.
+func (h *udHello) send(ctx context.Context, s *Side, i int) error {
+	l := s.qps[i]
+	binary.BigEndian.PutUint32(h.buf[GRHLen:], uint32(l.qp.Num()))
+	wr := qp.SendWR{Opcode: qp.WRSendWithImm, Flags: qp.SendSignaled, ImmData: uint32(l.qp.Num()),
+		AH: l.ah, RemoteQPN: l.remoteQPN, RemoteQKey: l.remoteQKey,
+		SGList: []qp.SGE{{Addr: h.mr.IOVA() + GRHLen, Length: 4, LKey: h.mr.LKey()}}}
+	if _, err := l.qp.PostSend([]qp.SendWR{wr}); err != nil {
+		return fmt.Errorf("perftest: sending UD QP %d's QPN to the server: %w", i, err)
+	}
+	var wc [1]cq.WC
+	if _, err := s.SCQ.Wait(ctx, wc[:]); err != nil {
+		return fmt.Errorf("perftest: sending UD QP %d's QPN to the server: %w", i, err)
+	}
+	if wc[0].Status != cq.StatusSuccess || wc[0].Opcode != cq.OpSend {
+		return fmt.Errorf("perftest: sending UD QP %d's QPN to the server: completion %v", i, wc[0])
+	}
+	return nil
+}
+
 // handShakeCM is ctx_hand_shake over rdma_cm (rdma_write_keys,
 // rdma_read_keys): each side's struct pingpong_dest as one SEND, of the
 // size the peer's version takes; the peer's of either size.
@@ -594,22 +759,34 @@ func (c *Conn) createCMConnection(mtu qp.MTU) error {
 		return errors.New("perftest: setup: -R (rdma_cm QPs) needs a connection made with DialCM or ListenCM, and its test QPs")
 	}
 	var l *cm.Listener
+	var ul *cm.UDListener
 	if c.server {
 		// perftest's server listens once its side of the handshake is
 		// done, and a client whose first REQ comes sooner is rejected
 		// (8) and tries again, which 6.2x's client cannot do: it
 		// crashes (rdma_cm_client_connection retries with the nodes
-		// it freed; fixed at 6.29). gorxe listens before.
+		// it freed; fixed at 6.29). gorxe listens before. UD QPs are
+		// resolved in rdma_cm's UDP port space, on the same port.
 		var err error
-		if l, err = c.comm.m.Listen(netip.Addr{}, uint16(c.comm.local.Port())); err != nil {
+		port := uint16(c.comm.local.Port())
+		if c.comm.ud {
+			ul, err = c.comm.m.ListenUD(netip.Addr{}, port)
+		} else {
+			l, err = c.comm.m.Listen(netip.Addr{}, port)
+		}
+		if err != nil {
 			return fmt.Errorf("perftest: listening with rdma_cm for the test QPs: %w", err)
 		}
-		defer l.Close()
+		if ul != nil {
+			defer ul.Close()
+		} else {
+			defer l.Close()
+		}
 	}
 	if _, err := c.handShake("handshake before connecting the QPs with rdma_cm", c.timeout(), Dest{}); err != nil {
 		return err
 	}
-	if err := c.comm.connectQPs(mtu, l); err != nil {
+	if err := c.comm.connectQPs(mtu, l, ul); err != nil {
 		return err
 	}
 	_, err := c.handShake("handshake after connecting the QPs with rdma_cm", c.timeout(), Dest{})
@@ -634,7 +811,13 @@ func (c *Conn) prepareCM(p *Params, s *Side, local []Dest, gidIndex int) error {
 		local[i].GIDIndex = int32(gidIndex)
 	}
 	if p.RDMACM {
-		c.comm.connectQPs = func(mtu qp.MTU, l *cm.Listener) error { return c.connectCM(s, p, mtu, l) }
+		c.comm.ud = p.datagram()
+		c.comm.connectQPs = func(mtu qp.MTU, l *cm.Listener, ul *cm.UDListener) error {
+			if c.comm.ud {
+				return c.connectCMUD(s, p, ul)
+			}
+			return c.connectCM(s, p, mtu, l)
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 )
 
@@ -75,7 +76,7 @@ func runCMPairOn(t *testing.T, cp *cmPair, pc, ps Params, clientVersion string) 
 	conn.Close()
 	s := <-srv
 	if err != nil {
-		t.Fatalf("client: %v", err)
+		t.Fatalf("client: %v (server: %v)", err, s.err)
 	}
 	if s.err != nil {
 		t.Fatalf("server: %v", s.err)
@@ -203,5 +204,62 @@ func TestRDMACMBanner(t *testing.T) {
 	PrintBanner(&b, &p, "gorxe0", "udp", 1)
 	if !strings.Contains(b.String(), " rdma_cm QPs\t : OFF\n Data ex. method : rdma_cm\n") {
 		t.Fatalf("banner:\n%s", b.String())
+	}
+}
+
+// TestRDMACMUD: send_bw and send_lat on UD QPs with -R (rdma_cm's UDP
+// port space: a SIDR_REQ for each QP, the server's QPN and rdma_cm's
+// Q_Key in the SIDR_REP, the client's QPN in a SEND with immediate when
+// the server sends too), gorxe against gorxe over the in-memory fabric
+// and kernel UDP, with -q 2 and -b, --check verifying what arrived; and
+// -z on UD, whose QPs are connected from the keys. On a lossy fabric
+// (send_bw only: its server never needs the client's QPN, which perftest
+// sends once) the server ends with what came.
+func TestRDMACMUD(t *testing.T) {
+	for _, kind := range []string{"mem", "lossy", "udp", "z"} {
+		for _, tc := range []struct {
+			name string
+			p    Params
+		}{
+			{"send_bw", Params{Test: SendBW}},
+			{"send_bw/q2", Params{Test: SendBW, NumQPs: 2}},
+			{"send_bw/b/q2", Params{Test: SendBW, NumQPs: 2, Duplex: true}},
+			{"send_lat", Params{Test: SendLat}},
+		} {
+			p := tc.p
+			lossy := kind == "lossy"
+			if lossy && (p.Duplex || p.Test.IsLatency()) {
+				continue
+			}
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				p.Connection, p.Iters, p.Size, p.Check = qp.TypeUD, 200, 1000, !lossy
+				p.RDMACM, p.CommRDMACM = kind != "z", kind == "z"
+				var faults mem.Faults
+				if lossy {
+					p.Iters, faults = 2000, mem.Faults{Drop: 0.01, Seed: 5}
+				}
+				links := memLinks(t, faults)
+				if kind == "udp" {
+					links = udpLinks(t)
+				}
+				c, s := runCMPairOn(t, newCMPair(t, links), p, p, "")
+				if len(c) != 1 || len(s) != 1 || c[0].Checked != p.Check || s[0].Checked != p.Check {
+					t.Fatalf("client %+v server %+v", c, s)
+				}
+				if p.Test.IsLatency() {
+					if c[0].Lat == nil || c[0].Lat.Iters != p.Iters {
+						t.Fatalf("latency: client %+v", c[0].Lat)
+					}
+					return
+				}
+				n := p.Iters * p.qps()
+				if c[0].BW == nil || s[0].BW == nil || c[0].BW.Iters != n {
+					t.Fatalf("client %+v server %+v", c[0].BW, s[0].BW)
+				}
+				if got := s[0].BW.Iters; lossy && (got >= n || got == 0) || !lossy && got != n {
+					t.Fatalf("the server received %d of %d", got, n)
+				}
+			})
+		}
 	}
 }

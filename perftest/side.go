@@ -71,9 +71,11 @@ type sideQP struct {
 	remoteAddr uint64
 	remoteKey  mr.Key
 
-	// UD: the address handle to the peer and the QPN of its QP.
-	ah        *qp.AH
-	remoteQPN bth.QPN
+	// UD: the address handle to the peer, the QPN of its QP and the
+	// Q_Key sends to it carry (QKey, or with -R rdma_cm's UDPQKey).
+	ah         *qp.AH
+	remoteQPN  bth.QPN
+	remoteQKey uint32
 }
 
 // slotCount is how many message slots each region holds: enough that a

@@ -51,12 +51,27 @@ func (p *Params) FitUD() (note string, err error) {
 // RoCE the kernel puts the route's in the GRH, whatever perftest asks:
 // 64), the traffic class of --tclass.
 func (s *Side) connectUD(p *Params, i int, psn bth.PSN, remoteQPN bth.QPN, gid netip.Addr, sgid uint8) error {
+	if err := s.readyUD(i, psn, QKey); err != nil {
+		return err
+	}
+	ah, err := s.Dev.CreateAH(s.PD, qp.AddressVector{DGID: gid, SGIDIndex: sgid, HopLimit: 64, TrafficClass: p.TrafficClass})
+	if err != nil {
+		return fmt.Errorf("perftest: Failed to create AH: %w", err)
+	}
+	l := s.qps[i]
+	l.ah, l.remoteQPN, l.remoteQKey = ah, remoteQPN, QKey
+	return nil
+}
+
+// readyUD moves UD QP i of s through INIT (with qkey), RTR and RTS (with
+// psn).
+func (s *Side) readyUD(i int, psn bth.PSN, qkey uint32) error {
 	l := s.qps[i]
 	steps := []struct {
 		attr qp.Attr
 		mask qp.AttrMask
 	}{
-		{qp.Attr{State: qp.StateInit, Port: 1, QKey: QKey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
+		{qp.Attr{State: qp.StateInit, Port: 1, QKey: qkey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
 		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
 		{qp.Attr{State: qp.StateRTS, SQPSN: psn}, qp.AttrState | qp.AttrSQPSN},
 	}
@@ -65,17 +80,12 @@ func (s *Side) connectUD(p *Params, i int, psn bth.PSN, remoteQPN bth.QPN, gid n
 			return fmt.Errorf("perftest: UD QP %#x to %v: %w", uint32(l.qp.Num()), st.attr.State, err)
 		}
 	}
-	ah, err := s.Dev.CreateAH(s.PD, qp.AddressVector{DGID: gid, SGIDIndex: sgid, HopLimit: 64, TrafficClass: p.TrafficClass})
-	if err != nil {
-		return fmt.Errorf("perftest: Failed to create AH: %w", err)
-	}
-	l.ah, l.remoteQPN = ah, remoteQPN
 	return nil
 }
 
 // addressUD makes wr a UD send to QP i's peer, when the side's QPs are UD.
 func (s *Side) addressUD(wr *qp.SendWR, i int) {
 	if l := s.qps[i]; l.ah != nil {
-		wr.AH, wr.RemoteQPN, wr.RemoteQKey = l.ah, l.remoteQPN, QKey
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = l.ah, l.remoteQPN, l.remoteQKey
 	}
 }

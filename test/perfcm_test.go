@@ -41,3 +41,38 @@ func TestRDMACMLinks(t *testing.T) {
 		run("z/"+test, udp4, append(testArgs(test, 1024), "-z")...)
 	}
 }
+
+// TestRDMACMUDLinks runs send_bw (-q 2, and -b) and send_lat on UD QPs
+// with -R (rdma_cm's UDP port space: each QP resolved with a SIDR_REQ,
+// the server's QPN and rdma_cm's Q_Key in the SIDR_REP, the client's QPN
+// sent to a server that sends too) between two namespaces joined by a
+// veth, over the udp link (IPv4 and IPv6) and the xdp link, every byte
+// checked at the veth's MTU.
+func TestRDMACMUDLinks(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	for _, link := range []struct {
+		name     string
+		srv, cli []string
+	}{
+		{"udp4", []string{"--link", "udp", "--ip", "10.77.0.2"}, []string{"--link", "udp", "--ip", "10.77.0.1", "10.77.0.2"}},
+		{"udp6", []string{"--link", "udp", "--ip", "fd77::2"}, []string{"--link", "udp", "--ip", "fd77::1", "fd77::2"}},
+		{"xdp", []string{"--link", "xdp", "--dev", "vb"}, []string{"--link", "xdp", "--dev", "va", "10.77.0.2"}},
+	} {
+		for _, tc := range []struct {
+			name string
+			args []string
+		}{
+			{"send_bw/q2", []string{"send_bw", "-n", "500", "-q", "2"}},
+			{"send_bw/b", []string{"send_bw", "-n", "500", "-q", "2", "-b"}},
+			{"send_lat", []string{"send_lat", "-n", "200"}},
+		} {
+			t.Run(link.name+"/"+tc.name, func(t *testing.T) {
+				base := append([]string{}, tc.args...)
+				base = append(base, "-c", "UD", "-R", "--check", "--json", "-m", "4096", "-s", "4096", "--give-up", "20s")
+				pair(t, b, a, append(append([]string{}, base...), link.srv...), append(append([]string{}, base...), link.cli...))
+			})
+		}
+	}
+}

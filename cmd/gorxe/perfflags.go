@@ -371,11 +371,6 @@ func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
 	if r.link.kind == "" {
 		r.link.kind = "udp" // as perftest: a server without a name waits for a client
 	}
-	if r.p.CommRDMACM && r.p.Connection == qp.TypeUD {
-		// perftest resolves UD QPs with rdma_cm's SIDR; package cm has
-		// it (ResolveUD), the -R exchange for UD is not written yet.
-		return r, fmt.Errorf("%w: -R with -c UD: not supported by gorxe yet (use the TCP exchange)", errRefused)
-	}
 	if r.tos >= 0 {
 		if !r.p.RDMACM {
 			return r, fmt.Errorf("%w: TOS only valid for rdma_cm based QP and RawEth QP", errRefused) // perftest's words

@@ -17,7 +17,9 @@
 #                                           librdmacm's rping (IPv4, IPv6, and a
 #                                           REJ each way), rdma_server/rdma_client,
 #                                           ucmatose and udaddy (SIDR), both ways;
-#                                           and ibv_srq_pingpong both ways
+#                                           ibv_srq_pingpong both ways; and
+#                                           perftest -R (rdma_cm), also with
+#                                           -c UD (SIDR), both ways
 #   sudo test/interop/interop.sh --full     every test x direction x link x MTU
 #                                           x message size over IPv4 (the xdp
 #                                           link at 64 KiB), write and read over
@@ -98,6 +100,7 @@ flagcases+=(
 	"write_bw 4 65536 -R" "read_bw 4 65536 -R" "send_bw 4 65536 -R" "atomic_bw:FETCH_AND_ADD 4 8 -R"
 	"write_lat 4 64 -R" "read_lat 4 64 -R" "send_lat 4 64 -R" "atomic_lat:CMP_AND_SWAP 4 8 -R"
 	"write_bw 4 65536 -R,-q,4" "send_bw 4 65536 -R,-b,-q,2" "read_bw 4 65536 -R,--tos,32" "write_bw 4 65536 -z" "send_lat 4 64 -z"
+	"send_bw 4 1024 -R,-c,UD,-q,2" "send_lat 4 64 -R,-c,UD" "send_bw 4 1024 -R,-c,UD,-b,--tos,32"
 )
 if $flags; then
 	for c in "${flagcases[@]}"; do
@@ -221,6 +224,15 @@ fi
 if ! $flags && ! $full; then
 	cases+=("rxe-server write_bw udp 1024 4 65536 0 -R" "gorxe-server send_bw udp 1024 4 65536 0 -R,-q,2"
 		"rxe-server read_lat udp 1024 4 64 0 -R" "gorxe-server atomic_bw:FETCH_AND_ADD udp 1024 4 8 0 -R")
+fi
+# perftest -R with -c UD: the UD QPs resolved with SIDR in rdma_cm's UDP
+# port space (Q_Key 0x01234567); with send_lat and -b the client sends its
+# QPN to the server over UD.
+if ! $flags && ! $full; then
+	for dir in rxe-server gorxe-server; do
+		cases+=("$dir send_bw udp 1024 4 1024 0 -R,-c,UD,-q,2" "$dir send_lat udp 1024 4 64 0 -R,-c,UD"
+			"$dir send_bw udp 1024 4 1024 0 -R,-c,UD,-b")
+	done
 fi
 if [ -n "$only" ]; then
 	picked=()
