@@ -21,8 +21,11 @@ import (
 const UDAddyPort = 7174
 
 // udNode is one of udaddy's UD endpoints: a UD QP with rdma_cm's UDP
-// Q_Key, one CQ for both queues, a buffer of the GRH area and a message,
-// and where replies go.
+// Q_Key, one CQ for both queues, and where replies go. Its buffer has a
+// slot (the GRH area and a message) for each receive, and one more that
+// its sends carry: udaddy posts every receive on one buffer, but then a
+// receive's GRH, read for the reply's address handle, would be written
+// over by the next message as it is read.
 type udNode struct {
 	dev       *rnic.Device
 	pd        *mr.PD
@@ -31,6 +34,8 @@ type udNode struct {
 	buf       []byte
 	mr        *mr.MR
 	size      int
+	slot      int // GRH area and message
+	depth     int // receive slots; the send slot follows them
 	ah        *qp.AH
 	remoteQPN bth.QPN
 	qkey      uint32
@@ -42,7 +47,8 @@ func newUDNode(dev *rnic.Device, p CMAToseParams) (*udNode, error) {
 	if mtu := dev.MTU().Bytes(); n > 0 && p.MessageSize > mtu {
 		return nil, fmt.Errorf("message_size %d is larger than active mtu %d", p.MessageSize, mtu)
 	}
-	u := &udNode{dev: dev, pd: dev.AllocPD(), size: p.MessageSize, buf: make([]byte, wire.GRHLen+max(p.MessageSize, 1))}
+	u := &udNode{dev: dev, pd: dev.AllocPD(), size: p.MessageSize, slot: wire.GRHLen + max(p.MessageSize, 1), depth: depth}
+	u.buf = make([]byte, (depth+1)*u.slot)
 	var err error
 	if u.cq, err = dev.CreateCQ(2 * depth); err != nil {
 		return nil, err
@@ -66,8 +72,8 @@ func newUDNode(dev *rnic.Device, p CMAToseParams) (*udNode, error) {
 			return nil, err
 		}
 	}
-	recv := qp.RecvWR{SGList: []qp.SGE{{Addr: u.mr.IOVA(), Length: uint32(len(u.buf)), LKey: u.mr.LKey()}}}
-	for range n {
+	for i := range n {
+		recv := qp.RecvWR{WRID: uint64(i), SGList: []qp.SGE{{Addr: u.mr.IOVA() + uint64(i*u.slot), Length: uint32(u.slot), LKey: u.mr.LKey()}}}
 		if _, err := u.qp.PostRecv([]qp.RecvWR{recv}); err != nil {
 			return nil, fmt.Errorf("failed to post receives: %w", err)
 		}
@@ -79,7 +85,7 @@ func newUDNode(dev *rnic.Device, p CMAToseParams) (*udNode, error) {
 // node's QPN (so that the peer knows whom to answer).
 func (u *udNode) send(n int, signaled bool) error {
 	wr := qp.SendWR{Opcode: qp.WRSendWithImm, ImmData: uint32(u.qp.Num()), AH: u.ah, RemoteQPN: u.remoteQPN, RemoteQKey: u.qkey,
-		SGList: []qp.SGE{{Addr: u.mr.IOVA() + wire.GRHLen, Length: uint32(u.size), LKey: u.mr.LKey()}}}
+		SGList: []qp.SGE{{Addr: u.mr.IOVA() + uint64(u.depth*u.slot+wire.GRHLen), Length: uint32(u.size), LKey: u.mr.LKey()}}}
 	if signaled {
 		wr.Flags = qp.SendSignaled
 	}
@@ -106,7 +112,8 @@ func (u *udNode) poll(ctx context.Context, n int) error {
 				return fmt.Errorf("completion %v", wc)
 			}
 			if wc.Opcode == cq.OpRecv && u.ah == nil {
-				if u.ah, err = u.dev.CreateAHFromWC(u.pd, &wc, u.buf[:wire.GRHLen]); err != nil {
+				grh := u.buf[int(wc.WRID)*u.slot:][:wire.GRHLen]
+				if u.ah, err = u.dev.CreateAHFromWC(u.pd, &wc, grh); err != nil {
 					return fmt.Errorf("failed to create reply AH: %w", err)
 				}
 				u.remoteQPN, u.qkey = bth.QPN(wc.ImmData), cm.UDPQKey

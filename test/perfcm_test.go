@@ -64,8 +64,13 @@ func TestRDMACMUDLinks(t *testing.T) {
 			name string
 			args []string
 		}{
+			// No -b here: UD has no flow control, and on a loaded
+			// machine a duplex run can overrun a receive queue and lose
+			// messages, which a -b side waits for until --give-up, as
+			// perftest's does (CI saw it twice). perftest's package
+			// tests run -R -c UD -b in process, and interop cases 82
+			// and 85 against stock perftest.
 			{"send_bw/q2", []string{"send_bw", "-n", "500", "-q", "2"}},
-			{"send_bw/b", []string{"send_bw", "-n", "500", "-q", "2", "-b"}},
 			{"send_lat", []string{"send_lat", "-n", "200"}},
 		} {
 			t.Run(link.name+"/"+tc.name, func(t *testing.T) {
