@@ -272,24 +272,33 @@ func (q *QP) appendInline(b []byte, s qp.SGE) []byte {
 func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.srq != nil {
+	n, err := postRecv(&q.rq, q.srq != nil, &q.attr, wrs)
+	if err == nil && q.attr.State == qp.StateErr {
+		q.flush()
+	}
+	return n, err
+}
+
+// postRecv checks and queues receive work requests on rq, for a QP with
+// attributes a (a shared queue's QP takes none): what ibv_post_recv does
+// on every QP type. It returns how many it queued; in ERR the caller
+// completes them at once.
+func postRecv(rq *recvQueue, onSRQ bool, a *qp.Attr, wrs []qp.RecvWR) (int, error) {
+	if onSRQ {
 		return 0, errSRQPostRecv
 	}
-	if q.attr.State == qp.StateReset {
+	if a.State == qp.StateReset {
 		return 0, fmt.Errorf("%w: post_recv in RESET", qp.ErrNotPosting)
 	}
 	for i := range wrs {
 		wr := &wrs[i]
-		if uint32(len(wr.SGList)) > q.attr.Cap.MaxRecvSGE {
-			return i, fmt.Errorf("%w: %d SGEs, the QP allows %d", qp.ErrBadWR, len(wr.SGList), q.attr.Cap.MaxRecvSGE)
+		if uint32(len(wr.SGList)) > a.Cap.MaxRecvSGE {
+			return i, fmt.Errorf("%w: %d SGEs, the QP allows %d", qp.ErrBadWR, len(wr.SGList), a.Cap.MaxRecvSGE)
 		}
-		if q.rq.full() {
-			return i, fmt.Errorf("%w: %d receive work requests outstanding", qp.ErrQueueFull, q.rq.limit)
+		if rq.full() {
+			return i, fmt.Errorf("%w: %d receive work requests outstanding", qp.ErrQueueFull, rq.limit)
 		}
-		q.rq.post(wr)
-	}
-	if q.attr.State == qp.StateErr {
-		q.flush()
+		rq.post(wr)
 	}
 	return len(wrs), nil
 }

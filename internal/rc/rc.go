@@ -188,9 +188,48 @@ func (q *QP) Stats() qp.Counters {
 	return q.stats
 }
 
+// transitionRules are the attributes each state transition of a QP type
+// requires and allows (IBTA Vol 1 Table 91).
+type transitionRules map[[2]qp.State]struct{ required, optional qp.AttrMask }
+
+// next checks a Modify from state cur against the rules, as
+// ibv_modify_qp: the current state it names, the state it asks for, and
+// the attributes that transition requires and allows (any state may go
+// to RESET or ERR, with none). It returns the state to move to; who, if
+// not empty, names the QP type in the error of an attribute not taken.
+func (rules transitionRules) next(cur qp.State, attr *qp.Attr, mask qp.AttrMask, who string) (qp.State, error) {
+	if mask&qp.AttrCurState != 0 && attr.CurState != cur {
+		return cur, fmt.Errorf("%w: current state is %v, not %v", qp.ErrState, cur, attr.CurState)
+	}
+	next := cur
+	if mask&qp.AttrState != 0 {
+		next = attr.State
+	}
+	if next > qp.StateErr {
+		return cur, fmt.Errorf("%w: no state %d", qp.ErrAttr, next)
+	}
+	if next == qp.StateReset || next == qp.StateErr {
+		if mask&^(qp.AttrState|qp.AttrCurState) != 0 {
+			return cur, fmt.Errorf("%w: %v -> %v takes no attributes", qp.ErrAttr, cur, next)
+		}
+		return next, nil
+	}
+	rule, ok := rules[[2]qp.State{cur, next}]
+	if !ok {
+		return cur, fmt.Errorf("%w: %v -> %v", qp.ErrState, cur, next)
+	}
+	if missing := rule.required &^ mask; missing != 0 {
+		return cur, fmt.Errorf("%w: %v -> %v needs attributes %#x", qp.ErrAttr, cur, next, uint32(missing))
+	}
+	if extra := mask &^ (rule.required | rule.optional | qp.AttrState); extra != 0 {
+		return cur, fmt.Errorf("%w: %s%v -> %v does not take attributes %#x", qp.ErrAttr, who, cur, next, uint32(extra))
+	}
+	return next, checkAttr(attr, mask)
+}
+
 // Attribute requirements of each transition for RC QPs (IBTA Vol 1
 // Table 91, and ibv_modify_qp(3)).
-var transitions = map[[2]qp.State]struct{ required, optional qp.AttrMask }{
+var transitions = transitionRules{
 	{qp.StateReset, qp.StateInit}: {qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags, 0},
 	{qp.StateInit, qp.StateInit}:  {0, qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
 	{qp.StateInit, qp.StateRTR}: {
@@ -216,20 +255,15 @@ func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 	q.mu.Lock()
 	defer q.unlock()
 	cur := q.attr.State
-	if mask&qp.AttrCurState != 0 && attr.CurState != cur {
-		return fmt.Errorf("%w: current state is %v, not %v", qp.ErrState, cur, attr.CurState)
+	table := transitions
+	if q.uc {
+		table = ucTransitions
 	}
-	next := cur
-	if mask&qp.AttrState != 0 {
-		next = attr.State
-	}
-	if next > qp.StateErr {
-		return fmt.Errorf("%w: no state %d", qp.ErrAttr, next)
+	next, err := table.next(cur, attr, mask, "")
+	if err != nil {
+		return err
 	}
 	if next == qp.StateReset || next == qp.StateErr {
-		if mask&^(qp.AttrState|qp.AttrCurState) != 0 {
-			return fmt.Errorf("%w: %v -> %v takes no attributes", qp.ErrAttr, cur, next)
-		}
 		if next == qp.StateReset {
 			q.reset()
 		} else {
@@ -237,23 +271,6 @@ func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 		}
 		q.tracef("state %v -> %v", cur, next)
 		return nil
-	}
-	table := transitions
-	if q.uc {
-		table = ucTransitions
-	}
-	rule, ok := table[[2]qp.State{cur, next}]
-	if !ok {
-		return fmt.Errorf("%w: %v -> %v", qp.ErrState, cur, next)
-	}
-	if missing := rule.required &^ mask; missing != 0 {
-		return fmt.Errorf("%w: %v -> %v needs attributes %#x", qp.ErrAttr, cur, next, uint32(missing))
-	}
-	if extra := mask &^ (rule.required | rule.optional | qp.AttrState); extra != 0 {
-		return fmt.Errorf("%w: %v -> %v does not take attributes %#x", qp.ErrAttr, cur, next, uint32(extra))
-	}
-	if err := checkAttr(attr, mask); err != nil {
-		return err
 	}
 	q.apply(attr, mask)
 	q.attr.State = next

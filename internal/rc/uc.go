@@ -48,7 +48,7 @@ import (
 // QPs (IBTA Vol 1 Table 91; the kernel's qp_state_table, which rxe and
 // rdma-core apply). The RC-only attributes, the ACK timeout, retry
 // counts, RNR timer and READ/atomic depths, are refused.
-var ucTransitions = map[[2]qp.State]struct{ required, optional qp.AttrMask }{
+var ucTransitions = transitionRules{
 	{qp.StateReset, qp.StateInit}: {qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags, 0},
 	{qp.StateInit, qp.StateInit}:  {0, qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
 	{qp.StateInit, qp.StateRTR}: {

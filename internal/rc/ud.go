@@ -128,7 +128,7 @@ func (q *UD) Stats() qp.Counters {
 // Attribute requirements of each transition for UD QPs (IBTA Vol 1
 // Table 91's UD column): a Q_Key instead of an address vector, no
 // destination QP, no receive PSN, no timers.
-var udTransitions = map[[2]qp.State]struct{ required, optional qp.AttrMask }{
+var udTransitions = transitionRules{
 	{qp.StateReset, qp.StateInit}: {qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey, 0},
 	{qp.StateInit, qp.StateInit}:  {0, qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
 	{qp.StateInit, qp.StateRTR}:   {0, qp.AttrPKeyIndex | qp.AttrQKey},
@@ -146,20 +146,11 @@ func (q *UD) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 	q.mu.Lock()
 	defer q.unlock()
 	cur := q.attr.State
-	if mask&qp.AttrCurState != 0 && attr.CurState != cur {
-		return fmt.Errorf("%w: current state is %v, not %v", qp.ErrState, cur, attr.CurState)
-	}
-	next := cur
-	if mask&qp.AttrState != 0 {
-		next = attr.State
-	}
-	if next > qp.StateErr {
-		return fmt.Errorf("%w: no state %d", qp.ErrAttr, next)
+	next, err := udTransitions.next(cur, attr, mask, "a UD QP's ")
+	if err != nil {
+		return err
 	}
 	if next == qp.StateReset || next == qp.StateErr {
-		if mask&^(qp.AttrState|qp.AttrCurState) != 0 {
-			return fmt.Errorf("%w: %v -> %v takes no attributes", qp.ErrAttr, cur, next)
-		}
 		if next == qp.StateReset {
 			cp := q.attr.Cap
 			q.attr = qp.Attr{Cap: cp, PathMTU: qp.MTUFromBytes(q.mtu)}
@@ -171,19 +162,6 @@ func (q *UD) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 		}
 		q.tracef("state %v -> %v", cur, next)
 		return nil
-	}
-	rule, ok := udTransitions[[2]qp.State{cur, next}]
-	if !ok {
-		return fmt.Errorf("%w: %v -> %v", qp.ErrState, cur, next)
-	}
-	if missing := rule.required &^ mask; missing != 0 {
-		return fmt.Errorf("%w: %v -> %v needs attributes %#x", qp.ErrAttr, cur, next, uint32(missing))
-	}
-	if extra := mask &^ (rule.required | rule.optional | qp.AttrState); extra != 0 {
-		return fmt.Errorf("%w: a UD QP's %v -> %v does not take attributes %#x", qp.ErrAttr, cur, next, uint32(extra))
-	}
-	if err := checkAttr(attr, mask); err != nil {
-		return err
 	}
 	if mask&qp.AttrPKeyIndex != 0 {
 		q.attr.PKeyIndex = attr.PKeyIndex
@@ -394,26 +372,11 @@ func (q *UD) pushRecv(wc cq.WC) {
 func (q *UD) PostRecv(wrs []qp.RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.srq != nil {
-		return 0, errSRQPostRecv
-	}
-	if q.attr.State == qp.StateReset {
-		return 0, fmt.Errorf("%w: post_recv in RESET", qp.ErrNotPosting)
-	}
-	for i := range wrs {
-		wr := &wrs[i]
-		if uint32(len(wr.SGList)) > q.attr.Cap.MaxRecvSGE {
-			return i, fmt.Errorf("%w: %d SGEs, the QP allows %d", qp.ErrBadWR, len(wr.SGList), q.attr.Cap.MaxRecvSGE)
-		}
-		if q.rq.full() {
-			return i, fmt.Errorf("%w: %d receive work requests outstanding", qp.ErrQueueFull, q.rq.limit)
-		}
-		q.rq.post(wr)
-	}
-	if q.attr.State == qp.StateErr {
+	n, err := postRecv(&q.rq, q.srq != nil, &q.attr, wrs)
+	if err == nil && q.attr.State == qp.StateErr {
 		q.flushRecv()
 	}
-	return len(wrs), nil
+	return n, err
 }
 
 // consumeRecv retires the receive WQE being completed: the head of the
