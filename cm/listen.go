@@ -12,13 +12,43 @@ import (
 // Listener takes connection requests for one rdma_cm port (the TCP port
 // space's service ID 0x0000000001060000 | port), on one address of the
 // device or on all of them.
-type Listener struct {
+type Listener struct{ listening[*Request] }
+
+// listening is what a Listener and a UDListener share: the port and
+// address they take requests on, and the requests waiting for Accept.
+type listening[R any] struct {
 	m       *Manager
 	port    uint16
 	addr    netip.Addr // the zero Addr: every address of the device
-	backlog chan *Request
+	backlog chan R
 	closed  bool
 	done    chan struct{}
+}
+
+// newListening checks addr, a device address or unspecified (the zero
+// Addr: every address), for a listener on port. m.mu is held.
+func newListening[R any](m *Manager, addr netip.Addr, port uint16) (listening[R], error) {
+	addr = addr.Unmap()
+	if addr.IsUnspecified() {
+		addr = netip.Addr{}
+	}
+	if addr.IsValid() && m.dev.GIDIndex(addr) < 0 {
+		return listening[R]{}, fmt.Errorf("cm: listen on %v: not an address of device %s", addr, m.dev.Name())
+	}
+	return listening[R]{m: m, port: port, addr: addr, backlog: make(chan R, backlog), done: make(chan struct{})}, nil
+}
+
+// accept waits for the next request.
+func (l *listening[R]) accept(ctx context.Context) (R, error) {
+	var none R
+	select {
+	case r := <-l.backlog:
+		return r, nil
+	case <-l.done:
+		return none, ErrClosed
+	case <-ctx.Done():
+		return none, context.Cause(ctx)
+	}
 }
 
 // Request is a connection request a Listener took: Accept or Reject it.
@@ -35,17 +65,14 @@ func (m *Manager) Listen(addr netip.Addr, port uint16) (*Listener, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
-	addr = addr.Unmap()
-	if addr.IsValid() && !addr.IsUnspecified() && m.dev.GIDIndex(addr) < 0 {
-		return nil, fmt.Errorf("cm: listen on %v: not an address of device %s", addr, m.dev.Name())
-	}
-	if addr.IsUnspecified() {
-		addr = netip.Addr{}
+	ln, err := newListening[*Request](m, addr, port)
+	if err != nil {
+		return nil, err
 	}
 	if m.listeners[port] != nil {
 		return nil, fmt.Errorf("cm: listen on port %d: the port is in use", port)
 	}
-	l := &Listener{m: m, port: port, addr: addr, backlog: make(chan *Request, backlog), done: make(chan struct{})}
+	l := &Listener{ln}
 	m.listeners[port] = l
 	return l, nil
 }
@@ -55,16 +82,7 @@ func (m *Manager) Listen(addr netip.Addr, port uint16) (*Listener, error) {
 const backlog = 64
 
 // Accept waits for the next connection request.
-func (l *Listener) Accept(ctx context.Context) (*Request, error) {
-	select {
-	case r := <-l.backlog:
-		return r, nil
-	case <-l.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-}
+func (l *Listener) Accept(ctx context.Context) (*Request, error) { return l.accept(ctx) }
 
 // Close stops taking requests; those not yet accepted are rejected.
 func (l *Listener) Close() error {

@@ -146,14 +146,7 @@ func (m *Manager) handleSIDRREP(peer peerAddr, rep *cm.SIDRREP) {
 
 // UDListener takes service ID resolution requests for one port of
 // rdma_cm's UDP port space.
-type UDListener struct {
-	m       *Manager
-	port    uint16
-	addr    netip.Addr
-	backlog chan *UDRequest
-	closed  bool
-	done    chan struct{}
-}
+type UDListener struct{ listening[*UDRequest] }
 
 // UDRequest is a SIDR_REQ a UDListener took: Answer it with a UD QP, or
 // Reject it.
@@ -175,32 +168,20 @@ func (m *Manager) ListenUD(addr netip.Addr, port uint16) (*UDListener, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
-	addr = addr.Unmap()
-	if addr.IsUnspecified() {
-		addr = netip.Addr{}
-	}
-	if addr.IsValid() && m.dev.GIDIndex(addr) < 0 {
-		return nil, fmt.Errorf("cm: listen on %v: not an address of device %s", addr, m.dev.Name())
+	ln, err := newListening[*UDRequest](m, addr, port)
+	if err != nil {
+		return nil, err
 	}
 	if m.udListeners[port] != nil {
 		return nil, fmt.Errorf("cm: listen on UDP port %d: the port is in use", port)
 	}
-	l := &UDListener{m: m, port: port, addr: addr, backlog: make(chan *UDRequest, backlog), done: make(chan struct{})}
+	l := &UDListener{ln}
 	m.udListeners[port] = l
 	return l, nil
 }
 
 // Accept waits for the next service ID resolution request.
-func (l *UDListener) Accept(ctx context.Context) (*UDRequest, error) {
-	select {
-	case r := <-l.backlog:
-		return r, nil
-	case <-l.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-}
+func (l *UDListener) Accept(ctx context.Context) (*UDRequest, error) { return l.accept(ctx) }
 
 // Close stops taking requests.
 func (l *UDListener) Close() error {
