@@ -161,11 +161,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	name := "gorxe " + tool
 	r, err := parseCMTool(tool, args)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		if !refusal(err) {
-			fmt.Fprintf(stderr, "Run \"%s -h\" for the options.\n", name)
-		}
-		return exitUsage
+		return badCommandLine(stderr, name, err)
 	}
 	if r.help {
 		cmToolUsage(stdout, tool)

@@ -33,6 +33,17 @@ var errRefused = errors.New("not supported")
 // malformed command line.
 func refusal(err error) bool { return errors.Is(err, errRefused) }
 
+// badCommandLine reports a command line the tool named name cannot run,
+// and how to see its options unless gorxe refused one of them on
+// purpose, and returns the exit status of a usage error.
+func badCommandLine(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if !refusal(err) {
+		fmt.Fprintf(stderr, "Run \"%s -h\" for the options.\n", name)
+	}
+	return exitUsage
+}
+
 // toolOption is one row of a tool's option table; R is the parsed command
 // line its set fills in.
 type toolOption[R any] struct {

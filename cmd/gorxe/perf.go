@@ -39,11 +39,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	name := "gorxe " + string(t)
 	r, err := parsePerf(t, args)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		if !refusal(err) {
-			fmt.Fprintf(stderr, "Run \"%s -h\" for the options.\n", name)
-		}
-		return exitUsage
+		return badCommandLine(stderr, name, err)
 	}
 	switch {
 	case r.help:

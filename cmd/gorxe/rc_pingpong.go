@@ -260,11 +260,7 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 	name := "gorxe " + tool.name
 	r, err := parseRC(tool, args)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		if !refusal(err) {
-			fmt.Fprintf(stderr, "Run \"%s -h\" for the options.\n", name)
-		}
-		return exitUsage
+		return badCommandLine(stderr, name, err)
 	}
 	if r.help {
 		rcUsage(stdout, tool, name)

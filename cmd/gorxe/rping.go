@@ -112,11 +112,7 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 	const name = "gorxe rping"
 	r, err := parseRping(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		if !refusal(err) {
-			fmt.Fprintf(stderr, "Run \"%s -h\" for the options.\n", name)
-		}
-		return exitUsage
+		return badCommandLine(stderr, name, err)
 	}
 	if r.help {
 		rpingUsage(stdout, name)
