@@ -154,20 +154,26 @@ func (s *side) rdma(op qp.WROpcode, n int) error {
 	return err
 }
 
+// untilDisconnected returns a context that also ends when the connection
+// does, for the waits on the CQ: one watcher for the connection's life,
+// not one a wait.
+func (s *side) untilDisconnected(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.conn.Disconnected():
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx
+}
+
 // wait returns the next completion that is not a SEND's: a receive
 // (reposted, as rping's CQ thread does) or an RDMA READ or WRITE. It
 // fails with ErrDisconnected once the peer has disconnected and what it
 // waited for was flushed.
 func (s *side) wait(ctx context.Context) (cq.WC, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-s.conn.Disconnected():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var wcs [1]cq.WC
 	for {
 		n, err := s.cq.Wait(ctx, wcs[:])
@@ -222,6 +228,7 @@ func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.Add
 		return fmt.Errorf("connect error: %w", err)
 	}
 	defer s.conn.Close()
+	ctx = s.untilDisconnected(ctx)
 	sink, start := s.data[:p.Size], s.data[p.Size:]
 	c0 := byte(65)
 	for ping := 0; p.Count == 0 || ping < p.Count; ping++ {
@@ -293,6 +300,7 @@ func Server(ctx context.Context, dev *rnic.Device, l *cm.Listener, p Params, std
 		return fmt.Errorf("connect error: %w", err)
 	}
 	defer s.conn.Close()
+	ctx = s.untilDisconnected(ctx)
 	sink := s.data[:p.Size]
 	err = s.serve(ctx, sink, p.Verbose, stdout)
 	if errors.Is(err, ErrDisconnected) {
