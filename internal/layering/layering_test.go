@@ -23,28 +23,30 @@ const module = "github.com/gorxe/gorxe"
 // matches x and every package below it. Every package must match an
 // entry, so a new one takes its place in the architecture on purpose.
 var layers = []struct{ pkg, may string }{
-	{"link/mem/fabric", "link wire/... internal/monotime"},            // a switch model in virtual time
-	{"internal/rc", "qp mr cq congestion wire/... internal/monotime"}, // the RC engine, under rnic; its QPs run congestion control
+	{"link/mem/fabric", "link wire/... internal/monotime"},                  // a switch model in virtual time
+	{"internal/rc", "qp mr cq congestion trace wire/... internal/monotime"}, // the RC engine, under rnic; its QPs run congestion control
 	{"internal/...", ""},          // leaf helpers
 	{"wire/...", "wire/..."},      // pure encoding
 	{"link", ""},                  // the Link interface
 	{"link/internal/...", "link"}, // shared by the links
 	{"link/xdp", "link link/internal/... wire/... internal/xdpprog internal/xsk"}, // AF_XDP: the program and the sockets
 	{"link/...", "link link/internal/... wire/..."},                               // links, test doubles, conformance suite
-	{"cq", "internal/..."},              // completion queues
-	{"mr", "internal/... wire/..."},     // memory regions; keys are wire's
-	{"qp", "mr cq wire/..."},            // the verbs' types
-	{"congestion", "internal/monotime"}, // DCQCN: a leaf the transport plugs in
-	{"rnic", "internal/rc congestion qp mr cq link wire/... internal/..."},                                       // the device: links to QP engines
-	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},                                 // a scripted peer for tests
-	{"perftest", "cm rnic congestion qp mr cq link/... wire/... internal/..."},                                   // perftest's protocol over gorxe
-	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                                      // ibv_rc_pingpong's exchange and run over gorxe
-	{"sim", "rnic congestion qp mr cq link/... wire/... internal/..."},                                           // DCQCN scenarios: devices on the fabric in virtual time
-	{"cm", "rnic qp mr cq wire/... internal/..."},                                                                // the connection manager on QP 1, above the device
-	{"rping", "cm rnic qp mr cq wire/... internal/..."},                                                          // librdmacm's rping over cm
-	{"cmtool", "cm rnic qp mr cq wire/... internal/..."},                                                         // librdmacm's rdma_server/client, ucmatose over cm
-	{"cmd/...", "sim pingpong perftest rping cmtool cm rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
-	{"test/...", "perftest cm rnic congestion qp mr cq link/... wire/... internal/..."},                          // system tests and benchmarks
+	{"cq", "internal/..."},                     // completion queues
+	{"mr", "internal/... wire/..."},            // memory regions; keys are wire's
+	{"qp", "mr cq wire/..."},                   // the verbs' types
+	{"congestion", "internal/monotime"},        // DCQCN: a leaf the transport plugs in
+	{"trace", ""},                              // transport events: a leaf every layer reports with
+	{"explain", "trace wire/... internal/..."}, // a capture explained: a model of both ends, no device
+	{"rnic", "internal/rc congestion trace qp mr cq link wire/... internal/..."},                                               // the device: links to QP engines
+	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},                                               // a scripted peer for tests
+	{"perftest", "cm rnic congestion qp mr cq link/... wire/... internal/..."},                                                 // perftest's protocol over gorxe
+	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                    // ibv_rc_pingpong's exchange and run over gorxe
+	{"sim", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                         // DCQCN scenarios: devices on the fabric in virtual time
+	{"cm", "rnic qp mr cq wire/... internal/..."},                                                                              // the connection manager on QP 1, above the device
+	{"rping", "cm rnic qp mr cq wire/... internal/..."},                                                                        // librdmacm's rping over cm
+	{"cmtool", "cm rnic qp mr cq wire/... internal/..."},                                                                       // librdmacm's rdma_server/client, ucmatose over cm
+	{"cmd/...", "explain trace sim pingpong perftest rping cmtool cm rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
+	{"test/...", "perftest cm rnic congestion qp mr cq link/... wire/... internal/..."},                                        // system tests and benchmarks
 }
 
 // match reports whether pkg, a path below the module, matches pattern.
