@@ -199,13 +199,13 @@ func jsonType(v any) string {
 	return "other"
 }
 
-// capture is a capture file read into memory.
-type capture = pcaptest.Capture
+// captured is a capture file read into memory.
+type captured = pcaptest.Capture
 
-func readCapture(t *testing.T, path string) capture { return pcaptest.Read(t, path) }
+func readCapture(t *testing.T, path string) captured { return pcaptest.Read(t, path) }
 
 // writePcap writes c to a new pcap file in a temporary directory.
-func writePcap(t *testing.T, c capture) string {
+func writePcap(t *testing.T, c captured) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "c.pcap")
 	f, err := os.Create(path)
@@ -322,14 +322,14 @@ func TestDecodePcapng(t *testing.T) {
 func TestDecodeLinkTypes(t *testing.T) {
 	c := readCapture(t, mtu4096)
 	_, want, _ := runDecodeFile(t, mtu4096)
-	rewrite := func(link layers.LinkType, hdr func(etherType []byte) []byte) capture {
-		out := capture{Link: link, Infos: c.Infos}
+	rewrite := func(link layers.LinkType, hdr func(etherType []byte) []byte) captured {
+		out := captured{Link: link, Infos: c.Infos}
 		for _, f := range c.Frames {
 			out.Frames = append(out.Frames, append(hdr(f[12:14]), f[14:]...))
 		}
 		return out
 	}
-	cases := map[string]capture{
+	cases := map[string]captured{
 		"raw": rewrite(layers.LinkTypeRaw, func([]byte) []byte { return nil }),
 		"sll": rewrite(layers.LinkTypeLinuxSLL, func(et []byte) []byte {
 			// packet type 0 (to us), ARPHRD_ETHER, 6-byte address, protocol
@@ -471,7 +471,7 @@ func TestDecodeBuiltPackets(t *testing.T) {
 		{IP: v6, SrcPort: 50001, DstPort: wire.UDPPort, Headers: rnr},
 		{IP: v6, SrcPort: 50001, DstPort: wire.UDPPort, Headers: nak},
 	}
-	c := capture{Link: layers.LinkTypeRaw}
+	c := captured{Link: layers.LinkTypeRaw}
 	for i := range frames {
 		b, err := frames[i].Append(nil)
 		if err != nil {

@@ -25,10 +25,11 @@ const module = "github.com/gorxe/gorxe"
 var layers = []struct{ pkg, may string }{
 	{"link/mem/fabric", "link wire/... internal/monotime"},                  // a switch model in virtual time
 	{"internal/rc", "qp mr cq congestion trace wire/... internal/monotime"}, // the RC engine, under rnic; its QPs run congestion control
-	{"internal/...", ""},          // leaf helpers
-	{"wire/...", "wire/..."},      // pure encoding
-	{"link", ""},                  // the Link interface
-	{"link/internal/...", "link"}, // shared by the links
+	{"internal/capture", "wire/..."},                                        // reading RoCE packets from pcap files, for decode and explain
+	{"internal/...", ""},                                                    // leaf helpers
+	{"wire/...", "wire/..."},                                                // pure encoding
+	{"link", ""},                                                            // the Link interface
+	{"link/internal/...", "link"},                                           // shared by the links
 	{"link/xdp", "link link/internal/... wire/... internal/xdpprog internal/xsk"}, // AF_XDP: the program and the sockets
 	{"link/...", "link link/internal/... wire/..."},                               // links, test doubles, conformance suite
 	{"cq", "internal/..."},                     // completion queues

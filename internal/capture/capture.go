@@ -1,0 +1,362 @@
+// Package capture reads the RoCE v2 packets of a pcap or pcapng capture,
+// from any link type gopacket decodes, tunnels and uncut GSO datagrams
+// included, and formats each as "gorxe decode" prints it. decode and
+// explain both read captures through it.
+package capture
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/cm"
+	"github.com/gorxe/gorxe/wire/mad"
+)
+
+// Counts says what a capture held.
+type Counts struct {
+	RoCE      int `json:"roce_packets"` // UDP to port 4791, malformed ones included
+	Other     int `json:"other_frames"` // everything else, skipped
+	BadICRC   int `json:"bad_icrc"`
+	Malformed int `json:"malformed"`               // RoCE packets wire.ParseIP rejected
+	GSO       int `json:"gso_datagrams,omitempty"` // uncut UDP GSO datagrams, counted in RoCE as their packets
+
+	GSOPackets int `json:"-"` // the RoCE packets the GSO datagrams held
+}
+
+// String formats the counts as decode's summary line.
+func (s Counts) String() string {
+	gso := ""
+	if s.GSO > 0 {
+		gso = fmt.Sprintf(" (%d of them from %d uncut GSO datagrams)", s.GSOPackets, s.GSO)
+	}
+	return fmt.Sprintf("%d RoCE packets%s, %d other frames skipped, %d bad ICRC, %d malformed",
+		s.RoCE, gso, s.Other, s.BadICRC, s.Malformed)
+}
+
+// Packet is one RoCE packet of a capture.
+type Packet struct {
+	Index    int           // 1-based among the capture's RoCE packets
+	Time     time.Duration // since the capture's first frame
+	Src, Dst string        // IP addresses
+	P        wire.Packet   // empty when Err is set
+	Err      error         // why wire.ParseIP rejected the packet
+	ICRCErr  error         // the ICRC check's result
+	GSO      string        // "K/N": packet K of the N an uncut GSO datagram holds
+}
+
+// Magic numbers that start a capture file, as the first four bytes read in
+// big-endian order.
+const (
+	pcapMicros        = 0xa1b2c3d4
+	pcapMicrosSwapped = 0xd4c3b2a1
+	pcapNanos         = 0xa1b23c4d
+	pcapNanosSwapped  = 0x4d3cb2a1
+	pcapngSection     = 0x0a0d0d0a // Section Header Block type, a palindrome
+)
+
+// ErrNotCapture reports a file that is neither pcap nor pcapng.
+var ErrNotCapture = errors.New("not a pcap or pcapng file")
+
+// reader is what Read needs of pcapgo's two readers.
+type reader interface {
+	ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+}
+
+// open detects the file format by its magic number and returns a reader
+// and a function giving each packet's link type.
+func open(r io.Reader) (reader, func(gopacket.CaptureInfo) layers.LinkType, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	magic, err := br.Peek(4)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, fmt.Errorf("%w (%d bytes long)", ErrNotCapture, len(magic))
+		}
+		return nil, nil, err
+	}
+	switch binary.BigEndian.Uint32(magic) {
+	case pcapMicros, pcapMicrosSwapped, pcapNanos, pcapNanosSwapped:
+		pr, err := pcapgo.NewReader(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pcap: %w", err)
+		}
+		lt := pr.LinkType()
+		if !supported(lt) {
+			return nil, nil, fmt.Errorf("unsupported link type %d (%v)", uint32(lt), lt)
+		}
+		return pr, func(gopacket.CaptureInfo) layers.LinkType { return lt }, nil
+	case pcapngSection:
+		nr, err := pcapgo.NewNgReader(br, pcapgo.NgReaderOptions{WantMixedLinkType: true, SkipUnknownVersion: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("pcapng: %w", err)
+		}
+		return nr, func(ci gopacket.CaptureInfo) layers.LinkType {
+			if len(ci.AncillaryData) > 0 {
+				if lt, ok := ci.AncillaryData[0].(layers.LinkType); ok {
+					return lt
+				}
+			}
+			return nr.LinkType()
+		}, nil
+	}
+	return nil, nil, ErrNotCapture
+}
+
+// supported reports whether gopacket decodes frames of link type lt.
+func supported(lt layers.LinkType) bool {
+	switch lt {
+	case layers.LinkTypeIPv4, layers.LinkTypeIPv6:
+		return true
+	}
+	return int(lt) < len(layers.LinkTypeMetadata) && layers.LinkTypeMetadata[lt].DecodeWith != nil
+}
+
+// linkDecoder returns the gopacket decoder for frames of link type lt.
+// gopacket has none for the raw IPv4 and IPv6 link types (228, 229).
+func linkDecoder(lt layers.LinkType) gopacket.Decoder {
+	switch lt {
+	case layers.LinkTypeIPv4:
+		return layers.LayerTypeIPv4
+	case layers.LinkTypeIPv6:
+		return layers.LayerTypeIPv6
+	}
+	return lt
+}
+
+// Read calls fn with every RoCE v2 packet of the pcap or pcapng capture
+// r, in order, and returns the counts. It returns ErrNotCapture (wrapped)
+// for a file of another format, calling fn for nothing, and stops at the
+// first read error or error of fn. Packets that do not parse and bad ICRCs
+// are counted and passed to fn, not errors. fn must not keep p, which is
+// reused, but may keep what p.P's slices point to.
+func Read(r io.Reader, fn func(p *Packet) error) (Counts, error) {
+	var sum Counts
+	cr, linkType, err := open(r)
+	if err != nil {
+		return sum, err
+	}
+	var (
+		t0  time.Time
+		rec Packet
+	)
+	for n := 0; ; n++ {
+		data, ci, err := cr.ReadPacketData()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return sum, fmt.Errorf("frame %d: %w", n+1, err)
+			}
+			return sum, nil
+		}
+		if n == 0 {
+			t0 = ci.Timestamp
+		}
+		ip, ok := roceIP(data, linkType(ci))
+		if !ok {
+			sum.Other++
+			continue
+		}
+		rec = Packet{Index: sum.RoCE + 1, Time: ci.Timestamp.Sub(t0)}
+		rec.parse(ip)
+		if rec.Err != nil || rec.ICRCErr != nil {
+			if segs, ok := wire.SplitGSO(ip); ok {
+				sum.GSO++
+				sum.GSOPackets += len(segs)
+				for k, seg := range segs {
+					sum.RoCE++
+					rec = Packet{Index: sum.RoCE, Time: rec.Time, GSO: fmt.Sprintf("%d/%d", k+1, len(segs))}
+					rec.parse(seg)
+					sum.count(&rec)
+					if err := fn(&rec); err != nil {
+						return sum, err
+					}
+				}
+				continue
+			}
+		}
+		sum.RoCE++
+		sum.count(&rec)
+		if err := fn(&rec); err != nil {
+			return sum, err
+		}
+	}
+}
+
+func (s *Counts) count(p *Packet) {
+	if p.Err != nil {
+		s.Malformed++
+	} else if p.ICRCErr != nil {
+		s.BadICRC++
+	}
+}
+
+// roceIP decodes a frame with gopacket and, when it carries UDP to port
+// 4791, returns the bytes from that packet's IP header on. A tunnelled
+// packet (VXLAN, GRE) is found under its outer headers.
+func roceIP(data []byte, lt layers.LinkType) ([]byte, bool) {
+	pkt := gopacket.NewPacket(data, linkDecoder(lt), gopacket.DecodeOptions{NoCopy: true})
+	var ip gopacket.Layer
+	for _, l := range pkt.Layers() {
+		switch l := l.(type) {
+		case *layers.IPv4, *layers.IPv6:
+			ip = l
+		case *layers.UDP:
+			if l.DstPort == wire.UDPPort && ip != nil {
+				// Contents and payload are adjacent in data, but gopacket
+				// does not promise it; wire.ParseIP wants them contiguous.
+				b := make([]byte, 0, len(ip.LayerContents())+len(ip.LayerPayload()))
+				return append(append(b, ip.LayerContents()...), ip.LayerPayload()...), true
+			}
+		}
+	}
+	return nil, false
+}
+
+// ipAddrs returns the addresses of an IPv4 or IPv6 header that wire.ParseIP
+// rejected, or "?" where the header is too short to hold them.
+func ipAddrs(b []byte) (src, dst string) {
+	pkt := gopacket.NewPacket(b, layers.LayerTypeIPv4, gopacket.DecodeOptions{NoCopy: true})
+	if len(b) > 0 && b[0]>>4 == 6 {
+		pkt = gopacket.NewPacket(b, layers.LayerTypeIPv6, gopacket.DecodeOptions{NoCopy: true})
+	}
+	if nl := pkt.NetworkLayer(); nl != nil {
+		f := nl.NetworkFlow()
+		return f.Src().String(), f.Dst().String()
+	}
+	return "?", "?"
+}
+
+// parse parses ip, a packet from its IP header on, into p.
+func (p *Packet) parse(ip []byte) {
+	if p.Err = wire.ParseIP(&p.P, ip); p.Err != nil {
+		p.Src, p.Dst = ipAddrs(ip)
+		return
+	}
+	p.Src, p.Dst = p.P.Src().String(), p.P.Dst().String()
+	p.ICRCErr = p.P.CheckICRC()
+}
+
+// Seconds formats d as seconds with microseconds, as tshark shows relative
+// times: "0.000341".
+func Seconds(d time.Duration) string {
+	d = d.Round(time.Microsecond)
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return fmt.Sprintf("%s%d.%06d", sign, d/time.Second, d%time.Second/time.Microsecond)
+}
+
+// Line returns decode's line for the packet, without a newline:
+//
+//	1   1.181646 10.9.0.3 -> 10.9.0.2 sport=49441 RC_RDMA_WRITE_FIRST          qp=0x000011 psn=15111583 ack=0 se=0 mig=0 pad=0 reth(va=0x7fe20ab5c000 rkey=0x00000276 len=65536) payload=1024 icrc=ok
+//
+// and for a malformed packet its index, time, addresses and parse error.
+func (p *Packet) Line() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%5d %10s %s -> %s ", p.Index, Seconds(p.Time), p.Src, p.Dst)
+	if p.Err != nil {
+		fmt.Fprintf(&sb, "malformed: %v", p.Err)
+		return sb.String()
+	}
+	h := p.P.BTH
+	fmt.Fprintf(&sb, "sport=%-5d %-28v qp=0x%06x psn=%-8d ", p.P.SrcPort(), h.Opcode(), uint32(h.DestQP()), uint32(h.PSN()))
+	p.appendFields(&sb)
+	return sb.String()
+}
+
+// Fields returns the part of Line after the PSN: the BTH's flags, the
+// extended headers, the payload's length, the ICRC's check and the GSO
+// position. For a malformed packet it is the parse error.
+func (p *Packet) Fields() string {
+	if p.Err != nil {
+		return "malformed: " + p.Err.Error()
+	}
+	var sb strings.Builder
+	p.appendFields(&sb)
+	return sb.String()
+}
+
+func (p *Packet) appendFields(sb *strings.Builder) {
+	h := p.P.BTH
+	fmt.Fprintf(sb, "ack=%d se=%d mig=%d pad=%d", b2i(h.AckReq()), b2i(h.SE()), b2i(h.MigReq()), h.PadCnt())
+	// RoCE v2 marks congestion in the IP ECN field; the BTH bits appear
+	// set only in a CNP's BECN, so they are shown only when set.
+	if h.FECN() {
+		sb.WriteString(" fecn=1")
+	}
+	if h.BECN() {
+		sb.WriteString(" becn=1")
+	}
+	q := &p.P
+	if q.DETH != nil {
+		fmt.Fprintf(sb, " deth(qkey=0x%08x srcqp=0x%06x)", q.DETH.QKey(), uint32(q.DETH.SrcQP()))
+	}
+	if q.FETH != nil {
+		fmt.Fprintf(sb, " feth(sel=%d plt=%d)", q.FETH.Selectivity(), q.FETH.PlacementType())
+	}
+	if q.RETH != nil {
+		fmt.Fprintf(sb, " reth(va=%#x rkey=0x%08x len=%d)", q.RETH.VA(), uint32(q.RETH.RKey()), q.RETH.DMALen())
+	}
+	if a := q.AtomicETH; a != nil {
+		fmt.Fprintf(sb, " atomic(va=%#x rkey=0x%08x swap_add=%#x compare=%#x)", a.VA(), uint32(a.RKey()), a.SwapAdd(), a.Compare())
+	}
+	if q.AETH != nil {
+		fmt.Fprintf(sb, " aeth(%v msn=%d)", q.AETH.Syndrome(), uint32(q.AETH.MSN()))
+	}
+	if q.AtomicAck != nil {
+		fmt.Fprintf(sb, " atomic_ack(orig=%#x)", q.AtomicAck.OrigData())
+	}
+	if q.ImmDt != nil {
+		fmt.Fprintf(sb, " imm=0x%08x", q.ImmDt.Imm())
+	}
+	if q.IETH != nil {
+		fmt.Fprintf(sb, " ieth(rkey=0x%08x)", uint32(q.IETH.RKey()))
+	}
+	if m := CMMessage(q); m != "" {
+		fmt.Fprintf(sb, " cm(%s)", m)
+	}
+	fmt.Fprintf(sb, " payload=%d icrc=%s", len(q.Payload), ICRCWord(p.ICRCErr, "BAD"))
+	if p.GSO != "" {
+		fmt.Fprintf(sb, " gso=%s", p.GSO)
+	}
+}
+
+// CMMessage returns a one-line account of the CM message a UD SEND to
+// QP 1 carries (wire/cm's String), "mad(...)" for a MAD of another class
+// or one that does not decode, or "" for a packet that is not a MAD to
+// QP 1.
+func CMMessage(p *wire.Packet) string {
+	if p.DETH == nil || p.BTH.DestQP() != 1 || len(p.Payload) < mad.Len {
+		return ""
+	}
+	m, tid, err := cm.Decode(p.Payload)
+	if err != nil {
+		h := mad.Header(p.Payload)
+		return fmt.Sprintf("mad class=%#02x version=%d attr=%v: %v", uint8(h.Class()), h.ClassVersion(), h.AttrID(), err)
+	}
+	return fmt.Sprintf("%v tid=%#x", m, tid)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ICRCWord returns "ok", or bad when the ICRC check failed.
+func ICRCWord(err error, bad string) string {
+	if err != nil {
+		return bad
+	}
+	return "ok"
+}
