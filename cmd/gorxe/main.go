@@ -2,6 +2,7 @@
 //
 //	gorxe demo                   two NICs in one process: verbs become packets, loss included
 //	gorxe decode [--json] FILE   print the RoCE v2 packets of a pcap or pcapng capture
+//	gorxe explain FILE           say what each packet does to both ends' state, and why
 //	gorxe write_bw ... send_lat  perftest's tests between two gorxe devices
 //	gorxe rc_pingpong [HOST]     rdma-core's ibv_rc_pingpong, either side
 //	gorxe uc_pingpong [HOST]     rdma-core's ibv_uc_pingpong, either side
@@ -42,6 +43,7 @@ type command struct {
 var commands = []command{
 	{"demo", "[--quiet] [--pcap FILE]", "two NICs in one process: watch RDMA verbs become packets, loss included", runDemo},
 	{"decode", "[--json] FILE", "print the RoCE v2 packets of a pcap or pcapng capture", runDecode},
+	{"explain", "[--json] [--html OUT] FILE", "say what every packet of a capture does to both ends' state, and why", runExplain},
 	{"sim", "[flags] SCENARIO", "DCQCN on a simulated switch in virtual time, gorxe devices as its hosts: figures, CSV, plots", runSim},
 	{"show_gids", "[IFACE]", "print the GID table gorxe uses on each interface, as show_gids prints rxe's", runShowGids},
 	{"rc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",

@@ -1,0 +1,130 @@
+package explain
+
+import (
+	"fmt"
+
+	"github.com/gorxe/gorxe/trace"
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
+	"github.com/gorxe/gorxe/wire/cm"
+)
+
+// datagram explains a UD SEND: a CM message when it goes to QP 1, and
+// otherwise a datagram of an application's UD QPs.
+func (m *model) datagram(i int, p *wire.Packet) {
+	pk := m.pkt(i)
+	if p.DETH == nil {
+		m.set(i, "malformed", "A UD packet without a DETH.")
+		return
+	}
+	a := End{Addr: pk.Src, QPN: uint32(p.DETH.SrcQP())}
+	b := End{Addr: pk.Dst, QPN: pk.DestQP}
+	key := [2]End{a, b}
+	if b.Addr < a.Addr || b.Addr == a.Addr && b.QPN < a.QPN {
+		key = [2]End{b, a}
+	}
+	c := m.ud[key]
+	if c == nil {
+		svc := "UD"
+		if a.QPN == 1 && b.QPN == 1 {
+			svc = "CM"
+		}
+		c = newConn(len(m.conns), bth.ServiceUD, a, b)
+		c.tids = make(map[cmKey]int)
+		m.ud[key] = c
+		m.conns = append(m.conns, c)
+		m.r.Conns = append(m.r.Conns, Connection{Service: svc, Ends: [2]End{a, b}})
+	}
+	side := 0
+	if c.ends[0].End != a {
+		side = 1
+	}
+	pk.Conn = c.idx
+	if c.first < 0 {
+		c.first = pk.Time
+	}
+	c.last = pk.Time
+	c.sum.Packets[side]++
+	if b.QPN == 1 {
+		pk.Text = c.cmMessage(m, i, side, p)
+		return
+	}
+	c.sum.Messages[side]++
+	c.sum.Bytes[side] += int64(len(p.Payload))
+	pk.Text = fmt.Sprintf("UD SEND of %d bytes from QP %#x to QP %#x with Q_Key %#x: a datagram, delivered to the next posted receive if the Q_Key matches, with a GRH of the sender's address in front; no ACK, no retry, and at most one MTU.",
+		len(p.Payload), a.QPN, b.QPN, p.DETH.QKey())
+}
+
+// cmKey names a CM message to find its retransmissions.
+type cmKey struct {
+	tid  uint64
+	attr string
+	side int
+}
+
+// cmMessage explains a MAD of the communication manager on QP 1.
+func (c *conn) cmMessage(m *model, i, side int, p *wire.Packet) string {
+	msg, tid, err := cm.Decode(p.Payload)
+	if err != nil {
+		return fmt.Sprintf("A MAD to QP 1 (the General Services QP) that is not a CM message gorxe reads: %v.", err)
+	}
+	k := cmKey{tid, fmt.Sprintf("%T", msg), side}
+	if first, seen := c.tids[k]; seen {
+		c.sum.Retransmissions[side]++
+		m.pkt(i).Anomaly = "retransmission"
+		return fmt.Sprintf("The same %s again (transaction %#x, first at packet %d): MADs travel as UD datagrams with no transport retry, so the CM resends after its response timeout when no answer came.",
+			cmName(msg), tid, m.pkt(first).Index)
+	}
+	c.tids[k] = i
+	c.sum.Messages[side]++
+	switch v := msg.(type) {
+	case *cm.REQ:
+		return fmt.Sprintf("CM REQ: asks to connect QP %#x (first PSN %d, path MTU %v) to the service %#x; the passive side answers REP to accept or REJ to refuse.",
+			uint32(v.LocalQPN), uint32(v.StartingPSN), v.PathMTU, v.ServiceID)
+	case *cm.REP:
+		return fmt.Sprintf("CM REP: accepts, naming its QP %#x and first PSN %d; its QP is ready to receive (RTR). The active side moves its QP to RTS and answers RTU.",
+			uint32(v.LocalQPN), uint32(v.StartingPSN))
+	case *cm.RTU:
+		return "CM RTU (ready to use): the active side's QP is in RTS. The passive side moves its QP to RTS: the connection is up."
+	case *cm.REJ:
+		return fmt.Sprintf("CM REJ: the connection is refused (%v); both sides free it.", v)
+	case *cm.MRA:
+		return "CM MRA (message receipt acknowledgement): the sender got the message and needs longer than the timeout to answer: the peer waits instead of resending."
+	case *cm.DREQ:
+		return "CM DREQ: asks to disconnect; the sender's QP goes to the error state, flushing what is posted. The peer answers DREP."
+	case *cm.DREP:
+		return "CM DREP: the disconnection is acknowledged; both QPs are done."
+	case *cm.SIDRREQ:
+		return fmt.Sprintf("CM SIDR_REQ: asks which UD QP and Q_Key serve the service %#x.", v.ServiceID)
+	case *cm.SIDRREP:
+		return fmt.Sprintf("CM SIDR_REP: %v.", v)
+	}
+	return fmt.Sprintf("CM %s.", cmName(msg))
+}
+
+// cmName names a CM message by its type: "REQ", "REP"...
+func cmName(msg cm.Message) string {
+	s := fmt.Sprintf("%T", msg)
+	if j := len("*cm."); len(s) > j {
+		return s[j:]
+	}
+	return s
+}
+
+// cnp explains a RoCE v2 congestion notification packet.
+func (m *model) cnp(i int, p *wire.Packet) {
+	pk := m.pkt(i)
+	pk.Anomaly = "cnp"
+	rp := fmt.Sprintf("%s QP %#x", pk.Dst, pk.DestQP)
+	if f := m.flows[flowKey{pk.Src, pk.Dst, bth.QPN(pk.DestQP)}]; f != nil {
+		c := f.conn
+		pk.Conn = c.idx
+		c.sum.CNPs[f.side]++
+		np := c.ends[f.side]
+		m.event(i, trace.Event{Kind: trace.CNPSent, QP: np.QPN, DestQP: pk.DestQP})
+		m.event(i, trace.Event{Kind: trace.CNPReceived, QP: pk.DestQP})
+		m.after(i, c, f.side)
+	}
+	pk.Text = fmt.Sprintf("CNP (congestion notification): %s saw a packet from %s arrive marked ECN CE, and tells that QP to slow down. %s's NIC, DCQCN's reaction point, cuts the QP's rate and raises its estimate of congestion (alpha); the NP sends at most one CNP per QP per interval.",
+		pk.Src, rp, pk.Dst)
+}

@@ -1,0 +1,838 @@
+package explain
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gorxe/gorxe/trace"
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/aeth"
+	"github.com/gorxe/gorxe/wire/bth"
+)
+
+// The model's rules cite the InfiniBand Architecture Specification,
+// Volume 1: §9.7.5.1 is the responder's checks of a request's PSN,
+// §9.7.5.1.1 its duplicates, §9.7.5.2 the requester's handling of ACKs
+// and NAKs, C9-104 the saved READ and atomic state that answers a
+// duplicate, C9-105 the ACK of a duplicate SEND or WRITE, C9-107 a READ
+// retried from the middle and C9-148 the MSN.
+
+// psnDiff returns a - b in 24-bit serial arithmetic: negative when a is
+// before b, within half the PSN space.
+func psnDiff(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
+
+// psnAdd returns p + n in the 24-bit PSN space.
+func psnAdd(p uint32, n int) uint32 { return (p + uint32(n)) & bth.PSNMask }
+
+// defaultMTU is the path MTU assumed until a full packet shows it.
+const defaultMTU = 1024
+
+// conn is one connection: two ends, each a requester of what it sends
+// and a responder to what it receives.
+type conn struct {
+	idx   int
+	svc   bth.Service
+	ends  [2]*end
+	flows [2]*flow
+	mtu   int // the path MTU, once a FIRST or MIDDLE packet has shown it
+	first time.Duration
+	last  time.Duration
+	sum   Summary
+	tids  map[cmKey]int // CM messages seen, to find their retransmissions
+}
+
+// end is one QP of a connection.
+type end struct {
+	End
+	name string // "10.0.0.1 QP 0x11", or just the address while the QPN is unknown
+	req  requester
+	resp responder
+}
+
+func newConn(idx int, svc bth.Service, a, b End) *conn {
+	c := &conn{idx: idx, svc: svc, first: -1}
+	c.ends[0] = &end{End: a}
+	c.ends[1] = &end{End: b}
+	for i := range c.sum.NAKs {
+		c.sum.NAKs[i] = map[string]int{}
+	}
+	return c
+}
+
+// label names an end for a sentence: "A (10.0.0.1)" style names are the
+// caller's; here the address and QPN.
+func (e *end) label() string {
+	if e.QPN == 0 {
+		return e.Addr
+	}
+	return fmt.Sprintf("%s QP %#x", e.Addr, e.QPN)
+}
+
+// state is the end's EndState.
+func (e *end) state() EndState {
+	s := EndState{End: e.label(), NextPSN: e.req.next, Unacked: e.req.una, Outstanding: e.req.outstanding(),
+		Reads: len(e.req.reads), Recovery: e.req.recovery(), ExpectedPSN: e.resp.epsn, MSN: e.resp.msn}
+	if e.resp.nak {
+		s.NAKState = fmt.Sprintf("sequence error NAK sent: dropping requests until PSN %d", e.resp.epsn)
+	}
+	return s
+}
+
+// requester is what one end has sent as requests and what is answered.
+type requester struct {
+	started bool
+	next    uint32         // the PSN after the highest sent
+	una     uint32         // the oldest not acknowledged; next when all are
+	sent    map[uint32]int // report index of each unacknowledged PSN's latest transmission
+	reads   []pendingRead  // READs and atomics awaiting their answers, oldest first
+	lastTx  time.Duration  // when it last sent a request
+
+	// What the next retransmission answers: "nak", "rnr" or "implied"
+	// at causePSN, from the packet causeAt; "" for a timeout.
+	cause    string
+	causePSN uint32
+	causeAt  int
+	wait     time.Duration // an RNR NAK's timer
+	// A go-back-N run in progress resends runNext next.
+	resending bool
+	runNext   uint32
+}
+
+// pendingRead is a READ or atomic waiting for its responses.
+type pendingRead struct {
+	psn    uint32
+	n      int    // response packets: 1 for an atomic
+	length uint32 // a READ's DMA length
+	got    int    // responses in order so far
+	atomic bool
+	at     int // report index of the request
+}
+
+func (r *requester) outstanding() int {
+	if !r.started {
+		return 0
+	}
+	return int(psnDiff(r.next, r.una))
+}
+
+func (r *requester) recovery() string {
+	switch {
+	case r.resending:
+		return fmt.Sprintf("go-back-N: resending, next PSN %d", r.runNext)
+	case r.cause == "nak":
+		return fmt.Sprintf("NAKed: will go back to PSN %d", r.causePSN)
+	case r.cause == "rnr":
+		return fmt.Sprintf("RNR wait of %v, then resend PSN %d", r.wait, r.causePSN)
+	case r.cause == "implied":
+		return fmt.Sprintf("implied NAK: will resend from PSN %d", r.causePSN)
+	}
+	return ""
+}
+
+// sentPSN reports whether the requester has sent psn and not had it
+// acknowledged.
+func (r *requester) sentPSN(psn uint32) bool {
+	return r.started && psnDiff(psn, r.una) >= 0 && psnDiff(psn, r.next) < 0
+}
+
+// ack moves the oldest unacknowledged PSN to after psn.
+func (r *requester) ack(psn uint32) int {
+	n := 0
+	for psnDiff(r.una, psn) <= 0 && psnDiff(r.una, r.next) < 0 {
+		delete(r.sent, r.una)
+		r.una = psnAdd(r.una, 1)
+		n++
+	}
+	if r.cause != "" && psnDiff(r.causePSN, r.una) < 0 {
+		r.cause = ""
+	}
+	return n
+}
+
+// responder is what one end expects of the requests it receives.
+type responder struct {
+	known bool
+	epsn  uint32 // the expected PSN
+	nak   bool   // a sequence error NAK is out for epsn: later PSNs are dropped
+	msn   uint32 // from the last AETH it sent
+}
+
+// opKind is what a request or response packet is part of.
+type opKind uint8
+
+const (
+	opSend opKind = iota
+	opWrite
+	opRead
+	opAtomic
+	opFlush
+	opReadResp
+	opAck
+	opAtomicAck
+	opOther
+)
+
+// position is a packet's place in its message.
+type position uint8
+
+const (
+	posOnly position = iota
+	posFirst
+	posMiddle
+	posLast
+)
+
+// classify returns what op is part of and its place in the message.
+func classify(op bth.Opcode) (opKind, position) {
+	switch op & 0x1f {
+	case 0x00:
+		return opSend, posFirst
+	case 0x01:
+		return opSend, posMiddle
+	case 0x02, 0x03, 0x16:
+		return opSend, posLast
+	case 0x04, 0x05, 0x17:
+		return opSend, posOnly
+	case 0x06:
+		return opWrite, posFirst
+	case 0x07:
+		return opWrite, posMiddle
+	case 0x08, 0x09:
+		return opWrite, posLast
+	case 0x0a, 0x0b, 0x1d:
+		return opWrite, posOnly
+	case 0x0c:
+		return opRead, posOnly
+	case 0x0d:
+		return opReadResp, posFirst
+	case 0x0e:
+		return opReadResp, posMiddle
+	case 0x0f:
+		return opReadResp, posLast
+	case 0x10:
+		return opReadResp, posOnly
+	case 0x11:
+		return opAck, posOnly
+	case 0x12:
+		return opAtomicAck, posOnly
+	case 0x13, 0x14:
+		return opAtomic, posOnly
+	case 0x1c:
+		return opFlush, posOnly
+	}
+	return opOther, posOnly
+}
+
+// isResponse reports whether op is sent by a responder.
+func isResponse(op bth.Opcode) bool {
+	k, _ := classify(op)
+	return k == opReadResp || k == opAck || k == opAtomicAck
+}
+
+// opWord names a request for a sentence.
+func opWord(op bth.Opcode) string {
+	switch k, _ := classify(op); k {
+	case opSend:
+		return "SEND"
+	case opWrite:
+		if op&0x1f == 0x1d {
+			return "ATOMIC WRITE"
+		}
+		return "RDMA WRITE"
+	case opRead:
+		return "RDMA READ"
+	case opAtomic:
+		if op&0x1f == 0x13 {
+			return "COMPARE_SWAP"
+		}
+		return "FETCH_ADD"
+	case opFlush:
+		return "FLUSH"
+	}
+	return op.String()
+}
+
+// learnMTU takes the path MTU from a FIRST or MIDDLE packet, whose
+// payload is exactly one MTU (C9-92), and recomputes the span of READs
+// whose responses have not shown it.
+func (c *conn) learnMTU(p *wire.Packet) {
+	if _, pos := classify(p.BTH.Opcode()); (pos == posFirst || pos == posMiddle) && len(p.Payload) > 0 && c.mtu != len(p.Payload) {
+		c.mtu = len(p.Payload)
+	}
+}
+
+// pmtu returns the path MTU to reckon READ spans with.
+func (c *conn) pmtu() int {
+	if c.mtu > 0 {
+		return c.mtu
+	}
+	return defaultMTU
+}
+
+// readSpan is how many response packets, and so PSNs, a READ of n bytes
+// takes.
+func (c *conn) readSpan(n uint32) int {
+	if n == 0 {
+		return 1
+	}
+	return int((int(n) + c.pmtu() - 1) / c.pmtu())
+}
+
+// packet explains packet i of the report, which end side of c sent.
+func (c *conn) packet(m *model, i, side int, p *wire.Packet) {
+	pk := m.pkt(i)
+	pk.Conn = c.idx
+	if c.first < 0 {
+		c.first = pk.Time
+	}
+	c.last = pk.Time
+	c.sum.Packets[side]++
+	c.learnMTU(p)
+	s, r := c.ends[side], c.ends[1-side]
+	if p.CE() {
+		defer func() {
+			pk := m.pkt(i)
+			pk.Text += " A switch marked it ECN CE (congestion): the receiver's NIC, DCQCN's notification point, answers with a CNP."
+		}()
+	}
+	if isResponse(p.BTH.Opcode()) {
+		c.response(m, i, s, r, side, p)
+	} else if c.svc == bth.ServiceUC {
+		c.ucRequest(m, i, s, r, side, p)
+	} else {
+		c.request(m, i, s, r, side, p)
+	}
+	m.after(i, c, side)
+}
+
+// request explains an RC request packet from s to r.
+func (c *conn) request(m *model, i int, s, r *end, side int, p *wire.Packet) {
+	op := p.BTH.Opcode()
+	psn := uint32(p.BTH.PSN())
+	kind, pos := classify(op)
+	span := 1
+	if kind == opRead && p.RETH != nil {
+		span = c.readSpan(p.RETH.DMALen())
+	}
+	retx := c.sent(m, i, s, side, psn, span, p)
+	c.receive(m, i, s, r, psn, span, kind, pos, p, retx)
+}
+
+// sent updates the requester s for a request it sent and returns a
+// sentence about it when it is a retransmission, "" for a first one.
+func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *wire.Packet) string {
+	q := &s.req
+	pk := m.pkt(i)
+	gap := pk.Time - q.lastTx
+	q.lastTx = pk.Time
+	if q.sent == nil {
+		q.sent = make(map[uint32]int)
+	}
+	if !q.started {
+		q.started, q.next, q.una = true, psn, psn
+	}
+	kind, pos := classify(p.BTH.Opcode())
+	if psnDiff(psn, q.next) >= 0 {
+		q.sent[psn] = i
+		if kind == opRead || kind == opAtomic || pos == posLast || pos == posOnly {
+			c.sum.Messages[side]++
+		}
+		q.next = psnAdd(psn, span)
+		q.resending = false
+		c.sum.Bytes[side] += int64(len(p.Payload))
+		if kind == opRead || kind == opAtomic {
+			pr := pendingRead{psn: psn, n: span, atomic: kind == opAtomic, at: i}
+			if p.RETH != nil {
+				pr.length = p.RETH.DMALen()
+			}
+			q.reads = append(q.reads, pr)
+		}
+		return ""
+	}
+	// A PSN sent before: a retransmission.
+	q.sent[psn] = i
+	c.sum.Retransmissions[side]++
+	pk.Anomaly = "retransmission"
+	if kind == opRead || kind == opAtomic {
+		q.retryRead(psn, span, p)
+	}
+	if q.resending && psn == q.runNext {
+		q.runNext = psnAdd(psn, span)
+		return fmt.Sprintf("Resent, go-back-N: %s goes on resending everything after the PSN it went back to.", s.label())
+	}
+	q.resending, q.runNext = true, psnAdd(psn, span)
+	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
+	var why string
+	switch {
+	case q.cause == "nak" && psn == q.causePSN:
+		ev.Reason = "NAK"
+		why = fmt.Sprintf("Retransmission of PSN %d after the NAK (packet %d), go-back-N: %s resends from the PSN the responder named, and everything after it.",
+			psn, m.pkt(q.causeAt).Index, s.label())
+	case q.cause == "rnr" && psn == q.causePSN:
+		ev.Reason = "RNR wait over"
+		m.event(i, trace.Event{Kind: trace.RNRWaitOver, QP: s.QPN, PSN: psn})
+		why = fmt.Sprintf("Resent after the RNR wait: the responder asked for %v, and %s waited %s since the RNR NAK.",
+			q.wait, s.label(), seconds(pk.Time-m.pkt(q.causeAt).Time))
+	case q.cause == "implied" && psn == q.causePSN:
+		ev.Reason = "implied NAK"
+		why = fmt.Sprintf("Resent from PSN %d: the answers before the later one that came (packet %d) were lost, an implied NAK.", psn, m.pkt(q.causeAt).Index)
+		if kind == opRead && p.RETH != nil {
+			why += fmt.Sprintf(" The READ is asked again from the middle: %d bytes from the first missing response on (C9-107).", p.RETH.DMALen())
+		}
+	case psn != q.una && psnAdd(psn, span) == q.next:
+		// Only the last packet again, not the oldest unacknowledged: a probe.
+		ev = trace.Event{Kind: trace.Probe, QP: s.QPN, PSN: psn, Wait: gap}
+		c.sum.Timeouts[side]++
+		pk.Anomaly = "timeout"
+		why = fmt.Sprintf("A tail-loss probe: after %s with no ACK, %s resends only its last packet, to learn from the answer what the responder has.", seconds(gap), s.label())
+		q.resending = false
+	default:
+		ev.Reason = "timeout"
+		m.event(i, trace.Event{Kind: trace.Timeout, QP: s.QPN, PSN: q.una})
+		c.sum.Timeouts[side]++
+		pk.Anomaly = "timeout"
+		why = fmt.Sprintf("Retransmission after %s of silence: no ACK came for PSN %d, so %s's local ACK timer fired (the timeout is inferred from the gap) and it goes back to the oldest unacknowledged PSN, go-back-N.",
+			seconds(gap), q.una, s.label())
+	}
+	m.event(i, ev)
+	q.cause = ""
+	return why
+}
+
+// retryRead notes a READ or atomic sent again: a retried READ that asks
+// from the middle restarts the count of its responses there.
+func (q *requester) retryRead(psn uint32, span int, p *wire.Packet) {
+	for j := range q.reads {
+		rd := &q.reads[j]
+		if d := psnDiff(psn, rd.psn); d >= 0 && int(d) < rd.n {
+			rd.got = int(d)
+			return
+		}
+	}
+	pr := pendingRead{psn: psn, n: span, atomic: p.AtomicETH != nil}
+	q.reads = append(q.reads, pr)
+}
+
+// receive explains what the responder r does with a request at psn.
+func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind opKind, pos position, p *wire.Packet, retx string) {
+	pk := m.pkt(i)
+	rs := &r.resp
+	text := func(t string) {
+		if retx != "" {
+			t = retx + " " + t
+		}
+		pk.Text = t
+	}
+	if !rs.known {
+		rs.known, rs.epsn = true, psn
+	}
+	what := c.describe(p, s, r)
+	d := psnDiff(psn, rs.epsn)
+	switch {
+	case d == 0:
+		resumed := ""
+		if rs.nak {
+			resumed = fmt.Sprintf(" It is the PSN the NAK asked for: %s takes requests again.", r.label())
+			rs.nak = false
+		}
+		rs.epsn = psnAdd(psn, span)
+		text(what + resumed)
+	case d > 0:
+		pk.Anomaly = "out of sequence"
+		if !rs.nak {
+			rs.nak = true
+			m.event(i, trace.Event{Kind: trace.NAKSent, QP: r.QPN, PSN: psn, Expected: rs.epsn, Syndrome: "PSN sequence error", Opcode: p.BTH.Opcode().String()})
+			lost := "lost before the capture point"
+			if _, seen := s.req.sent[rs.epsn]; seen {
+				lost = "sent, and so lost after the capture point"
+			}
+			text(fmt.Sprintf("PSN %d arrives while %d is expected (%d is %s): %s NAKs once with PSN sequence error and drops what follows until %d comes back (IBTA §9.7.5.1).",
+				psn, rs.epsn, rs.epsn, lost, r.label(), rs.epsn))
+		} else {
+			text(fmt.Sprintf("PSN %d is dropped: %s has NAKed and discards every request until PSN %d comes back.", psn, r.label(), rs.epsn))
+		}
+	default:
+		pk.Anomaly = "duplicate"
+		ev := trace.Event{Kind: trace.Duplicate, QP: r.QPN, PSN: psn, Expected: rs.epsn, Opcode: p.BTH.Opcode().String()}
+		switch kind {
+		case opRead:
+			ev.Reason = "replayed from the saved READ state"
+			text(fmt.Sprintf("Duplicate READ request (PSN %d, %d expected): the responder replays from its saved state, sending the responses again without a new MSN (C9-104).", psn, rs.epsn))
+		case opAtomic:
+			ev.Reason = "answered with the saved result"
+			text(fmt.Sprintf("Duplicate atomic (PSN %d, %d expected): it is not done twice; %s answers with the original value it saved the first time (C9-104).", psn, rs.epsn, r.label()))
+		default:
+			ev.Reason = "acknowledged again"
+			text(fmt.Sprintf("Duplicate: PSN %d is before the expected %d, so %s executed it already; it does not again, and acknowledges what it has (C9-105).", psn, rs.epsn, r.label()))
+		}
+		m.event(i, ev)
+	}
+}
+
+// indexOf returns e's index in c.ends.
+func indexOf(c *conn, e *end) int {
+	if c.ends[0] == e {
+		return 0
+	}
+	return 1
+}
+
+// describe says what an in-sequence request asks of the responder.
+func (c *conn) describe(p *wire.Packet, s, r *end) string {
+	op := p.BTH.Opcode()
+	kind, pos := classify(op)
+	n := len(p.Payload)
+	ack := ""
+	if p.BTH.AckReq() {
+		ack = " It asks for an ACK (ackreq)."
+	}
+	imm := ""
+	if p.ImmDt != nil {
+		imm = fmt.Sprintf(", with immediate data %#x for the receiver's completion", p.ImmDt.Imm())
+	}
+	switch kind {
+	case opWrite:
+		switch pos {
+		case posOnly:
+			return fmt.Sprintf("RDMA WRITE of %d bytes into %s's memory at %#x (rkey %#x)%s: the responder checks the rkey and its rights, then writes; its CPU is not told.%s",
+				n, r.Addr, p.RETH.VA(), uint32(p.RETH.RKey()), imm, ack)
+		case posFirst:
+			return fmt.Sprintf("First packet of an RDMA WRITE of %d bytes to %#x (rkey %#x): the RETH names where; %d bytes written.%s",
+				p.RETH.DMALen(), p.RETH.VA(), uint32(p.RETH.RKey()), n, ack)
+		case posMiddle:
+			return fmt.Sprintf("%d more bytes of the RDMA WRITE, placed after the last.%s", n, ack)
+		default:
+			return fmt.Sprintf("Last %d bytes of the RDMA WRITE%s: the message is complete.%s", n, imm, ack)
+		}
+	case opSend:
+		switch pos {
+		case posOnly:
+			return fmt.Sprintf("SEND of %d bytes%s: it fills the next receive %s has posted, and completes there.%s", n, imm, r.label(), ack)
+		case posFirst:
+			return fmt.Sprintf("First %d bytes of a SEND: the responder takes its next posted receive for it.%s", n, ack)
+		case posMiddle:
+			return fmt.Sprintf("%d more bytes of the SEND.%s", n, ack)
+		default:
+			return fmt.Sprintf("Last %d bytes of the SEND%s: the receive completes.%s", n, imm, ack)
+		}
+	case opRead:
+		span := c.readSpan(p.RETH.DMALen())
+		last := psnAdd(uint32(p.BTH.PSN()), span-1)
+		return fmt.Sprintf("RDMA READ of %d bytes at %#x (rkey %#x): it takes PSNs %d to %d, the %d READ responses the responder will send, and counts as a message (C9-148).",
+			p.RETH.DMALen(), p.RETH.VA(), uint32(p.RETH.RKey()), p.BTH.PSN(), last, span)
+	case opAtomic:
+		a := p.AtomicETH
+		if op&0x1f == 0x13 {
+			return fmt.Sprintf("COMPARE_SWAP on the 8 bytes at %#x: if they equal %#x they become %#x, in one step; the old value comes back in an ATOMIC_ACKNOWLEDGE.", a.VA(), a.Compare(), a.SwapAdd())
+		}
+		return fmt.Sprintf("FETCH_ADD on the 8 bytes at %#x: %d is added in one step; the old value comes back in an ATOMIC_ACKNOWLEDGE.", a.VA(), a.SwapAdd())
+	case opFlush:
+		return "FLUSH: the responder makes earlier writes to the range persistent or visible."
+	}
+	return fmt.Sprintf("%v request.", op)
+}
+
+// response explains an ACK, NAK, READ response or atomic ACK that the
+// responder s sends to the requester r.
+func (c *conn) response(m *model, i int, s, r *end, side int, p *wire.Packet) {
+	pk := m.pkt(i)
+	op := p.BTH.Opcode()
+	psn := uint32(p.BTH.PSN())
+	kind, pos := classify(op)
+	q := &r.req
+	if p.AETH != nil {
+		s.resp.msn = uint32(p.AETH.MSN())
+	}
+	var syn aeth.Syndrome
+	if p.AETH != nil {
+		syn = p.AETH.Syndrome()
+	}
+	switch {
+	case kind == opAck && syn.Type() == aeth.TypeNAK:
+		c.nak(m, i, s, r, side, psn, syn)
+	case kind == opAck && syn.Type() == aeth.TypeRNRNAK:
+		c.sum.RNRNAKs[side]++
+		pk.Anomaly = "rnr"
+		wait := syn.RNRTimer().Duration()
+		m.event(i, trace.Event{Kind: trace.RNRNAKReceived, QP: r.QPN, PSN: psn, Wait: wait})
+		q.cause, q.causePSN, q.causeAt, q.wait = "rnr", psn, i, wait
+		q.resending = false
+		q.ack(psnAdd(psn, -1))
+		pk.Text = fmt.Sprintf("RNR NAK (receiver not ready) for PSN %d: %s has no receive posted for the SEND. %s waits %v (the RNR timer) and then sends PSN %d again.",
+			psn, s.label(), r.label(), wait, psn)
+	case kind == opAck:
+		pk.Text = c.ack(m, i, s, r, psn, syn)
+	case kind == opAtomicAck:
+		pk.Text = c.atomicAck(m, i, s, r, psn, p)
+	default:
+		pk.Text = c.readResponse(m, i, s, r, side, psn, pos, p)
+	}
+}
+
+// ack explains a positive acknowledgement.
+func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) string {
+	q := &r.req
+	credits := ""
+	if n, limited := syn.Credits(); limited {
+		credits = fmt.Sprintf(" It grants %d receive credits (end-to-end flow control).", n)
+	}
+	msn := fmt.Sprintf("%s has completed %d messages (MSN)", s.label(), s.resp.msn)
+	if !q.started {
+		return fmt.Sprintf("ACK of every request up to PSN %d, none of them in the capture; %s.%s", psn, msn, credits)
+	}
+	if psnDiff(psn, q.una) < 0 {
+		return fmt.Sprintf("ACK of PSN %d, which %s has had acknowledged already: the answer to a duplicate request, or a repeat, and changes nothing; %s.%s", psn, r.label(), msn, credits)
+	}
+	unseen := ""
+	if psnDiff(psn, q.next) >= 0 {
+		unseen = " (the capture holds none of the requests after its last)"
+		q.next = psnAdd(psn, 1)
+	}
+	var implied string
+	for len(q.reads) > 0 && psnDiff(q.reads[0].psn, psn) <= 0 {
+		rd := q.reads[0]
+		if psnDiff(psnAdd(rd.psn, rd.n-1), psn) <= 0 {
+			q.reads = q.reads[1:] // its responses are all before this ACK's PSN
+			continue
+		}
+		implied = fmt.Sprintf(" It acknowledges PSNs past the READ at %d, whose responses have not all come: an implied NAK, and %s will ask again.", rd.psn, r.label())
+		q.cause, q.causePSN, q.causeAt = "implied", psnAdd(rd.psn, rd.got), i
+		m.event(i, trace.Event{Kind: trace.ImpliedNAK, QP: r.QPN, PSN: q.causePSN})
+		break
+	}
+	n := q.ack(psn)
+	coalesced := ""
+	if n > 1 && unseen == "" {
+		coalesced = fmt.Sprintf(", %d packets at once (coalesced)", n)
+	}
+	return fmt.Sprintf("ACK of every request up to PSN %d%s%s; %s.%s%s", psn, coalesced, unseen, msn, credits, implied)
+}
+
+// nak explains a NAK.
+func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Syndrome) {
+	pk := m.pkt(i)
+	q := &r.req
+	code := syn.NAKCode()
+	name := nakName(code)
+	c.sum.NAKs[side][name]++
+	pk.Anomaly = "nak"
+	m.event(i, trace.Event{Kind: trace.NAKReceived, QP: r.QPN, PSN: psn, Syndrome: name})
+	if code != aeth.NAKPSNSequenceError {
+		status := map[aeth.NAKCode]string{aeth.NAKInvalidRequest: "IBV_WC_REM_INV_REQ_ERR", aeth.NAKRemoteAccess: "IBV_WC_REM_ACCESS_ERR",
+			aeth.NAKRemoteOperation: "IBV_WC_REM_OP_ERR"}[code]
+		if status == "" {
+			status = "IBV_WC_REM_OP_ERR"
+		}
+		m.event(i, trace.Event{Kind: trace.WRFailed, QP: r.QPN, Status: status, Reason: name})
+		pk.Text = fmt.Sprintf("NAK, %s, for PSN %d: %s refuses the request. This is fatal, not retried: %s's work request completes with %s and its QP moves to the error state, flushing the rest.",
+			name, psn, s.label(), r.label(), status)
+		return
+	}
+	// PSN sequence error: the responder expects psn.
+	q.ack(psnAdd(psn, -1)) // a NAK acknowledges everything before its PSN
+	q.cause, q.causePSN, q.causeAt = "nak", psn, i
+	q.resending = false
+	lost := ""
+	if j, ok := q.sent[psn]; ok && j < i {
+		lp := m.pkt(j)
+		if !lp.Lost {
+			lp.Lost = true
+			lp.Anomaly = "lost"
+			lp.Text += fmt.Sprintf(" It never reached %s: the NAK at packet %d names this PSN.", s.label(), pk.Index)
+			lost = fmt.Sprintf(" The capture saw PSN %d sent (packet %d): it was lost on the way.", psn, lp.Index)
+		}
+	}
+	rs := &s.resp
+	if !rs.nak || rs.epsn != psn {
+		c.retell(m, i, s, r, psn)
+	}
+	rs.known, rs.epsn, rs.nak = true, psn, true
+	pk.Text = fmt.Sprintf("NAK, PSN sequence error: %s expected PSN %d and got a later one. %s goes back to PSN %d and sends everything again from there (go-back-N, IBTA §9.7.5.2).%s",
+		s.label(), psn, r.label(), psn, lost)
+}
+
+// retell corrects the story of the requests r sent after psn and before
+// the NAK at packet i, which the model took for in sequence: the capture
+// saw them on their way but not psn's loss, which the NAK now shows. The
+// first of them is the one the responder s NAKed; the rest it dropped.
+func (c *conn) retell(m *model, i int, s, r *end, psn uint32) {
+	var later []int
+	for p, j := range r.req.sent {
+		if d := psnDiff(p, psn); d > 0 && j < i {
+			later = append(later, j)
+		}
+	}
+	slices.Sort(later)
+	if len(later) == 0 {
+		// The request that made the NAK is not in the capture.
+		m.event(i, trace.Event{Kind: trace.NAKSent, QP: s.QPN, PSN: psn, Expected: psn, Syndrome: "PSN sequence error"})
+		return
+	}
+	for k, j := range later {
+		pk := m.pkt(j)
+		if k == 0 {
+			pk.Anomaly = "out of sequence"
+			pk.Text = fmt.Sprintf("PSN %d arrives while %d is expected (%d was lost after the capture point): %s NAKs once with PSN sequence error and drops what follows until %d comes back (IBTA §9.7.5.1).",
+				pk.PSN, psn, psn, s.label(), psn)
+			e := trace.Event{Kind: trace.NAKSent, QP: s.QPN, PSN: pk.PSN, Expected: psn, Syndrome: "PSN sequence error", Opcode: pk.Opcode, Time: pk.Time}
+			pk.Events = append(pk.Events, e)
+			continue
+		}
+		if pk.Anomaly == "" {
+			pk.Anomaly = "out of sequence"
+		}
+		pk.Text = fmt.Sprintf("PSN %d is dropped: %s has NAKed and discards every request until PSN %d comes back.", pk.PSN, s.label(), psn)
+	}
+}
+
+// nakName names a NAK code as the trace does.
+func nakName(c aeth.NAKCode) string {
+	switch c {
+	case aeth.NAKPSNSequenceError:
+		return "PSN sequence error"
+	case aeth.NAKInvalidRequest:
+		return "invalid request"
+	case aeth.NAKRemoteAccess:
+		return "remote access error"
+	case aeth.NAKRemoteOperation:
+		return "remote operational error"
+	case aeth.NAKInvalidRDRequest:
+		return "invalid RD request"
+	}
+	return c.String()
+}
+
+// atomicAck explains the answer to an atomic.
+func (c *conn) atomicAck(m *model, i int, s, r *end, psn uint32, p *wire.Packet) string {
+	q := &r.req
+	orig := uint64(0)
+	if p.AtomicAck != nil {
+		orig = p.AtomicAck.OrigData()
+	}
+	for j, rd := range q.reads {
+		if rd.psn == psn {
+			c.implied(m, i, r, j)
+			q.reads = append(q.reads[:j], q.reads[j+1:]...)
+			q.ack(psn)
+			return fmt.Sprintf("ATOMIC_ACKNOWLEDGE: the atomic at PSN %d is done; the 8 bytes held %#x before it. It also acknowledges every request up to PSN %d.", psn, orig, psn)
+		}
+	}
+	return fmt.Sprintf("ATOMIC_ACKNOWLEDGE for PSN %d, whose answer %s has already had (the reply to a duplicate, from the saved result): original value %#x.", psn, r.label(), orig)
+}
+
+// implied handles an answer to the READ or atomic j when earlier ones
+// have not all been answered: their answers were lost, an implied NAK.
+func (c *conn) implied(m *model, i int, r *end, j int) {
+	q := &r.req
+	if j == 0 || q.cause == "implied" {
+		return
+	}
+	rd := q.reads[0]
+	q.cause, q.causePSN, q.causeAt = "implied", psnAdd(rd.psn, rd.got), i
+	m.event(i, trace.Event{Kind: trace.ImpliedNAK, QP: r.QPN, PSN: q.causePSN})
+	m.pkt(i).Anomaly = "out of sequence"
+}
+
+// readResponse explains one READ response packet.
+func (c *conn) readResponse(m *model, i int, s, r *end, side int, psn uint32, pos position, p *wire.Packet) string {
+	q := &r.req
+	n := len(p.Payload)
+	for j := range q.reads {
+		rd := &q.reads[j]
+		d := psnDiff(psn, rd.psn)
+		if d < 0 || int(d) >= rd.n || rd.atomic {
+			continue
+		}
+		k := int(d)
+		switch {
+		case k == rd.got:
+			rd.got++
+			c.sum.Bytes[side] += int64(n)
+			c.implied(m, i, r, j)
+			aethNote := ""
+			if pos == posFirst || pos == posLast || pos == posOnly {
+				aethNote = " Its AETH makes it an acknowledgement, too."
+			}
+			if rd.got < rd.n {
+				if pos == posOnly || pos == posLast {
+					// The READ is shorter than the span reckoned: the MTU guess was high.
+					rd.n = rd.got
+				} else {
+					return fmt.Sprintf("READ response %d of %d for the READ at PSN %d: %d bytes of %s's memory, placed in %s's buffer.%s",
+						k+1, rd.n, rd.psn, n, s.Addr, r.Addr, aethNote)
+				}
+			}
+			done := *rd
+			q.reads = append(q.reads[:j], q.reads[j+1:]...)
+			q.ack(psn)
+			return fmt.Sprintf("Last READ response (%d of %d) for the READ at PSN %d: %d bytes; the READ is complete, and everything up to PSN %d acknowledged.%s",
+				k+1, done.n, done.psn, n, psn, aethNote)
+		case k > rd.got:
+			missing := psnAdd(rd.psn, rd.got)
+			if q.cause != "implied" {
+				q.cause, q.causePSN, q.causeAt = "implied", missing, i
+				m.event(i, trace.Event{Kind: trace.ImpliedNAK, QP: r.QPN, PSN: missing})
+				m.pkt(i).Anomaly = "out of sequence"
+				return fmt.Sprintf("READ response at PSN %d while %d is missing: the responses between were lost. %s discards this one and will ask for the READ again from PSN %d, from the middle (C9-107).",
+					psn, missing, r.label(), missing)
+			}
+			return fmt.Sprintf("READ response at PSN %d, discarded: %s is still missing PSN %d.", psn, r.label(), missing)
+		default:
+			return fmt.Sprintf("READ response at PSN %d again: the responder replays the READ from its saved state; %s has these bytes already.", psn, r.label())
+		}
+	}
+	return fmt.Sprintf("READ response at PSN %d for no READ the capture shows outstanding: a replay of one already complete, or the answer to a request before the capture.", psn)
+}
+
+// ucRequest explains a UC packet: no ACKs, no retransmission; a gap drops
+// the message in progress.
+func (c *conn) ucRequest(m *model, i int, s, r *end, side int, p *wire.Packet) {
+	pk := m.pkt(i)
+	psn := uint32(p.BTH.PSN())
+	rs := &r.resp
+	q := &s.req
+	if !q.started {
+		q.started = true
+	}
+	q.next = psnAdd(psn, 1)
+	q.una = q.next
+	c.sum.Bytes[side] += int64(len(p.Payload))
+	_, pos := classify(p.BTH.Opcode())
+	if !rs.known {
+		rs.known, rs.epsn = true, psn
+	}
+	what := "UC " + c.describe(p, s, r)
+	switch d := psnDiff(psn, rs.epsn); {
+	case d == 0:
+		if pos == posLast || pos == posOnly {
+			c.sum.Messages[side]++
+		}
+		pk.Text = what + " UC sends no ACK: nothing is retransmitted."
+	default:
+		pk.Anomaly = "out of sequence"
+		m.event(i, trace.Event{Kind: trace.Dropped, QP: r.QPN, PSN: psn, Opcode: p.BTH.Opcode().String(), Reason: "UC PSN gap"})
+		pk.Text = fmt.Sprintf("UC PSN %d while %d is expected: packets were lost. %s drops the message in progress and waits for the next FIRST or ONLY packet; UC never retransmits.", psn, rs.epsn, r.label())
+		if pos == posFirst || pos == posOnly {
+			pk.Text = fmt.Sprintf("UC PSN %d while %d is expected: packets were lost, and the message in progress with them. This packet starts a new message, so %s takes it.", psn, rs.epsn, r.label())
+			if pos == posOnly {
+				c.sum.Messages[side]++
+			}
+		}
+	}
+	rs.epsn = psnAdd(psn, 1)
+}
+
+// summary returns c's summary.
+func (c *conn) summary() Summary {
+	s := c.sum
+	if c.first >= 0 {
+		s.Duration = c.last - c.first
+	}
+	if s.Duration > 0 {
+		for k := range s.Goodput {
+			s.Goodput[k] = float64(s.Bytes[k]) * 8 / s.Duration.Seconds()
+		}
+	}
+	return s
+}
