@@ -18,6 +18,7 @@ package mr
 
 import (
 	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -114,6 +115,17 @@ type Table struct {
 
 // NewTable returns an empty Table.
 func NewTable() *Table { return &Table{} }
+
+// NewSeededTable returns an empty Table whose keys come from seed: the
+// same keys, in the same order, on every run. It is for demonstrations
+// and simulations that must repeat byte for byte; a real device's keys
+// must not be predictable (an rkey is all that guards a region from a
+// peer), which NewTable's are not.
+func NewSeededTable(seed uint64) *Table {
+	var s [32]byte
+	binary.LittleEndian.PutUint64(s[:], seed)
+	return &Table{rng: rand.NewChaCha8(s)}
+}
 
 // AllocPD allocates a new protection domain.
 func (t *Table) AllocPD() *PD {

@@ -99,6 +99,12 @@ type Config struct {
 	// the QP's rate moves in DefaultPacingTime, whichever is less.
 	PacingBurst int
 
+	// KeySeed, when not zero, makes the device's memory keys a function of
+	// it (mr.NewSeededTable), for demonstrations and simulations that must
+	// repeat byte for byte. Left zero, keys are unpredictable, as they
+	// must be on a real network.
+	KeySeed uint64
+
 	// Loop, when set, runs the device on an event loop of the caller's
 	// (a simulator's) instead of on goroutines and the time package's
 	// clock; see Loop.
@@ -187,7 +193,7 @@ func Open(cfg Config) (*Device, error) {
 		cfg:     cfg,
 		name:    cfg.Name,
 		link:    cfg.Link,
-		mrs:     mr.NewTable(),
+		mrs:     newTable(cfg.KeySeed),
 		qps:     make(map[bth.QPN]*QP),
 		nextQPN: firstQPN,
 		done:    make(chan struct{}),
@@ -613,4 +619,12 @@ func (d *Device) Close() error {
 	err := d.link.Close()
 	d.wg.Wait()
 	return err
+}
+
+// newTable returns the device's key table: seeded when seed is not zero.
+func newTable(seed uint64) *mr.Table {
+	if seed != 0 {
+		return mr.NewSeededTable(seed)
+	}
+	return mr.NewTable()
 }
