@@ -1,0 +1,91 @@
+package explain
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// read explains the capture at path.
+func read(t *testing.T, path string) *Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestPerftestCapture explains kernel rxe's perftest capture (write_bw,
+// read_bw, atomic_bw, send_bw, no loss): four RC connections paired
+// across the two hosts, every packet explained and none an anomaly.
+func TestPerftestCapture(t *testing.T) {
+	r := read(t, "../testdata/rxe/perftest-mtu1024.pcap")
+	if r.Counts.RoCE != 1120 || len(r.Packets) != 1120 {
+		t.Fatalf("%d RoCE packets, %d explained, want 1120", r.Counts.RoCE, len(r.Packets))
+	}
+	if len(r.Conns) != 4 {
+		t.Fatalf("%d connections, want 4: %+v", len(r.Conns), r.Conns)
+	}
+	for k, c := range r.Conns {
+		if c.Service != "RC" || c.Ends[0].QPN == 0 || c.Ends[1].QPN == 0 {
+			t.Errorf("connection %d: %+v: want RC with both QPNs known", k, c)
+		}
+		if c.Summary.Retransmissions != [2]int{} || len(c.Summary.NAKs[0])+len(c.Summary.NAKs[1]) != 0 {
+			t.Errorf("connection %d: %+v: want no retransmission and no NAK", k, c.Summary)
+		}
+	}
+	for _, p := range r.Packets {
+		if p.Text == "" || p.Conn < 0 {
+			t.Fatalf("packet %d unexplained: %+v", p.Index, p)
+		}
+		if p.Anomaly != "" {
+			t.Errorf("packet %d: anomaly %q: %s", p.Index, p.Anomaly, p.Text)
+		}
+	}
+	// The READ connection: its responses complete READs, one per 64.
+	var reads, lasts int
+	for _, p := range r.Packets {
+		switch p.Opcode {
+		case "RC_RDMA_READ_REQUEST":
+			reads++
+		case "RC_RDMA_READ_RESPONSE_LAST":
+			lasts++
+			if !strings.HasPrefix(p.Text, "Last READ response (64 of 64)") {
+				t.Errorf("packet %d: %s", p.Index, p.Text)
+			}
+		}
+	}
+	if reads == 0 || lasts == 0 {
+		t.Errorf("%d READ requests, %d last responses", reads, lasts)
+	}
+}
+
+// TestJSON checks that the JSON report decodes into the same report.
+func TestJSON(t *testing.T) {
+	r := read(t, "../testdata/rxe/perftest-mtu1024.pcap")
+	var b bytes.Buffer
+	if err := WriteJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Packets) != len(r.Packets) || back.Packets[5].Text != r.Packets[5].Text || back.Conns[1].Summary.Bytes != r.Conns[1].Summary.Bytes {
+		t.Errorf("the JSON report does not decode to the same report")
+	}
+}
+
+// TestNotCapture checks the error for a file that is no capture.
+func TestNotCapture(t *testing.T) {
+	if _, err := Read(strings.NewReader("hello, this is not a pcap file")); err == nil || !strings.Contains(err.Error(), "not a pcap") {
+		t.Errorf("err = %v", err)
+	}
+}
