@@ -20,6 +20,10 @@ type Report struct {
 	// capture, when they are known (gorxe demo records them); explain
 	// infers its own, per packet, in Packet.Events.
 	Events []trace.Event `json:"device_events,omitempty"`
+	// Devices gives the address of each device Events names, so that the
+	// ladder diagram can put a device's events on its lane: its QP numbers
+	// alone may not tell which end it is (two devices both have QP 0x11).
+	Devices map[string]string `json:"devices,omitempty"`
 	// Counts are decode's: RoCE packets, other frames, bad ICRCs,
 	// malformed packets.
 	Counts Counts `json:"counts"`
