@@ -47,7 +47,7 @@ var layers = []struct{ pkg, may string }{
 	{"rping", "cm rnic qp mr cq wire/... internal/..."},                                                                        // librdmacm's rping over cm
 	{"cmtool", "cm rnic qp mr cq wire/... internal/..."},                                                                       // librdmacm's rdma_server/client, ucmatose over cm
 	{"cmd/...", "explain trace sim pingpong perftest rping cmtool cm rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
-	{"test/...", "perftest cm rnic congestion qp mr cq link/... wire/... internal/..."},                                        // system tests and benchmarks
+	{"test/...", "explain trace perftest cm rnic congestion qp mr cq link/... wire/... internal/..."},                          // system tests and benchmarks
 }
 
 // match reports whether pkg, a path below the module, matches pattern.
