@@ -59,13 +59,15 @@ router:
 	else echo "router: not run: it needs root (qemu, TAP, network namespaces); run: sudo make router"; fi
 
 # deps installs, when root and missing, the tools the integration tests
-# call: ip (iproute2), ping (iputils-ping) and tshark.
+# call: ip (iproute2), ping (iputils-ping), tshark, and chromium, which
+# TestLadderHTML drives headless to check explain's ladder diagram.
 deps:
 	@if [ "$$(id -u)" = 0 ]; then \
 		missing=""; \
 		command -v ip >/dev/null || missing="$$missing iproute2"; \
 		command -v ping >/dev/null || missing="$$missing iputils-ping"; \
 		command -v tshark >/dev/null || missing="$$missing tshark"; \
+		command -v chromium >/dev/null || missing="$$missing chromium"; \
 		if [ -n "$$missing" ]; then \
 			echo "installing$$missing"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
