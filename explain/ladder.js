@@ -18,7 +18,8 @@
 
 	// ---- The report --------------------------------------------------
 
-	const report = JSON.parse(document.getElementById('report').textContent);
+	const source = document.getElementById('report').textContent;
+	const report = JSON.parse(source, source.includes('"wr_id"') ? exactWRID : undefined);
 	// Go encodes an empty slice or map as null.
 	const lanes = report.lanes || [];
 	const packets = report.packets || [];
@@ -26,6 +27,13 @@
 	const devices = report.devices || {};
 	const deviceEvents = (report.device_events || []).slice().sort((a, b) => a.time - b.time);
 	const laneIndex = new Map(lanes.map((addr, i) => [addr, i]));
+
+	// A work request ID is any 64-bit number (often a pointer), more than
+	// a JavaScript number holds exactly: exactWRID, a JSON.parse reviver,
+	// reads it from its digits as a BigInt where the browser gives them.
+	function exactWRID(key, value, context) {
+		return key === 'wr_id' && context && context.source ? BigInt(context.source) : value;
+	}
 
 	// ---- Formatting ----------------------------------------------------
 
@@ -90,7 +98,26 @@
 
 	// rate formats bits per second as the trace does: "7.50 Gb/s".
 	function rate(bps) {
-		return bps >= 1e9 ? (bps / 1e9).toFixed(2) + ' Gb/s' : (bps / 1e6).toFixed(2) + ' Mb/s';
+		return bps >= 1e9 ? fixed(bps / 1e9, 2) + ' Gb/s' : fixed(bps / 1e6, 2) + ' Mb/s';
+	}
+
+	// fixed writes x with d decimals as Go's strconv.FormatFloat(x, 'f',
+	// d, 64) does, so that an event reads as the trace prints it. Both
+	// round the number's exact value, but a tie goes to the even digit in
+	// Go and up in toFixed: DCQCN's alpha 0.0625 is 0.062 in Go, 0.063
+	// with toFixed(3). toFixed(100) is exact for every |x| over 2^-48.
+	function fixed(x, d) {
+		if (!Number.isFinite(x)) {
+			return Number.isNaN(x) ? 'NaN' : x > 0 ? '+Inf' : '-Inf';
+		}
+		const [whole, frac] = Math.abs(x).toFixed(100).split('.');
+		const kept = BigInt(whole + frac.slice(0, d));
+		const rest = frac.slice(d);
+		const half = '5' + '0'.repeat(rest.length - 1);
+		const up = rest > half || (rest === half && kept % 2n === 1n);
+		const digits = (kept + (up ? 1n : 0n)).toString().padStart(d + 1, '0');
+		const sign = x < 0 ? '-' : '';
+		return d === 0 ? sign + digits : sign + digits.slice(0, -d) + '.' + digits.slice(-d);
 	}
 
 	function bytes(n) {
@@ -179,7 +206,7 @@
 	}
 
 	function rateTriple(e) {
-		return 'rate ' + rate(e.rate) + ', target ' + rate(e.target_rate) + ', alpha ' + e.alpha.toFixed(3);
+		return 'rate ' + rate(e.rate) + ', target ' + rate(e.target_rate) + ', alpha ' + fixed(e.alpha, 3);
 	}
 
 	function endName(end) {
@@ -271,13 +298,11 @@
 		return lane === undefined ? 0 : lane;
 	}
 
+	// laneOfDeviceEvent places an event of a device's trace by the
+	// device or else by its QP; -1 if neither tells.
 	function laneOfDeviceEvent(e) {
-		for (const lane of [laneOfDevice(e.device), laneOfQP(e.qp, -1)]) {
-			if (lane >= 0) {
-				return lane;
-			}
-		}
-		return 0;
+		const lane = laneOfDevice(e.device);
+		return lane >= 0 ? lane : laneOfQP(e.qp, -1);
 	}
 
 	// ---- The view: what is shown, how big -----------------------------
@@ -321,7 +346,8 @@
 		if (f.kind === 'qp') {
 			return e.qp === f.qp;
 		}
-		return conns[f.conn].ends.some(end => end.qpn === e.qp);
+		const lane = laneOfDeviceEvent(e);
+		return conns[f.conn].ends.some(end => end.qpn === e.qp && (lane < 0 || lanes[lane] === end.addr));
 	}
 
 	// A pause between packets is drawn as a gap when it is ten times the
@@ -352,12 +378,14 @@
 			if (last !== null && time - last >= gapThreshold) {
 				rows.push({ kind: 'gap', dt: time - last });
 			}
-			last = Math.max(time, last === null ? time : last);
+			last = last === null ? time : Math.max(last, time);
 		};
 		const addDeviceEvent = e => {
 			if (showsDeviceEvent(e)) {
 				at(e.time);
-				rows.push({ kind: 'note', ev: e, lane: laneOfDeviceEvent(e), device: true });
+				// An event no lane claims goes on the first; its note names
+				// the device and the QP.
+				rows.push({ kind: 'note', ev: e, lane: Math.max(0, laneOfDeviceEvent(e)), device: true });
 			}
 		};
 		let d = 0;
