@@ -137,10 +137,10 @@ func chromium(t *testing.T) string {
 }
 
 // browser starts a headless chromium for the test, with a window big
-// enough for the whole diagram, and returns its context; it collects
-// the console's errors and warnings and the exceptions nothing caught,
-// which problems returns.
-func browser(t *testing.T) (ctx context.Context, problems func() []string) {
+// enough for the whole diagram, and returns its context and a func that
+// fails the test if the page wrote an error or a warning to the console
+// or threw an exception nothing caught, so far.
+func browser(t *testing.T) (ctx context.Context, checkConsole func()) {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium(t)), chromedp.WindowSize(1440, 1200)}
 	if os.Geteuid() == 0 {
@@ -150,25 +150,41 @@ func browser(t *testing.T) (ctx context.Context, problems func() []string) {
 	t.Cleanup(cancel)
 	ctx, cancelBrowser := chromedp.NewContext(ctx, chromedp.WithAllocatorOptions(opts...))
 	t.Cleanup(cancelBrowser)
+
+	// The console's messages come in order, on their own: a marker the
+	// test logs tells when every message before it has been seen.
+	const marker = "gorxe test: console read up to here"
 	var mu sync.Mutex
-	var found []string
+	var problems []string
+	seen := make(chan struct{})
 	messages := chromedp.Console(ctx)
 	go func() {
 		for m, err := range messages {
-			if err != nil {
+			switch {
+			case err != nil:
 				return
-			}
-			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException() {
+			case m.Type == chromedp.ConsoleLog && m.Text == marker:
+				seen <- struct{}{}
+			case m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException():
 				mu.Lock()
-				found = append(found, m.String())
+				problems = append(problems, m.String())
 				mu.Unlock()
 			}
 		}
 	}()
-	return ctx, func() []string {
+	return ctx, func() {
+		t.Helper()
+		eval[chromedp.Void](t, ctx, `console.log("`+marker+`")`)
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			t.Fatal("the console's messages did not come")
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]string(nil), found...)
+		if len(problems) > 0 {
+			t.Errorf("the page wrote to the console:\n%s", strings.Join(problems, "\n"))
+		}
 	}
 }
 
@@ -221,7 +237,7 @@ func selected(t *testing.T, ctx context.Context) int {
 func TestLadderHTML(t *testing.T) {
 	r := ladderReport()
 	file := writeLadder(t, r)
-	ctx, problems := browser(t)
+	ctx, checkConsole := browser(t)
 	do(t, ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#ladder .pkt")))
 
 	if n := eval[int](t, ctx, `document.querySelectorAll('.pkt').length`); n != len(r.Packets) {
@@ -281,16 +297,90 @@ func TestLadderHTML(t *testing.T) {
 
 	screenshot(t, ctx)
 
-	// Filtering on the second connection leaves its 3 packets alone.
-	eval[bool](t, ctx, `(s => { s.value = 'c:1'; return s.dispatchEvent(new Event('change')); })(document.getElementById('qp-filter'))`)
-	shown := eval[[]int](t, ctx, `[...document.querySelectorAll('.pkt')].map(g => Number(g.dataset.index))`)
-	if fmt.Sprint(shown) != "[14 15 16]" {
-		t.Errorf("filtered on the second connection, the diagram shows packets %v, want [14 15 16]", shown)
+	// The zoom buttons change the space between packets.
+	spacing := func() float64 {
+		return eval[float64](t, ctx, `(r => r[1].getBBox().y - r[0].getBBox().y)(document.querySelectorAll('.pkt .hit'))`)
+	}
+	before := spacing()
+	do(t, ctx, chromedp.Click(chromedp.ID("zoom-in")))
+	if after := spacing(); after <= before {
+		t.Errorf("zoom in: packets %v pixels apart, %v before", after, before)
+	}
+	do(t, ctx, chromedp.Click(chromedp.ID("zoom-out")))
+
+	// Filtering on the second connection leaves its 3 packets alone, and
+	// on the packets to QP 0x14 the one WRITE.
+	for _, f := range []struct{ value, want string }{{"c:1", "[14 15 16]"}, {fmt.Sprint("q:", 0x14), "[14]"}, {"all", fmt.Sprint(indexes(r))}} {
+		eval[bool](t, ctx, `(s => { s.value = '`+f.value+`'; return s.dispatchEvent(new Event('change')); })(document.getElementById('qp-filter'))`)
+		shown := eval[[]int](t, ctx, `[...document.querySelectorAll('.pkt')].map(g => Number(g.dataset.index))`)
+		if fmt.Sprint(shown) != f.want {
+			t.Errorf("filtered on %s, the diagram shows packets %v, want %s", f.value, shown, f.want)
+		}
 	}
 
-	if p := problems(); len(p) > 0 {
-		t.Errorf("the page wrote to the console:\n%s", strings.Join(p, "\n"))
+	checkConsole()
+}
+
+// TestLadderHTMLEvents: the page writes each kind of transport event as
+// trace's String does (the script has its own copy of it).
+func TestLadderHTMLEvents(t *testing.T) {
+	const ms = time.Millisecond
+	events := []trace.Event{
+		{Kind: trace.State, From: "RTS", To: "ERR", Reason: "retry count exceeded"},
+		{Kind: trace.NAKSent, PSN: 12, Expected: 10, Syndrome: "PSN sequence error", Opcode: "RC_RDMA_WRITE_MIDDLE"},
+		{Kind: trace.NAKSent, PSN: 12, Expected: 12, Syndrome: "remote access error", Opcode: "RC_RDMA_WRITE_ONLY", Reason: "bad rkey"},
+		{Kind: trace.RNRNAKSent, PSN: 7, Wait: 655360 * time.Microsecond, Opcode: "RC_SEND_ONLY"},
+		{Kind: trace.Duplicate, PSN: 5, Expected: 9, Opcode: "RC_RDMA_READ_REQUEST", Reason: "replayed"},
+		{Kind: trace.Dropped, PSN: 3, Opcode: "UC_SEND_MIDDLE", Reason: "UC gap"},
+		{Kind: trace.CNPSent, PSN: 44, DestQP: 0x13},
+		{Kind: trace.NAKReceived, PSN: 10, Syndrome: "PSN sequence error"},
+		{Kind: trace.RNRNAKReceived, PSN: 7, Wait: 10 * time.Microsecond},
+		{Kind: trace.ImpliedNAK, PSN: 20, WRID: 1<<64 - 1},
+		{Kind: trace.GoBack, PSN: 10, Reason: "NAK"},
+		{Kind: trace.Timeout, PSN: 105},
+		{Kind: trace.Probe, PSN: 30, Wait: 1500 * time.Microsecond},
+		{Kind: trace.RNRWaitOver, PSN: 7},
+		{Kind: trace.WRFailed, WRID: 42, Opcode: "RDMA_WRITE", Status: "IBV_WC_RETRY_EXC_ERR", Reason: "7 retries"},
+		{Kind: trace.CNPReceived, Rate: 5e9, TargetRate: 10e9, Alpha: 1},
+		{Kind: trace.RateChange, Rate: 812.5e6, TargetRate: 1e9, Alpha: 0.0625},
+		{Kind: trace.Error, Reason: "CQ full"},
 	}
+	for i := range events {
+		events[i].Time = time.Duration(i) * ms
+		events[i].Device, events[i].QP = "A", 0x11
+	}
+	r := &explain.Report{Lanes: []string{"10.0.0.1", "10.0.0.2"}, Events: events, Devices: map[string]string{"A": "10.0.0.1"}}
+	ctx, checkConsole := browser(t)
+	do(t, ctx, chromedp.Navigate("file://"+writeLadder(t, r)), chromedp.WaitVisible(chromedp.CSS("#ladder .note")))
+	titles := eval[[]string](t, ctx, `[...document.querySelectorAll('#ladder .note title')].map(t => t.textContent)`)
+	if len(titles) != len(events) {
+		t.Fatalf("%d notes, want %d: %q", len(titles), len(events), titles)
+	}
+	for i, e := range events {
+		if want := "A QP 0x11: " + e.String() + " ("; !strings.HasPrefix(titles[i], want) {
+			t.Errorf("the page says\n\t%s\nwant\n\t%s...", titles[i], want)
+		}
+	}
+	checkConsole()
+}
+
+// TestLadderHTMLEmpty: the page of an empty report opens without an error.
+func TestLadderHTMLEmpty(t *testing.T) {
+	ctx, checkConsole := browser(t)
+	do(t, ctx, chromedp.Navigate("file://"+writeLadder(t, &explain.Report{})), chromedp.WaitVisible(chromedp.ID("legend")))
+	if text := eval[string](t, ctx, `document.getElementById('counts').textContent`); !strings.HasPrefix(text, "0 RoCE packets") {
+		t.Errorf("the page of an empty report says %q", text)
+	}
+	checkConsole()
+}
+
+// indexes returns the capture indexes of the report's packets.
+func indexes(r *explain.Report) []int {
+	var n []int
+	for _, p := range r.Packets {
+		n = append(n, p.Index)
+	}
+	return n
 }
 
 // repeated returns a report of n copies of r's packets and device events
@@ -324,7 +414,7 @@ func TestLadderHTMLLarge(t *testing.T) {
 	if fi, err := os.Stat(file); err == nil {
 		t.Logf("%d packets: a page of %.1f MB", len(r.Packets), float64(fi.Size())/1e6)
 	}
-	ctx, problems := browser(t)
+	ctx, checkConsole := browser(t)
 	start := time.Now()
 	do(t, ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#ladder .pkt")))
 	t.Logf("opened and drawn in %v", time.Since(start).Round(time.Millisecond))
@@ -339,9 +429,7 @@ func TestLadderHTMLLarge(t *testing.T) {
 	if got, want := selected(t, ctx), len(r.Packets)-1; got != want {
 		t.Errorf("A selected packet %d, want the last anomaly, %d (the last CNP)", got, want)
 	}
-	if p := problems(); len(p) > 0 {
-		t.Errorf("the page wrote to the console:\n%s", strings.Join(p, "\n"))
-	}
+	checkConsole()
 }
 
 // screenshot writes the page as it is to the test's directory and to
