@@ -466,11 +466,21 @@
 		return t;
 	}
 
-	// The part of the diagram in view, in the diagram's coordinates: the
-	// canvas starts below the sticky lane heads.
+	const laneHead = document.getElementById('lane-head');
+
+	// visibleRange is the part of the diagram in view, in the canvas's
+	// coordinates: from below the sticky lane heads, which cover the top
+	// of the scrolling element, to its bottom.
 	function visibleRange() {
-		const top = diagram.scrollTop - canvas.offsetTop;
-		return [top, top + diagram.clientHeight];
+		const origin = diagram.scrollTop - canvas.offsetTop;
+		return [origin + laneHead.offsetHeight, origin + diagram.clientHeight];
+	}
+
+	// scrollToY scrolls the diagram so that y of the canvas is a fraction
+	// of the way down the part in view.
+	function scrollToY(y, fraction) {
+		const head = laneHead.offsetHeight;
+		diagram.scrollTop = canvas.offsetTop - head + y - (diagram.clientHeight - head) * fraction;
 	}
 
 	// A scroll redraws at the next frame, once however many scroll events
@@ -673,16 +683,17 @@
 		text('… ' + shortDuration(row.dt) + ' …', { x: mid, y: y + h / 2 + 4, 'text-anchor': 'middle' }, g);
 	}
 
+	// drawLaneHeads writes each lane's address, and the margin's column
+	// names, in the sticky bar over the diagram.
 	function drawLaneHeads() {
-		const head = document.getElementById('lane-head');
-		head.style.width = WIDTH + 'px';
+		laneHead.style.width = WIDTH + 'px';
 		canvas.style.width = WIDTH + 'px';
 		const span = (cls, content, left) => {
 			const s = document.createElement('span');
 			s.className = cls;
 			s.textContent = content;
 			s.style.left = left + 'px';
-			head.appendChild(s);
+			laneHead.appendChild(s);
 		};
 		span('margin', '#', 8);
 		span('margin', 'time (s)', 56);
@@ -716,7 +727,7 @@
 		const y = view.tops[k];
 		const h = rowHeight('pkt');
 		if (y < top || y + h > bottom) {
-			diagram.scrollTop = canvas.offsetTop + y - diagram.clientHeight / 3;
+			scrollToY(y, 1 / 3);
 		}
 	}
 
@@ -884,7 +895,7 @@
 		const scale = z / view.zoom;
 		view.zoom = z;
 		layOut();
-		diagram.scrollTop = canvas.offsetTop + view.tops[k] + offset * scale - diagram.clientHeight / 2;
+		scrollToY(view.tops[k] + offset * scale, 1 / 2);
 		render();
 	}
 
