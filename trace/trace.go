@@ -45,9 +45,11 @@ const (
 	// from its saved state, an atomic answered with its saved result,
 	// anything else acknowledged again.
 	Duplicate
-	// Dropped: a packet at PSN was dropped without an answer, and with it,
-	// on a UC QP, the rest of its message; Reason says why (a UC gap, a
-	// bad Q_Key, a ghost response...).
+	// Dropped: a packet at PSN was dropped without an answer; Reason says
+	// why (a UC gap, a bad Q_Key, a ghost response...). On a UC QP it is
+	// a message that is dropped: the one the packet belongs to, or the
+	// one in progress when the packet, a FIRST or ONLY, came before its
+	// LAST.
 	Dropped
 	// CNPSent: a packet at PSN arrived marked ECN CE and the notification
 	// point sent a CNP to the QP DestQP.

@@ -20,6 +20,7 @@ import (
 	"github.com/gorxe/gorxe/internal/xdpprog"
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/trace"
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/tap"
@@ -477,13 +478,27 @@ func routeSource(server string) (netip.Addr, error) {
 	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
 }
 
-// traceTo returns a device trace function that writes each line to w,
-// stamped with the time of day to the microsecond.
-func traceTo(w io.Writer) func(string) {
+// linesTo returns a function that writes each line it is given to w,
+// stamped with the time of day to the microsecond: the connection
+// manager's trace, and the device's (traceTo).
+func linesTo(w io.Writer) func(string) {
 	var mu sync.Mutex
 	return func(line string) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05.000000"), line)
+	}
+}
+
+// traceTo returns a device trace function that writes each event to w as
+// a line of linesTo's: "gorxe0 qp 0x11: go back to PSN 12: NAK".
+func traceTo(w io.Writer) func(trace.Event) {
+	line := linesTo(w)
+	return func(ev trace.Event) {
+		gsi := ""
+		if ev.QP == uint32(rnic.GSIQPN) {
+			gsi = " (GSI)"
+		}
+		line(fmt.Sprintf("%s qp %#x%s: %v", ev.Device, ev.QP, gsi, ev))
 	}
 }

@@ -218,7 +218,7 @@ func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, 
 	}
 	mc := cm.Config{}
 	if trace {
-		mc.Trace = traceTo(os.Stderr)
+		mc.Trace = linesTo(os.Stderr)
 	}
 	m, err := cm.New(dev, mc)
 	if err != nil {
