@@ -17,6 +17,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -45,6 +46,57 @@ func (s *side) dropNth(op bth.Opcode, nth int) *atomic.Int32 {
 }
 
 func (s *side) stats() rnic.Counters { return s.dev.Counters() }
+
+// checkEvents checks, once the bubble's devices are idle, that each
+// side's trace tells of every recovery and answer its counters count,
+// once: as many events of each kind as the counter that counts the same
+// thing. Each of reasons, a kind and a reason, must be among the events
+// of the sides together.
+func checkEvents(t *testing.T, sides []*side, reasons ...trace.Event) {
+	t.Helper()
+	synctest.Wait()
+	seen := make(map[[2]string]bool)
+	for _, s := range sides {
+		st := s.stats()
+		var n [32]int
+		goBacks, seqNAKs := 0, 0
+		s.traceM.Lock()
+		for _, ev := range s.trace {
+			n[ev.Kind]++
+			seen[[2]string{ev.Kind.String(), ev.Reason}] = true
+			switch {
+			case ev.Kind == trace.GoBack && ev.Reason != trace.GoBackRNR:
+				goBacks++ // completer_retry_err does not count the RNR NAK's
+			case ev.Kind == trace.NAKReceived && ev.Syndrome == trace.PSNSequenceError:
+				seqNAKs++
+			}
+		}
+		s.traceM.Unlock()
+		for _, c := range []struct {
+			what    string
+			events  int
+			counter uint64
+		}{
+			{"go-back-N", goBacks, st.CompleterRetryErr},
+			{"timeout", n[trace.Timeout], st.RetransmitTimeouts},
+			{"probe", n[trace.Probe], st.TailProbes},
+			{"sequence NAK received", seqNAKs, st.RcvdSeqErr},
+			{"RNR NAK received", n[trace.RNRNAKReceived], st.RcvdRNRErr},
+			{"RNR NAK sent", n[trace.RNRNAKSent], st.SendRNRErr},
+			{"duplicate", n[trace.Duplicate], st.DuplicateRequest},
+			{"CNP sent", n[trace.CNPSent], st.CC.NPCNPSent},
+		} {
+			if uint64(c.events) != c.counter {
+				t.Errorf("%s: %d %s events, counters say %d\n%s", s.dev.Name(), c.events, c.what, c.counter, s.traceText())
+			}
+		}
+	}
+	for _, r := range reasons {
+		if !seen[[2]string{r.Kind.String(), r.Reason}] {
+			t.Errorf("no %v event with reason %q", r.Kind, r.Reason)
+		}
+	}
+}
 
 func status(t testing.TB, wcs []cq.WC, want ...cq.Status) {
 	t.Helper()
@@ -88,6 +140,8 @@ func TestImpliedNAK(t *testing.T) {
 		if sb.DuplicateRequest != 2 { // the READ, replayed, and the WRITE, re-ACKed
 			t.Fatalf("responder saw %d duplicates, want 2", sb.DuplicateRequest)
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.ImpliedNAK}, trace.Event{Kind: trace.GoBack, Reason: trace.GoBackImpliedNAK},
+			trace.Event{Kind: trace.Duplicate, Reason: trace.DuplicateReplayed}, trace.Event{Kind: trace.Duplicate, Reason: trace.DuplicateAcked})
 	})
 }
 
@@ -108,6 +162,7 @@ func TestAckTimeoutRetry(t *testing.T) {
 		if sa.RetransmitTimeouts != 1 || sa.CompleterRetryErr != 1 || sb.DuplicateRequest != 3 {
 			t.Fatalf("timeouts %d retries %d duplicates %d; want 1, 1, 3", sa.RetransmitTimeouts, sa.CompleterRetryErr, sb.DuplicateRequest)
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.GoBack, Reason: trace.GoBackTimeout})
 	})
 }
 
@@ -129,6 +184,10 @@ func TestPSNSequenceError(t *testing.T) {
 		}
 		if sb.OutOfSeqRequest != 6 { // the 6 packets after the lost one
 			t.Fatalf("responder dropped %d out-of-sequence requests, want 6", sb.OutOfSeqRequest)
+		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.GoBack, Reason: trace.GoBackNAK})
+		if n := b.events(trace.NAKSent); n != 1 {
+			t.Errorf("%d NAKs sent, want 1\n%s", n, b.traceText())
 		}
 	})
 }
@@ -153,6 +212,10 @@ func TestRNRThenSuccess(t *testing.T) {
 		if sa := a.stats(); sa.RcvdRNRErr == 0 || sa.RcvdRNRErr != b.stats().SendRNRErr {
 			t.Fatalf("requester got %d RNR NAKs, responder sent %d", sa.RcvdRNRErr, b.stats().SendRNRErr)
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.RNRWaitOver}, trace.Event{Kind: trace.GoBack, Reason: trace.GoBackRNR})
+		if w, g := a.events(trace.RNRWaitOver), a.events(trace.GoBack); w != int(a.stats().RcvdRNRErr) || g != w {
+			t.Errorf("%d RNR waits over and %d go-backs for %d RNR NAKs\n%s", w, g, a.stats().RcvdRNRErr, a.traceText())
+		}
 	})
 }
 
@@ -173,6 +236,7 @@ func TestRNRRetryExhausted(t *testing.T) {
 		if st := a.qp.State(); st != qp.StateErr {
 			t.Fatalf("requester QP in %v, want ERR", st)
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.WRFailed}, trace.Event{Kind: trace.State, Reason: "a work request failed"})
 	})
 }
 
@@ -196,6 +260,7 @@ func TestTailLossProbe(t *testing.T) {
 		if sa := a.stats(); sa.TailProbes != 1 || sa.RetransmitTimeouts != 0 {
 			t.Fatalf("%d probes, %d timeouts; want 1 and 0\n%s", sa.TailProbes, sa.RetransmitTimeouts, a.traceText())
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.Probe})
 	})
 }
 
@@ -219,6 +284,7 @@ func TestProbeSlowPeer(t *testing.T) {
 		if sa.TailProbes > 2 || sa.CompleterRetryErr > 2 {
 			t.Fatalf("%d probes and %d go-backs for one 200 ms silence; want at most 2 of each\n%s", sa.TailProbes, sa.CompleterRetryErr, a.traceText())
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.GoBack, Reason: trace.GoBackProbe})
 	})
 }
 
@@ -242,6 +308,7 @@ func TestRetryExceededDeadPeer(t *testing.T) {
 		if st := a.qp.State(); st != qp.StateErr {
 			t.Fatalf("QP in %v, want ERR", st)
 		}
+		checkEvents(t, []*side{a}, trace.Event{Kind: trace.WRFailed})
 	})
 }
 
@@ -366,6 +433,7 @@ func TestGhostACK(t *testing.T) {
 		}
 		hold.Store(false)
 		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.Dropped, Reason: "ghost response: nothing was sent at this PSN"})
 	})
 }
 
@@ -422,6 +490,7 @@ func TestDuplicateReadSubRange(t *testing.T) {
 		if d := b.stats().DuplicateRequest; d != 1 {
 			t.Fatalf("responder saw %d duplicates, want 1", d)
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.Duplicate, Reason: trace.DuplicateReplayed})
 	})
 }
 
@@ -445,6 +514,7 @@ func TestDuplicateAtomicNotExecutedTwice(t *testing.T) {
 		if d := b.stats().DuplicateRequest; d != 1 {
 			t.Fatalf("responder saw %d duplicates, want 1", d)
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.Duplicate, Reason: trace.DuplicateAnswered})
 	})
 }
 

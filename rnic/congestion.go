@@ -1,12 +1,12 @@
 package rnic
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -113,9 +113,6 @@ func linkRate(l link.Link, p *congestion.Params) congestion.Rate {
 	return max(r, p.RPGMinRate, p.RateToSetOnFirstCNP)
 }
 
-// errNoQPForCNP is why a CNP for a QP that does not exist is ignored.
-var errNoQPForCNP = errors.New("no such QP")
-
 // handleCNP takes a CNP (Annex A17.9.3) from the link: the peer's
 // notification point saw packets of the destination QP's arrive
 // CE-marked. Whatever its UDP source port (ConnectX sends 0), it goes to
@@ -128,7 +125,7 @@ func (d *Device) handleCNP(p *wire.Packet, pkt []byte) {
 	if q == nil {
 		d.cnpIgnored.Add(1)
 		if d.cfg.Trace != nil {
-			d.cfg.Trace(fmt.Sprintf("%s: CNP for QP %#x from %v ignored: %v", d.name, uint32(p.BTH.DestQP()), p.Src(), errNoQPForCNP))
+			d.traceEvent(trace.Event{Time: d.clock.Now().SinceEpoch(), QP: uint32(p.BTH.DestQP()), Kind: trace.CNPReceived, Reason: "ignored: no such QP"})
 		}
 		return
 	}

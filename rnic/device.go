@@ -49,6 +49,7 @@ import (
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )
@@ -67,10 +68,18 @@ type Config struct {
 	// NoTailProbe turns the requester's tail-loss probe off for every QP,
 	// leaving the local ACK timeout alone to recover a lost last packet.
 	NoTailProbe bool
-	// Trace, when set, receives a line for every QP state change and
-	// transport event (retransmissions, NAKs, RNR waits), prefixed with the
-	// device name and QPN. It is called from the device's goroutines.
-	Trace func(line string)
+	// Trace, when set, is told of every QP state change and transport
+	// event (package trace): the NAKs, RNR NAKs, duplicate answers and
+	// CNPs the QPs' responders send, their requesters' go-back-N,
+	// timeouts, probes and RNR waits, failed work requests, DCQCN's rate
+	// changes, and CNPs that find no QP. Each event carries the device's
+	// Name, the QP's number and the time on the device's clock since it
+	// opened (the Loop's time, on a Loop). Trace is called from the
+	// device's goroutines, or whichever of the program's drives a QP,
+	// with the QP's lock held: it must not call the QP, and should return
+	// soon. An event's strings are constants but for a rare error's, so
+	// tracing allocates nothing that Trace itself does not.
+	Trace func(trace.Event)
 	// PollGrace is how long after a program's last Poll the device takes
 	// back its receive path: its receive goroutine handles packets again,
 	// and sends what Poll left pending. DefaultPollGrace when zero.
@@ -421,8 +430,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 			return nil, err
 		}
 		if d.cfg.Trace != nil {
-			name := d.name
-			q.SetTrace(func(ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(num), ev)) })
+			q.SetTrace(d.traceEvent)
 		}
 		dq.e = q
 	default: // RC and UC: rc.New refuses the rest
@@ -434,8 +442,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 			return nil, err // Open checked the configuration
 		}
 		if d.cfg.Trace != nil {
-			name := d.name
-			q.SetTrace(func(q *rc.QP, ev string) { d.cfg.Trace(fmt.Sprintf("%s qp %#x: %s", name, uint32(q.Num()), ev)) })
+			q.SetTrace(d.traceEvent)
 		}
 		dq.e = q
 	}
@@ -472,14 +479,20 @@ func (d *Device) CreateGSI(ia qp.InitAttr) (*QP, error) {
 		return nil, err
 	}
 	if d.cfg.Trace != nil {
-		name := d.name
-		q.SetTrace(func(ev string) { d.cfg.Trace(fmt.Sprintf("%s qp 0x1 (GSI): %s", name, ev)) })
+		q.SetTrace(d.traceEvent)
 	}
 	w := d.workers[int(GSIQPN)%len(d.workers)]
 	dq := &QP{e: q, dev: d, w: w}
 	d.qps[GSIQPN] = dq
 	w.add(dq)
 	return dq, nil
+}
+
+// traceEvent tells Config.Trace of ev, an event of one of the device's
+// QPs or its own, as the device's.
+func (d *Device) traceEvent(ev trace.Event) {
+	ev.Device = d.name
+	d.cfg.Trace(ev)
 }
 
 func (d *Device) allocQPN() (bth.QPN, error) {

@@ -2,6 +2,7 @@ package rnic_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
@@ -32,7 +34,7 @@ type side struct {
 	base   int // offset of buf in the registered region
 	mr     *mr.MR
 	traceM sync.Mutex
-	trace  []string
+	trace  []trace.Event
 }
 
 // pairOpts tune newPair.
@@ -62,7 +64,7 @@ type pairOpts struct {
 	// link.Deferrer.
 	deferA *deferringLink
 	// noTrace leaves the devices without a Trace function, as a program
-	// that does not trace runs them (their QPs then format nothing).
+	// that does not trace runs them.
 	noTrace bool
 	// cc, ccParams and lineRate are both devices' congestion control
 	// (rnic.Config's CC, CCParams, LineRate).
@@ -145,9 +147,9 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		}
 		name := []string{"A", "B"}[i]
 		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, PollGrace: o.pollGrace,
-			CC: o.cc, CCParams: o.ccParams, LineRate: o.lineRate, Trace: func(line string) {
+			CC: o.cc, CCParams: o.ccParams, LineRate: o.lineRate, Trace: func(ev trace.Event) {
 				s.traceM.Lock()
-				s.trace = append(s.trace, line)
+				s.trace = append(s.trace, ev)
 				s.traceM.Unlock()
 			}}
 		if o.noTrace {
@@ -275,8 +277,27 @@ func expectNone(t testing.TB, c *cq.CQ, d time.Duration) {
 	}
 }
 
+// traceText returns the side's trace as --trace prints it, a line an
+// event.
 func (s *side) traceText() string {
 	s.traceM.Lock()
 	defer s.traceM.Unlock()
-	return strings.Join(s.trace, "\n")
+	var b strings.Builder
+	for _, ev := range s.trace {
+		fmt.Fprintf(&b, "%s qp %#x: %v\n", ev.Device, ev.QP, ev)
+	}
+	return b.String()
+}
+
+// events returns how many events of kind the side's trace holds.
+func (s *side) events(kind trace.Kind) int {
+	s.traceM.Lock()
+	defer s.traceM.Unlock()
+	n := 0
+	for _, ev := range s.trace {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
 }

@@ -27,7 +27,8 @@ const (
 	_ Kind = iota
 
 	// State: the QP moved From -> To (Reason says why when it was not a
-	// Modify: an error, a flush).
+	// Modify: a failed work request, a NAK its responder sent, a CQ
+	// overrun).
 	State
 
 	// Responder events: what a QP does with the requests it receives.
@@ -45,7 +46,10 @@ const (
 	// anything else acknowledged again.
 	Duplicate
 	// Dropped: a packet at PSN was dropped without an answer; Reason says
-	// why (a UC gap, a bad Q_Key, a ghost response...).
+	// why (a UC gap, a bad Q_Key, a ghost response...). On a UC QP it is
+	// a message that is dropped: the one the packet belongs to, or the
+	// one in progress when the packet, a FIRST or ONLY, came before its
+	// LAST.
 	Dropped
 	// CNPSent: a packet at PSN arrived marked ECN CE and the notification
 	// point sent a CNP to the QP DestQP.
@@ -62,7 +66,10 @@ const (
 	// atomic ACK, an ACK past PSN) shows the answers from PSN were lost.
 	ImpliedNAK
 	// GoBack: the requester sends again from PSN, go-back-N; Reason says
-	// what made it (a NAK, a timeout, the end of an RNR wait).
+	// what made it, one of the GoBack reasons below. It follows the event
+	// of its cause (NAKReceived, ImpliedNAK, Timeout, RNRWaitOver) but
+	// for a probe left unanswered, whose second timeout has no event of
+	// its own.
 	GoBack
 	// Timeout: the local ACK timer fired with PSN the oldest unacknowledged.
 	Timeout
@@ -75,13 +82,15 @@ const (
 	// rdma-core status name; Reason adds the cause when there is one.
 	WRFailed
 	// CNPReceived: the reaction point received a CNP; Rate is the QP's
-	// rate after it (unchanged when Reason says why it was not cut).
+	// rate after it (unchanged when Reason says why it was not cut). A
+	// CNP for a QP that does not exist is the device's, with the QP it
+	// names.
 	CNPReceived
 	// RateChange: DCQCN moved the QP's rate to Rate (TargetRate, Alpha).
 	RateChange
 
-	// Error: something went wrong that is none of the above (a full CQ, a
-	// packet that could not be built); Reason says what.
+	// Error: something went wrong that is none of the above (a packet
+	// or a CNP that could not be built); Reason says what.
 	Error
 
 	kinds
@@ -106,6 +115,32 @@ var kindNames = [kinds]string{
 	RateChange:     "rate_change",
 	Error:          "error",
 }
+
+// The syndromes of NAKSent and NAKReceived: the NAK codes (IBTA Vol 1
+// Table 45) as the IBTA and rdma-core name them.
+const (
+	PSNSequenceError       = "PSN sequence error"
+	InvalidRequest         = "invalid request"
+	RemoteAccessError      = "remote access error"
+	RemoteOperationalError = "remote operational error"
+	InvalidRDRequest       = "invalid RD request"
+)
+
+// The reasons of GoBack: what sent the requester back.
+const (
+	GoBackNAK        = "NAK"              // a PSN sequence error NAK
+	GoBackTimeout    = "timeout"          // the local ACK timer
+	GoBackRNR        = "RNR wait over"    // the end of the wait an RNR NAK asked for
+	GoBackImpliedNAK = "implied NAK"      // an answer to a later request
+	GoBackProbe      = "probe unanswered" // a tail-loss probe's second timeout
+)
+
+// The reasons of Duplicate: what the responder does with the request.
+const (
+	DuplicateReplayed = "replayed from the saved READ state" // a READ
+	DuplicateAnswered = "answered with the saved result"     // an atomic
+	DuplicateAcked    = "acknowledged again"                 // a SEND or an RDMA WRITE
+)
 
 // String returns the kind's name in the JSON encoding, such as "nak_sent".
 func (k Kind) String() string {
@@ -152,8 +187,8 @@ type Event struct {
 
 	From     string `json:"from,omitempty"` // states, as qp.State names them (State)
 	To       string `json:"to,omitempty"`
-	Syndrome string `json:"syndrome,omitempty"`
-	Opcode   string `json:"opcode,omitempty"` // the packet's or work request's opcode
+	Syndrome string `json:"syndrome,omitempty"` // a NAK's: PSNSequenceError, InvalidRequest...
+	Opcode   string `json:"opcode,omitempty"`   // the packet's or work request's opcode
 	WRID     uint64 `json:"wr_id"`
 	Status   string `json:"status,omitempty"` // a work completion status (WRFailed)
 
@@ -203,7 +238,7 @@ var kindFields = [kinds]field{
 }
 
 // String renders the event as --trace prints it, after the device and QP:
-// "NAK sent at PSN 12 (PSN sequence error, expected 10)".
+// "NAK PSN sequence error for RC_SEND_ONLY PSN 12, expected 10".
 func (e Event) String() string {
 	var b []byte
 	b = e.appendText(b)

@@ -185,6 +185,11 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	closeTraceJSON, err := r.link.openTraceJSON(name, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeTraceJSON()
 	dev, m, err := openCM(r.link, local, r.trace)
 	if err != nil {
 		return fail(err)

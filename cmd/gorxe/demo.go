@@ -25,6 +25,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )
@@ -708,15 +709,9 @@ func (l *demoLog) detail(format string, args ...any) {
 	l.printf(false, "  "+format+"\n", args...)
 }
 
-// event prints a device trace line, "A qp 0x11: go back to PSN 1193048",
-// as "[A qp 0x11] go back to PSN 1193048".
-func (l *demoLog) event(line string) {
-	who, what, ok := strings.Cut(line, ": ")
-	if !ok {
-		l.printf(false, "  [%s]\n", line)
-		return
-	}
-	l.printf(false, "  [%s] %s\n", who, what)
+// event prints a device's event as "[A qp 0x11] go back to PSN 1193048: NAK".
+func (l *demoLog) event(ev trace.Event) {
+	l.printf(false, "  [%s qp %#x] %v\n", ev.Device, ev.QP, ev)
 }
 
 // armDrop makes the fabric drop the nth packet side sends from now on.

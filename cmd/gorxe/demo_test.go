@@ -76,9 +76,10 @@ func TestDemo(t *testing.T) {
 		`=> COMPARE_AND_SWAP compare=105 swap=7: A's local result \(the original value\) 105, B's word now 7`,
 		`A -> B  RC_RDMA_WRITE_MIDDLE +qp=0x11 psn=1193057 payload=1024   \*\* dropped by the fabric \*\*\n`,
 		`A -> B  RC_RDMA_WRITE_LAST +qp=0x11 psn=1193059 ackreq payload=904\n`,
-		`\[B qp 0x11\] request PSN 1193058, expected 1193057: NAK sequence error`,
+		`\[B qp 0x11\] NAK PSN sequence error for RC_RDMA_WRITE_MIDDLE PSN 1193058, expected 1193057\n`,
 		`B -> A  RC_ACKNOWLEDGE +qp=0x11 psn=1193057 aeth\(NAK PSN_SEQ_ERROR msn=5\)`,
-		`\[A qp 0x11\] go back to PSN 1193057\n`,
+		`\[A qp 0x11\] NAK PSN sequence error received at PSN 1193057\n`,
+		`\[A qp 0x11\] go back to PSN 1193057: NAK\n`,
 		`A -> B  RC_RDMA_WRITE_MIDDLE +qp=0x11 psn=1193057 payload=1024\n`,
 		`A -> B  RC_RDMA_WRITE_LAST +qp=0x11 psn=1193059 ackreq payload=904\n`,
 		`B -> A  RC_ACKNOWLEDGE +qp=0x11 psn=1193059 aeth\(ACK credits=31 msn=6\)`,
@@ -91,7 +92,7 @@ func TestDemo(t *testing.T) {
 		`\[B qp 0x11\] ECN CE at PSN 1193060: CNP to QP 0x11\n`,
 		`B -> A  CNP +qp=0x11 psn=0 becn\n`,
 		`B -> A  RC_ACKNOWLEDGE +qp=0x11 psn=1193060 aeth\(ACK credits=31 msn=7\)`,
-		`\[A qp 0x11\] CNP received: rate 100Gb/s -> 50.049Gb/s, target 100Gb/s, alpha 0.999\n`,
+		`\[A qp 0x11\] CNP received: rate 50\.05 Gb/s, target 100\.00 Gb/s, alpha 0\.999\n`,
 		`=> A's QP now sends at most 50.049Gb/s`,
 		`=> B np_ecn_marked_roce_packets=1 `,
 		`=> B np_cnp_sent=1 `,
@@ -124,7 +125,7 @@ func TestDemoNoCC(t *testing.T) {
 		t.Errorf("--cc none:\n%s", out)
 	}
 	code, out, errOut = runDemoArgs(t, "--cc-profile", "paper")
-	if code != exitOK || !strings.Contains(out, "CNP received: rate 100Gb/s -> 50Gb/s, target 100Gb/s, alpha 1.000") {
+	if code != exitOK || !strings.Contains(out, "CNP received: rate 50.00 Gb/s, target 100.00 Gb/s, alpha 1.000") {
 		t.Errorf("--cc-profile paper: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 	if code, _, errOut := runDemoArgs(t, "--cc", "none", "--cc-profile", "paper"); code != exitUsage || !strings.Contains(errOut, "congestion control is off") {

@@ -20,6 +20,7 @@ import (
 	"github.com/gorxe/gorxe/internal/xdpprog"
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/trace"
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/tap"
@@ -42,6 +43,10 @@ type linkFlags struct {
 	mtu     int
 	noGSO   bool
 	trace   bool
+	// traceJSON is --trace-json's file; events is where its JSON Lines
+	// go once openTraceJSON has opened it.
+	traceJSON string
+	events    *jsonLines
 
 	// --cc, --cc-profile, --cc-param and --line-rate, parsed: the
 	// devices' congestion control. ccSets are --cc-param's NAME=VALUE
@@ -440,9 +445,7 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 	}
 	cfg := rnic.Config{Name: name, Link: l, Port: uint16(lf.port), Window: r.p.Window}
 	lf.applyCC(&cfg)
-	if lf.trace {
-		cfg.Trace = traceTo(os.Stderr)
-	}
+	cfg.Trace = lf.deviceTrace()
 	if ep.dev, err = rnic.Open(cfg); err != nil {
 		l.Close()
 		return err
@@ -477,13 +480,85 @@ func routeSource(server string) (netip.Addr, error) {
 	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
 }
 
-// traceTo returns a device trace function that writes each line to w,
-// stamped with the time of day to the microsecond.
-func traceTo(w io.Writer) func(string) {
+// linesTo returns a function that writes each line it is given to w,
+// stamped with the time of day to the microsecond: the connection
+// manager's trace, and the device's (traceTo).
+func linesTo(w io.Writer) func(string) {
 	var mu sync.Mutex
 	return func(line string) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05.000000"), line)
 	}
+}
+
+// traceTo returns a device trace function that writes each event to w as
+// a line of linesTo's: "gorxe0 qp 0x11: go back to PSN 12: NAK".
+func traceTo(w io.Writer) func(trace.Event) {
+	line := linesTo(w)
+	return func(ev trace.Event) {
+		gsi := ""
+		if ev.QP == uint32(rnic.GSIQPN) {
+			gsi = " (GSI)"
+		}
+		line(fmt.Sprintf("%s qp %#x%s: %v", ev.Device, ev.QP, gsi, ev))
+	}
+}
+
+// jsonLines writes device events to a file as JSON Lines, with one write
+// an event, so that the file holds every event reported before a crash.
+type jsonLines struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+	err error // the first write's
+}
+
+func (j *jsonLines) write(ev trace.Event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.buf = append(ev.AppendJSON(j.buf[:0]), '\n')
+	if j.err == nil {
+		_, j.err = j.w.Write(j.buf)
+	}
+}
+
+// openTraceJSON creates --trace-json's file, if the flag was given, for
+// the devices the command opens next (deviceTrace). It returns the
+// function that closes it, to call once they are closed, which reports
+// the first error writing it on stderr, as the command name.
+func (l *linkFlags) openTraceJSON(name string, stderr io.Writer) (func(), error) {
+	if l.traceJSON == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(l.traceJSON)
+	if err != nil {
+		return nil, fmt.Errorf("--trace-json: %v", err)
+	}
+	j := &jsonLines{w: f}
+	l.events = j
+	return func() {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if err := cmp.Or(j.err, f.Close()); err != nil {
+			fmt.Fprintf(stderr, "%s: --trace-json: %v\n", name, err)
+		}
+	}, nil
+}
+
+// deviceTrace returns the Trace function of a device the flags open:
+// --trace's lines on stderr, --trace-json's records in its file, both, or
+// nil for neither.
+func (l *linkFlags) deviceTrace() func(trace.Event) {
+	j := l.events
+	switch {
+	case l.trace && j != nil:
+		text := traceTo(os.Stderr)
+		return func(ev trace.Event) { text(ev); j.write(ev) }
+	case l.trace:
+		return traceTo(os.Stderr)
+	case j != nil:
+		return j.write
+	}
+	return nil
 }

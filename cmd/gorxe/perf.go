@@ -115,6 +115,12 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		defer stopTrace()
 	}
+	closeTraceJSON, err := r.link.openTraceJSON(name, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitError
+	}
+	defer closeTraceJSON()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

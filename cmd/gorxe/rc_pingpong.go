@@ -272,6 +272,11 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
+	closeTraceJSON, err := r.link.openTraceJSON(name, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeTraceJSON()
 	var res *pingpong.Result
 	if r.host != "" {
 		dev, err := r.openDevice(routeTo(r.host))
@@ -393,9 +398,7 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 	}
 	cfg := rnic.Config{Name: cmp.Or(r.device, "gorxe0"), Link: l, Port: uint16(lf.port)}
 	lf.applyCC(&cfg)
-	if lf.trace {
-		cfg.Trace = traceTo(os.Stderr)
-	}
+	cfg.Trace = lf.deviceTrace()
 	dev, err := rnic.Open(cfg)
 	if err != nil {
 		l.Close()

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorxe/gorxe/trace"
 )
 
 // freePort returns a port of network ("tcp" or "udp") free on 127.0.0.1
@@ -107,6 +112,39 @@ func TestRCPingpong(t *testing.T) {
 	}
 }
 
+// TestRCPingpongTraceJSON: --trace-json writes each side's events as
+// JSON Lines: its QP's way to RTS, then the ERR of its end.
+func TestRCPingpongTraceJSON(t *testing.T) {
+	dir := t.TempDir()
+	files := []string{filepath.Join(dir, "server.jsonl"), filepath.Join(dir, "client.jsonl")}
+	srv, cli := rcPingpongPair(t, []string{"-g", "1", "-n", "10", "--trace-json", files[0]}, []string{"-n", "10", "--trace-json", files[1]})
+	if srv.code != 0 || cli.code != 0 {
+		t.Fatalf("exit %d and %d\nstderr: %s\n%s", srv.code, cli.code, srv.errOut, cli.errOut)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var states []string
+		for line := range strings.Lines(string(b)) {
+			var ev trace.Event
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				t.Fatalf("%s: %q: %v", f, line, err)
+			}
+			if ev.Device != "gorxe0" || ev.QP == 0 {
+				t.Errorf("%s: %q: not gorxe0's QP", f, line)
+			}
+			if ev.Kind == trace.State {
+				states = append(states, ev.To)
+			}
+		}
+		if want := []string{"INIT", "RTR", "RTS"}; len(states) < 3 || !slices.Equal(states[:3], want) {
+			t.Errorf("%s: the QP went through %v, want %v first\n%s", f, states, want, b)
+		}
+	}
+}
+
 // TestRCPingpongCheckFails: a server with -c against a client without it
 // finds no mark at the start of any page, prints ibv_rc_pingpong's line
 // for each, and (unlike ibv_rc_pingpong) exits 1.
@@ -184,6 +222,7 @@ func TestRCPingpongOpenErrors(t *testing.T) {
 		{[]string{"--ip", "127.0.0.1", "-g", "0"}, "-g 0 names GID 0 of lo, but --ip 127.0.0.1 is GID 1"},
 		{[]string{"--ip", "127.0.0.1", "-m", "4096", "--link-mtu", "1500"}, "path MTU 4096 is more than gorxe0's link carries (1024)"},
 		{[]string{"-g", "99", "127.0.0.1"}, "GID index 99: lo's table has"},
+		{[]string{"--ip", "127.0.0.1", "--trace-json", "/nonexistent/events.jsonl"}, "--trace-json: open /nonexistent/events.jsonl"},
 	} {
 		var out, errOut bytes.Buffer
 		args := append([]string{"rc_pingpong", "--roce-port", roce, "-p", freePort(t, "tcp")}, tc.args...)

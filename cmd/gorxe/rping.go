@@ -137,6 +137,11 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
+	closeTraceJSON, err := r.link.openTraceJSON(name, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeTraceJSON()
 	dev, m, err := openCM(r.link, local, r.p.Debug)
 	if err != nil {
 		return fail(err)
@@ -208,9 +213,7 @@ func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, 
 	}
 	cfg := rnic.Config{Link: l, Port: uint16(lf.port)}
 	lf.applyCC(&cfg)
-	if lf.trace {
-		cfg.Trace = traceTo(os.Stderr)
-	}
+	cfg.Trace = lf.deviceTrace()
 	dev, err := rnic.Open(cfg)
 	if err != nil {
 		l.Close()
@@ -218,7 +221,7 @@ func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, 
 	}
 	mc := cm.Config{}
 	if trace {
-		mc.Trace = traceTo(os.Stderr)
+		mc.Trace = linesTo(os.Stderr)
 	}
 	m, err := cm.New(dev, mc)
 	if err != nil {

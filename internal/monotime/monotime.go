@@ -29,6 +29,10 @@ func (t Time) After(u Time) bool { return t > u }
 // IsZero reports whether t is the zero Time, an unset deadline.
 func (t Time) IsZero() bool { return t == 0 }
 
+// SinceEpoch returns t as the time since its Clock's epoch: on a clock
+// made by NewClockFrom, the time its source reported.
+func (t Time) SinceEpoch() time.Duration { return time.Duration(t - 1) }
+
 // Min returns the earlier of two deadlines, ignoring one that is not set.
 func Min(a, b Time) Time {
 	switch {

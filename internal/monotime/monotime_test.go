@@ -48,6 +48,9 @@ func TestClockFrom(t *testing.T) {
 		t.Fatalf("Now = %d, want %d", got, Time(virtual)+1)
 	}
 	t0 := c.Now()
+	if t0.SinceEpoch() != virtual {
+		t.Fatalf("SinceEpoch = %v, want %v", t0.SinceEpoch(), virtual)
+	}
 	virtual += time.Millisecond
 	if d := c.Now().Sub(t0); d != time.Millisecond {
 		t.Fatalf("the source moved 1ms, the clock %v", d)

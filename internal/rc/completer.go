@@ -5,6 +5,7 @@ import (
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -56,9 +57,7 @@ func (c *completer) handleResponse(p *wire.Packet) {
 	}
 	psn := p.BTH.PSN()
 	if !psn.Before(q.req.sentMax) {
-		if q.trace != nil {
-			q.tracef("ghost response %v PSN %d ignored: nothing sent there", p.BTH.Opcode(), psn)
-		}
+		q.event(trace.Event{Kind: trace.Dropped, PSN: uint32(psn), Opcode: p.BTH.Opcode().String(), Reason: "ghost response: nothing was sent at this PSN"})
 		return
 	}
 	switch p.BTH.Opcode() {
@@ -96,14 +95,12 @@ func (c *completer) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 		}
 		c.retire(psn.Add(bth.PSNMask))
 		q.stats.RcvdRNRErr++
-		if q.trace != nil {
-			q.tracef("RNR NAK at PSN %d: peer has no receive posted, wait %v", psn, syn.RNRTimer())
-		}
+		q.event(trace.Event{Kind: trace.RNRNAKReceived, PSN: uint32(psn), Wait: syn.RNRTimer().Duration()})
 		switch c.rnrLeft {
 		case 7:
 		case 0:
 			q.stats.RNRNakRetryErr++
-			q.enterError(q.sq.at(q.sq.head), cq.StatusRNRRetryExcErr)
+			q.enterError(q.sq.at(q.sq.head), cq.StatusRNRRetryExcErr, "")
 			return
 		default:
 			c.rnrLeft--
@@ -116,12 +113,10 @@ func (c *completer) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 		}
 		c.retire(psn.Add(bth.PSNMask))
 		code := syn.NAKCode()
-		if q.trace != nil {
-			q.tracef("NAK %v at PSN %d", code, psn)
-		}
+		q.event(trace.Event{Kind: trace.NAKReceived, PSN: uint32(psn), Syndrome: syndrome(code)})
 		if code == aeth.NAKPSNSequenceError {
 			q.stats.RcvdSeqErr++
-			c.retransmit(psn)
+			c.retransmit(psn, trace.GoBackNAK)
 			return
 		}
 		status := cq.StatusRemOpErr
@@ -132,32 +127,49 @@ func (c *completer) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 			status = cq.StatusRemAccessErr
 		}
 		if q.sq.head != q.sq.tail {
-			q.enterError(q.sq.at(q.sq.head), status)
+			q.enterError(q.sq.at(q.sq.head), status, "")
 		}
 	}
 }
 
+// syndrome names a NAK code as the IBTA and rdma-core do, for the trace.
+func syndrome(code aeth.NAKCode) string {
+	switch code {
+	case aeth.NAKPSNSequenceError:
+		return trace.PSNSequenceError
+	case aeth.NAKInvalidRequest:
+		return trace.InvalidRequest
+	case aeth.NAKRemoteAccess:
+		return trace.RemoteAccessError
+	case aeth.NAKRemoteOperation:
+		return trace.RemoteOperationalError
+	case aeth.NAKInvalidRDRequest:
+		return trace.InvalidRDRequest
+	}
+	return code.String() // a reserved code, "NAK_CODE_n"
+}
+
 // retransmit sends the requester back to psn, if a retry is left: the
-// answer to a sequence NAK, an implied NAK, or a local ACK timeout.
-func (c *completer) retransmit(psn bth.PSN) {
+// answer to a sequence NAK, an implied NAK, or a local ACK timeout, which
+// why names (a trace.GoBack reason).
+func (c *completer) retransmit(psn bth.PSN, why string) {
 	if !c.useRetry() {
 		return
 	}
-	c.goBack(psn)
+	c.goBack(psn, why)
 	c.q.tm.restartRetransmit()
 }
 
 // goBack starts a go-back-N from psn, whatever retries are left: the
 // requester resends from there, and the completer notes the recovery.
-func (c *completer) goBack(psn bth.PSN) {
+// why is what made it, a trace.GoBack reason.
+func (c *completer) goBack(psn bth.PSN, why string) {
 	q := c.q
 	q.req.goBack(psn)
 	q.tm.onRetransmit()
 	c.state = recoveryGoBackN
 	q.stats.CompleterRetryErr++
-	if q.trace != nil {
-		q.tracef("go back to PSN %d", psn)
-	}
+	q.event(trace.Event{Kind: trace.GoBack, PSN: uint32(psn), Reason: why})
 }
 
 // retire completes, in order, the SEND and RDMA WRITE work requests that
@@ -216,10 +228,8 @@ func (c *completer) impliedNAK(w *sendWQE) {
 	if c.state == recoveryGoBackN {
 		return
 	}
-	if q.trace != nil {
-		q.tracef("implied NAK: answers to work request %d lost from PSN %d", w.wr.WRID, c.psn)
-	}
-	c.retransmit(c.psn)
+	q.event(trace.Event{Kind: trace.ImpliedNAK, PSN: uint32(c.psn), WRID: w.wr.WRID})
+	c.retransmit(c.psn, trace.GoBackImpliedNAK)
 }
 
 // awaiting returns the READ (read set) or atomic WQE that a response with
@@ -265,12 +275,11 @@ func (c *completer) handleReadResponse(p *wire.Packet, r bth.PSN) {
 	op := p.BTH.Opcode()
 	lastOp := op == bth.RCRDMAReadResponseLast || op == bth.RCRDMAReadResponseOnly
 	if uint32(len(p.Payload)) != want || lastOp != (r == w.last) {
-		q.tracef("READ response PSN %d: %d bytes as %v, want %d", r, len(p.Payload), op, want)
-		q.enterError(w, cq.StatusBadRespErr)
+		q.enterError(w, cq.StatusBadRespErr, "a READ response of the wrong length or opcode")
 		return
 	}
 	if !scatter(w.wr.SGList, w.mrs, off, p.Payload) {
-		q.enterError(w, cq.StatusLocProtErr)
+		q.enterError(w, cq.StatusLocProtErr, errScatter)
 		return
 	}
 	c.psn = r.Add(1)
@@ -289,7 +298,7 @@ func (c *completer) handleAtomicAck(r bth.PSN, orig uint64) {
 	var v [8]byte
 	binary.NativeEndian.PutUint64(v[:], orig) // the local buffer holds a host-order u64
 	if !scatter(w.wr.SGList, w.mrs, 0, v[:]) {
-		q.enterError(w, cq.StatusLocProtErr)
+		q.enterError(w, cq.StatusLocProtErr, errScatter)
 		return
 	}
 	c.psn = r.Add(1)
@@ -305,10 +314,8 @@ func (c *completer) expiredRetransmit() {
 		return
 	}
 	q.stats.RetransmitTimeouts++
-	if q.trace != nil {
-		q.tracef("local ACK timeout at PSN %d", c.psn)
-	}
-	c.retransmit(c.psn)
+	q.event(trace.Event{Kind: trace.Timeout, PSN: uint32(c.psn)})
+	c.retransmit(c.psn, trace.GoBackTimeout)
 	q.req.sendSome()
 }
 
@@ -321,7 +328,7 @@ func (c *completer) useRetry() bool {
 		return true
 	case 0:
 		q.stats.RetryExceededErr++
-		q.enterError(q.sq.at(q.sq.head), cq.StatusRetryExcErr)
+		q.enterError(q.sq.at(q.sq.head), cq.StatusRetryExcErr, "")
 		return false
 	}
 	c.retryLeft--

@@ -6,6 +6,7 @@ import (
 	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )
@@ -53,7 +54,7 @@ type points struct {
 	hot  bool            // a CNP has come: the RP may pace, its timers run
 	held bool            // the last mayBuild held a packet back
 	wake monotime.Time   // when a held sender may send again; zero when none is held
-	rate congestion.Rate // the RP's rate as the trace last told it
+	rate congestion.Rate // the RP's rate as the trace last told it (traceRate)
 	// ignored counts CNPs that came while the QP could send nothing
 	// (RESET, INIT, ERR): rp_cnp_ignored, as a CNP to a disabled RP.
 	ignored uint64
@@ -185,28 +186,29 @@ func (c *cc) onCNP() {
 	p := c.points()
 	if !c.sends() {
 		p.ignored++
-		if q.trace != nil {
-			q.tracef("CNP ignored: the QP sends nothing in %v", q.attr.State)
-		}
+		c.traceCNP("ignored: the QP sends nothing in its state")
 		return
 	}
 	p.rp.OnCNP(q.now())
 	if !p.rp.Enabled() {
-		if q.trace != nil {
-			q.tracef("CNP ignored: congestion control is off")
-		}
+		c.traceCNP("ignored: congestion control is off")
 		return
 	}
 	p.hot = true
-	if q.trace != nil {
-		s := p.rp.State()
-		if s.Rate == p.rate {
-			q.tracef("CNP received: rate %v, target %v, alpha %.3f: no cut now (one per rate_reduce_monitor_period, none below rpg_min_rate)", s.Rate, s.TargetRate, s.Alpha)
-		} else {
-			q.tracef("CNP received: rate %v -> %v, target %v, alpha %.3f", p.rate, s.Rate, s.TargetRate, s.Alpha)
-		}
-		p.rate = s.Rate
+	if p.rp.Rate() == p.rate {
+		c.traceCNP("no cut now (one per rate_reduce_monitor_period, none below rpg_min_rate)")
+		return
 	}
+	c.traceCNP("")
+}
+
+// traceCNP reports a CNP received, with the RP's state after it and, if
+// it did not cut the rate, why.
+func (c *cc) traceCNP(why string) {
+	p := c.p
+	s := p.rp.State()
+	p.rate = s.Rate
+	c.q.event(trace.Event{Kind: trace.CNPReceived, Rate: float64(s.Rate), TargetRate: float64(s.TargetRate), Alpha: s.Alpha, Reason: why})
 }
 
 // onMarked takes packet p, which arrived CE-marked, and sends a CNP for it
@@ -232,15 +234,13 @@ func (c *cc) sendCNP(psn bth.PSN) {
 	n, err := h.Encode(buf[q.txOff:])
 	if err != nil {
 		q.port.FreeBuffer(buf)
-		q.tracef("CNP not sent: %v", err)
+		q.event(trace.Event{Kind: trace.Error, Reason: "CNP not sent: " + err.Error()})
 		return
 	}
+	q.event(trace.Event{Kind: trace.CNPSent, PSN: uint32(psn), DestQP: uint32(q.attr.DestQPNum)})
 	p.tx = q.path
 	p.tx.TrafficClass = wire.TrafficClass(c.cfg.Params.CNPDSCP, wire.ECT0)
 	q.queueTxTo(&p.tx, buf, n)
-	if q.trace != nil {
-		q.tracef("ECN CE at PSN %d: CNP to QP %#x", psn, uint32(q.attr.DestQPNum))
-	}
 }
 
 // deadline returns when the QP needs Run for congestion control: a held
@@ -277,15 +277,16 @@ func (c *cc) stop() {
 }
 
 // traceRate reports a change of the RP's rate since it last did: a cut,
-// or a recovery step of its timer or byte counter.
+// or a recovery step of its timer or byte counter. It runs for every
+// paced packet, and looks at the rate only when the QP is traced.
 func (c *cc) traceRate() {
 	q, p := c.q, c.p
-	if q.trace == nil {
+	if q.onEvent == nil {
 		return
 	}
 	if r := p.rp.Rate(); r != p.rate {
 		s := p.rp.State()
-		q.tracef("DCQCN rate %v -> %v, target %v, alpha %.3f", p.rate, r, s.TargetRate, s.Alpha)
+		q.event(trace.Event{Kind: trace.RateChange, Rate: float64(s.Rate), TargetRate: float64(s.TargetRate), Alpha: s.Alpha})
 		p.rate = r
 	}
 }

@@ -2,8 +2,8 @@ package rc
 
 import (
 	"bytes"
+	"math"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +11,7 @@ import (
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -468,25 +469,32 @@ func TestCongestionAllocatesNothing(t *testing.T) {
 // why it made none, and the rate's later changes as the QP sends.
 func TestCongestionTrace(t *testing.T) {
 	q, port, m := ccQP(t, connectX())
-	var lines []string
-	q.SetTrace(func(_ *QP, ev string) { lines = append(lines, ev) })
+	var evs []trace.Event
+	q.SetTrace(func(ev trace.Event) { evs = append(evs, ev) })
 	q.HandleCNP()
 	q.HandleCNP() // within rate_reduce_monitor_period: the cut waits for its end
 	port.advance(5 * time.Microsecond)
 	if _, err := q.PostSend(writeOf(m, 8)); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{
-		"CNP received: rate 100Gb/s -> 50.049Gb/s, target 100Gb/s, alpha 0.999",
-		"CNP received: rate 50.049Gb/s, target 100Gb/s, alpha 0.999: no cut now (one per rate_reduce_monitor_period, none below rpg_min_rate)",
-		"DCQCN rate 50.049Gb/s -> 25.416Gb/s, target 100Gb/s, alpha 0.979", // the cut the second CNP left for the period's end
+	const gbps = float64(congestion.GbitPerSecond)
+	want := []struct {
+		kind        trace.Kind
+		rate, alpha float64 // Gb/s to the Mb/s
+		noCut       bool
+	}{
+		{trace.CNPReceived, 50.049, 0.999, false},
+		{trace.CNPReceived, 50.049, 0.999, true},
+		{trace.RateChange, 25.416, 0.979, false}, // the cut the second CNP left for the period's end
 	}
-	if len(lines) != len(want) {
-		t.Fatalf("trace:\n%s\nwant %d lines", strings.Join(lines, "\n"), len(want))
+	if len(evs) != len(want) {
+		t.Fatalf("trace:\n%v\nwant %d events", evs, len(want))
 	}
 	for i, w := range want {
-		if !strings.HasPrefix(lines[i], w) {
-			t.Errorf("trace line %d: %q, want %q", i, lines[i], w)
+		ev := evs[i]
+		if ev.Kind != w.kind || math.Round(ev.Rate/1e6) != w.rate*1e3 || ev.TargetRate != 100*gbps ||
+			math.Abs(ev.Alpha-w.alpha) > 5e-4 || (ev.Reason != "") != w.noCut || ev.QP != 0x11 {
+			t.Errorf("event %d: %v (%+v), want %v at %v Gb/s, alpha %v, no cut %v", i, ev, ev, w.kind, w.rate, w.alpha, w.noCut)
 		}
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )
@@ -74,9 +75,9 @@ type QP struct {
 	// clock is the time QP.now read under this hold of the lock, or zero.
 	clock monotime.Time
 
-	// Trace, when set, is called for every state change and notable
-	// event, with the QP's lock held; it must not call back into the QP.
-	trace func(q *QP, event string)
+	// onEvent, when set, is told of every state change and transport
+	// event (SetTrace).
+	onEvent func(trace.Event)
 }
 
 // New creates a QP numbered num in the RESET state.
@@ -145,25 +146,47 @@ func (q *QP) Service() bth.Service {
 	return bth.ServiceRC
 }
 
-// SetTrace installs fn to be told of state changes and transport events
-// (retransmissions, NAKs, RNR waits); nil removes it.
-func (q *QP) SetTrace(fn func(q *QP, event string)) {
+// SetTrace installs fn to be told of the QP's state changes and transport
+// events: the NAKs, duplicates and CNPs its responder answers, its
+// requester's go-back-N, timeouts, probes and RNR waits, failed work
+// requests, DCQCN's rate changes. nil removes it. fn is called with the
+// QP's lock held and must not call back into the QP. An event's strings
+// are constants but for a rare error's, so a traced QP recovers from a
+// loss allocating nothing more than an untraced one.
+func (q *QP) SetTrace(fn func(trace.Event)) {
 	q.mu.Lock()
-	q.trace = fn
+	q.onEvent = fn
 	q.mu.Unlock()
 }
 
-// tracef reports an event to the trace function, if one is installed.
-// Its arguments are boxed into interfaces before the call, a heap
-// allocation each, traced or not: on the paths that loss, duplication or
-// a missing receive take in the steady state (NAKs, go-back-N, probes,
-// timeouts, RNR), the call sites check q.trace first, so that recovery
-// allocates nothing.
-func (q *QP) tracef(format string, args ...any) {
-	if q.trace != nil {
-		q.trace(q, fmt.Sprintf(format, args...))
+// event reports ev, with the QP's number and the time on the QP's clock,
+// to the trace function, if one is installed.
+func (q *QP) event(ev trace.Event) {
+	if q.onEvent == nil {
+		return
 	}
+	now := q.clock
+	if now.IsZero() {
+		now = q.port.Now() // not kept in q.clock: tracing changes no decision
+	}
+	ev.Time = now.SinceEpoch()
+	ev.QP = uint32(q.num)
+	q.onEvent(ev)
 }
+
+// stateEvent reports a change of state; reason says why when it was not
+// a Modify.
+func (q *QP) stateEvent(from, to qp.State, reason string) {
+	q.event(trace.Event{Kind: trace.State, From: from.String(), To: to.String(), Reason: reason})
+}
+
+// The reasons a QP goes to ERR of itself, for its State event, and a work
+// request's cause of failure beyond its status, for its WRFailed event.
+const (
+	errWRFailed = "a work request failed"
+	errNAKSent  = "the responder NAKed a request"
+	errScatter  = "a local memory region went away"
+)
 
 // State returns the QP's current state.
 func (q *QP) State() qp.State {
@@ -263,13 +286,15 @@ func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 	if err != nil {
 		return err
 	}
+	if next == qp.StateErr && cur != qp.StateErr {
+		q.enterError(nil, 0, "")
+		return nil
+	}
 	if next == qp.StateReset || next == qp.StateErr {
 		if next == qp.StateReset {
 			q.reset()
-		} else {
-			q.enterError(nil, 0)
 		}
-		q.tracef("state %v -> %v", cur, next)
+		q.stateEvent(cur, next, "")
 		return nil
 	}
 	q.apply(attr, mask)
@@ -281,7 +306,7 @@ func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 	case next == qp.StateRTS && cur == qp.StateRTR:
 		q.req.start()
 	}
-	q.tracef("state %v -> %v", cur, next)
+	q.stateEvent(cur, next, "")
 	if next == qp.StateRTS {
 		q.port.Schedule(q)
 	}
@@ -362,8 +387,10 @@ func (q *QP) reset() {
 
 // enterError moves the QP to ERR (IBTA Vol 1 §10.3.1): the work request
 // that failed, if any, completes with status, and every other outstanding
-// work request on both queues completes with WR_FLUSH_ERR.
-func (q *QP) enterError(failed *sendWQE, status cq.Status) {
+// work request on both queues completes with WR_FLUSH_ERR. why says what
+// went wrong, for the trace: the failed work request's cause beyond its
+// status, or when none failed the QP's ("" for a Modify).
+func (q *QP) enterError(failed *sendWQE, status cq.Status, why string) {
 	if q.attr.State == qp.StateErr {
 		return
 	}
@@ -372,9 +399,10 @@ func (q *QP) enterError(failed *sendWQE, status cq.Status) {
 	if failed != nil {
 		failed.status = status
 		failed.failed = true
-		q.tracef("work request %d (%v) failed: %v", failed.wr.WRID, failed.wr.Opcode, status)
+		q.event(trace.Event{Kind: trace.WRFailed, WRID: failed.wr.WRID, Opcode: failed.wr.Opcode.String(), Status: status.String(), Reason: why})
+		why = errWRFailed
 	}
-	q.tracef("state %v -> ERR", prev)
+	q.stateEvent(prev, qp.StateErr, why)
 	q.tm.stop()
 	q.cc.stop()
 	if prev == qp.StateRTR || prev == qp.StateRTS || prev == qp.StateSQD {
@@ -415,16 +443,14 @@ func (q *QP) flush() {
 func (q *QP) pushSend(wc cq.WC) {
 	wc.QPNum = uint32(q.num)
 	if err := q.sendCQ.Push(wc); err != nil && q.attr.State != qp.StateErr {
-		q.tracef("send CQ: %v", err)
-		q.enterError(nil, 0)
+		q.enterError(nil, 0, "send CQ: "+err.Error())
 	}
 }
 
 func (q *QP) pushRecv(wc cq.WC) {
 	wc.QPNum = uint32(q.num)
 	if err := q.recvCQ.Push(wc); err != nil && q.attr.State != qp.StateErr {
-		q.tracef("receive CQ: %v", err)
-		q.enterError(nil, 0)
+		q.enterError(nil, 0, "receive CQ: "+err.Error())
 	}
 }
 
@@ -497,14 +523,14 @@ func (q *QP) headers(op bth.Opcode, psn bth.PSN) wire.Headers {
 // build encodes h and n bytes of payload, which fill writes (fill may be
 // nil when n is 0), pads the packet, and queues it for the peer. Headers
 // that do not encode are a bug in the engine that chose them: the packet
-// is not sent, and the trace says why.
+// is not sent, and an Error event says why.
 func (q *QP) build(h *wire.Headers, n uint32, fill func(dst []byte)) {
 	buf := q.port.NewBuffer()
 	t := buf[q.txOff:]
 	off, err := h.Encode(t)
 	if err != nil {
 		q.port.FreeBuffer(buf)
-		q.tracef("packet %v PSN %d not sent: %v", h.BTH.Opcode, h.BTH.PSN, err)
+		q.event(trace.Event{Kind: trace.Error, Reason: "packet " + h.BTH.Opcode.String() + " not sent: " + err.Error()})
 		return
 	}
 	if n > 0 {

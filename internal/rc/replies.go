@@ -9,8 +9,10 @@ import (
 // reply is an answer the responder owes, queued in PSN order.
 type reply struct {
 	kind replyKind
-	psn  bth.PSN       // the first PSN of the answer
 	syn  aeth.Syndrome // replyAck
+	op   bth.Opcode    // replyAck of a NAK: the request's opcode, for the trace
+	psn  bth.PSN       // the first PSN of the answer
+	req  bth.PSN       // replyAck of a NAK: the request's PSN, for the trace
 	orig uint64        // replyAtomic: the original value
 
 	// replyRead: the region and what is left of it to send, and the

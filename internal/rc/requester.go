@@ -150,8 +150,7 @@ func (r *requester) startWQE(w *sendWQE) bool {
 	for _, s := range w.wr.SGList {
 		m, _, err := q.port.MRs().Lookup(s.LKey, q.pd, s.Addr, uint64(s.Length), need)
 		if err != nil {
-			q.tracef("work request %d: local SGE %v: %v", w.wr.WRID, s.LKey, err)
-			q.enterError(w, cq.StatusLocProtErr)
+			q.enterError(w, cq.StatusLocProtErr, "local SGE: "+err.Error())
 			return false
 		}
 		w.mrs = append(w.mrs, m)

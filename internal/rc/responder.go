@@ -4,6 +4,7 @@ import (
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -170,10 +171,7 @@ func (r *responder) handleRequest(p *wire.Packet) {
 	case d > 0:
 		q.stats.OutOfSeqRequest++
 		if r.nak == nakNone {
-			if q.trace != nil {
-				q.tracef("request PSN %d, expected %d: NAK sequence error", psn, r.psn)
-			}
-			r.sendAck(aeth.NAK(aeth.NAKPSNSequenceError), r.psn)
+			r.sendNAK(aeth.NAK(aeth.NAKPSNSequenceError), r.psn, p)
 			r.nak = nakSequence
 		}
 		return
@@ -186,12 +184,12 @@ func (r *responder) handleRequest(p *wire.Packet) {
 		// More READs and atomics than max_dest_rd_atomic are waiting to
 		// be answered: the requester broke its limit. The request is not
 		// taken; the requester's go-back-N brings it again.
+		r.dropped(p, "more READs and atomics waiting than max_dest_rd_atomic")
 		return
 	}
 	r.nak = nakNone
 	if !r.inSequence(op, p.Info.Position) {
-		q.tracef("opcode %v out of sequence", op)
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, p, "opcode out of sequence")
 		return
 	}
 	r.execute(p, op, psn)
@@ -201,16 +199,13 @@ func (r *responder) handleRequest(p *wire.Packet) {
 // executes it. op is its opcode as RC numbers it (a UC opcode less its
 // service bits).
 func (r *responder) execute(p *wire.Packet, op bth.Opcode, psn bth.PSN) {
-	q := r.q
 	info := p.Info
 	if info.Payload && !r.payloadLenOK(info.Position, len(p.Payload)) {
-		q.tracef("%v PSN %d: %d-byte payload breaks the path MTU rule (C9-92)", p.BTH.Opcode(), psn, len(p.Payload))
-		r.reject(aeth.NAKInvalidRequest, psn)
+		r.reject(aeth.NAKInvalidRequest, p, "payload length breaks the path MTU rule (C9-92)")
 		return
 	}
 	if !dmaLenOK(p) {
-		q.tracef("%v PSN %d: DMA length %d is more than 2^31 (C9-94)", p.BTH.Opcode(), psn, p.RETH.DMALen())
-		r.reject(aeth.NAKInvalidRequest, psn)
+		r.reject(aeth.NAKInvalidRequest, p, "DMA length more than 2^31 (C9-94)")
 		return
 	}
 	switch op {
@@ -225,7 +220,7 @@ func (r *responder) execute(p *wire.Packet, op bth.Opcode, psn bth.PSN) {
 	case bth.RCCompareSwap, bth.RCFetchAdd:
 		r.executeAtomic(p, psn)
 	default: // FLUSH and ATOMIC_WRITE are not supported yet
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, p, "opcode not supported")
 	}
 }
 
@@ -256,15 +251,14 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 	pos := p.Info.Position
 	if pos&wire.First != 0 {
 		if !r.takeRecv() {
-			r.noReceive(psn)
+			r.noReceive(p)
 			return
 		}
 		r.wqeMRs = r.wqeMRs[:0]
 		for _, s := range r.wqe.sges {
 			m, _, err := q.port.MRs().Lookup(s.LKey, q.pd, s.Addr, uint64(s.Length), mr.LocalWrite)
 			if err != nil {
-				q.tracef("receive work request %d: SGE %v: %v", r.wqe.wrid, s.LKey, err)
-				r.failRecv(cq.StatusLocProtErr, aeth.NAKRemoteOperation, psn)
+				r.failRecv(cq.StatusLocProtErr, aeth.NAKRemoteOperation, p, "receive work request's SGE: "+err.Error())
 				return
 			}
 			r.wqeMRs = append(r.wqeMRs, m)
@@ -272,18 +266,18 @@ func (r *responder) executeSend(p *wire.Packet, psn bth.PSN) {
 		r.sendOff = 0
 	}
 	if uint64(r.sendOff)+uint64(len(p.Payload)) > r.wqe.length {
-		q.tracef("SEND of more than the %d bytes the receive work request %d holds", r.wqe.length, r.wqe.wrid)
+		const why = "SEND longer than the receive work request"
 		if q.uc {
 			// rxe: ERR_LENGTH, class D for UC, the WQE stays for the
 			// next SEND; with an SRQ class E, it completes in error.
-			r.dropMessage(cq.StatusRemInvReqErr)
+			r.dropMessage(cq.StatusRemInvReqErr, p, why)
 			return
 		}
-		r.failRecv(cq.StatusLocLenErr, aeth.NAKInvalidRequest, psn)
+		r.failRecv(cq.StatusLocLenErr, aeth.NAKInvalidRequest, p, why)
 		return
 	}
 	if !scatter(r.wqe.sges, r.wqeMRs, r.sendOff, p.Payload) {
-		r.failRecv(cq.StatusLocProtErr, aeth.NAKRemoteOperation, psn)
+		r.failRecv(cq.StatusLocProtErr, aeth.NAKRemoteOperation, p, errScatter)
 		return
 	}
 	r.sendOff += uint32(len(p.Payload))
@@ -310,8 +304,7 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 	q := r.q
 	pos := p.Info.Position
 	if pos&wire.First != 0 && q.attr.AccessFlags&mr.RemoteWrite == 0 {
-		q.tracef("RDMA WRITE to a QP without REMOTE_WRITE access")
-		r.reject(aeth.NAKInvalidRequest, psn)
+		r.reject(aeth.NAKInvalidRequest, p, "RDMA WRITE to a QP without REMOTE_WRITE access")
 		return
 	}
 	// A WRITE with immediate consumes a receive WQE, taken before the
@@ -320,7 +313,7 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 	// completes the WQE in error (class E).
 	imm := p.ImmDt != nil
 	if imm && !r.takeRecv() {
-		r.noReceive(psn)
+		r.noReceive(p)
 		return
 	}
 	if pos&wire.First != 0 {
@@ -329,8 +322,7 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 		if f.DMALen > 0 { // a zero-length WRITE names no memory (C9-88)
 			m, _, err := q.port.MRs().Lookup(f.RKey, q.pd, f.VA, uint64(f.DMALen), mr.RemoteWrite)
 			if err != nil {
-				q.tracef("RDMA WRITE rkey %v va %#x len %d: %v", f.RKey, f.VA, f.DMALen, err)
-				r.reject(aeth.NAKRemoteAccess, psn)
+				r.reject(aeth.NAKRemoteAccess, p, err.Error())
 				return
 			}
 			r.writeMR = m
@@ -339,13 +331,12 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 	}
 	n := uint32(len(p.Payload))
 	if n > r.writeLeft || pos&wire.Last != 0 && n != r.writeLeft {
-		q.tracef("RDMA WRITE carries %d bytes where %d remain of %d", n, r.writeLeft, r.writeLen)
-		r.reject(aeth.NAKInvalidRequest, psn)
+		r.reject(aeth.NAKInvalidRequest, p, "RDMA WRITE payload does not add up to its DMA length")
 		return
 	}
 	if n > 0 {
 		if err := r.writeMR.WriteAt(r.writeVA, p.Payload); err != nil {
-			r.reject(aeth.NAKRemoteAccess, psn)
+			r.reject(aeth.NAKRemoteAccess, p, errScatter)
 			return
 		}
 	}
@@ -377,8 +368,7 @@ func (r *responder) executeRead(p *wire.Packet, psn bth.PSN) {
 		var err error
 		m, _, err = q.port.MRs().Lookup(f.RKey, q.pd, f.VA, uint64(f.DMALen), mr.RemoteRead)
 		if err != nil {
-			q.tracef("RDMA READ rkey %v va %#x len %d: %v", f.RKey, f.VA, f.DMALen, err)
-			r.fatalNAK(aeth.NAKRemoteAccess, psn)
+			r.fatalNAK(aeth.NAKRemoteAccess, p, err.Error())
 			return
 		}
 	}
@@ -400,8 +390,11 @@ func (r *responder) admits(p *wire.Packet, need mr.Access) bool {
 	if q.attr.AccessFlags&need != 0 && q.attr.MaxDestRdAtomic > 0 {
 		return true
 	}
-	q.tracef("%v to a QP without %v access or max_dest_rd_atomic", p.BTH.Opcode(), need)
-	r.fatalNAK(aeth.NAKInvalidRequest, p.BTH.PSN())
+	why := "RDMA READ to a QP without REMOTE_READ access or max_dest_rd_atomic"
+	if need == mr.RemoteAtomic {
+		why = "atomic to a QP without REMOTE_ATOMIC access or max_dest_rd_atomic"
+	}
+	r.fatalNAK(aeth.NAKInvalidRequest, p, why)
 	return false
 }
 
@@ -419,14 +412,12 @@ func (r *responder) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	}
 	f := p.AtomicETH.Fields()
 	if f.VA%8 != 0 {
-		q.tracef("atomic at %#x is not 8-byte aligned", f.VA)
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, p, "atomic address not 8-byte aligned")
 		return
 	}
 	m, _, err := q.port.MRs().Lookup(f.RKey, q.pd, f.VA, 8, mr.RemoteAtomic)
 	if err != nil {
-		q.tracef("atomic rkey %v va %#x: %v", f.RKey, f.VA, err)
-		r.fatalNAK(aeth.NAKRemoteAccess, psn)
+		r.fatalNAK(aeth.NAKRemoteAccess, p, err.Error())
 		return
 	}
 	var orig uint64
@@ -436,8 +427,7 @@ func (r *responder) executeAtomic(p *wire.Packet, psn bth.PSN) {
 		orig, err = m.FetchAndAdd(f.VA, f.SwapAdd)
 	}
 	if err != nil {
-		q.tracef("atomic at %#x: %v", f.VA, err)
-		r.fatalNAK(aeth.NAKInvalidRequest, psn)
+		r.fatalNAK(aeth.NAKInvalidRequest, p, err.Error())
 		return
 	}
 	res := r.newResource()
@@ -460,7 +450,8 @@ func (r *responder) newResource() *resource {
 // duplicateRequest answers a request the responder has already executed
 // (IBTA Vol 1 §9.7.5.1.1): SEND and WRITE are acknowledged again, READs
 // replayed from their saved request, atomics answered with the saved
-// original value and never executed twice.
+// original value and never executed twice. A READ or atomic whose saved
+// state is gone, or a READ that asks for more than it did, is dropped.
 func (r *responder) duplicateRequest(p *wire.Packet, psn bth.PSN) {
 	q := r.q
 	switch op := p.BTH.Opcode(); op {
@@ -473,37 +464,48 @@ func (r *responder) duplicateRequest(p *wire.Packet, psn bth.PSN) {
 			}
 			// A retried READ asks for a tail of the original (C9-107).
 			if f.VA < res.va || uint64(f.VA)+uint64(f.DMALen) > res.va+uint64(res.length) || f.RKey != res.rkey {
+				r.dropped(p, "duplicate READ asks for more than the saved READ (C9-107)")
 				return
 			}
 			var m *mr.MR
 			if f.DMALen > 0 {
 				var err error
 				if m, _, err = q.port.MRs().Lookup(f.RKey, q.pd, f.VA, uint64(f.DMALen), mr.RemoteRead); err != nil {
-					r.fatalNAK(aeth.NAKRemoteAccess, psn)
+					r.fatalNAK(aeth.NAKRemoteAccess, p, err.Error())
 					return
 				}
 			}
-			if q.trace != nil {
-				q.tracef("duplicate READ PSN %d: replaying %d bytes", psn, f.DMALen)
-			}
+			r.duplicate(p, trace.DuplicateReplayed)
 			r.replies.dropRead(psn) // what is still queued of the first answer
 			r.queueRead(m, psn, f.VA, f.DMALen)
 			return
 		}
+		r.dropped(p, "duplicate READ not among the saved READs")
 	case bth.RCCompareSwap, bth.RCFetchAdd:
 		for i := range r.res {
 			if res := &r.res[i]; res.valid && res.atomic && res.first == psn {
-				if q.trace != nil {
-					q.tracef("duplicate atomic PSN %d: answering the saved value", psn)
-				}
+				r.duplicate(p, trace.DuplicateAnswered)
 				r.queueAtomicAck(psn, res.orig)
 				return
 			}
 		}
+		r.dropped(p, "duplicate atomic not among the saved atomics")
 	default:
 		// Acknowledge everything received so far (C9-105).
+		r.duplicate(p, trace.DuplicateAcked)
 		r.deferAck(r.psn.Add(bth.PSNMask))
 	}
+}
+
+// duplicate reports the duplicate request p and what the responder does
+// with it, a trace.Duplicate reason.
+func (r *responder) duplicate(p *wire.Packet, what string) {
+	r.q.event(trace.Event{Kind: trace.Duplicate, PSN: uint32(p.BTH.PSN()), Expected: uint32(r.psn), Opcode: p.BTH.Opcode().String(), Reason: what})
+}
+
+// dropped reports the request p dropped without an answer, and why.
+func (r *responder) dropped(p *wire.Packet, why string) {
+	r.q.event(trace.Event{Kind: trace.Dropped, PSN: uint32(p.BTH.PSN()), Opcode: p.BTH.Opcode().String(), Reason: why})
 }
 
 // accepted finishes a SEND or WRITE packet: the expected PSN moves on and
@@ -539,16 +541,33 @@ func (r *responder) flushAck() {
 	}
 }
 
-// sendAck sends an ACK or NAK after any deferred one and any answer still
-// queued.
-func (r *responder) sendAck(syn aeth.Syndrome, psn bth.PSN) {
+// sendNAK sends the NAK or RNR NAK syn with PSN psn, in answer to the
+// request p, after any deferred ACK and any answer still queued. It is
+// reported as it leaves: queued, it may never leave, replaced by an ACK
+// queued behind it (replyQueue.push).
+func (r *responder) sendNAK(syn aeth.Syndrome, psn bth.PSN, p *wire.Packet) {
+	req, op := p.BTH.PSN(), p.BTH.Opcode()
 	if !r.replies.empty() {
-		r.replies.push(reply{kind: replyAck, syn: syn, psn: psn})
+		r.replies.push(reply{kind: replyAck, syn: syn, psn: psn, req: req, op: op})
 		r.q.port.Schedule(r.q)
 		return
 	}
 	r.flushAck()
+	r.nakSent(syn, req, psn, op, "")
 	r.transmitAck(syn, psn)
+}
+
+// nakSent reports the NAK or RNR NAK syn leaving in answer to the request
+// at psn with opcode op, when the responder expected the PSN expected;
+// why is the rule the request broke, if the syndrome does not say it all.
+func (r *responder) nakSent(syn aeth.Syndrome, psn, expected bth.PSN, op bth.Opcode, why string) {
+	ev := trace.Event{PSN: uint32(psn), Opcode: op.String(), Reason: why}
+	if syn.Type() == aeth.TypeRNRNAK {
+		ev.Kind, ev.Wait = trace.RNRNAKSent, syn.RNRTimer().Duration()
+	} else {
+		ev.Kind, ev.Expected, ev.Syndrome = trace.NAKSent, uint32(expected), syndrome(syn.NAKCode())
+	}
+	r.q.event(ev)
 }
 
 func (r *responder) transmitAck(syn aeth.Syndrome, psn bth.PSN) {
@@ -558,40 +577,42 @@ func (r *responder) transmitAck(syn aeth.Syndrome, psn bth.PSN) {
 	r.q.build(h, 0, nil)
 }
 
-func (r *responder) rnrNAK(psn bth.PSN) {
+// rnrNAK answers the SEND or WRITE with immediate p, which finds no
+// receive WQE, with an RNR NAK.
+func (r *responder) rnrNAK(p *wire.Packet) {
 	q := r.q
 	q.stats.SendRNRErr++
-	if q.trace != nil {
-		q.tracef("no receive posted for PSN %d: RNR NAK, timer %v", psn, aeth.RNRTimer(q.attr.MinRNRTimer))
-	}
-	r.sendAck(aeth.RNRNAK(aeth.RNRTimer(q.attr.MinRNRTimer)), psn)
+	r.sendNAK(aeth.RNRNAK(aeth.RNRTimer(q.attr.MinRNRTimer)), p.BTH.PSN(), p)
 	r.nak = nakRNR
 }
 
-// fatalNAK answers a request the responder cannot execute with a NAK and
-// moves the QP to ERR (IBTA Vol 1 §9.9.2, class B and C errors). The NAK
-// goes at once: answers still queued are not sent from ERR.
-func (r *responder) fatalNAK(code aeth.NAKCode, psn bth.PSN) {
+// fatalNAK answers the request p, which the responder cannot execute for
+// the reason why, with a NAK and moves the QP to ERR (IBTA Vol 1 §9.9.2,
+// class B and C errors). The NAK goes at once: answers still queued are
+// not sent from ERR.
+func (r *responder) fatalNAK(code aeth.NAKCode, p *wire.Packet, why string) {
+	psn := p.BTH.PSN()
 	r.replies.clear()
 	r.flushAck()
+	r.nakSent(aeth.NAK(code), psn, r.psn, p.BTH.Opcode(), why)
 	r.transmitAck(aeth.NAK(code), psn)
-	r.q.enterError(nil, 0)
+	r.q.enterError(nil, 0, errNAKSent)
 }
 
-// failRecv completes the receive WQE being filled with status, NAKs the
-// requester and moves the QP to ERR. A UC responder sends no NAK: a
-// receive WQE it cannot write into fails the QP all the same (rxe:
-// ERR_MALFORMED_WQE, class A for every service).
-func (r *responder) failRecv(status cq.Status, code aeth.NAKCode, psn bth.PSN) {
+// failRecv completes the receive WQE being filled by p with status, NAKs
+// the requester and moves the QP to ERR; why says what went wrong. A UC
+// responder sends no NAK: a receive WQE it cannot write into fails the QP
+// all the same (rxe: ERR_MALFORMED_WQE, class A for every service).
+func (r *responder) failRecv(status cq.Status, code aeth.NAKCode, p *wire.Packet, why string) {
 	q := r.q
 	if r.held {
 		r.completeRecv(cq.WC{Status: status, Opcode: cq.OpRecv})
 	}
 	if q.uc {
-		q.enterError(nil, 0)
+		q.enterError(nil, 0, why)
 		return
 	}
-	r.fatalNAK(code, psn)
+	r.fatalNAK(code, p, why)
 }
 
 // queueRead queues the responses to a READ of length bytes at va from m,
@@ -640,6 +661,9 @@ func (r *responder) sendReplies(budget int) {
 			q.build(h, 0, nil)
 			budget--
 		case replyAck:
+			if rp.syn.Type() != aeth.TypeACK {
+				r.nakSent(rp.syn, rp.req, rp.psn, rp.op, "")
+			}
 			r.transmitAck(rp.syn, rp.psn)
 			budget--
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
 )
@@ -206,9 +207,7 @@ func (t *timers) run(now monotime.Time) {
 	q := t.q
 	if !t.rnr.IsZero() && !now.Before(t.rnr) {
 		t.rnr = 0
-		if q.trace != nil {
-			q.tracef("RNR wait over, resending from PSN %d", q.comp.oldest())
-		}
+		t.rnrWaitOver()
 	}
 	if !t.retransmit.IsZero() && !now.Before(t.retransmit) {
 		t.retransmit = 0
@@ -218,6 +217,18 @@ func (t *timers) run(now monotime.Time) {
 		t.expiredProbe(now)
 	}
 	q.cc.run(now)
+}
+
+// rnrWaitOver reports the end of an RNR wait, and the go-back-N that the
+// RNR NAK began and that starts now, from the NAKed PSN, unless answers
+// since have left nothing to send again.
+func (t *timers) rnrWaitOver() {
+	q := t.q
+	psn := uint32(q.req.psn)
+	q.event(trace.Event{Kind: trace.RNRWaitOver, PSN: psn})
+	if q.req.psn.Before(q.req.sentMax) {
+		q.event(trace.Event{Kind: trace.GoBack, PSN: psn, Reason: trace.GoBackRNR})
+	}
 }
 
 // expiredProbe handles a probe timeout. The first sends a probe. A second
@@ -238,18 +249,13 @@ func (t *timers) expiredProbe(now monotime.Time) {
 	if t.probeState == probeSent {
 		t.probeState = probeSpent
 		t.probe = 0
-		if q.trace != nil {
-			q.tracef("no answer to the probe: go back to PSN %d", q.comp.oldest())
-		}
-		q.comp.goBack(q.comp.oldest())
+		q.comp.goBack(q.comp.oldest(), trace.GoBackProbe)
 		q.req.sendSome()
 		return
 	}
 	if q.req.resendLast() {
 		q.stats.TailProbes++
-		if q.trace != nil {
-			q.tracef("no ACK for %v: probing with PSN %d", t.probeTimeout(), q.req.sentMax.Add(bth.PSNMask))
-		}
+		q.event(trace.Event{Kind: trace.Probe, PSN: uint32(q.req.sentMax.Add(bth.PSNMask)), Wait: t.probeTimeout()})
 	}
 	t.probeState = probeSent
 	t.armProbe(now)

@@ -100,74 +100,71 @@ func (r *responder) handleUnreliable(p *wire.Packet) {
 		// rxe counts out_of_seq_request for RC only; here it counts the
 		// gaps a UC responder saw as well.
 		q.stats.OutOfSeqRequest++
-		if q.trace != nil {
-			q.tracef("UC PSN %d, expected %d: dropping to the next FIRST or ONLY", psn, r.psn.Add(bth.PSNMask))
-		}
 	}
 	rc := reliable(op)
 	switch pos := p.Info.Position; {
 	case pos&wire.First != 0:
 		if r.inMsg == msgSend || r.inMsg == msgWrite {
-			r.dropMessage(cq.StatusRemInvReqErr) // its LAST never came (class D1; E with an SRQ)
+			// Its LAST never came (class D1; E with an SRQ).
+			r.dropMessage(cq.StatusRemInvReqErr, p, "the message in progress: a FIRST or ONLY came before its LAST")
 		}
 		r.inMsg = msgNone
 	case gap:
 		if r.inMsg != msgDropped {
-			r.dropMessage(cq.StatusRemInvReqErr)
+			r.dropMessage(cq.StatusRemInvReqErr, p, "PSN gap: the message is dropped up to the next FIRST or ONLY")
 		}
 		return
 	case r.inMsg == msgDropped:
 		return
 	case !r.inSequence(rc, pos):
-		q.tracef("UC opcode %v out of sequence: message dropped", op)
-		r.dropMessage(cq.StatusRemInvReqErr)
+		r.dropMessage(cq.StatusRemInvReqErr, p, "opcode out of sequence")
 		return
 	}
 	r.execute(p, rc, psn)
 }
 
-// dropMessage abandons the UC message in progress: the rest of it is
-// dropped up to the next FIRST or ONLY, and a receive WQE it had begun to
-// fill stays at the head of the queue, to be filled again from its start;
-// or, taken from an SRQ, completes with status (releaseRecv).
-func (r *responder) dropMessage(status cq.Status) {
+// dropMessage abandons the UC message in progress, or the one p begins,
+// for the reason why: the rest of it is dropped up to the next FIRST or
+// ONLY, and a receive WQE it had begun to fill stays at the head of the
+// queue, to be filled again from its start; or, taken from an SRQ,
+// completes with status (releaseRecv).
+func (r *responder) dropMessage(status cq.Status, p *wire.Packet, why string) {
 	r.q.stats.UCDroppedMsgs++
+	r.dropped(p, why)
 	r.inMsg = msgDropped
 	r.releaseRecv(status)
 	r.writeMR = nil
 }
 
-// reject answers a request the responder cannot execute: for RC a NAK
-// with code and the QP to ERR; for UC, a silent drop of the message (rxe:
-// class D and E errors of UC), in which a WQE taken from an SRQ completes
-// with the status rxe pairs with code: REM_ACCESS_ERR for an R_Key
-// violation, REM_INV_REQ_ERR for the rest (class E).
-func (r *responder) reject(code aeth.NAKCode, psn bth.PSN) {
+// reject answers a request p the responder cannot execute, for the
+// reason why: for RC a NAK with code and the QP to ERR; for UC, a silent
+// drop of the message (rxe: class D and E errors of UC), in which a WQE
+// taken from an SRQ completes with the status rxe pairs with code:
+// REM_ACCESS_ERR for an R_Key violation, REM_INV_REQ_ERR for the rest
+// (class E).
+func (r *responder) reject(code aeth.NAKCode, p *wire.Packet, why string) {
 	if r.q.uc {
 		status := cq.StatusRemInvReqErr
 		if code == aeth.NAKRemoteAccess {
 			status = cq.StatusRemAccessErr
 		}
-		r.dropMessage(status)
+		r.dropMessage(status, p, why)
 		return
 	}
-	r.fatalNAK(code, psn)
+	r.fatalNAK(code, p, why)
 }
 
-// noReceive answers a SEND or WRITE with immediate that finds no receive
-// WQE: for RC an RNR NAK; UC has no RNR, and drops the message (rxe:
-// RESPST_ERR_RNR, class D for UC), counted in out_of_buffer.
-func (r *responder) noReceive(psn bth.PSN) {
+// noReceive answers a SEND or WRITE with immediate p that finds no
+// receive WQE: for RC an RNR NAK; UC has no RNR, and drops the message
+// (rxe: RESPST_ERR_RNR, class D for UC), counted in out_of_buffer.
+func (r *responder) noReceive(p *wire.Packet) {
 	q := r.q
 	if q.uc {
 		q.stats.OutOfBuffer++
-		if q.trace != nil {
-			q.tracef("no receive posted for UC PSN %d: message dropped", psn)
-		}
-		r.dropMessage(cq.StatusRemInvReqErr) // nothing held: nothing completes
+		r.dropMessage(cq.StatusRemInvReqErr, p, "no receive posted") // nothing held: nothing completes
 		return
 	}
-	r.rnrNAK(psn)
+	r.rnrNAK(p)
 }
 
 // retireSent completes, in order, the UC work requests whose last packet

@@ -10,6 +10,7 @@ import (
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 	"github.com/gorxe/gorxe/wire/deth"
@@ -48,11 +49,14 @@ type UD struct {
 	txb   [][]byte
 	mrs   []*mr.MR // a send's SGEs' regions, reused
 
-	trace func(event string)
+	onEvent func(trace.Event) // SetTrace's
 }
 
 // GRHLen is the GRH area in front of every message a UD QP receives.
 const GRHLen = wire.GRHLen
+
+// errUDTooLong is why a UD SEND longer than the port's MTU is dropped.
+const errUDTooLong = "message longer than the MTU"
 
 // NewUD creates a UD QP numbered num in the RESET state, whose messages
 // may be up to mtu bytes. QP 1, the GSI, takes the Q_Key 0x80010000 on
@@ -88,17 +92,38 @@ func (q *UD) Num() bth.QPN { return q.num }
 // Service returns bth.ServiceUD: the QP takes UD opcodes.
 func (q *UD) Service() bth.Service { return bth.ServiceUD }
 
-// SetTrace installs fn to be told of state changes and drops; nil removes it.
-func (q *UD) SetTrace(fn func(event string)) {
+// SetTrace installs fn to be told of the QP's state changes, failed
+// sends and dropped messages; nil removes it. fn is called with the QP's
+// lock held and must not call back into the QP.
+func (q *UD) SetTrace(fn func(trace.Event)) {
 	q.mu.Lock()
-	q.trace = fn
+	q.onEvent = fn
 	q.mu.Unlock()
 }
 
-func (q *UD) tracef(format string, args ...any) {
-	if q.trace != nil {
-		q.trace(fmt.Sprintf(format, args...))
+// event reports ev, with the QP's number and the time on its clock, to
+// the trace function, if one is installed.
+func (q *UD) event(ev trace.Event) {
+	if q.onEvent == nil {
+		return
 	}
+	ev.Time = q.port.Now().SinceEpoch()
+	ev.QP = uint32(q.num)
+	q.onEvent(ev)
+}
+
+// dropped reports the SEND p dropped, and why.
+func (q *UD) dropped(p *wire.Packet, why string) {
+	q.event(trace.Event{Kind: trace.Dropped, PSN: uint32(p.BTH.PSN()), Opcode: p.BTH.Opcode().String(), Reason: why})
+}
+
+// enterError moves the QP to ERR, for the reason why, and flushes its
+// receives.
+func (q *UD) enterError(why string) {
+	prev := q.attr.State
+	q.attr.State = qp.StateErr
+	q.event(trace.Event{Kind: trace.State, From: prev.String(), To: qp.StateErr.String(), Reason: why})
+	q.flushRecv()
 }
 
 // State returns the QP's current state.
@@ -150,17 +175,16 @@ func (q *UD) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 	if err != nil {
 		return err
 	}
-	if next == qp.StateReset || next == qp.StateErr {
-		if next == qp.StateReset {
-			cp := q.attr.Cap
-			q.attr = qp.Attr{Cap: cp, PathMTU: qp.MTUFromBytes(q.mtu)}
-			q.psn = 0
-			q.rq.init(cp)
-		} else {
-			q.attr.State = qp.StateErr
-			q.flushRecv()
-		}
-		q.tracef("state %v -> %v", cur, next)
+	if next == qp.StateErr {
+		q.enterError("")
+		return nil
+	}
+	if next == qp.StateReset {
+		cp := q.attr.Cap
+		q.attr = qp.Attr{Cap: cp, PathMTU: qp.MTUFromBytes(q.mtu)}
+		q.psn = 0
+		q.rq.init(cp)
+		q.event(trace.Event{Kind: trace.State, From: cur.String(), To: next.String()})
 		return nil
 	}
 	if mask&qp.AttrPKeyIndex != 0 {
@@ -176,7 +200,7 @@ func (q *UD) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 		q.psn = attr.SQPSN
 	}
 	q.attr.State = next
-	q.tracef("state %v -> %v", cur, next)
+	q.event(trace.Event{Kind: trace.State, From: cur.String(), To: next.String()})
 	return nil
 }
 
@@ -243,19 +267,19 @@ func (q *UD) send(wr *qp.SendWR) {
 	}
 	psn := q.psn
 	q.psn = (q.psn + 1) & bth.PSNMask
+	op := bth.UDSendOnly
+	if wr.Opcode == qp.WRSendWithImm {
+		op = bth.UDSendOnlyWithImm
+	}
 	if payload > q.mtu {
 		// C10-93.1.1: no packet, and no error either.
-		q.tracef("work request %d: %d bytes is more than the MTU %d: not sent", wr.WRID, payload, q.mtu)
+		q.event(trace.Event{Kind: trace.Dropped, PSN: uint32(psn), Opcode: op.String(), Reason: "message longer than the MTU: not sent (C10-93.1.1)"})
 		q.completeSend(wr, cq.StatusSuccess)
 		return
 	}
 	qkey := wr.RemoteQKey
 	if qkey&0x80000000 != 0 {
 		qkey = q.attr.QKey // a privileged Q_Key stands for the QP's own
-	}
-	op := bth.UDSendOnly
-	if wr.Opcode == qp.WRSendWithImm {
-		op = bth.UDSendOnlyWithImm
 	}
 	h := wire.Headers{
 		BTH: bth.Fields{
@@ -335,10 +359,11 @@ func (q *UD) copyPayload(wr *qp.SendWR, dst []byte) {
 // fail completes wr with an error status and moves the QP to ERR, as
 // rxe does for a send its requester cannot build.
 func (q *UD) fail(wr *qp.SendWR, status cq.Status) {
-	q.tracef("work request %d failed: %v", wr.WRID, status)
+	q.event(trace.Event{Kind: trace.WRFailed, WRID: wr.WRID, Opcode: wr.Opcode.String(), Status: status.String()})
 	q.pushSend(cq.WC{WRID: wr.WRID, Status: status, Opcode: cq.OpSend})
-	q.attr.State = qp.StateErr
-	q.flushRecv()
+	if q.attr.State != qp.StateErr { // unless the send CQ overran
+		q.enterError(errWRFailed)
+	}
 }
 
 func (q *UD) completeSend(wr *qp.SendWR, status cq.Status) {
@@ -351,18 +376,14 @@ func (q *UD) completeSend(wr *qp.SendWR, status cq.Status) {
 func (q *UD) pushSend(wc cq.WC) {
 	wc.QPNum = uint32(q.num)
 	if err := q.sendCQ.Push(wc); err != nil && q.attr.State != qp.StateErr {
-		q.tracef("send CQ: %v", err)
-		q.attr.State = qp.StateErr
-		q.flushRecv()
+		q.enterError("send CQ: " + err.Error())
 	}
 }
 
 func (q *UD) pushRecv(wc cq.WC) {
 	wc.QPNum = uint32(q.num)
 	if err := q.recvCQ.Push(wc); err != nil && q.attr.State != qp.StateErr {
-		q.tracef("receive CQ: %v", err)
-		q.attr.State = qp.StateErr
-		q.flushRecv()
+		q.enterError("receive CQ: " + err.Error())
 	}
 }
 
@@ -426,9 +447,7 @@ func (q *UD) HandlePacket(p *wire.Packet) bool {
 	}
 	if p.DETH.QKey() != qkey {
 		q.stats.QKeyViolations++
-		if q.trace != nil {
-			q.tracef("drop: Q_Key %#x from QP %#x, want %#x", p.DETH.QKey(), uint32(p.DETH.SrcQP()), qkey)
-		}
+		q.dropped(p, "Q_Key not the QP's")
 		return false
 	}
 	var r *recvWQE
@@ -437,19 +456,23 @@ func (q *UD) HandlePacket(p *wire.Packet) bool {
 		r = &q.wqe // taken: from here on it completes, well or in error
 	case q.srq == nil && q.rq.head != q.rq.tail && len(p.Payload) <= q.mtu:
 		r = q.rq.at(q.rq.head)
+	case len(p.Payload) > q.mtu:
+		q.stats.UDDropped++
+		q.dropped(p, errUDTooLong)
+		return false
 	default:
 		q.stats.UDDropped++
-		if q.trace != nil {
-			q.tracef("drop: %d-byte SEND from QP %#x: no receive posted, or more than the MTU", len(p.Payload), uint32(p.DETH.SrcQP()))
-		}
+		q.dropped(p, "no receive posted")
 		return false
 	}
 	n := GRHLen + len(p.Payload)
 	if uint64(n) > r.length || len(p.Payload) > q.mtu {
 		q.stats.UDDropped++
-		if q.trace != nil {
-			q.tracef("drop: %d-byte SEND from QP %#x does not fit the %d-byte receive, or the MTU", len(p.Payload), uint32(p.DETH.SrcQP()), r.length)
+		why := errUDTooLong
+		if uint64(n) > r.length {
+			why = "message and GRH longer than the receive"
 		}
+		q.dropped(p, why)
 		if q.srq != nil {
 			// Class E (rxe: RESPST_ERR_LENGTH, "UC/UD - class E"): a
 			// WQE taken from a shared queue cannot go back; it
@@ -464,8 +487,9 @@ func (q *UD) HandlePacket(p *wire.Packet) bool {
 		if err != nil && s.Length > 0 {
 			q.consumeRecv()
 			q.pushRecv(cq.WC{WRID: r.wrid, Status: cq.StatusLocProtErr, Opcode: cq.OpRecv})
-			q.attr.State = qp.StateErr
-			q.flushRecv()
+			if q.attr.State != qp.StateErr { // unless the receive CQ overran
+				q.enterError("receive work request's SGE: " + err.Error())
+			}
 			return false
 		}
 		mrs = append(mrs, m)

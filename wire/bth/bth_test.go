@@ -125,6 +125,10 @@ func TestOpcodeNames(t *testing.T) {
 			t.Errorf("%#x: %q, want %q", uint8(op), got, want)
 		}
 	}
+	var name string
+	if n := testing.AllocsPerRun(10, func() { name = UCRDMAWriteMiddle.String() }); n != 0 || name != "UC_RDMA_WRITE_MIDDLE" {
+		t.Errorf("String allocates %.0f times", n)
+	}
 	known := 0
 	for op := range 256 {
 		if Opcode(op).Known() {

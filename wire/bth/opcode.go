@@ -137,12 +137,21 @@ func (o Opcode) Known() bool {
 // String returns the opcode's name as the kernel spells it without the
 // IB_OPCODE_ prefix, for example "RC_RDMA_WRITE_FIRST" or "CNP". An opcode
 // gorxe does not parse is shown as its number, for example "OPCODE_0x55".
-func (o Opcode) String() string {
-	if o == CNP {
-		return "CNP"
+// The names are made once, so that String allocates nothing: the
+// transport's events name the opcodes of the packets they are about.
+func (o Opcode) String() string { return opcodeNames[o] }
+
+// opcodeNames holds String's answer for every opcode.
+var opcodeNames = func() (names [256]string) {
+	for i := range names {
+		switch o := Opcode(i); {
+		case o == CNP:
+			names[i] = "CNP"
+		case o.Known() || o.Service() == ServiceRD && opNames[o&0x1f] != "" && o&0x1f <= 0x15:
+			names[i] = o.Service().String() + "_" + opNames[o&0x1f]
+		default:
+			names[i] = "OPCODE_0x" + strconv.FormatUint(uint64(o), 16)
+		}
 	}
-	if o.Known() || o.Service() == ServiceRD && opNames[o&0x1f] != "" && o&0x1f <= 0x15 {
-		return o.Service().String() + "_" + opNames[o&0x1f]
-	}
-	return "OPCODE_0x" + strconv.FormatUint(uint64(o), 16)
-}
+	return names
+}()
