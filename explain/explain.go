@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/gorxe/gorxe/internal/capture"
@@ -22,11 +23,100 @@ var ErrNotCapture = capture.ErrNotCapture
 // a capture or that cannot be read to its end (the Report then holds what
 // came before).
 func Read(r io.Reader) (*Report, error) {
+	var pkts []capture.Packet
+	counts, err := capture.Read(r, func(p *capture.Packet) error {
+		pkts = append(pkts, *p)
+		return nil
+	})
 	m := newModel()
-	counts, err := capture.Read(r, m.packet)
+	roles, sendOf := sightings(pkts)
+	for k := range pkts {
+		m.packet(&pkts[k], roles[k], sendOf[k])
+	}
 	m.finish()
 	m.r.Counts = Counts{RoCE: counts.RoCE, Other: counts.Other, BadICRC: counts.BadICRC, Malformed: counts.Malformed}
 	return m.r, err
+}
+
+// sightingKey is what two sightings of one packet have in common: its
+// addresses and its transport headers and payload (a switch may change
+// the IP header's ECN field and checksum, which the ICRC does not cover).
+func sightingKey(p *capture.Packet) string {
+	return p.Src + ">" + p.Dst + ">" + string(p.P.Transport())
+}
+
+// role is what a sighting of a packet shows: it leaving its sender, it
+// reaching its receiver, or, at a capture point between them, both.
+type role uint8
+
+const (
+	both role = iota
+	leaving
+	arriving
+)
+
+// sightings finds, in a capture taken at both ends (a pcapng file with an
+// interface per host, such as gorxe demo writes or mergecap makes of two
+// hosts' captures), each packet's two sightings: on the interface of the
+// host that sent it, leaving, and on the receiver's, arriving. A host's
+// interface is the one its address is most often the source on. It
+// returns each packet's role and, for an arriving one, the index of its
+// leaving sighting (-1 otherwise). A packet seen leaving for an address
+// whose host is captured but never seen arriving was lost on the way.
+func sightings(pkts []capture.Packet) ([]role, []int) {
+	roles := make([]role, len(pkts))
+	sendOf := make([]int, len(pkts))
+	for k := range sendOf {
+		sendOf[k] = -1
+	}
+	// A packet is seen first where it leaves: count, for each interface
+	// and source address, the packets first seen there.
+	first := map[[2]string]int{} // (interface, source) -> packets first seen there
+	seen := map[string]bool{}
+	multi := false
+	for k := range pkts {
+		p := &pkts[k]
+		if p.Err != nil {
+			continue
+		}
+		multi = multi || p.Interface != pkts[0].Interface
+		if key := sightingKey(p); !seen[key] {
+			seen[key] = true
+			first[[2]string{strconv.Itoa(p.Interface), p.Src}]++
+		}
+	}
+	if !multi {
+		return roles, sendOf
+	}
+	owner := map[string]string{} // address -> interface
+	best := map[string]int{}
+	for k, n := range first {
+		if iface, addr := k[0], k[1]; n > best[addr] || n == best[addr] && iface < owner[addr] {
+			owner[addr], best[addr] = iface, n
+		}
+	}
+	waiting := map[string][]int{} // leaving sightings not yet seen arriving, by packet
+	for k := range pkts {
+		p := &pkts[k]
+		if p.Err != nil {
+			continue
+		}
+		iface := strconv.Itoa(p.Interface)
+		key := sightingKey(p)
+		switch {
+		case owner[p.Src] == iface:
+			if _, captured := owner[p.Dst]; captured {
+				roles[k] = leaving
+				waiting[key] = append(waiting[key], k)
+			}
+		case owner[p.Dst] == iface:
+			if w := waiting[key]; len(w) > 0 {
+				roles[k], sendOf[k] = arriving, w[0]
+				waiting[key] = w[1:]
+			}
+		}
+	}
+	return roles, sendOf
 }
 
 // model replays a capture's packets through both ends of each connection.
@@ -37,14 +127,23 @@ type model struct {
 	conns []*conn
 	// ud is the datagram traffic's connections, by the two QPs.
 	ud map[[2]End]*conn
+	// row is the report's packet for each leaving sighting, by its
+	// index in the capture; arrived marks the rows seen arriving.
+	row     map[int]int
+	arrived map[int]bool
+	// retx is what a retransmission's leaving said, for its arrival.
+	retx map[int]string
 }
 
 func newModel() *model {
 	return &model{
-		r:     &Report{Lanes: []string{}, Packets: []Packet{}, Conns: []Connection{}},
-		lanes: make(map[string]bool),
-		flows: make(map[flowKey]*flow),
-		ud:    make(map[[2]End]*conn),
+		r:       &Report{Lanes: []string{}, Packets: []Packet{}, Conns: []Connection{}},
+		lanes:   make(map[string]bool),
+		flows:   make(map[flowKey]*flow),
+		ud:      make(map[[2]End]*conn),
+		row:     make(map[int]int),
+		arrived: make(map[int]bool),
+		retx:    make(map[int]string),
 	}
 }
 
@@ -69,28 +168,42 @@ func (m *model) lane(addr string) {
 	}
 }
 
-// packet explains one packet of the capture.
-func (m *model) packet(cp *capture.Packet) error {
+// packet explains one sighting of a packet: its k-th in the capture.
+// An arriving sighting adds to the row of its leaving one (send, its
+// capture index) what the packet did to its receiver.
+func (m *model) packet(cp *capture.Packet, ro role, send int) {
+	if ro == arriving {
+		i := m.row[send]
+		m.arrived[i] = true
+		pk := m.pkt(i)
+		if pk.Conn >= 0 && pk.connSide >= 0 {
+			c := m.conns[pk.Conn]
+			c.packet(m, i, pk.connSide, &cp.P, ro)
+		}
+		return
+	}
 	m.lane(cp.Src)
 	m.lane(cp.Dst)
-	pk := Packet{Index: cp.Index, Time: cp.Time, Src: cp.Src, Dst: cp.Dst, Fields: cp.Fields(), Conn: -1}
+	pk := Packet{Index: cp.Index, Time: cp.Time, Src: cp.Src, Dst: cp.Dst, Fields: cp.Fields(), Conn: -1, connSide: -1}
 	if cp.Err != nil {
 		pk.Opcode = "MALFORMED"
 		pk.Anomaly = "malformed"
 		pk.Text = "Not a RoCE v2 packet gorxe can parse (" + cp.Err.Error() + "): a receiver drops it."
 		m.r.Packets = append(m.r.Packets, pk)
-		return nil
+		return
 	}
 	p := &cp.P
 	op := p.BTH.Opcode()
 	pk.Opcode = op.String()
 	pk.DestQP = uint32(p.BTH.DestQP())
 	pk.PSN = uint32(p.BTH.PSN())
+	pk.leaving = ro == leaving
 	m.r.Packets = append(m.r.Packets, pk)
 	i := len(m.r.Packets) - 1
+	m.row[cp.Index-1] = i
 	if cp.ICRCErr != nil {
 		m.set(i, "bad icrc", "Its ICRC does not verify: the receiving NIC drops it silently and counts it, as if it had been lost.")
-		return nil
+		return
 	}
 	switch {
 	case op == bth.CNP:
@@ -99,11 +212,11 @@ func (m *model) packet(cp *capture.Packet) error {
 		m.datagram(i, p)
 	case op.Service() == bth.ServiceRC || op.Service() == bth.ServiceUC:
 		f := m.flow(cp, op.Service())
-		f.conn.packet(m, i, f.side, p)
+		m.pkt(i).connSide = f.side
+		f.conn.packet(m, i, f.side, p, ro)
 	default:
 		m.set(i, "error", fmt.Sprintf("A %v packet: gorxe models RC, UC, UD and CNPs only.", op.Service()))
 	}
-	return nil
 }
 
 // pkt returns the report's packet i.
@@ -167,8 +280,25 @@ func (m *model) pair(f *flow, p *wire.Packet) *conn {
 	return cands[0]
 }
 
-// finish completes the report: the connections' summaries.
+// finish completes the report: the packets that left and never arrived,
+// and the connections' summaries.
 func (m *model) finish() {
+	for i := range m.r.Packets {
+		pk := m.pkt(i)
+		if pk.Conn >= 0 && pk.connSide >= 0 {
+			// The sender's QPN may have come to light after its events.
+			for k := range pk.Events {
+				if pk.Events[k].QP == 0 {
+					pk.Events[k].QP = m.conns[pk.Conn].ends[pk.connSide].QPN
+				}
+			}
+		}
+		if pk.leaving && !m.arrived[i] {
+			pk.Lost = true
+			pk.Anomaly = "lost"
+			pk.Text += " It never arrived: the capture at the receiver does not show it."
+		}
+	}
 	for _, c := range m.conns {
 		m.r.Conns[c.idx].Ends = [2]End{c.ends[0].End, c.ends[1].End}
 		m.r.Conns[c.idx].Summary = c.summary()

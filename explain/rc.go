@@ -279,44 +279,78 @@ func (c *conn) readSpan(n uint32) int {
 	return int((int(n) + c.pmtu() - 1) / c.pmtu())
 }
 
-// packet explains packet i of the report, which end side of c sent.
-func (c *conn) packet(m *model, i, side int, p *wire.Packet) {
+// packet explains packet i of the report, which end side of c sent, as
+// the sighting ro shows it: leaving its sender, arriving at its receiver,
+// or both at once.
+func (c *conn) packet(m *model, i, side int, p *wire.Packet, ro role) {
 	pk := m.pkt(i)
-	pk.Conn = c.idx
-	if c.first < 0 {
-		c.first = pk.Time
-	}
-	c.last = pk.Time
-	c.sum.Packets[side]++
-	c.learnMTU(p)
 	s, r := c.ends[side], c.ends[1-side]
-	if p.CE() {
-		defer func() {
-			pk := m.pkt(i)
-			pk.Text += " A switch marked it ECN CE (congestion): the receiver's NIC, DCQCN's notification point, answers with a CNP."
-		}()
+	if ro != arriving {
+		pk.Conn = c.idx
+		if c.first < 0 {
+			c.first = pk.Time
+		}
+		c.last = pk.Time
+		c.sum.Packets[side]++
+		c.learnMTU(p)
 	}
-	if isResponse(p.BTH.Opcode()) {
+	switch {
+	case isResponse(p.BTH.Opcode()):
+		if ro == leaving {
+			pk.Text = responseWord(p) + " from " + s.label() + "."
+			return
+		}
 		c.response(m, i, s, r, side, p)
-	} else if c.svc == bth.ServiceUC {
+	case c.svc == bth.ServiceUC:
+		if ro == leaving {
+			pk.Text = "UC " + c.describe(p, s, r)
+			return
+		}
 		c.ucRequest(m, i, s, r, side, p)
-	} else {
-		c.request(m, i, s, r, side, p)
+	default:
+		op := p.BTH.Opcode()
+		psn := uint32(p.BTH.PSN())
+		kind, pos := classify(op)
+		span := 1
+		if kind == opRead && p.RETH != nil {
+			span = c.readSpan(p.RETH.DMALen())
+		}
+		if ro != arriving {
+			m.retx[i] = c.sent(m, i, s, side, psn, span, p)
+		}
+		if ro == leaving {
+			pk.Text = joinText(m.retx[i], c.describe(p, s, r))
+			return
+		}
+		c.receive(m, i, s, r, psn, span, kind, pos, p, m.retx[i])
+	}
+	if p.CE() {
+		pk.Text += " A switch marked it ECN CE (congestion): the receiver's NIC, DCQCN's notification point, answers with a CNP."
 	}
 	m.after(i, c, side)
 }
 
-// request explains an RC request packet from s to r.
-func (c *conn) request(m *model, i int, s, r *end, side int, p *wire.Packet) {
-	op := p.BTH.Opcode()
-	psn := uint32(p.BTH.PSN())
-	kind, pos := classify(op)
-	span := 1
-	if kind == opRead && p.RETH != nil {
-		span = c.readSpan(p.RETH.DMALen())
+// joinText joins two sentences with a space, either of which may be empty.
+func joinText(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
 	}
-	retx := c.sent(m, i, s, side, psn, span, p)
-	c.receive(m, i, s, r, psn, span, kind, pos, p, retx)
+	return a + " " + b
+}
+
+// responseWord names a response for a sentence.
+func responseWord(p *wire.Packet) string {
+	switch k, _ := classify(p.BTH.Opcode()); {
+	case k == opReadResp:
+		return "A READ response"
+	case k == opAtomicAck:
+		return "An ATOMIC_ACKNOWLEDGE"
+	case p.AETH != nil && p.AETH.Syndrome().Type() == aeth.TypeNAK:
+		return "A NAK (" + nakName(p.AETH.Syndrome().NAKCode()) + ")"
+	case p.AETH != nil && p.AETH.Syndrome().Type() == aeth.TypeRNRNAK:
+		return "An RNR NAK"
+	}
+	return "An ACK"
 }
 
 // sent updates the requester s for a request it sent and returns a
@@ -366,16 +400,16 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 	var why string
 	switch {
 	case q.cause == "nak" && psn == q.causePSN:
-		ev.Reason = "NAK"
+		ev.Reason = trace.GoBackNAK
 		why = fmt.Sprintf("Retransmission of PSN %d after the NAK (packet %d), go-back-N: %s resends from the PSN the responder named, and everything after it.",
 			psn, m.pkt(q.causeAt).Index, s.label())
 	case q.cause == "rnr" && psn == q.causePSN:
-		ev.Reason = "RNR wait over"
+		ev.Reason = trace.GoBackRNR
 		m.event(i, trace.Event{Kind: trace.RNRWaitOver, QP: s.QPN, PSN: psn})
 		why = fmt.Sprintf("Resent after the RNR wait: the responder asked for %v, and %s waited %s since the RNR NAK.",
 			q.wait, s.label(), seconds(pk.Time-m.pkt(q.causeAt).Time))
 	case q.cause == "implied" && psn == q.causePSN:
-		ev.Reason = "implied NAK"
+		ev.Reason = trace.GoBackImpliedNAK
 		why = fmt.Sprintf("Resent from PSN %d: the answers before the later one that came (packet %d) were lost, an implied NAK.", psn, m.pkt(q.causeAt).Index)
 		if kind == opRead && p.RETH != nil {
 			why += fmt.Sprintf(" The READ is asked again from the middle: %d bytes from the first missing response on (C9-107).", p.RETH.DMALen())
@@ -388,7 +422,7 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 		why = fmt.Sprintf("A tail-loss probe: after %s with no ACK, %s resends only its last packet, to learn from the answer what the responder has.", seconds(gap), s.label())
 		q.resending = false
 	default:
-		ev.Reason = "timeout"
+		ev.Reason = trace.GoBackTimeout
 		m.event(i, trace.Event{Kind: trace.Timeout, QP: s.QPN, PSN: q.una})
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
@@ -442,7 +476,7 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 		pk.Anomaly = "out of sequence"
 		if !rs.nak {
 			rs.nak = true
-			m.event(i, trace.Event{Kind: trace.NAKSent, QP: r.QPN, PSN: psn, Expected: rs.epsn, Syndrome: "PSN sequence error", Opcode: p.BTH.Opcode().String()})
+			m.event(i, trace.Event{Kind: trace.NAKSent, QP: r.QPN, PSN: psn, Expected: rs.epsn, Syndrome: trace.PSNSequenceError, Opcode: p.BTH.Opcode().String()})
 			lost := "lost before the capture point"
 			if _, seen := s.req.sent[rs.epsn]; seen {
 				lost = "sent, and so lost after the capture point"
@@ -457,13 +491,13 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 		ev := trace.Event{Kind: trace.Duplicate, QP: r.QPN, PSN: psn, Expected: rs.epsn, Opcode: p.BTH.Opcode().String()}
 		switch kind {
 		case opRead:
-			ev.Reason = "replayed from the saved READ state"
+			ev.Reason = trace.DuplicateReplayed
 			text(fmt.Sprintf("Duplicate READ request (PSN %d, %d expected): the responder replays from its saved state, sending the responses again without a new MSN (C9-104).", psn, rs.epsn))
 		case opAtomic:
-			ev.Reason = "answered with the saved result"
+			ev.Reason = trace.DuplicateAnswered
 			text(fmt.Sprintf("Duplicate atomic (PSN %d, %d expected): it is not done twice; %s answers with the original value it saved the first time (C9-104).", psn, rs.epsn, r.label()))
 		default:
-			ev.Reason = "acknowledged again"
+			ev.Reason = trace.DuplicateAcked
 			text(fmt.Sprintf("Duplicate: PSN %d is before the expected %d, so %s executed it already; it does not again, and acknowledges what it has (C9-105).", psn, rs.epsn, r.label()))
 		}
 		m.event(i, ev)
@@ -555,7 +589,10 @@ func (c *conn) response(m *model, i int, s, r *end, side int, p *wire.Packet) {
 		c.sum.RNRNAKs[side]++
 		pk.Anomaly = "rnr"
 		wait := syn.RNRTimer().Duration()
+		m.event(i, trace.Event{Kind: trace.RNRNAKSent, QP: s.QPN, PSN: psn, Wait: wait})
 		m.event(i, trace.Event{Kind: trace.RNRNAKReceived, QP: r.QPN, PSN: psn, Wait: wait})
+		// The responder took nothing of the request: it expects it again.
+		s.resp.epsn, s.resp.nak = psn, false
 		q.cause, q.causePSN, q.causeAt, q.wait = "rnr", psn, i, wait
 		q.resending = false
 		q.ack(psnAdd(psn, -1))
@@ -624,6 +661,7 @@ func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Sy
 		if status == "" {
 			status = "IBV_WC_REM_OP_ERR"
 		}
+		m.event(i, trace.Event{Kind: trace.NAKSent, QP: s.QPN, PSN: psn, Expected: psn, Syndrome: name})
 		m.event(i, trace.Event{Kind: trace.WRFailed, QP: r.QPN, Status: status, Reason: name})
 		pk.Text = fmt.Sprintf("NAK, %s, for PSN %d: %s refuses the request. This is fatal, not retried: %s's work request completes with %s and its QP moves to the error state, flushing the rest.",
 			name, psn, s.label(), r.label(), status)
@@ -666,7 +704,7 @@ func (c *conn) retell(m *model, i int, s, r *end, psn uint32) {
 	slices.Sort(later)
 	if len(later) == 0 {
 		// The request that made the NAK is not in the capture.
-		m.event(i, trace.Event{Kind: trace.NAKSent, QP: s.QPN, PSN: psn, Expected: psn, Syndrome: "PSN sequence error"})
+		m.event(i, trace.Event{Kind: trace.NAKSent, QP: s.QPN, PSN: psn, Expected: psn, Syndrome: trace.PSNSequenceError})
 		return
 	}
 	for k, j := range later {
@@ -675,7 +713,7 @@ func (c *conn) retell(m *model, i int, s, r *end, psn uint32) {
 			pk.Anomaly = "out of sequence"
 			pk.Text = fmt.Sprintf("PSN %d arrives while %d is expected (%d was lost after the capture point): %s NAKs once with PSN sequence error and drops what follows until %d comes back (IBTA §9.7.5.1).",
 				pk.PSN, psn, psn, s.label(), psn)
-			e := trace.Event{Kind: trace.NAKSent, QP: s.QPN, PSN: pk.PSN, Expected: psn, Syndrome: "PSN sequence error", Opcode: pk.Opcode, Time: pk.Time}
+			e := trace.Event{Kind: trace.NAKSent, QP: s.QPN, PSN: pk.PSN, Expected: psn, Syndrome: trace.PSNSequenceError, Opcode: pk.Opcode, Time: pk.Time}
 			pk.Events = append(pk.Events, e)
 			continue
 		}

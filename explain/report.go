@@ -69,6 +69,9 @@ type Packet struct {
 	// After is the state of the connection's two ends after the packet:
 	// the sender's side first.
 	After []EndState `json:"after,omitempty"`
+
+	connSide int  // the sender's index in its connection's ends
+	leaving  bool // a leaving sighting of a capture at both ends
 }
 
 // EndState is one end of a connection, as the model sees it after a

@@ -25,25 +25,37 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/scene"
 	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
 const demoUsage = `usage: gorxe demo [--quiet] [--pcap FILE] [--cc dcqcn|none] [--cc-profile connectx|paper]
+       gorxe demo SCENE|all [--seed N] [--out DIR] [--pcap FILE] [--html FILE] [--events FILE]
+       gorxe demo --list
 
-Demo runs two gorxe NICs in this process, A at 10.0.0.1 and B at 10.0.0.2,
-joined by an in-memory fabric, connects an RC queue pair on each to the
-other, and shows the verbs at work scene by scene: connect, SEND/RECV,
-RDMA WRITE, RDMA READ, atomics, a lost packet recovered by go-back-N, and
-an ECN mark answered by a CNP and a rate cut (DCQCN).
+Without a scene, demo runs two gorxe NICs in this process, A at 10.0.0.1 and
+B at 10.0.0.2, joined by an in-memory fabric, connects an RC queue pair on
+each to the other, and shows the verbs at work scene by scene: connect,
+SEND/RECV, RDMA WRITE, RDMA READ, atomics, a lost packet recovered by
+go-back-N, and an ECN mark answered by a CNP and a rate cut (DCQCN).
 Every packet is printed as it leaves its NIC, and every queue pair state
 change and transport event as it happens. The exit status is 0 when every
-scene's checks pass.
+scene's checks pass. With --pcap the packets are also written to FILE
+(pcap, raw IP link type) for Wireshark or "gorxe decode FILE"; they are
+captured where they leave each NIC, so the capture holds the packet the
+fabric drops, too.
 
-With --pcap the packets are also written to FILE (pcap, raw IP link type)
-for Wireshark or "gorxe decode FILE". They are captured where they leave
-each NIC, so the capture holds the packet the fabric drops, too.
+With a SCENE (--list names them and says what each teaches), demo plays
+one rule of the transport at work, on a simulated switch in virtual time:
+the same seed gives the same packets, events and text, byte for byte
+(--seed changes which packet is lost, the PSNs, keys and data). It prints
+what the program did and checked, every packet explained as "gorxe
+explain" explains a capture, and the devices' own transport events. --out
+DIR writes SCENE.pcap, SCENE.txt (the printed text), SCENE.html (the
+ladder diagram) and SCENE.events.jsonl (the events, JSON Lines) there;
+--pcap, --html and --events write one each. "all" plays every scene.
 
 Flags:
 `
@@ -101,6 +113,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	quiet := flags.Bool("quiet", false, "print only the scene headers and results")
 	pcapName := flags.String("pcap", "", "also write every packet to `FILE` (pcap)")
+	list := flags.Bool("list", false, "list the scenes and what each teaches")
+	seed := flags.Uint64("seed", scene.DefaultSeed, "a scene's `seed`: which packet is lost, the PSNs, keys and data")
+	outDir := flags.String("out", "", "write a scene's pcap, text, HTML and events to `DIR`")
+	htmlName := flags.String("html", "", "write a scene's ladder diagram to `FILE`")
+	eventsName := flags.String("events", "", "write a scene's transport events, JSON Lines, to `FILE`")
 	var lf linkFlags
 	flags.Func("cc", ccHelp, lf.setCC)
 	flags.Func("cc-profile", ccProfileHelp, lf.setCCProfile)
@@ -114,9 +131,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if flags.NArg() != 0 {
-		fmt.Fprintln(stderr, "gorxe demo: takes no arguments")
-		flags.Usage()
+	if flags.NArg() != 0 || *list {
+		return runScenes(flags, *list, sceneOut{dir: *outDir, pcap: *pcapName, html: *htmlName, events: *eventsName}, *seed, stdout, stderr)
+	}
+	if *htmlName != "" || *eventsName != "" || *outDir != "" {
+		fmt.Fprintln(stderr, "gorxe demo: --html, --events and --out are for a scene: gorxe demo --list names them")
 		return exitUsage
 	}
 	if err := lf.validateCC(); err != nil {

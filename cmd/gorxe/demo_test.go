@@ -227,8 +227,8 @@ func TestDemoFailure(t *testing.T) {
 }
 
 func TestDemoUsage(t *testing.T) {
-	if code, _, errOut := runDemoArgs(t, "extra"); code != exitUsage || !strings.Contains(errOut, "usage: gorxe demo") {
-		t.Errorf("extra argument: exit %d, stderr %q", code, errOut)
+	if code, _, errOut := runDemoArgs(t, "extra"); code != exitUsage || !strings.Contains(errOut, `no scene "extra"`) {
+		t.Errorf("unknown scene: exit %d, stderr %q", code, errOut)
 	}
 	if code, _, _ := runDemoArgs(t, "--bogus"); code != exitUsage {
 		t.Errorf("unknown flag: exit %d", code)

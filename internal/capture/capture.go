@@ -52,6 +52,9 @@ type Packet struct {
 	Err      error         // why wire.ParseIP rejected the packet
 	ICRCErr  error         // the ICRC check's result
 	GSO      string        // "K/N": packet K of the N an uncut GSO datagram holds
+	// Interface is the index of the pcapng interface the packet was
+	// captured on; 0 in a pcap file.
+	Interface int
 }
 
 // Magic numbers that start a capture file, as the first four bytes read in
@@ -164,7 +167,7 @@ func Read(r io.Reader, fn func(p *Packet) error) (Counts, error) {
 			sum.Other++
 			continue
 		}
-		rec = Packet{Index: sum.RoCE + 1, Time: ci.Timestamp.Sub(t0)}
+		rec = Packet{Index: sum.RoCE + 1, Time: ci.Timestamp.Sub(t0), Interface: ci.InterfaceIndex}
 		rec.parse(ip)
 		if rec.Err != nil || rec.ICRCErr != nil {
 			if segs, ok := wire.SplitGSO(ip); ok {
@@ -172,7 +175,7 @@ func Read(r io.Reader, fn func(p *Packet) error) (Counts, error) {
 				sum.GSOPackets += len(segs)
 				for k, seg := range segs {
 					sum.RoCE++
-					rec = Packet{Index: sum.RoCE, Time: rec.Time, GSO: fmt.Sprintf("%d/%d", k+1, len(segs))}
+					rec = Packet{Index: sum.RoCE, Time: rec.Time, GSO: fmt.Sprintf("%d/%d", k+1, len(segs)), Interface: rec.Interface}
 					rec.parse(seg)
 					sum.count(&rec)
 					if err := fn(&rec); err != nil {
