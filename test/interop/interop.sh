@@ -47,9 +47,16 @@
 # case runs perftest (or ibv_rc_pingpong) in the VM and gorxe on the host,
 # one as server and the other as client; it passes when both exit 0 (and
 # ibv_rc_pingpong's -c found no invalid data). A loss case has netem drop 1%
-# of what the VM sends. Logs, the VM's rxe counters, perftest's output and a
-# capture of every case (case.N.pcap, taken on the bridge) are left in
-# $GORXE_INTEROP_CACHE/last/.
+# of what the VM sends. Logs, perftest's output and a capture of every
+# case (case.N.pcap, taken with tcpdump on the bridge, so it holds what the
+# VM sent after netem dropped some, and all gorxe sent) are left in
+# $GORXE_INTEROP_CACHE/last/, with rxe's hw_counters: for each case,
+# counters.N.txt, a "name delta" line per counter of
+# /sys/class/infiniband/rxe0/ports/1/hw_counters, the change from just
+# before the VM's command of the case started to just after it ended (the
+# VM dumps them to hw.N.before and hw.N.after in share/); and for each VM,
+# counters.vmV.txt, their values when it powered off (cumulative over all
+# the cases it ran).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "interop.sh: needs root (debootstrap, qemu, TAP, namespaces)" >&2; exit 1; }
@@ -394,9 +401,10 @@ session() {
 	local vm=$1; shift
 	local list=("$@") n i=0
 	dead=false
-	rm -f "$run/share"/go.* "$run/share/vm.out"
+	rm -f "$run/share"/go.* "$run/share"/hw.* "$run/share/vm.out"
 	{
 		echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest) ($(ib_write_bw --version 2>&1 | head -1)), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
+		echo 'hw() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "$(basename "$f") $(cat "$f")"; done; }'
 		echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
@@ -417,8 +425,11 @@ session() {
 			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
 			echo "echo \"=== case $n: $vmc (\$(grep MemAvailable /proc/meminfo))\""
+			# rxe's counters just before and just after the command
+			# (the host writes their difference to counters.N.txt).
 			# The newline ends a last line a stopped perftest left open.
-			echo "$stop $vmc; rc=\$?; echo; echo \"=== exit $n \$rc\""
+			echo "hw > /mnt/hw.$n.before"
+			echo "$stop $vmc; rc=\$?; hw > /mnt/hw.$n.after; echo; echo \"=== exit $n \$rc\""
 			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		done
 		echo "while [ ! -f /mnt/go.end ]; do sleep 0.2; done"
@@ -474,6 +485,12 @@ session() {
 		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
 		sleep 0.5; kill $dump 2>/dev/null || true
 		wait $dump 2>/dev/null || true
+		# rxe's hw_counters: each one's change during the case (not
+		# lifespan, the directory's cache time in ms, not a counter).
+		if [ -f "$run/share/hw.$n.before" ] && [ -f "$run/share/hw.$n.after" ]; then
+			awk 'NR == FNR { b[$1] = $2; next } $1 != "lifespan" { print $1, $2 - b[$1] }' \
+				"$run/share/hw.$n.before" "$run/share/hw.$n.after" > "$run/counters.$n.txt"
+		fi
 		local p verdict=pass note=""
 		p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
 		if infinite "$fl"; then
@@ -556,7 +573,7 @@ session() {
 	wait $qemu 2>/dev/null || true
 	versions=$(sed -n 's/^=== versions: //p' "$run/share/vm.out")
 	cp "$run/share/vm.out" "$run/vm.$vm.out"
-	cp "$run/share/counters.txt" "$run/counters.$vm.txt" 2>/dev/null || true
+	cp "$run/share/counters.txt" "$run/counters.vm$vm.txt" 2>/dev/null || true
 }
 
 session 1 "${!cases[@]}"
@@ -571,9 +588,9 @@ session 1 "${!cases[@]}"
 retry=()
 for n in "${!cases[@]}"; do [ "${failed[$n]}" = 1 ] && retry+=("$n"); done
 if [ ${#retry[@]} -gt 0 ] && { $dead || grep -q "NETDEV WATCHDOG" "$run/vm.1.log"; }; then
-	echo "interop: the VM's NIC stopped transmitting ($($dead && echo "the VM stopped answering ping" || echo "NETDEV WATCHDOG in $run/vm.1.log")); running the ${#retry[@]} failed cases again in a fresh VM (the first VM's output and capture of each stay in $run as gorxe.N.vm1.out and case.N.vm1.pcap)"
+	echo "interop: the VM's NIC stopped transmitting ($($dead && echo "the VM stopped answering ping" || echo "NETDEV WATCHDOG in $run/vm.1.log")); running the ${#retry[@]} failed cases again in a fresh VM (the first VM's output, capture and counters of each stay in $run as gorxe.N.vm1.out, case.N.vm1.pcap and counters.N.vm1.txt)"
 	for n in "${retry[@]}"; do
-		for f in "$run/gorxe.$n.out" "$run/case.$n.pcap"; do
+		for f in "$run/gorxe.$n.out" "$run/case.$n.pcap" "$run/counters.$n.txt"; do
 			[ -f "$f" ] && mv "$f" "${f%.*}.vm1.${f##*.}"
 		done
 	done
