@@ -33,7 +33,9 @@
 #                                           perftest has it), both directions
 #   sudo test/interop/interop.sh --only 3,13  only those cases of the quick
 #                                           matrix (or of --full or --flags,
-#                                           given first)
+#                                           given first), numbered from 0 in
+#                                           the order of the results table;
+#                                           they keep their numbers
 #   sudo test/interop/interop.sh --suite trixie   the VM from another Debian
 #                                           release (default bookworm: perftest
 #                                           6.06; trixie has a 6.2x perftest)
@@ -241,10 +243,11 @@ if ! $flags && ! $full; then
 			"$dir send_bw udp 1024 4 1024 0 -R,-c,UD,-b")
 	done
 fi
+# --only takes the other cases out and leaves these their numbers, so that
+# case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
+# list.
 if [ -n "$only" ]; then
-	picked=()
-	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
-	cases=("${picked[@]}")
+	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] || unset "cases[$i]"; done
 fi
 
 ns=gxinterop$$
