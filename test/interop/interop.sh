@@ -58,7 +58,11 @@
 # before the VM's command of the case started to just after it ended (the
 # VM dumps them to hw.N.before and hw.N.after in share/); and for each VM,
 # counters.vmV.txt, their values when it powered off (cumulative over all
-# the cases it ran).
+# the cases it ran). What the capture cannot show is in net.N.txt: the
+# frames the bridge passed to the VM's TAP that qemu never took
+# (vmtap0_tx_dropped, in the capture but not received by rxe), and, in a
+# loss case, netem's count of what it dropped (netem_dropped: all the VM
+# sent, RoCE, TCP and ARP alike; none of it in the capture).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "interop.sh: needs root (debootstrap, qemu, TAP, namespaces)" >&2; exit 1; }
@@ -404,7 +408,7 @@ session() {
 	local vm=$1; shift
 	local list=("$@") n i=0
 	dead=false
-	rm -f "$run/share"/go.* "$run/share"/hw.* "$run/share/vm.out"
+	rm -f "$run/share"/go.* "$run/share"/hw.* "$run/share"/netem.* "$run/share/vm.out"
 	{
 		echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest) ($(ib_write_bw --version 2>&1 | head -1)), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
 		echo 'hw() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "$(basename "$f") $(cat "$f")"; done; }'
@@ -429,10 +433,13 @@ session() {
 			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
 			echo "echo \"=== case $n: $vmc (\$(grep MemAvailable /proc/meminfo))\""
 			# rxe's counters just before and just after the command
-			# (the host writes their difference to counters.N.txt).
+			# (the host writes their difference to counters.N.txt),
+			# and what netem dropped, of all the VM sent (net.N.txt).
 			# The newline ends a last line a stopped perftest left open.
+			local after="hw > /mnt/hw.$n.after"
+			[ "$loss" != 0 ] && after="$after; tc -s qdisc show dev eth0 | sed -n 's/.*(dropped \([0-9]*\),.*/netem_dropped \1/p' > /mnt/netem.$n"
 			echo "hw > /mnt/hw.$n.before"
-			echo "$stop $vmc; rc=\$?; hw > /mnt/hw.$n.after; echo; echo \"=== exit $n \$rc\""
+			echo "$stop $vmc; rc=\$?; $after; echo; echo \"=== exit $n \$rc\""
 			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		done
 		echo "while [ ! -f /mnt/go.end ]; do sleep 0.2; done"
@@ -464,6 +471,8 @@ session() {
 		ip netns exec $ns tcpdump -i br0 -s 0 -B 131072 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > "$run/case.$n.tcpdump" 2>&1 &
 		local dump=$!
 		sleep 0.5
+		local tapdrop0
+		tapdrop0=$(ip netns exec $ns cat /sys/class/net/vmtap0/statistics/tx_dropped)
 		touch "$run/share/go.$n"
 		[ "$dir" = rxe-server ] && sleep 2 # perftest's server must be listening
 		[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
@@ -494,6 +503,15 @@ session() {
 			awk 'NR == FNR { b[$1] = $2; next } $1 != "lifespan" { print $1, $2 - b[$1] }' \
 				"$run/share/hw.$n.before" "$run/share/hw.$n.after" > "$run/counters.$n.txt"
 		fi
+		# What the capture holds and the peer never got: frames the
+		# bridge gave the VM's TAP that qemu did not take (the TAP's
+		# queue was full); and, in a loss case, what netem dropped of
+		# all the VM sent (RoCE, and TCP and ARP), which the capture
+		# does not hold.
+		{
+			echo "vmtap0_tx_dropped $(($(ip netns exec $ns cat /sys/class/net/vmtap0/statistics/tx_dropped) - tapdrop0))"
+			cat "$run/share/netem.$n" 2>/dev/null || true
+		} > "$run/net.$n.txt"
 		local p verdict=pass note=""
 		p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
 		if infinite "$fl"; then
@@ -593,7 +611,7 @@ for n in "${!cases[@]}"; do [ "${failed[$n]}" = 1 ] && retry+=("$n"); done
 if [ ${#retry[@]} -gt 0 ] && { $dead || grep -q "NETDEV WATCHDOG" "$run/vm.1.log"; }; then
 	echo "interop: the VM's NIC stopped transmitting ($($dead && echo "the VM stopped answering ping" || echo "NETDEV WATCHDOG in $run/vm.1.log")); running the ${#retry[@]} failed cases again in a fresh VM (the first VM's output, capture and counters of each stay in $run as gorxe.N.vm1.out, case.N.vm1.pcap and counters.N.vm1.txt)"
 	for n in "${retry[@]}"; do
-		for f in "$run/gorxe.$n.out" "$run/case.$n.pcap" "$run/counters.$n.txt"; do
+		for f in "$run/gorxe.$n.out" "$run/case.$n.pcap" "$run/counters.$n.txt" "$run/net.$n.txt"; do
 			[ -f "$f" ] && mv "$f" "${f%.*}.vm1.${f##*.}"
 		done
 	done
