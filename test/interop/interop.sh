@@ -40,6 +40,9 @@
 #                                           release (default bookworm: perftest
 #                                           6.06; trixie has a 6.2x perftest)
 #
+# GORXE_INTEROP_ITERS=N gives perftest's tests (both sides) -n N instead
+# of the matrix's counts (not the timed runs, nor the pingpongs').
+#
 # The VM image is built once per Debian release (debootstrap, a few
 # minutes) and cached in $GORXE_INTEROP_CACHE/RELEASE (default
 # test/interop/cache). The host side is a
@@ -294,11 +297,14 @@ ip netns exec $ns sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.ar
 # perftest's flags and gorxe's, for a case: few iterations of large
 # messages, as rxe under emulation moves some 16 MB/s. rc_pingpong's at
 # its default size (4096) leave -s out, and check the buffers (-c).
+# GORXE_INTEROP_ITERS sets perftest's -n (both sides') for every case that
+# has one, e.g. for small captures of the loss cases.
 args() { # test size [flags]
 	local t=${1%%:*} a=${1#*:} n=200 bytes=$2 s=$2
 	case $s in *K) bytes=$((${s%K} * 1024)) ;; esac
 	[ "$bytes" -ge 65536 ] && n=50
 	[ "$bytes" -ge 1048576 ] && n=20
+	[ -n "${GORXE_INTEROP_ITERS:-}" ] && n=$GORXE_INTEROP_ITERS
 	case ,${3:-}, in *,-D,*) n="" ;; esac # a timed run: no -n
 	case $t in
 	atomic_bw | atomic_lat) echo "${n:+-n $n} -A $a" ;;
@@ -619,7 +625,7 @@ if [ ${#retry[@]} -gt 0 ] && { $dead || grep -q "NETDEV WATCHDOG" "$run/vm.1.log
 fi
 
 echo
-echo "gorxe against kernel rxe and stock perftest (Debian $suite: $versions)"
+echo "gorxe against kernel rxe and stock perftest (Debian $suite: $versions)${GORXE_INTEROP_ITERS:+, perftest -n $GORXE_INTEROP_ITERS (GORXE_INTEROP_ITERS)}"
 fails=0
 for n in "${!cases[@]}"; do
 	echo "${line[$n]}"
