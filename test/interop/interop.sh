@@ -40,8 +40,9 @@
 #                                           release (default bookworm: perftest
 #                                           6.06; trixie has a 6.2x perftest)
 #
-# GORXE_INTEROP_ITERS=N (5 or more) gives perftest's tests (both sides) -n N instead
-# of the matrix's counts (not the timed runs, nor the pingpongs').
+# GORXE_INTEROP_ITERS=N (5 or more) gives perftest's tests (both sides)
+# -n N instead of the matrix's counts (not the timed runs, nor the
+# pingpongs').
 #
 # The VM image is built once per Debian release (debootstrap, a few
 # minutes) and cached in $GORXE_INTEROP_CACHE/RELEASE (default
