@@ -616,7 +616,7 @@ session 1 "${!cases[@]}"
 retry=()
 for n in "${!cases[@]}"; do [ "${failed[$n]}" = 1 ] && retry+=("$n"); done
 if [ ${#retry[@]} -gt 0 ] && { $dead || grep -q "NETDEV WATCHDOG" "$run/vm.1.log"; }; then
-	echo "interop: the VM's NIC stopped transmitting ($($dead && echo "the VM stopped answering ping" || echo "NETDEV WATCHDOG in $run/vm.1.log")); running the ${#retry[@]} failed cases again in a fresh VM (the first VM's output, capture and counters of each stay in $run as gorxe.N.vm1.out, case.N.vm1.pcap and counters.N.vm1.txt)"
+	echo "interop: the VM's NIC stopped transmitting ($($dead && echo "the VM stopped answering ping" || echo "NETDEV WATCHDOG in $run/vm.1.log")); running the ${#retry[@]} failed cases again in a fresh VM (the first VM's output, capture and counters of each stay in $run as gorxe.N.vm1.out, case.N.vm1.pcap, counters.N.vm1.txt and net.N.vm1.txt)"
 	for n in "${retry[@]}"; do
 		for f in "$run/gorxe.$n.out" "$run/case.$n.pcap" "$run/counters.$n.txt" "$run/net.$n.txt"; do
 			[ -f "$f" ] && mv "$f" "${f%.*}.vm1.${f##*.}"
