@@ -33,10 +33,16 @@
 #                                           perftest has it), both directions
 #   sudo test/interop/interop.sh --only 3,13  only those cases of the quick
 #                                           matrix (or of --full or --flags,
-#                                           given first)
+#                                           given first), numbered from 0 in
+#                                           the order of the results table;
+#                                           they keep their numbers
 #   sudo test/interop/interop.sh --suite trixie   the VM from another Debian
 #                                           release (default bookworm: perftest
 #                                           6.06; trixie has a 6.2x perftest)
+#
+# GORXE_INTEROP_ITERS=N (5 or more) gives perftest's tests (both sides)
+# -n N instead of the matrix's counts (not the timed runs, nor the
+# pingpongs').
 #
 # The VM image is built once per Debian release (debootstrap, a few
 # minutes) and cached in $GORXE_INTEROP_CACHE/RELEASE (default
@@ -47,9 +53,20 @@
 # case runs perftest (or ibv_rc_pingpong) in the VM and gorxe on the host,
 # one as server and the other as client; it passes when both exit 0 (and
 # ibv_rc_pingpong's -c found no invalid data). A loss case has netem drop 1%
-# of what the VM sends. Logs, the VM's rxe counters, perftest's output and a
-# capture of every case (case.N.pcap, taken on the bridge) are left in
-# $GORXE_INTEROP_CACHE/last/.
+# of what the VM sends. Logs, perftest's output and a capture of every
+# case (case.N.pcap, taken with tcpdump on the bridge, so it holds what the
+# VM sent after netem dropped some, and all gorxe sent) are left in
+# $GORXE_INTEROP_CACHE/last/, with rxe's hw_counters: for each case,
+# counters.N.txt, a "name delta" line per counter of
+# /sys/class/infiniband/rxe0/ports/1/hw_counters, the change from just
+# before the VM's command of the case started to just after it ended (the
+# VM dumps them to hw.N.before and hw.N.after in share/); and for each VM,
+# counters.vmV.txt, their values when it powered off (cumulative over all
+# the cases it ran). What the capture cannot show is in net.N.txt: the
+# frames the bridge passed to the VM's TAP that qemu never took
+# (vmtap0_tx_dropped, in the capture but not received by rxe), and, in a
+# loss case, netem's count of what it dropped (netem_dropped: all the VM
+# sent, RoCE, TCP and ARP alike; none of it in the capture).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "interop.sh: needs root (debootstrap, qemu, TAP, namespaces)" >&2; exit 1; }
@@ -234,10 +251,11 @@ if ! $flags && ! $full; then
 			"$dir send_bw udp 1024 4 1024 0 -R,-c,UD,-b")
 	done
 fi
+# --only takes the other cases out and leaves these their numbers, so that
+# case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
+# list.
 if [ -n "$only" ]; then
-	picked=()
-	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] && picked+=("${cases[$i]}"); done
-	cases=("${picked[@]}")
+	for i in "${!cases[@]}"; do [[ $only == *,$i,* ]] || unset "cases[$i]"; done
 fi
 
 ns=gxinterop$$
@@ -280,11 +298,14 @@ ip netns exec $ns sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.ar
 # perftest's flags and gorxe's, for a case: few iterations of large
 # messages, as rxe under emulation moves some 16 MB/s. rc_pingpong's at
 # its default size (4096) leave -s out, and check the buffers (-c).
+# GORXE_INTEROP_ITERS sets perftest's -n (both sides') for every case that
+# has one, e.g. for small captures of the loss cases.
 args() { # test size [flags]
 	local t=${1%%:*} a=${1#*:} n=200 bytes=$2 s=$2
 	case $s in *K) bytes=$((${s%K} * 1024)) ;; esac
 	[ "$bytes" -ge 65536 ] && n=50
 	[ "$bytes" -ge 1048576 ] && n=20
+	[ -n "${GORXE_INTEROP_ITERS:-}" ] && n=$GORXE_INTEROP_ITERS
 	case ,${3:-}, in *,-D,*) n="" ;; esac # a timed run: no -n
 	case $t in
 	atomic_bw | atomic_lat) echo "${n:+-n $n} -A $a" ;;
@@ -394,9 +415,10 @@ session() {
 	local vm=$1; shift
 	local list=("$@") n i=0
 	dead=false
-	rm -f "$run/share"/go.* "$run/share/vm.out"
+	rm -f "$run/share"/go.* "$run/share"/hw.* "$run/share"/netem.* "$run/share/vm.out"
 	{
 		echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest) ($(ib_write_bw --version 2>&1 | head -1)), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
+		echo 'hw() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "$(basename "$f") $(cat "$f")"; done; }'
 		echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
@@ -417,8 +439,14 @@ session() {
 			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
 			echo "echo \"=== case $n: $vmc (\$(grep MemAvailable /proc/meminfo))\""
+			# rxe's counters just before and just after the command
+			# (the host writes their difference to counters.N.txt),
+			# and what netem dropped, of all the VM sent (net.N.txt).
 			# The newline ends a last line a stopped perftest left open.
-			echo "$stop $vmc; rc=\$?; echo; echo \"=== exit $n \$rc\""
+			local after="hw > /mnt/hw.$n.after"
+			[ "$loss" != 0 ] && after="$after; tc -s qdisc show dev eth0 | sed -n 's/.*(dropped \([0-9]*\),.*/netem_dropped \1/p' > /mnt/netem.$n"
+			echo "hw > /mnt/hw.$n.before"
+			echo "$stop $vmc; rc=\$?; $after; echo; echo \"=== exit $n \$rc\""
 			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		done
 		echo "while [ ! -f /mnt/go.end ]; do sleep 0.2; done"
@@ -450,6 +478,8 @@ session() {
 		ip netns exec $ns tcpdump -i br0 -s 0 -B 131072 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > "$run/case.$n.tcpdump" 2>&1 &
 		local dump=$!
 		sleep 0.5
+		local tapdrop0
+		tapdrop0=$(ip netns exec $ns cat /sys/class/net/vmtap0/statistics/tx_dropped)
 		touch "$run/share/go.$n"
 		[ "$dir" = rxe-server ] && sleep 2 # perftest's server must be listening
 		[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
@@ -474,6 +504,21 @@ session() {
 		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
 		sleep 0.5; kill $dump 2>/dev/null || true
 		wait $dump 2>/dev/null || true
+		# rxe's hw_counters: each one's change during the case (not
+		# lifespan, the directory's cache time in ms, not a counter).
+		if [ -f "$run/share/hw.$n.before" ] && [ -f "$run/share/hw.$n.after" ]; then
+			awk 'NR == FNR { b[$1] = $2; next } $1 != "lifespan" { print $1, $2 - b[$1] }' \
+				"$run/share/hw.$n.before" "$run/share/hw.$n.after" > "$run/counters.$n.txt"
+		fi
+		# What the capture holds and the peer never got: frames the
+		# bridge gave the VM's TAP that qemu did not take (the TAP's
+		# queue was full); and, in a loss case, what netem dropped of
+		# all the VM sent (RoCE, and TCP and ARP), which the capture
+		# does not hold.
+		{
+			echo "vmtap0_tx_dropped $(($(ip netns exec $ns cat /sys/class/net/vmtap0/statistics/tx_dropped) - tapdrop0))"
+			cat "$run/share/netem.$n" 2>/dev/null || true
+		} > "$run/net.$n.txt"
 		local p verdict=pass note=""
 		p=$(sed -n "s/^=== exit $n \([0-9]*\)$/\1/p" "$run/share/vm.out" 2>/dev/null)
 		if infinite "$fl"; then
@@ -556,7 +601,7 @@ session() {
 	wait $qemu 2>/dev/null || true
 	versions=$(sed -n 's/^=== versions: //p' "$run/share/vm.out")
 	cp "$run/share/vm.out" "$run/vm.$vm.out"
-	cp "$run/share/counters.txt" "$run/counters.$vm.txt" 2>/dev/null || true
+	cp "$run/share/counters.txt" "$run/counters.vm$vm.txt" 2>/dev/null || true
 }
 
 session 1 "${!cases[@]}"
@@ -571,9 +616,9 @@ session 1 "${!cases[@]}"
 retry=()
 for n in "${!cases[@]}"; do [ "${failed[$n]}" = 1 ] && retry+=("$n"); done
 if [ ${#retry[@]} -gt 0 ] && { $dead || grep -q "NETDEV WATCHDOG" "$run/vm.1.log"; }; then
-	echo "interop: the VM's NIC stopped transmitting ($($dead && echo "the VM stopped answering ping" || echo "NETDEV WATCHDOG in $run/vm.1.log")); running the ${#retry[@]} failed cases again in a fresh VM (the first VM's output and capture of each stay in $run as gorxe.N.vm1.out and case.N.vm1.pcap)"
+	echo "interop: the VM's NIC stopped transmitting ($($dead && echo "the VM stopped answering ping" || echo "NETDEV WATCHDOG in $run/vm.1.log")); running the ${#retry[@]} failed cases again in a fresh VM (the first VM's output, capture and counters of each stay in $run as gorxe.N.vm1.out, case.N.vm1.pcap, counters.N.vm1.txt and net.N.vm1.txt)"
 	for n in "${retry[@]}"; do
-		for f in "$run/gorxe.$n.out" "$run/case.$n.pcap"; do
+		for f in "$run/gorxe.$n.out" "$run/case.$n.pcap" "$run/counters.$n.txt" "$run/net.$n.txt"; do
 			[ -f "$f" ] && mv "$f" "${f%.*}.vm1.${f##*.}"
 		done
 	done
@@ -581,7 +626,7 @@ if [ ${#retry[@]} -gt 0 ] && { $dead || grep -q "NETDEV WATCHDOG" "$run/vm.1.log
 fi
 
 echo
-echo "gorxe against kernel rxe and stock perftest (Debian $suite: $versions)"
+echo "gorxe against kernel rxe and stock perftest (Debian $suite: $versions)${GORXE_INTEROP_ITERS:+, perftest -n $GORXE_INTEROP_ITERS (GORXE_INTEROP_ITERS)}"
 fails=0
 for n in "${!cases[@]}"; do
 	echo "${line[$n]}"
