@@ -25,6 +25,11 @@ func psnDiff(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
 // psnAdd returns p + n in the 24-bit PSN space.
 func psnAdd(p uint32, n int) uint32 { return (p + uint32(n)) & bth.PSNMask }
 
+// lateNAK is how long after a NAK a resend of the PSN it names is taken
+// for the work of the requester's ACK timer instead: a NAK is acted on
+// at once, and ACK timeouts are milliseconds long.
+const lateNAK = 10 * time.Millisecond
+
 // defaultMTU is the path MTU assumed until a full packet shows it.
 const defaultMTU = 1024
 
@@ -311,6 +316,9 @@ func (c *conn) packet(m *model, i, side int, p *wire.Packet, ro role) {
 		op := p.BTH.Opcode()
 		psn := uint32(p.BTH.PSN())
 		kind, pos := classify(op)
+		if ro != arriving && c.mtu == 0 {
+			c.respan(&s.req, &r.resp, psn)
+		}
 		span := 1
 		if kind == opRead && p.RETH != nil {
 			span = c.readSpan(p.RETH.DMALen())
@@ -391,7 +399,15 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 	if kind == opRead || kind == opAtomic {
 		q.retryRead(psn, span, p)
 	}
-	if q.resending && psn == q.runNext {
+	caused := q.cause != "" && psn == q.causePSN
+	if q.cause == "nak" && caused && pk.Time-m.pkt(q.causeAt).Time > lateNAK {
+		// So long after the NAK that it did not send the requester back
+		// (it was going back already): its ACK timer did.
+		caused = false
+	}
+	if q.resending && !caused && psnDiff(psn, q.runNext) >= 0 {
+		// The run goes on; a PSN it skipped was resent and lost before
+		// the capture point.
 		q.runNext = psnAdd(psn, span)
 		return fmt.Sprintf("Resent, go-back-N: %s goes on resending everything after the PSN it went back to.", s.label())
 	}
@@ -399,16 +415,16 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
 	var why string
 	switch {
-	case q.cause == "nak" && psn == q.causePSN:
+	case q.cause == "nak" && caused:
 		ev.Reason = trace.GoBackNAK
 		why = fmt.Sprintf("Retransmission of PSN %d after the NAK (packet %d), go-back-N: %s resends from the PSN the responder named, and everything after it.",
 			psn, m.pkt(q.causeAt).Index, s.label())
-	case q.cause == "rnr" && psn == q.causePSN:
+	case q.cause == "rnr" && caused:
 		ev.Reason = trace.GoBackRNR
 		m.event(i, trace.Event{Kind: trace.RNRWaitOver, QP: s.QPN, PSN: psn})
 		why = fmt.Sprintf("Resent after the RNR wait: the responder asked for %v, and %s waited %s since the RNR NAK.",
 			q.wait, s.label(), seconds(pk.Time-m.pkt(q.causeAt).Time))
-	case q.cause == "implied" && psn == q.causePSN:
+	case q.cause == "implied" && caused:
 		ev.Reason = trace.GoBackImpliedNAK
 		why = fmt.Sprintf("Resent from PSN %d: the answers before the later one that came (packet %d) were lost, an implied NAK.", psn, m.pkt(q.causeAt).Index)
 		if kind == opRead && p.RETH != nil {
@@ -432,6 +448,37 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 	m.event(i, ev)
 	q.cause = ""
 	return why
+}
+
+// respan corrects the span of the last READ q sent, reckoned with a
+// guessed path MTU, when the next request comes at psn inside it: that
+// is where the READ's responses end. The span shows the MTU, when only
+// one MTU gives it. rs is the responder's side, whose expected PSN
+// followed the guess too.
+func (c *conn) respan(q *requester, rs *responder, psn uint32) {
+	if len(q.reads) == 0 {
+		return
+	}
+	rd := &q.reads[len(q.reads)-1]
+	end := psnAdd(rd.psn, rd.n)
+	if rd.atomic || end != q.next || psnDiff(psn, rd.psn) <= 0 || psnDiff(psn, end) >= 0 {
+		return
+	}
+	rd.n = int(psnDiff(psn, rd.psn))
+	q.next = psn
+	if rs.epsn == end {
+		rs.epsn = psn
+	}
+	mtu := 0
+	for m := 256; m <= 4096; m *= 2 {
+		if (int(rd.length)+m-1)/m == rd.n {
+			if mtu != 0 {
+				return // more than one MTU gives this span
+			}
+			mtu = m
+		}
+	}
+	c.mtu = mtu
 }
 
 // retryRead notes a READ or atomic sent again: a retried READ that asks
@@ -670,7 +717,6 @@ func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Sy
 	// PSN sequence error: the responder expects psn.
 	q.ack(psnAdd(psn, -1)) // a NAK acknowledges everything before its PSN
 	q.cause, q.causePSN, q.causeAt = "nak", psn, i
-	q.resending = false
 	lost := ""
 	if j, ok := q.sent[psn]; ok && j < i {
 		lp := m.pkt(j)
