@@ -110,9 +110,11 @@ func sightings(pkts []capture.Packet) ([]role, []int) {
 				waiting[key] = append(waiting[key], k)
 			}
 		case owner[p.Dst] == iface:
+			// The latest leaving of the same bytes: when a packet is
+			// lost and sent again, what arrives is the second.
 			if w := waiting[key]; len(w) > 0 {
-				roles[k], sendOf[k] = arriving, w[0]
-				waiting[key] = w[1:]
+				roles[k], sendOf[k] = arriving, w[len(w)-1]
+				waiting[key] = w[:len(w)-1]
 			}
 		}
 	}

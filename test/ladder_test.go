@@ -3,6 +3,7 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/gorxe/gorxe/explain"
+	"github.com/gorxe/gorxe/scene"
 	"github.com/gorxe/gorxe/trace"
 )
 
@@ -450,4 +452,64 @@ func screenshot(t *testing.T, ctx context.Context) {
 		}
 		t.Logf("screenshot: %s", f)
 	}
+}
+
+// TestLadderHTMLScene opens the ladder diagram of a real scene, gorxe
+// demo's loss: every packet of its capture has its arrow, the lost one is
+// drawn lost, clicking the NAK shows its fields as decode prints them and
+// both ends' state, and the page says nothing to the console. With
+// $GORXE_SCENE_SCREENSHOT set, the screenshot goes there (the README's).
+func TestLadderHTMLScene(t *testing.T) {
+	s, _ := scene.Find("loss")
+	res, err := s.Play(scene.DefaultSeed)
+	if err != nil || res.Err != nil {
+		t.Fatalf("the scene: %v, %v", err, res.Err)
+	}
+	r := res.Report
+	file := filepath.Join(t.TempDir(), "loss.html")
+	var page bytes.Buffer
+	if err := explain.WriteHTML(&page, r, "gorxe demo loss: "+s.Title); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, checkConsole := browser(t)
+	do(t, ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#ladder .pkt")))
+	if n := eval[int](t, ctx, `document.querySelectorAll('.pkt').length`); n != len(r.Packets) {
+		t.Errorf("%d .pkt elements, want one a packet: %d", n, len(r.Packets))
+	}
+	var lost, nak *explain.Packet
+	for k := range r.Packets {
+		p := &r.Packets[k]
+		if p.Lost && lost == nil {
+			lost = p
+		}
+		if p.Anomaly == "nak" && nak == nil {
+			nak = p
+		}
+	}
+	if lost == nil || nak == nil {
+		t.Fatalf("the scene has no lost packet (%v) or no NAK (%v)", lost, nak)
+	}
+	if n := eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll('.pkt[data-index="%d"] .lost-mark, .pkt[data-index="%d"].lost').length`, lost.Index, lost.Index)); n == 0 {
+		t.Errorf("packet %d is not drawn lost", lost.Index)
+	}
+	do(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`.pkt[data-index="%d"] .hit`, nak.Index))))
+	details := eval[string](t, ctx, `document.getElementById('details').textContent`)
+	for _, want := range []string{nak.Fields, nak.After[0].End, nak.After[1].End, "PSN sequence error"} {
+		if !strings.Contains(details, want) {
+			t.Errorf("the details of the NAK lack %q:\n%s", want, details)
+		}
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := os.Getenv("GORXE_SCENE_SCREENSHOT"); f != "" {
+		if err := os.WriteFile(f, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkConsole()
 }
