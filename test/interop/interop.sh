@@ -633,4 +633,15 @@ for n in "${!cases[@]}"; do
 	[ "${failed[$n]}" = 1 ] && fails=$((fails + 1))
 done
 echo "${#cases[@]} cases, $((${#cases[@]} - fails)) passed, $fails failed"
-[ "$fails" = 0 ]
+
+# gorxe explain reads every case's capture and must agree with what rxe
+# counted in it (explain/rxe_test.go: NAKs, go-back runs, duplicates).
+explained=0
+if GORXE_INTEROP_RUN="$run" go test -count=1 -run TestRxeLossCounters ./explain > "$run/explain-check.out" 2>&1; then
+	echo "gorxe explain agrees with rxe's hw_counters in every case's capture"
+else
+	explained=1
+	echo "gorxe explain disagrees with rxe's hw_counters (details in $run/explain-check.out):"
+	grep -E -- '--- FAIL|rxe_test.go' "$run/explain-check.out" | head -20
+fi
+[ "$fails" = 0 ] && [ "$explained" = 0 ]
