@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -20,14 +21,18 @@ var ErrNotCapture = capture.ErrNotCapture
 // capture saw sent) changes what an earlier one is said to have done.
 // Packets that do not parse, bad ICRCs and connections the capture holds
 // only part of are explained, not errors; the error is a file that is not
-// a capture or that cannot be read to its end (the Report then holds what
-// came before).
+// a capture, with no Report, or that cannot be read to its end (the
+// Report then holds what came before).
 func Read(r io.Reader) (*Report, error) {
 	var pkts []capture.Packet
 	counts, err := capture.Read(r, func(p *capture.Packet) error {
 		pkts = append(pkts, *p)
 		return nil
 	})
+	var oerr *capture.OpenError
+	if errors.As(err, &oerr) {
+		return nil, err
+	}
 	m := newModel()
 	roles, sendOf := sightings(pkts)
 	for k := range pkts {
@@ -264,7 +269,7 @@ func (m *model) pair(f *flow, p *wire.Packet) *conn {
 	var cands []*conn
 	for _, c := range m.conns {
 		g := c.flows[0]
-		if c.flows[1] == nil && g.key.src == f.key.dst && g.key.dst == f.key.src {
+		if g != nil && c.flows[1] == nil && g.key.src == f.key.dst && g.key.dst == f.key.src {
 			cands = append(cands, c)
 		}
 	}

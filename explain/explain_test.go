@@ -89,3 +89,25 @@ func TestNotCapture(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestCMCapture explains rdma_cm's handshake with kernel rxe (rdma_server
+// on rxe, gorxe's rdma_client; the interop harness's capture): the CM
+// messages on QP 1 are one conversation, and the RC connection they set
+// up is paired with the QPNs the REQ and the REP name.
+func TestCMCapture(t *testing.T) {
+	r := read(t, "../testdata/interop/cm/rdma_cm-rxe-server.pcap")
+	if len(r.Conns) != 2 || r.Conns[0].Service != "CM" || r.Conns[1].Service != "RC" {
+		t.Fatalf("connections %+v, want CM then RC", r.Conns)
+	}
+	if e := r.Conns[1].Ends; e[0].QPN != 0x11 || e[1].QPN != 0x1a {
+		t.Errorf("the RC connection's ends are %+v, want QP 0x11 (the REQ's) and 0x1a (the REP's)", e)
+	}
+	for k, want := range []string{"CM REQ: asks to connect QP 0x11", "CM REP: accepts, naming its QP 0x1a", "CM RTU", "SEND of 16 bytes", "ACK", "SEND of 16 bytes", "ACK", "CM DREQ", "CM DREP"} {
+		if !strings.Contains(r.Packets[k].Text, want) {
+			t.Errorf("packet %d: %q, want %q", k+1, r.Packets[k].Text, want)
+		}
+	}
+	if rp := read(t, "../testdata/interop/cm/rping-rxe-server.pcap"); len(rp.Conns) != 2 {
+		t.Errorf("rping: %d connections, want the CM's and the RC's", len(rp.Conns))
+	}
+}

@@ -36,8 +36,8 @@ func writeConn(w io.Writer, k int, c *Connection) {
 	s := &c.Summary
 	fmt.Fprintf(w, "connection %d: %s, %s <-> %s, %s\n", k+1, c.Service, endName(c.Ends[0]), endName(c.Ends[1]), seconds(s.Duration))
 	for i, e := range c.Ends {
-		fmt.Fprintf(w, "  %s sent %d packets: %d messages, %d bytes of payload first sent (%s), %d retransmitted",
-			endName(e), s.Packets[i], s.Messages[i], s.Bytes[i], rate(s.Goodput[i]), s.Retransmissions[i])
+		fmt.Fprintf(w, "  %s sent %s: %s, %d bytes of payload first sent (%s), %d retransmitted",
+			endName(e), plural(s.Packets[i], "packet"), plural(s.Messages[i], "message"), s.Bytes[i], rate(s.Goodput[i]), s.Retransmissions[i])
 		if s.Timeouts[i] > 0 {
 			fmt.Fprintf(w, ", %d timeouts inferred from silence", s.Timeouts[i])
 		}

@@ -12,7 +12,7 @@ import (
 // FuzzExplain feeds explain captures of random packets, and real captures
 // mutated: it must not panic or hang, whatever the packets say.
 func FuzzExplain(f *testing.F) {
-	for _, path := range []string{"../testdata/rxe/perftest-mtu1024.pcap", "../testdata/interop/gorxe-server-read_bw-udp-mtu1024.pcap"} {
+	for _, path := range []string{"../testdata/rxe/perftest-mtu1024.pcap", "../testdata/interop/gorxe-server-read_bw-udp-mtu1024.pcap", "../testdata/interop/cm/rdma_cm-rxe-server.pcap", "../testdata/interop/loss/case.25.pcap"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			f.Fatal(err)

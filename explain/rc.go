@@ -661,7 +661,7 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 	if n, limited := syn.Credits(); limited {
 		credits = fmt.Sprintf(" It grants %d receive credits (end-to-end flow control).", n)
 	}
-	msn := fmt.Sprintf("%s has completed %d messages (MSN)", s.label(), s.resp.msn)
+	msn := fmt.Sprintf("%s has completed %s (MSN)", s.label(), plural(int(s.resp.msn), "message"))
 	if !q.started {
 		return fmt.Sprintf("ACK of every request up to PSN %d, none of them in the capture; %s.%s", psn, msn, credits)
 	}
@@ -919,4 +919,12 @@ func (c *conn) summary() Summary {
 		}
 	}
 	return s
+}
+
+// plural returns "1 message", "2 messages".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -88,8 +88,9 @@ func decode(w io.Writer, r io.Reader, jsonOut bool) (summary, error) {
 		out = jsonPrinter(bw)
 	}
 	sum, readErr := capture.Read(r, out.packet)
-	if errors.Is(readErr, errNotCapture) {
-		return sum, readErr
+	var oerr *capture.OpenError
+	if errors.As(readErr, &oerr) {
+		return sum, readErr // nothing was read: no summary
 	}
 	var werr *writeError
 	if errors.As(readErr, &werr) {

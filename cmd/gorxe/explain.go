@@ -98,11 +98,7 @@ func explainFile(name string) (*explain.Report, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r, err := explain.Read(f)
-	if errors.Is(err, explain.ErrNotCapture) {
-		return nil, err
-	}
-	return r, err
+	return explain.Read(f)
 }
 
 // writeHTML writes r's ladder diagram to the file name.

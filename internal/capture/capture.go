@@ -70,6 +70,14 @@ const (
 // ErrNotCapture reports a file that is neither pcap nor pcapng.
 var ErrNotCapture = errors.New("not a pcap or pcapng file")
 
+// OpenError is an error of a file that could not be read as a capture at
+// all: not a pcap or pcapng file (it wraps ErrNotCapture), or one whose
+// header is bad. Read read no packet.
+type OpenError struct{ Err error }
+
+func (e *OpenError) Error() string { return e.Err.Error() }
+func (e *OpenError) Unwrap() error { return e.Err }
+
 // reader is what Read needs of pcapgo's two readers.
 type reader interface {
 	ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
@@ -136,8 +144,9 @@ func linkDecoder(lt layers.LinkType) gopacket.Decoder {
 }
 
 // Read calls fn with every RoCE v2 packet of the pcap or pcapng capture
-// r, in order, and returns the counts. It returns ErrNotCapture (wrapped)
-// for a file of another format, calling fn for nothing, and stops at the
+// r, in order, and returns the counts. It returns an *OpenError, calling
+// fn for nothing, for a file of another format (wrapping ErrNotCapture) or
+// a bad header, and stops at the
 // first read error or error of fn. Packets that do not parse and bad ICRCs
 // are counted and passed to fn, not errors. fn must not keep p, which is
 // reused, but may keep what p.P's slices point to.
@@ -145,7 +154,7 @@ func Read(r io.Reader, fn func(p *Packet) error) (Counts, error) {
 	var sum Counts
 	cr, linkType, err := open(r)
 	if err != nil {
-		return sum, err
+		return sum, &OpenError{err}
 	}
 	var (
 		t0  time.Time
