@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/explain"
+	"github.com/gorxe/gorxe/internal/wrap"
 	"github.com/gorxe/gorxe/trace"
 )
 
@@ -77,7 +78,7 @@ func (s *Scene) Play(seed uint64) (*Result, error) {
 func (r *Result) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	s := r.Scene
-	fmt.Fprintf(bw, "gorxe demo %s (seed %d): %s\n\n%s\n\nThe program, on two gorxe NICs, A (10.0.0.1) and B (10.0.0.2), on a simulated switch (10 Gb/s, 5 µs links):\n", s.Name, r.Seed, s.Title, wrap(s.Teaches, 100))
+	fmt.Fprintf(bw, "gorxe demo %s (seed %d): %s\n\n%s\n\nThe program, on two gorxe NICs, A (10.0.0.1) and B (10.0.0.2), on a simulated switch (10 Gb/s, 5 µs links):\n", s.Name, r.Seed, s.Title, wrap.Text(s.Teaches, 100, 0))
 	for _, l := range r.Log {
 		fmt.Fprintf(bw, "  %s\n", l)
 	}
@@ -105,22 +106,4 @@ func (r *Result) WriteEvents(w io.Writer) error {
 		bw.Write(b)
 	}
 	return bw.Flush()
-}
-
-// wrap breaks s into lines of at most width bytes, at spaces.
-func wrap(s string, width int) string {
-	var out []byte
-	line := 0
-	for _, word := range bytes.Fields([]byte(s)) {
-		if line > 0 && line+1+len(word) > width {
-			out = append(out, '\n')
-			line = 0
-		} else if line > 0 {
-			out = append(out, ' ')
-			line++
-		}
-		out = append(out, word...)
-		line += len(word)
-	}
-	return string(out)
 }

@@ -114,7 +114,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	quiet := flags.Bool("quiet", false, "print only the scene headers and results")
 	pcapName := flags.String("pcap", "", "also write every packet to `FILE` (pcap)")
 	list := flags.Bool("list", false, "list the scenes and what each teaches")
-	seed := flags.Uint64("seed", scene.DefaultSeed, "a scene's `seed`: which packet is lost, the PSNs, keys and data")
+	flags.Uint64("seed", scene.DefaultSeed, "a scene's `seed`: which packet is lost, the PSNs, keys and data")
 	outDir := flags.String("out", "", "write a scene's pcap, text, HTML and events to `DIR`")
 	htmlName := flags.String("html", "", "write a scene's ladder diagram to `FILE`")
 	eventsName := flags.String("events", "", "write a scene's transport events, JSON Lines, to `FILE`")
@@ -132,7 +132,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if flags.NArg() != 0 || *list {
-		return runScenes(flags, *list, sceneOut{dir: *outDir, pcap: *pcapName, html: *htmlName, events: *eventsName}, *seed, stdout, stderr)
+		return runScenes(flags, stdout, stderr)
 	}
 	if *htmlName != "" || *eventsName != "" || *outDir != "" {
 		fmt.Fprintln(stderr, "gorxe demo: --html, --events and --out are for a scene: gorxe demo --list names them")

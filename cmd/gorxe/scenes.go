@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gorxe/gorxe/internal/wrap"
 	"github.com/gorxe/gorxe/scene"
 )
 
@@ -20,7 +21,7 @@ type sceneOut struct {
 // runScenes is "gorxe demo SCENE": it plays the named scenes (or lists
 // them) and writes their files. Flags after the scene's name are parsed
 // here, as they were before it.
-func runScenes(flags *flag.FlagSet, list bool, out sceneOut, seed uint64, stdout, stderr io.Writer) int {
+func runScenes(flags *flag.FlagSet, stdout, stderr io.Writer) int {
 	var names []string
 	for args := flags.Args(); len(args) > 0; args = flags.Args() {
 		names = append(names, args[0])
@@ -31,12 +32,12 @@ func runScenes(flags *flag.FlagSet, list bool, out sceneOut, seed uint64, stdout
 			return exitUsage
 		}
 	}
-	// The flags after the name were parsed into the same variables.
-	out = sceneOut{dir: flagString(flags, "out"), pcap: flagString(flags, "pcap"), html: flagString(flags, "html"), events: flagString(flags, "events")}
-	seed = flags.Lookup("seed").Value.(flag.Getter).Get().(uint64)
-	if list || flags.Lookup("list").Value.String() == "true" {
+	// The flags before and after the names were parsed into the same set.
+	out := sceneOut{dir: flagString(flags, "out"), pcap: flagString(flags, "pcap"), html: flagString(flags, "html"), events: flagString(flags, "events")}
+	seed := flags.Lookup("seed").Value.(flag.Getter).Get().(uint64)
+	if flags.Lookup("list").Value.String() == "true" {
 		for _, s := range scene.Scenes {
-			fmt.Fprintf(stdout, "%-17s %s\n%-17s %s\n\n", s.Name, s.Title, "", wrapIndent(s.Teaches, 80, 18))
+			fmt.Fprintf(stdout, "%-17s %s\n%-17s %s\n\n", s.Name, s.Title, "", wrap.Text(s.Teaches, 98, 18))
 		}
 		return exitOK
 	}
@@ -133,24 +134,4 @@ func writeScene(res *scene.Result, text []byte, out sceneOut) error {
 		}
 	}
 	return nil
-}
-
-// wrapIndent wraps s at width and indents the lines after the first by
-// indent spaces.
-func wrapIndent(s string, width, indent int) string {
-	var b bytes.Buffer
-	line := 0
-	for _, w := range bytes.Fields([]byte(s)) {
-		if line > 0 && line+1+len(w) > width {
-			b.WriteByte('\n')
-			b.Write(bytes.Repeat([]byte{' '}, indent))
-			line = 0
-		} else if line > 0 {
-			b.WriteByte(' ')
-			line++
-		}
-		b.Write(w)
-		line += len(w)
-	}
-	return b.String()
 }
