@@ -116,15 +116,33 @@ func (m *model) cnp(i int, p *wire.Packet) {
 	pk := m.pkt(i)
 	pk.Anomaly = "cnp"
 	rp := fmt.Sprintf("%s QP %#x", pk.Dst, pk.DestQP)
-	if f := m.flows[flowKey{pk.Src, pk.Dst, bth.QPN(pk.DestQP)}]; f != nil {
-		c := f.conn
+	if c, side := m.cnpConn(pk); c != nil {
 		pk.Conn = c.idx
-		c.sum.CNPs[f.side]++
-		np := c.ends[f.side]
+		c.sum.CNPs[side]++
+		np := c.ends[side]
 		m.event(i, trace.Event{Kind: trace.CNPSent, QP: np.QPN, DestQP: pk.DestQP})
 		m.event(i, trace.Event{Kind: trace.CNPReceived, QP: pk.DestQP})
-		m.after(i, c, f.side)
+		m.after(i, c, side)
 	}
 	pk.Text = fmt.Sprintf("CNP (congestion notification): %s saw a packet from %s arrive marked ECN CE, and tells that QP to slow down. %s's NIC, DCQCN's reaction point, cuts the QP's rate and raises its estimate of congestion (alpha); the NP sends at most one CNP per QP per interval.",
 		pk.Src, rp, pk.Dst)
+}
+
+// cnpConn finds the connection a CNP belongs to, and the side of its
+// sender, the notification point: the one whose packets from the QP the
+// CNP names (the reaction point) go to the CNP's sender. It may be the
+// CNP that first shows the reaction point's QPN, when the notification
+// point has sent nothing before it.
+func (m *model) cnpConn(pk *Packet) (*conn, int) {
+	if f := m.flows[flowKey{pk.Src, pk.Dst, bth.QPN(pk.DestQP)}]; f != nil {
+		return f.conn, f.side
+	}
+	for _, c := range m.conns {
+		f := c.flows[0]
+		if f != nil && c.flows[1] == nil && f.key.src == pk.Dst && f.key.dst == pk.Src && (c.ends[0].QPN == 0 || c.ends[0].QPN == pk.DestQP) {
+			c.ends[0].QPN = pk.DestQP
+			return c, 1
+		}
+	}
+	return nil, 0
 }

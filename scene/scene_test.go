@@ -85,6 +85,8 @@ func wireEvents(evs []trace.Event) []wireEvent {
 		case trace.GoBack, trace.Probe:
 			k = "resend"
 		case trace.NAKSent, trace.RNRNAKSent, trace.Duplicate, trace.NAKReceived, trace.RNRNAKReceived:
+		case trace.CNPSent, trace.CNPReceived:
+			e.PSN = 0 // a CNP carries no PSN of the packet it answers
 		default:
 			continue
 		}
@@ -114,7 +116,8 @@ func cmp[T int | uint32 | string](a, b T) int {
 
 // TestExplainMatchesDevices checks, for every scene, that what explain
 // infers from the scene's capture alone (NAKs sent and received, RNR
-// NAKs, duplicates, resends) is what the devices report, event for event.
+// NAKs, duplicates, resends, CNPs) is what the devices report, event for
+// event.
 func TestExplainMatchesDevices(t *testing.T) {
 	for _, s := range Scenes {
 		for _, seed := range []uint64{DefaultSeed, 2, 3} {
