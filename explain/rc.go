@@ -41,6 +41,9 @@ type conn struct {
 	ends  [2]*end
 	flows [2]*flow
 	mtu   int // the path MTU, once a FIRST or MIDDLE packet has shown it
+	// mtuFloor is what the MTU is at least, from a READ answered in one
+	// response.
+	mtuFloor int
 	first time.Duration
 	last  time.Duration
 	sum   Summary
@@ -259,11 +262,46 @@ func opWord(op bth.Opcode) string {
 }
 
 // learnMTU takes the path MTU from a FIRST or MIDDLE packet, whose
-// payload is exactly one MTU (C9-92), and recomputes the span of READs
-// whose responses have not shown it.
+// payload is exactly one MTU (C9-92), and a floor under it from a READ
+// answered by one READ_RESPONSE_ONLY; when either changes what the MTU is
+// taken to be, the spans of READs reckoned with the old are reckoned
+// again.
 func (c *conn) learnMTU(p *wire.Packet) {
-	if _, pos := classify(p.BTH.Opcode()); (pos == posFirst || pos == posMiddle) && len(p.Payload) > 0 && c.mtu != len(p.Payload) {
+	old := c.pmtu()
+	switch _, pos := classify(p.BTH.Opcode()); {
+	case (pos == posFirst || pos == posMiddle) && len(p.Payload) > 0:
 		c.mtu = len(p.Payload)
+	case p.BTH.Opcode() == bth.RCRDMAReadResponseOnly && c.mtu == 0:
+		for m := 256; m <= 4096; m *= 2 {
+			if m >= len(p.Payload) {
+				c.mtuFloor = max(c.mtuFloor, m)
+				break
+			}
+		}
+	}
+	if c.pmtu() != old {
+		for k, e := range c.ends {
+			c.respanLast(&e.req, &c.ends[1-k].resp)
+		}
+	}
+}
+
+// respanLast reckons again the span of the last request q sent, when it
+// is a READ whose responses have not all come: its end moves, and with
+// it q's next PSN and, when it followed, the responder's expected PSN.
+func (c *conn) respanLast(q *requester, rs *responder) {
+	if len(q.reads) == 0 {
+		return
+	}
+	rd := &q.reads[len(q.reads)-1]
+	end := psnAdd(rd.psn, rd.n)
+	if rd.atomic || end != q.next {
+		return
+	}
+	rd.n = max(c.readSpan(rd.length), rd.got)
+	q.next = psnAdd(rd.psn, rd.n)
+	if rs.epsn == end {
+		rs.epsn = q.next
 	}
 }
 
@@ -272,7 +310,7 @@ func (c *conn) pmtu() int {
 	if c.mtu > 0 {
 		return c.mtu
 	}
-	return defaultMTU
+	return max(defaultMTU, c.mtuFloor)
 }
 
 // readSpan is how many response packets, and so PSNs, a READ of n bytes
@@ -840,8 +878,16 @@ func (c *conn) readResponse(m *model, i int, s, r *end, side int, psn uint32, po
 			}
 			if rd.got < rd.n {
 				if pos == posOnly || pos == posLast {
-					// The READ is shorter than the span reckoned: the MTU guess was high.
+					// The READ took fewer PSNs than reckoned with a
+					// guessed MTU: it ends here.
+					end := psnAdd(rd.psn, rd.n)
 					rd.n = rd.got
+					if q.next == end {
+						q.next = psnAdd(rd.psn, rd.n)
+						if s.resp.epsn == end {
+							s.resp.epsn = q.next
+						}
+					}
 				} else {
 					return fmt.Sprintf("READ response %d of %d for the READ at PSN %d: %d bytes of %s's memory, placed in %s's buffer.%s",
 						k+1, rd.n, rd.psn, n, s.Addr, r.Addr, aethNote)

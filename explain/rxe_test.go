@@ -13,8 +13,8 @@ import (
 	"github.com/gorxe/gorxe/wire/aeth"
 )
 
-// rxeAddr is kernel rxe's address in the interop captures.
-const rxeAddr = "10.9.0.2"
+// isRxe reports whether addr is kernel rxe's in the interop captures.
+func isRxe(addr string) bool { return addr == "10.9.0.2" || addr == "fd09::2" }
 
 // counters reads an interop case's counters.N.txt: each of rxe's
 // hw_counters and its change over the case.
@@ -118,7 +118,7 @@ func checkRxeCase(t *testing.T, pcap string, hw map[string]int, exact bool) {
 		if naks[addr] != n {
 			t.Errorf("%s: explain counts %d NAKs, the capture holds %d", addr, naks[addr], n)
 		}
-		if addr != rxeAddr {
+		if !isRxe(addr) {
 			gorxeNAKs += n
 		}
 	}
@@ -129,9 +129,9 @@ func checkRxeCase(t *testing.T, pcap string, hw map[string]int, exact bool) {
 	for _, p := range r.Packets {
 		for _, e := range p.Events {
 			switch {
-			case (e.Kind == trace.GoBack || e.Kind == trace.Probe) && p.Src == rxeAddr:
+			case (e.Kind == trace.GoBack || e.Kind == trace.Probe) && isRxe(p.Src):
 				resends++
-			case e.Kind == trace.Duplicate && p.Dst == rxeAddr:
+			case e.Kind == trace.Duplicate && isRxe(p.Dst):
 				duplicates++
 			}
 		}
