@@ -44,10 +44,10 @@ type conn struct {
 	// mtuFloor is what the MTU is at least, from a READ answered in one
 	// response.
 	mtuFloor int
-	first time.Duration
-	last  time.Duration
-	sum   Summary
-	tids  map[cmKey]int // CM messages seen, to find their retransmissions
+	first    time.Duration
+	last     time.Duration
+	sum      Summary
+	tids     map[cmKey]int // CM messages seen, to find their retransmissions
 }
 
 // end is one QP of a connection.
