@@ -303,29 +303,11 @@ func (l *faultyLink) Send(bufs [][]byte) error {
 			continue
 		case parsed && l.mark != nil && l.mark(&p):
 			b = append([]byte(nil), b...)
-			markCE(b[link.Headroom:])
+			wire.MarkCE(b[link.Headroom:])
 		}
 		if err := l.HostLink.Send([][]byte{b}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// markCE sets an IPv4 packet's ECN field to CE (RFC 3168) and fixes its
-// header checksum, as a switch does; the ICRC does not cover it.
-func markCE(b []byte) {
-	if len(b) < 20 || b[0]>>4 != 4 {
-		return
-	}
-	b[1] |= 3
-	b[10], b[11] = 0, 0
-	var sum uint32
-	for i := 0; i < int(b[0]&0xf)*4; i += 2 {
-		sum += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	b[10], b[11] = byte(^sum>>8), byte(^sum)
 }

@@ -1,5 +1,7 @@
 package wire
 
+import "encoding/binary"
+
 // ECN is the two-bit Explicit Congestion Notification field (RFC 3168 §5)
 // at the bottom of the IPv4 TOS byte and the IPv6 traffic class, below the
 // six-bit DSCP:
@@ -54,3 +56,28 @@ func ECNCapable(tc uint8) uint8 {
 
 // CE reports whether a switch marked the packet Congestion Experienced.
 func (p *Packet) CE() bool { return ECN(p.ECN()) == CE }
+
+// MarkCE sets an IP packet's ECN field to Congestion Experienced (0b11),
+// as a congested switch does (RFC 3168 §5). IPv4's header checksum covers
+// the TOS byte, so it is updated incrementally (RFC 1624 eqn. 3): a
+// wrong checksum stays wrong. The RoCE v2 ICRC masks the field (IBTA
+// Annex A17.3.3) and stays right. A packet too short for its header is
+// left as it is.
+func MarkCE(ip []byte) {
+	switch {
+	case len(ip) >= 4 && ip[0]>>4 == 6:
+		h := IPv6(ip)
+		h.SetTrafficClassFlowLabel(h.TrafficClass()|3, h.FlowLabel())
+		return
+	case len(ip) < 20 || ip[0]>>4 != 4:
+		return
+	}
+	h := IPv4(ip)
+	old := binary.BigEndian.Uint16(ip[0:])
+	h.SetTOS(h.TOS() | 3)
+	sum := uint32(^h.Checksum()) + uint32(^old) + uint32(binary.BigEndian.Uint16(ip[0:]))
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	h.SetChecksum(^uint16(sum))
+}

@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 
@@ -95,4 +96,45 @@ func TestBuildConnectXCNP(t *testing.T) {
 	if len(got) != 60 || f.Len() != 60 {
 		t.Fatalf("an IPv4 CNP is 60 bytes, built %d (Len %d)", len(got), f.Len())
 	}
+}
+
+// TestMarkCE marks an IPv4 and an IPv6 header CE: the ECN field becomes
+// 0b11, the rest of the byte stays, IPv4's checksum still verifies, and a
+// packet too short for its header is left alone.
+func TestMarkCE(t *testing.T) {
+	v4 := []byte{0x45, 0xb9, 0, 60, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+	binary.BigEndian.PutUint16(v4[10:], ipv4Checksum(v4))
+	wire.MarkCE(v4)
+	if v4[1] != 0xbb {
+		t.Errorf("IPv4 TOS %#x, want 0xbb", v4[1])
+	}
+	if got := ipv4Checksum(v4); got != binary.BigEndian.Uint16(v4[10:]) {
+		t.Errorf("IPv4 checksum %#x after marking, want %#x", binary.BigEndian.Uint16(v4[10:]), got)
+	}
+	v6 := make([]byte, 40)
+	v6[0], v6[1], v6[2], v6[3] = 0x6b, 0x91, 0x23, 0x45 // TC 0xb9, flow label 0x12345
+	wire.MarkCE(v6)
+	if h := wire.IPv6(v6); h.TrafficClass() != 0xbb || h.FlowLabel() != 0x12345 {
+		t.Errorf("IPv6 traffic class %#x, flow label %#x, want 0xbb and 0x12345", h.TrafficClass(), h.FlowLabel())
+	}
+	short := []byte{0x45, 0xb8, 0}
+	wire.MarkCE(short)
+	if short[1] != 0xb8 {
+		t.Errorf("a 3-byte packet was changed: %x", short)
+	}
+}
+
+// ipv4Checksum computes an IPv4 header's checksum from scratch, its own
+// field taken as zero.
+func ipv4Checksum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i < len(h); i += 2 {
+		if i != 10 {
+			sum += uint32(h[i])<<8 | uint32(h[i+1])
+		}
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/wire"
 )
 
 // ReorderFlush is the longest a packet waits in a reorder window that
@@ -148,7 +149,7 @@ func (l *Link) sendOne(buf []byte, now time.Time) {
 		return
 	}
 	if e := ecn(p.b[:]); f.ECN > 0 && e != 0 && l.tx.rng.ecn.Float64() < f.ECN && e != ecnCE {
-		markCE(p.b[:])
+		wire.MarkCE(p.b[:])
 		l.stats.marked.Add(1)
 	}
 	if f.Corrupt > 0 && l.tx.rng.corrupt.Float64() < f.Corrupt {

@@ -105,23 +105,6 @@ func ecn(pkt []byte) byte {
 	return pkt[1] >> 4 & ecnMask
 }
 
-// markCE sets the ECN field to Congestion Experienced, as a congested
-// switch does (RFC 3168 §5), updating the IPv4 header checksum
-// incrementally (RFC 1624 eqn. 3) so a wrong checksum stays wrong.
-func markCE(pkt []byte) {
-	if pkt[0]>>4 == 6 {
-		pkt[1] |= ecnCE << 4
-		return
-	}
-	old := binary.BigEndian.Uint16(pkt[0:])
-	pkt[1] |= ecnCE
-	sum := uint32(^binary.BigEndian.Uint16(pkt[10:])) + uint32(^old) + uint32(binary.BigEndian.Uint16(pkt[0:]))
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(pkt[10:], ^uint16(sum))
-}
-
 // ipLen returns the length of the IP header and the packet length the IP
 // header gives, or 0 for the latter if it is implausible.
 func ipLen(pkt []byte) (hdr, total int) {

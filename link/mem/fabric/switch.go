@@ -1,7 +1,6 @@
 package fabric
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -384,7 +383,7 @@ func (s *Switch) dequeued(now monotime.Time, out int, f *frame) {
 	if p < 1 && s.rng.Float64() >= p {
 		return
 	}
-	markCE(f.b)
+	wire.MarkCE(f.b)
 	o.queue.Marked++
 	s.tracef(now, "mark", out, len(f.b), q)
 }
@@ -399,26 +398,6 @@ func ect(pkt []byte) bool {
 	}
 	e := tc & 3
 	return e == 1 || e == 2
-}
-
-// markCE sets an ECN-capable packet's ECN field to CE (0b11, RFC 3168
-// §5). IPv4's header checksum covers the TOS byte, so it is updated
-// incrementally (RFC 1624 eqn. 3): a wrong checksum stays wrong. The
-// RoCE v2 ICRC masks the field (IBTA Annex A17.3.3) and stays right.
-func markCE(pkt []byte) {
-	if pkt[0]>>4 == 6 {
-		h := wire.IPv6(pkt)
-		h.SetTrafficClassFlowLabel(h.TrafficClass()|3, h.FlowLabel())
-		return
-	}
-	h := wire.IPv4(pkt)
-	old := binary.BigEndian.Uint16(pkt[0:])
-	h.SetTOS(h.TOS() | 3)
-	sum := uint32(^h.Checksum()) + uint32(^old) + uint32(binary.BigEndian.Uint16(pkt[0:]))
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	h.SetChecksum(^uint16(sum))
 }
 
 func (s *Switch) tracef(now monotime.Time, what string, port, n, q int) {
