@@ -13,9 +13,6 @@ import (
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
-// ErrNotCapture reports input that is neither pcap nor pcapng.
-var ErrNotCapture = capture.ErrNotCapture
-
 // Read explains the pcap or pcapng capture r. It reads the whole capture
 // before it returns: what a later packet shows (a NAK naming a PSN the
 // capture saw sent) changes what an earlier one is said to have done.

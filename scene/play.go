@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/explain"
+	"github.com/gorxe/gorxe/internal/capture"
 	"github.com/gorxe/gorxe/internal/wrap"
 	"github.com/gorxe/gorxe/trace"
 )
@@ -88,7 +89,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "\nThe devices' transport events (--trace):\n")
 	for _, e := range r.Events {
-		fmt.Fprintf(bw, "  %10s  %s qp %#x: %v\n", seconds(e.Time), e.Device, e.QP, e)
+		fmt.Fprintf(bw, "  %10s  %s qp %#x: %v\n", capture.Seconds(e.Time), e.Device, e.QP, e)
 	}
 	if r.Err != nil {
 		fmt.Fprintf(bw, "\nFAILED: %v\n", r.Err)

@@ -25,6 +25,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/internal/capture"
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/mem/fabric"
@@ -218,14 +219,7 @@ func (l stageLoop) At(t time.Duration, fn func()) {
 
 // say adds a line to the scene's account, stamped with the clock.
 func (st *Stage) say(format string, args ...any) {
-	st.log = append(st.log, fmt.Sprintf("%10s  ", seconds(st.now()))+fmt.Sprintf(format, args...))
-}
-
-// seconds formats a time as the explanation does: seconds with
-// microseconds.
-func seconds(d time.Duration) string {
-	d = d.Round(time.Microsecond)
-	return fmt.Sprintf("%d.%06d", d/time.Second, d%time.Second/time.Microsecond)
+	st.log = append(st.log, fmt.Sprintf("%10s  ", capture.Seconds(st.now()))+fmt.Sprintf(format, args...))
 }
 
 // run steps the clock until done reports true, the clock passes limit

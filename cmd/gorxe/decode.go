@@ -73,12 +73,10 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 // summary counts what decode saw.
 type summary = capture.Counts
 
-// errNotCapture reports a file that is neither pcap nor pcapng.
-var errNotCapture = capture.ErrNotCapture
-
 // decode writes every RoCE v2 packet of the pcap or pcapng capture r to w,
 // as text or as JSON Lines, followed by the summary. It returns
-// errNotCapture (wrapped) for a file of another format, writing nothing,
+// a *capture.OpenError for a file of another format, or a bad header,
+// writing nothing,
 // and stops at the first read error, after writing the summary of what it
 // read. Packets that do not parse and bad ICRCs are counted, not errors.
 func decode(w io.Writer, r io.Reader, jsonOut bool) (summary, error) {
