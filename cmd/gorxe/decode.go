@@ -74,11 +74,10 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 type summary = capture.Counts
 
 // decode writes every RoCE v2 packet of the pcap or pcapng capture r to w,
-// as text or as JSON Lines, followed by the summary. It returns
-// a *capture.OpenError for a file of another format, or a bad header,
-// writing nothing,
-// and stops at the first read error, after writing the summary of what it
-// read. Packets that do not parse and bad ICRCs are counted, not errors.
+// as text or as JSON Lines, followed by the summary. For a file of
+// another format, or one with a bad header, it writes nothing and returns
+// a *capture.OpenError; it stops at the first read error, after writing
+// the summary of what it read. Packets that do not parse and bad ICRCs are counted, not errors.
 func decode(w io.Writer, r io.Reader, jsonOut bool) (summary, error) {
 	bw := bufio.NewWriter(w)
 	out := textPrinter(bw)
