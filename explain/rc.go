@@ -53,7 +53,6 @@ type conn struct {
 // end is one QP of a connection.
 type end struct {
 	End
-	name string // "10.0.0.1 QP 0x11", or just the address while the QPN is unknown
 	req  requester
 	resp responder
 }
@@ -114,7 +113,6 @@ type pendingRead struct {
 	length uint32 // a READ's DMA length
 	got    int    // responses in order so far
 	atomic bool
-	at     int // report index of the request
 }
 
 func (r *requester) outstanding() int {
@@ -422,7 +420,7 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 		q.resending = false
 		c.sum.Bytes[side] += int64(len(p.Payload))
 		if kind == opRead || kind == opAtomic {
-			pr := pendingRead{psn: psn, n: span, atomic: kind == opAtomic, at: i}
+			pr := pendingRead{psn: psn, n: span, atomic: kind == opAtomic}
 			if p.RETH != nil {
 				pr.length = p.RETH.DMALen()
 			}
@@ -587,14 +585,6 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 		}
 		m.event(i, ev)
 	}
-}
-
-// indexOf returns e's index in c.ends.
-func indexOf(c *conn, e *end) int {
-	if c.ends[0] == e {
-		return 0
-	}
-	return 1
 }
 
 // describe says what an in-sequence request asks of the responder.
