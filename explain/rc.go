@@ -288,18 +288,35 @@ func (c *conn) learnMTU(p *wire.Packet) {
 // is a READ whose responses have not all come: its end moves, and with
 // it q's next PSN and, when it followed, the responder's expected PSN.
 func (c *conn) respanLast(q *requester, rs *responder) {
+	if rd := q.lastRead(); rd != nil {
+		q.resize(rd, max(c.readSpan(rd.length), rd.got), rs)
+	}
+}
+
+// lastRead returns the READ q sent last, when nothing came after it (its
+// end is q's next PSN), or nil.
+func (q *requester) lastRead() *pendingRead {
 	if len(q.reads) == 0 {
-		return
+		return nil
 	}
 	rd := &q.reads[len(q.reads)-1]
-	end := psnAdd(rd.psn, rd.n)
-	if rd.atomic || end != q.next {
-		return
+	if rd.atomic || psnAdd(rd.psn, rd.n) != q.next {
+		return nil
 	}
-	rd.n = max(c.readSpan(rd.length), rd.got)
-	q.next = psnAdd(rd.psn, rd.n)
-	if rs.epsn == end {
-		rs.epsn = q.next
+	return rd
+}
+
+// resize gives the READ rd a span of n PSNs. When it was the last request
+// q sent, q's next PSN moves with its end, and so does the responder rs's
+// expected PSN when it had followed the old end.
+func (q *requester) resize(rd *pendingRead, n int, rs *responder) {
+	end := psnAdd(rd.psn, rd.n)
+	rd.n = n
+	if q.next == end {
+		q.next = psnAdd(rd.psn, n)
+		if rs.epsn == end {
+			rs.epsn = q.next
+		}
 	}
 }
 
@@ -492,19 +509,11 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 // one MTU gives it. rs is the responder's side, whose expected PSN
 // followed the guess too.
 func (c *conn) respan(q *requester, rs *responder, psn uint32) {
-	if len(q.reads) == 0 {
+	rd := q.lastRead()
+	if rd == nil || psnDiff(psn, rd.psn) <= 0 || psnDiff(psn, q.next) >= 0 {
 		return
 	}
-	rd := &q.reads[len(q.reads)-1]
-	end := psnAdd(rd.psn, rd.n)
-	if rd.atomic || end != q.next || psnDiff(psn, rd.psn) <= 0 || psnDiff(psn, end) >= 0 {
-		return
-	}
-	rd.n = int(psnDiff(psn, rd.psn))
-	q.next = psn
-	if rs.epsn == end {
-		rs.epsn = psn
-	}
+	q.resize(rd, int(psnDiff(psn, rd.psn)), rs)
 	mtu := 0
 	for m := 256; m <= 4096; m *= 2 {
 		if (int(rd.length)+m-1)/m == rd.n {
@@ -870,14 +879,7 @@ func (c *conn) readResponse(m *model, i int, s, r *end, side int, psn uint32, po
 				if pos == posOnly || pos == posLast {
 					// The READ took fewer PSNs than reckoned with a
 					// guessed MTU: it ends here.
-					end := psnAdd(rd.psn, rd.n)
-					rd.n = rd.got
-					if q.next == end {
-						q.next = psnAdd(rd.psn, rd.n)
-						if s.resp.epsn == end {
-							s.resp.epsn = q.next
-						}
-					}
+					q.resize(rd, rd.got, &s.resp)
 				} else {
 					return fmt.Sprintf("READ response %d of %d for the READ at PSN %d: %d bytes of %s's memory, placed in %s's buffer.%s",
 						k+1, rd.n, rd.psn, n, s.Addr, r.Addr, aethNote)
