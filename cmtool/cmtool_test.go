@@ -7,30 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/cmtool"
 	"github.com/gorxe/gorxe/link/mem"
-	"github.com/gorxe/gorxe/rnic"
 )
-
-func open(t *testing.T, f *mem.Fabric, addr string) (*rnic.Device, *cm.Manager) {
-	t.Helper()
-	l, err := f.NewLink(netip.MustParseAddr(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := rnic.Open(rnic.Config{Link: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	m, err := cm.New(dev, cm.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return dev, m
-}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -43,8 +23,8 @@ func ctx(t *testing.T) context.Context {
 // disconnect, their DREQs crossing.
 func TestRdmaServerClient(t *testing.T) {
 	f := mem.NewFabric()
-	sdev, sm := open(t, f, "10.0.0.2")
-	cdev, cm := open(t, f, "10.0.0.1")
+	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
 	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +48,8 @@ func TestRdmaServerClient(t *testing.T) {
 // return status 0.
 func TestCMATose(t *testing.T) {
 	f := mem.NewFabric()
-	sdev, sm := open(t, f, "10.0.0.2")
-	cdev, cm := open(t, f, "10.0.0.1")
+	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
 	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +76,8 @@ func TestCMATose(t *testing.T) {
 // REJECTED event with reason 8 and returns -1.
 func TestCMAToseRejected(t *testing.T) {
 	f := mem.NewFabric()
-	open(t, f, "10.0.0.2")
-	cdev, cm := open(t, f, "10.0.0.1")
+	cmtest.Open(t, f, "10.0.0.2")
+	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
 	var cout bytes.Buffer
 	ret := cmtool.CMAToseClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, cmtool.DefaultCMAToseParams(), &cout)
 	if ret != -1 || !bytes.Contains(cout.Bytes(), []byte("RDMA_CM_EVENT_REJECTED, error: 8")) {
@@ -110,8 +90,8 @@ func TestCMAToseRejected(t *testing.T) {
 // to the QPN the immediate data names, and both print udaddy's lines.
 func TestUDAddy(t *testing.T) {
 	f := mem.NewFabric()
-	sdev, sm := open(t, f, "10.0.0.2")
-	cdev, cm := open(t, f, "10.0.0.1")
+	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
 	l, err := sm.ListenUD(netip.Addr{}, cmtool.UDAddyPort)
 	if err != nil {
 		t.Fatal(err)

@@ -9,30 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/link/mem"
-	"github.com/gorxe/gorxe/rnic"
 	"github.com/gorxe/gorxe/rping"
 )
-
-func open(t *testing.T, f *mem.Fabric, addr string) (*rnic.Device, *cm.Manager) {
-	t.Helper()
-	l, err := f.NewLink(netip.MustParseAddr(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := rnic.Open(rnic.Config{Link: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	m, err := cm.New(dev, cm.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return dev, m
-}
 
 // TestPing runs rping's client and server between two devices: the
 // client's -V passes, both print rping's lines, the server's run ends
@@ -41,8 +21,8 @@ func TestPing(t *testing.T) {
 	for _, size := range []int{rping.MinSize, rping.DefaultSize, 4000, rping.MaxSize} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			f := mem.NewFabric()
-			sdev, sm := open(t, f, "10.0.0.2")
-			cdev, cm := open(t, f, "10.0.0.1")
+			sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+			cdev, cm := cmtest.Open(t, f, "10.0.0.1")
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			l, err := sm.Listen(netip.Addr{}, rping.DefaultPort)
@@ -88,8 +68,8 @@ func TestPing(t *testing.T) {
 // reason, not a hang.
 func TestNoServer(t *testing.T) {
 	f := mem.NewFabric()
-	open(t, f, "10.0.0.2")
-	cdev, cm := open(t, f, "10.0.0.1")
+	cmtest.Open(t, f, "10.0.0.2")
+	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := rping.Client(ctx, cm, cdev, netip.MustParseAddrPort("10.0.0.2:7174"), netip.Addr{}, rping.Params{Count: 1, Size: 64}, &bytes.Buffer{})
