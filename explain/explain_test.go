@@ -3,9 +3,15 @@ package explain
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/aeth"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // read explains the capture at path.
@@ -109,5 +115,60 @@ func TestCMCapture(t *testing.T) {
 	}
 	if rp := read(t, "../testdata/interop/cm/rping-rxe-server.pcap"); len(rp.Conns) != 2 {
 		t.Errorf("rping: %d connections, want the CM's and the RC's", len(rp.Conns))
+	}
+}
+
+// TestResendMismatch explains a requester that resends a PSN as another
+// packet than it first sent (kernel rxe 6.1 does, under load: a zero-length
+// SEND_ONLY where a SEND_FIRST was, and the message cut one PSN later):
+// each such packet is an error, and a faithful resend is not.
+func TestResendMismatch(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	pkt := func(src, dst netip.Addr, dqp bth.QPN, op bth.Opcode, psn bth.PSN, n int) []byte {
+		f := wire.Frame{IP: wire.IPFields{Src: src, Dst: dst, HopLimit: 64}, SrcPort: 49152, DstPort: wire.UDPPort, Payload: make([]byte, n)}
+		f.BTH = bth.Fields{Opcode: op, PKey: bth.DefaultPKey, DestQP: dqp, PSN: psn}
+		if op == bth.RCAcknowledge {
+			f.AETH = aeth.Fields{Syndrome: aeth.ACK(31), MSN: 0}
+		}
+		p, err := f.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	req := func(op bth.Opcode, psn bth.PSN, n int) []byte { return pkt(a, b, 0x22, op, psn, n) }
+	sent := [][]byte{
+		req(bth.RCSendFirst, 100, 1024),
+		req(bth.RCSendMiddle, 101, 1024),
+		req(bth.RCSendLast, 102, 512),
+		pkt(b, a, 0x11, bth.RCAcknowledge, 100, 0),
+	}
+	for _, tc := range []struct {
+		name   string
+		resent [][]byte
+		errors []int // the resent packets that are errors, by index
+	}{
+		{"faithful", [][]byte{req(bth.RCSendMiddle, 101, 1024), req(bth.RCSendLast, 102, 512)}, nil},
+		{"cut again", [][]byte{req(bth.RCSendOnly, 101, 0), req(bth.RCSendFirst, 102, 1024)}, []int{0, 1}},
+		{"shorter", [][]byte{req(bth.RCSendMiddle, 101, 1024), req(bth.RCSendLast, 102, 256)}, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Read(bytes.NewReader(rawCapture(append(slices.Clone(sent), tc.resent...)...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Packets) != len(sent)+len(tc.resent) {
+				t.Fatalf("%d packets, want %d", len(r.Packets), len(sent)+len(tc.resent))
+			}
+			for k, p := range r.Packets[len(sent):] {
+				want := slices.Contains(tc.errors, k)
+				if got := p.Anomaly == "error" && strings.Contains(p.Text, "is not what"); got != want {
+					t.Errorf("resent packet %d (%s): flagged %v, want %v: %s %q", k, p.Opcode, got, want, p.Anomaly, p.Text)
+				}
+				if !strings.Contains(p.Text, "Resent") && !strings.Contains(p.Text, "Retransmission") {
+					t.Errorf("resent packet %d not told as a retransmission: %q", k, p.Text)
+				}
+			}
+		})
 	}
 }

@@ -92,6 +92,10 @@ type requester struct {
 	next    uint32         // the PSN after the highest sent
 	una     uint32         // the oldest not acknowledged; next when all are
 	sent    map[uint32]int // report index of each unacknowledged PSN's latest transmission
+	// orig is what each PSN was first sent as, for the last origWindow
+	// PSNs, acknowledged or not: a broken requester may resend one the
+	// responder has acknowledged.
+	orig map[uint32]sentAs
 	reads   []pendingRead  // READs and atomics awaiting their answers, oldest first
 	lastTx  time.Duration  // when it last sent a request
 
@@ -104,6 +108,15 @@ type requester struct {
 	// A go-back-N run in progress resends runNext next.
 	resending bool
 	runNext   uint32
+}
+
+// sentAs is what a request packet was when first sent: its opcode and
+// payload length, and the report index of that packet. A retransmission
+// must repeat them.
+type sentAs struct {
+	op  bth.Opcode
+	n   int
+	pkt int
 }
 
 // pendingRead is a READ or atomic waiting for its responses.
@@ -423,6 +436,7 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 	q.lastTx = pk.Time
 	if q.sent == nil {
 		q.sent = make(map[uint32]int)
+		q.orig = make(map[uint32]sentAs)
 	}
 	if !q.started {
 		q.started, q.next, q.una = true, psn, psn
@@ -430,6 +444,7 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 	kind, pos := classify(p.BTH.Opcode())
 	if psnDiff(psn, q.next) >= 0 {
 		q.sent[psn] = i
+		q.remember(psn, sentAs{op: p.BTH.Opcode(), n: len(p.Payload), pkt: i})
 		if kind == opRead || kind == opAtomic || pos == posLast || pos == posOnly {
 			c.sum.Messages[side]++
 		}
@@ -446,6 +461,42 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 		return ""
 	}
 	// A PSN sent before: a retransmission.
+	why := c.resent(m, i, s, side, psn, span, p, gap)
+	if o, ok := q.orig[psn]; ok && (o.op != p.BTH.Opcode() || o.n != len(p.Payload) && kind != opRead) {
+		// A READ asked again from the middle names another address and
+		// length, in a request of the same size; anything else must be
+		// sent again as it was.
+		pk.Anomaly = "error"
+		why = joinText(why, fmt.Sprintf("It is not what %s first sent with this PSN (packet %d: %s, %d bytes of payload): a retransmission must repeat the request, and a responder that takes this one as new sees its messages cut differently (a SEND or WRITE without its FIRST or LAST is refused with a NAK, invalid request).",
+			s.label(), m.pkt(o.pkt).Index, o.op, o.n))
+	}
+	return why
+}
+
+// origWindow is how many PSNs back a requester's first transmissions are
+// remembered.
+const origWindow = 1 << 15
+
+// remember notes what psn was first sent as, and forgets the PSNs more
+// than origWindow behind it once there are that many.
+func (q *requester) remember(psn uint32, a sentAs) {
+	q.orig[psn] = a
+	if len(q.orig) <= origWindow {
+		return
+	}
+	for k := range q.orig {
+		if psnDiff(psn, k) >= origWindow/2 {
+			delete(q.orig, k)
+		}
+	}
+}
+
+// resent updates the requester s for a request it sent again and returns
+// the sentence that says why it did.
+func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p *wire.Packet, gap time.Duration) string {
+	q := &s.req
+	pk := m.pkt(i)
+	kind, _ := classify(p.BTH.Opcode())
 	q.sent[psn] = i
 	c.sum.Retransmissions[side]++
 	pk.Anomaly = "retransmission"
@@ -550,6 +601,11 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 		}
 		pk.Text = t
 	}
+	flag := func(tag string) {
+		if pk.Anomaly != "error" { // a resend unlike the first send, told by sent
+			pk.Anomaly = tag
+		}
+	}
 	if !rs.known {
 		rs.known, rs.epsn = true, psn
 	}
@@ -565,7 +621,7 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 		rs.epsn = psnAdd(psn, span)
 		text(what + resumed)
 	case d > 0:
-		pk.Anomaly = "out of sequence"
+		flag("out of sequence")
 		if !rs.nak {
 			rs.nak = true
 			m.event(i, trace.Event{Kind: trace.NAKSent, QP: r.QPN, PSN: psn, Expected: rs.epsn, Syndrome: trace.PSNSequenceError, Opcode: p.BTH.Opcode().String()})
@@ -579,7 +635,7 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 			text(fmt.Sprintf("PSN %d is dropped: %s has NAKed and discards every request until PSN %d comes back.", psn, r.label(), rs.epsn))
 		}
 	default:
-		pk.Anomaly = "duplicate"
+		flag("duplicate")
 		ev := trace.Event{Kind: trace.Duplicate, QP: r.QPN, PSN: psn, Expected: rs.epsn, Opcode: p.BTH.Opcode().String()}
 		switch kind {
 		case opRead:
