@@ -24,6 +24,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"sync"
 	"time"
@@ -50,6 +51,11 @@ type Config struct {
 	// Trace, when set, sees a line for every message sent and received,
 	// and every state change.
 	Trace func(line string)
+	// Rand is where the manager's random numbers come from: its CA GUID,
+	// communication and transaction IDs, first PSNs and source ports.
+	// Nil is crypto/rand, as a real network needs; a simulation gives a
+	// seeded one, to repeat itself byte for byte.
+	Rand io.Reader
 }
 
 // Errors a connection attempt ends with.
@@ -78,9 +84,18 @@ func (r *Rejected) Unwrap() error { return ErrRejected }
 
 // Manager is the connection manager of one device. It owns the device's
 // QP 1 from New to Close.
+//
+// On a device that runs on a Loop (rnic.Config.Loop), the manager starts
+// no goroutine: its timers are events of the loop, and the program calls
+// Poll to have it handle what QP 1 received, on the loop's goroutine, as
+// it polls its own CQs. Connect stands for Dial there, and Accept and
+// Established take a ctx that is done, to take what is there without
+// waiting; Disconnect and ResolveUD wait for the peer, and are not for a
+// Loop.
 type Manager struct {
 	dev  *rnic.Device
 	cfg  Config
+	loop rnic.Loop // the device's, or nil
 	pd   *mr.PD
 	scq  *cq.CQ
 	rcq  *cq.CQ
@@ -136,15 +151,18 @@ func New(dev *rnic.Device, cfg Config) (*Manager, error) {
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 15
 	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
 	m := &Manager{
-		dev: dev, cfg: cfg, pd: dev.AllocPD(), buf: make([]byte, slots*slotLen),
+		dev: dev, cfg: cfg, loop: dev.Loop(), pd: dev.AllocPD(), buf: make([]byte, slots*slotLen),
 		listeners: make(map[uint16]*Listener), conns: make(map[uint32]*Conn), ahs: make(map[ahKey]*qp.AH),
 		sidr: make(map[uint32]*sidrWait), udListeners: make(map[uint16]*UDListener),
 		sidrPending: make(map[sidrKey]bool), sidrAnswered: make(map[sidrKey]*UDRequest),
 		done: make(chan struct{}),
 	}
 	var b [12]byte
-	rand.Read(b[:])
+	m.random(b[:])
 	m.tidHi = binary.BigEndian.Uint32(b[:4])
 	m.guid = binary.BigEndian.Uint64(b[4:]) | 0x0200000000000000 // locally administered
 	var err error
@@ -180,8 +198,10 @@ func New(dev *rnic.Device, cfg Config) (*Manager, error) {
 			return nil, err
 		}
 	}
-	m.wg.Add(1)
-	go m.receive()
+	if m.loop == nil {
+		m.wg.Add(1)
+		go m.receive()
+	}
 	return m, nil
 }
 
@@ -238,21 +258,57 @@ func (m *Manager) postRecv(i int) error {
 // receive takes the MADs QP 1 receives, one at a time, until Close.
 func (m *Manager) receive() {
 	defer m.wg.Done()
+	ctx := contextDone(m.done)
 	var wcs [16]cq.WC
 	for {
-		n, err := m.rcq.Wait(contextDone(m.done), wcs[:])
+		n, err := m.rcq.Wait(ctx, wcs[:])
 		if err != nil {
 			return
 		}
-		for _, wc := range wcs[:n] {
-			if wc.Status != cq.StatusSuccess {
-				continue
-			}
-			i := int(wc.WRID)
-			slot := m.buf[i*slotLen : (i+1)*slotLen]
-			m.handle(slot[:wire.GRHLen], slot[wire.GRHLen:min(int(wc.ByteLen), slotLen)])
-			_ = m.postRecv(i)
+		m.take(wcs[:n])
+	}
+}
+
+// Poll handles the MADs QP 1 has received, without waiting, and returns
+// how many there were. A manager on a device on a Loop needs it (see
+// Manager); on goroutines the manager receives by itself, and Poll takes
+// only what it has not taken yet.
+func (m *Manager) Poll() (int, error) {
+	var wcs [16]cq.WC
+	total := 0
+	for {
+		n, err := m.rcq.Poll(wcs[:])
+		if errors.Is(err, cq.ErrClosed) {
+			return total, ErrClosed
 		}
+		if err != nil {
+			return total, fmt.Errorf("cm: QP 1's receive CQ: %w", err)
+		}
+		m.take(wcs[:n])
+		total += n
+		if n < len(wcs) {
+			return total, nil
+		}
+	}
+}
+
+// take handles received MADs and gives their slots back to QP 1.
+func (m *Manager) take(wcs []cq.WC) {
+	for _, wc := range wcs {
+		if wc.Status != cq.StatusSuccess {
+			continue
+		}
+		i := int(wc.WRID)
+		slot := m.buf[i*slotLen : (i+1)*slotLen]
+		m.handle(slot[:wire.GRHLen], slot[wire.GRHLen:min(int(wc.ByteLen), slotLen)])
+		_ = m.postRecv(i)
+	}
+}
+
+// random fills b from the manager's source of random numbers.
+func (m *Manager) random(b []byte) {
+	if _, err := io.ReadFull(m.cfg.Rand, b); err != nil {
+		rand.Read(b) // a caller's source that ran dry: crypto/rand's, never the zeros
 	}
 }
 
@@ -287,9 +343,18 @@ func (m *Manager) handle(grh, b []byte) {
 			c.handleRTU()
 		}
 	case *cm.REJ:
-		if c := m.lookup(msg.RemoteCommID, peer, msg.LocalCommID); c != nil {
-			c.handleREJ(msg)
+		c := m.find(msg.RemoteCommID, peer, msg.LocalCommID)
+		if c == nil && msg.RemoteCommID == 0 {
+			// The REJ of a side that gave up before it knew our ID (an
+			// active side abandoning its REQ): the kernel's CM finds
+			// the connection by the peer's own ID.
+			c = m.byRemoteID(peer, msg.LocalCommID)
 		}
+		if c == nil {
+			m.stats.Dropped++
+			return
+		}
+		c.handleREJ(msg)
 	case *cm.MRA:
 		if c := m.lookup(msg.RemoteCommID, peer, msg.LocalCommID); c != nil {
 			c.handleMRA(msg)
@@ -320,12 +385,31 @@ func (m *Manager) handle(grh, b []byte) {
 // a REP, which brings it). Anything else is counted and dropped, as the
 // kernel's CM drops what matches no cm_id.
 func (m *Manager) lookup(ours uint32, peer peerAddr, theirs uint32) *Conn {
+	c := m.find(ours, peer, theirs)
+	if c == nil {
+		m.stats.Dropped++
+	}
+	return c
+}
+
+// find is lookup without the count.
+func (m *Manager) find(ours uint32, peer peerAddr, theirs uint32) *Conn {
 	c := m.conns[ours]
 	if c == nil || c.peer.src != peer.src || theirs != 0 && c.remoteID != 0 && c.remoteID != theirs {
-		m.stats.Dropped++
 		return nil
 	}
 	return c
+}
+
+// byRemoteID returns the connection with peer whose peer's communication
+// ID is theirs, or nil.
+func (m *Manager) byRemoteID(peer peerAddr, theirs uint32) *Conn {
+	for _, c := range m.conns {
+		if c.remoteID == theirs && c.peer.src == peer.src {
+			return c
+		}
+	}
+	return nil
 }
 
 // localFor returns the device's first address of dst's family that is not
@@ -375,7 +459,7 @@ func (m *Manager) sendLocked(peer peerAddr, tid uint64, msg cm.Message) {
 func (m *Manager) newCommID() uint32 {
 	for {
 		var b [4]byte
-		rand.Read(b[:])
+		m.random(b[:])
 		if id := binary.BigEndian.Uint32(b[:]); id != 0 && m.conns[id] == nil {
 			return id
 		}

@@ -547,3 +547,74 @@ func TestSIDR(t *testing.T) {
 		t.Fatalf("a rejected resolution: %v", err)
 	}
 }
+
+// TestConnectAndClose: Connect returns with the REQ sent, before any
+// answer; Established then waits for the handshake's end. Closing a
+// connection whose handshake is under way abandons it with a REJ
+// (timeout, 1), which ends the peer's side too, and releases the QP.
+func TestConnectAndClose(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	l, err := b.m.Listen(netip.Addr{}, 7000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raddr := netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7000)
+	ca, err := a.m.Connect(raddr, a.params("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ca.Established(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Established before anyone accepted: %v, want the done ctx's error", err)
+	}
+	r, err := l.Accept(ctxFor(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := r.Accept(b.params("y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Established(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.Established(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Established(done); err != nil {
+		t.Fatalf("Established with a done ctx after the handshake: %v", err)
+	}
+
+	// A second attempt, closed while B has not answered.
+	ca2, err := a.m.Connect(raddr, a.params("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := l.Accept(ctxFor(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := ca2.QP()
+	heard := b.m.Stats().Received
+	if err := ca2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca2.Established(done); !errors.Is(err, cm.ErrClosed) {
+		t.Fatalf("a closed attempt: %v, want ErrClosed", err)
+	}
+	if err := q.Destroy(); err == nil {
+		t.Fatal("the abandoned attempt's QP is still there")
+	}
+	// B's side of it ends with the REJ: accepting it fails.
+	for deadline := time.Now().Add(5 * time.Second); b.m.Stats().Received == heard; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no REJ reached B")
+		}
+	}
+	var rej *cm.Rejected
+	if _, err := r2.Accept(b.params("y")); !errors.As(err, &rej) || rej.Reason != wcm.RejTimeout {
+		t.Fatalf("accepting a request A abandoned: %v, want its REJ (timeout)", err)
+	}
+}

@@ -2,7 +2,6 @@ package cm
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -112,7 +111,7 @@ type Conn struct {
 	rtu      *cm.RTU
 	dreq     *cm.DREQ
 	retries  uint8
-	timer    *time.Timer
+	timer    *alarm
 	wait     time.Duration // the current response time
 
 	cp           connParams
@@ -141,13 +140,20 @@ func (c *Conn) PrivateData() []byte { return c.remotePriv }
 // side's Disconnect, or a handshake that failed.
 func (c *Conn) Disconnected() <-chan struct{} { return c.disconnected }
 
-// Established waits until the passive side's handshake ends (the RTU
-// came) or fails; on the active side Dial has waited already.
+// Established waits until the handshake ends: on the passive side, the
+// RTU came; on the active side (Dial has waited already; Connect has not),
+// the REP came and the RTU went. It returns nil then, or why the handshake
+// failed. With a ctx that is done it waits for nothing: it returns the
+// outcome, or ctx's error while the handshake goes on.
 func (c *Conn) Established(ctx context.Context) error {
 	select {
 	case <-c.decided:
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	default:
+		select {
+		case <-c.decided:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
@@ -161,6 +167,35 @@ func (c *Conn) Established(ctx context.Context) error {
 // timed out after the retries (ErrTimeout), or ctx ends (the attempt is
 // then abandoned with a REJ, as the kernel's rdma_destroy_id does).
 func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) (*Conn, error) {
+	c, err := m.Connect(raddr, p)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-c.decided:
+	case <-ctx.Done():
+		m.mu.Lock()
+		if c.state == stReqSent {
+			c.reject(cm.RejTimeout, cm.MsgREQ, nil)
+			c.endLocked(context.Cause(ctx))
+		}
+		m.mu.Unlock()
+		<-c.decided
+	}
+	m.mu.Lock()
+	err = c.err
+	m.mu.Unlock()
+	if err != nil {
+		release(c.qp, p)
+		return nil, fmt.Errorf("cm: dial %v: %w", raddr, err)
+	}
+	return c, nil
+}
+
+// Connect starts what Dial does and returns at once, with the REQ sent:
+// Established reports the handshake's end. A program on a Loop uses it
+// (see Manager). When the handshake fails, Close releases the QP.
+func (m *Manager) Connect(raddr netip.AddrPort, p ConnParams) (*Conn, error) {
 	p.defaults()
 	dst := raddr.Addr().Unmap()
 	local := p.Local.Unmap()
@@ -179,7 +214,7 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 		return nil, err
 	}
 	mtu := min(m.dev.MTU(), orMTU(p.MTU))
-	srcPort := ephemeralPort()
+	srcPort := m.ephemeralPort()
 	req := &cm.REQ{
 		ServiceID:               cm.ServiceID(cm.PortSpaceTCP, raddr.Port()),
 		LocalCAGUID:             m.guid,
@@ -188,7 +223,7 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 		InitiatorDepth:          p.InitiatorDepth,
 		RemoteCMResponseTimeout: m.cfg.ResponseTimeout,
 		TransportType:           cm.TransportRC,
-		StartingPSN:             randomPSN(),
+		StartingPSN:             m.randomPSN(),
 		LocalCMResponseTimeout:  m.cfg.ResponseTimeout,
 		RetryCount:              p.RetryCount,
 		PKey:                    bth.DefaultPKey,
@@ -226,25 +261,6 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 	m.sendLocked(c.peer, c.tid, req)
 	c.arm(m.responseTime(m.cfg.ResponseTimeout))
 	m.mu.Unlock()
-
-	select {
-	case <-c.decided:
-	case <-ctx.Done():
-		m.mu.Lock()
-		if c.state == stReqSent {
-			c.reject(cm.RejTimeout, cm.MsgREQ, nil)
-			c.endLocked(context.Cause(ctx))
-		}
-		m.mu.Unlock()
-		<-c.decided
-	}
-	m.mu.Lock()
-	err = c.err
-	m.mu.Unlock()
-	if err != nil {
-		release(q, p)
-		return nil, fmt.Errorf("cm: dial %v: %w", raddr, err)
-	}
 	return c, nil
 }
 
@@ -433,6 +449,19 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 // Close disconnects the connection if it is established and destroys its
 // QP, unless the caller gave it (ConnParams.QP).
 func (c *Conn) Close() error {
+	m := c.m
+	m.mu.Lock()
+	switch c.state {
+	case stReqSent:
+		// A handshake Connect started: abandoned, as Dial's ctx ending
+		// abandons it.
+		c.reject(cm.RejTimeout, cm.MsgREQ, nil)
+		c.endLocked(ErrClosed)
+	case stRepSent:
+		c.reject(cm.RejTimeout, cm.MsgREP, nil)
+		c.endLocked(ErrClosed)
+	}
+	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), c.m.responseTime(c.m.cfg.ResponseTimeout)*time.Duration(c.m.cfg.MaxRetries+1))
 	defer cancel()
 	err := c.Disconnect(ctx)
@@ -447,15 +476,14 @@ func (c *Conn) Close() error {
 func (c *Conn) arm(d time.Duration) {
 	c.wait = d
 	if c.timer == nil {
-		c.timer = time.AfterFunc(d, c.expired)
-		return
+		c.timer = c.m.newAlarm(c.expired)
 	}
-	c.timer.Reset(d)
+	c.timer.set(d)
 }
 
 func (c *Conn) stop() {
 	if c.timer != nil {
-		c.timer.Stop()
+		c.timer.stop()
 	}
 }
 
@@ -538,17 +566,17 @@ func orMTU(m qp.MTU) qp.MTU {
 	return m
 }
 
-func randomPSN() bth.PSN {
+func (m *Manager) randomPSN() bth.PSN {
 	var b [4]byte
-	rand.Read(b[:])
+	m.random(b[:])
 	return bth.PSN(binary.BigEndian.Uint32(b[:])) & bth.PSNMask
 }
 
 // ephemeralPort returns a port in the range rdma_cm binds an active id
 // to (the kernel's ip_local_port_range by default).
-func ephemeralPort() uint16 {
+func (m *Manager) ephemeralPort() uint16 {
 	var b [2]byte
-	rand.Read(b[:])
+	m.random(b[:])
 	return 32768 + binary.BigEndian.Uint16(b[:])%28232
 }
 

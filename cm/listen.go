@@ -38,9 +38,15 @@ func newListening[R any](m *Manager, addr netip.Addr, port uint16) (listening[R]
 	return listening[R]{m: m, port: port, addr: addr, backlog: make(chan R, backlog), done: make(chan struct{})}, nil
 }
 
-// accept waits for the next request.
+// accept waits for the next request. A request waiting is taken even
+// when ctx is done: a program on a Loop takes them so.
 func (l *listening[R]) accept(ctx context.Context) (R, error) {
 	var none R
+	select {
+	case r := <-l.backlog:
+		return r, nil
+	default:
+	}
 	select {
 	case r := <-l.backlog:
 		return r, nil
@@ -172,7 +178,7 @@ func (r *Request) Accept(p ConnParams) (*Conn, error) {
 		c.cp.tclass = req.Primary.TrafficClass
 	}
 	mtu := min(m.dev.MTU(), c.cp.mtu, qp.MTU(req.PathMTU))
-	psn := randomPSN()
+	psn := m.randomPSN()
 	c.remoteQP = req.LocalQPN
 	err = c.toRTS(req.LocalQPN, psn, req.StartingPSN, mtu, c.cp.resp, min(c.cp.init, req.ResponderResources),
 		req.RetryCount, req.RNRRetryCount, req.Primary.LocalACKTimeout)

@@ -2,7 +2,6 @@ package cm
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -39,7 +38,7 @@ type sidrWait struct {
 	req     *cm.SIDRREQ
 	tid     uint64
 	retries uint8
-	timer   *time.Timer
+	timer   *alarm
 	done    chan struct{}
 	svc     UDService
 	err     error
@@ -62,7 +61,7 @@ func (m *Manager) ResolveUD(ctx context.Context, raddr netip.AddrPort, local net
 		return UDService{}, fmt.Errorf("cm: resolve %v: %d bytes of private data, a SIDR_REQ carries %d", raddr, len(priv), cm.SIDRREQPrivateDataLen-cm.CMAHeaderLen)
 	}
 	req := &cm.SIDRREQ{PKey: bth.DefaultPKey, ServiceID: cm.ServiceID(cm.PortSpaceUDP, raddr.Port())}
-	hdr := cm.CMAHeader{SrcPort: ephemeralPort(), Src: local, Dst: dst}
+	hdr := cm.CMAHeader{SrcPort: m.ephemeralPort(), Src: local, Dst: dst}
 	if err := hdr.Encode(req.PrivateData[:]); err != nil {
 		return UDService{}, fmt.Errorf("cm: resolve %v: %w", raddr, err)
 	}
@@ -76,14 +75,15 @@ func (m *Manager) ResolveUD(ctx context.Context, raddr netip.AddrPort, local net
 	w := &sidrWait{peer: peerAddr{src: dst, dst: local}, req: req, done: make(chan struct{})}
 	for req.RequestID == 0 || m.sidr[req.RequestID] != nil {
 		var b [4]byte
-		rand.Read(b[:])
+		m.random(b[:])
 		req.RequestID = binary.BigEndian.Uint32(b[:])
 	}
 	w.tid = m.newTID(req.RequestID)
 	m.sidr[req.RequestID] = w
 	m.sendLocked(w.peer, w.tid, req)
 	d := m.responseTime(m.cfg.ResponseTimeout)
-	w.timer = time.AfterFunc(d, func() { m.sidrExpired(w, d) })
+	w.timer = m.newAlarm(func() { m.sidrExpired(w, d) })
+	w.timer.set(d)
 	m.mu.Unlock()
 
 	select {
@@ -116,7 +116,7 @@ func (m *Manager) sidrExpired(w *sidrWait, d time.Duration) {
 	w.retries++
 	m.stats.Retransmitted++
 	m.sendLocked(w.peer, w.tid, w.req)
-	w.timer.Reset(d)
+	w.timer.set(d)
 }
 
 func (m *Manager) sidrEnd(w *sidrWait, err error) {
@@ -124,7 +124,7 @@ func (m *Manager) sidrEnd(w *sidrWait, err error) {
 		return
 	}
 	delete(m.sidr, w.req.RequestID)
-	w.timer.Stop()
+	w.timer.stop()
 	w.err = err
 	close(w.done)
 }
@@ -236,13 +236,13 @@ func (r *UDRequest) answer(status cm.SIDRStatus, qpn bth.QPN, qkey uint32, priv 
 	m.sidrAnswered[key] = r
 	// A duplicate comes within the requester's retries; then the
 	// answer is forgotten.
-	time.AfterFunc(m.responseTime(m.cfg.ResponseTimeout)*time.Duration(m.cfg.MaxRetries+1), func() {
+	m.newAlarm(func() {
 		m.mu.Lock()
 		if m.sidrAnswered[key] == r {
 			delete(m.sidrAnswered, key)
 		}
 		m.mu.Unlock()
-	})
+	}).set(m.responseTime(m.cfg.ResponseTimeout) * time.Duration(m.cfg.MaxRetries+1))
 	return nil
 }
 

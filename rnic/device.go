@@ -270,6 +270,12 @@ const firstQPN = 0x11
 // Name returns the device's name.
 func (d *Device) Name() string { return d.name }
 
+// Loop returns the event loop the device runs on (Config.Loop), or nil
+// for a device on goroutines and the time package's clock. What runs
+// beside a device, such as its connection manager, keeps its time and its
+// timers on the same loop.
+func (d *Device) Loop() Loop { return d.cfg.Loop }
+
 // GIDs returns the device's GID table.
 func (d *Device) GIDs() []netip.Addr { return append([]netip.Addr(nil), d.gids...) }
 
