@@ -30,7 +30,8 @@ func (m *model) datagram(i int, p *wire.Packet) {
 			svc = "CM"
 		}
 		c = newConn(len(m.conns), bth.ServiceUD, a, b)
-		c.tids = make(map[cmKey]int)
+		c.tids = make(map[cmKey]cmSent)
+		c.heard = make(map[cmKey]cmHeard)
 		m.ud[key] = c
 		m.conns = append(m.conns, c)
 		m.r.Conns = append(m.r.Conns, Connection{Service: svc, Ends: [2]End{a, b}})
@@ -55,11 +56,33 @@ func (m *model) datagram(i int, p *wire.Packet) {
 		len(p.Payload), a.QPN, b.QPN, p.DETH.QKey())
 }
 
-// cmKey names a CM message to find its retransmissions.
+// cmKey names a CM message to find its retransmissions: by its
+// transaction, its type and the side that sends it. For heard, attr is
+// empty and side is the receiver.
 type cmKey struct {
 	tid  uint64
 	attr string
 	side int
+}
+
+// cmSent is where a CM message was sent first and last: rows of the
+// report.
+type cmSent struct{ first, last int }
+
+// cmHeard is a CM message a side received: its row, whether it was a
+// repeat, and where in the capture it arrived (the sighting's index).
+type cmHeard struct {
+	row, at int
+	repeat  bool
+	msg     string // its name
+}
+
+// cmArrival is what an arriving sighting of a CM message needs to tell
+// its receiver it came.
+type cmArrival struct {
+	c   *conn
+	key cmKey
+	h   cmHeard
 }
 
 // cmMessage explains a MAD of the communication manager on QP 1.
@@ -68,21 +91,38 @@ func (c *conn) cmMessage(m *model, i, side int, p *wire.Packet) string {
 	if err != nil {
 		return fmt.Sprintf("A MAD to QP 1 (the General Services QP) that is not a CM message gorxe reads: %v.", err)
 	}
+	pk := m.pkt(i)
 	k := cmKey{tid, fmt.Sprintf("%T", msg), side}
-	if first, seen := c.tids[k]; seen {
-		c.sum.Retransmissions[side]++
-		m.pkt(i).Anomaly = "retransmission"
-		return fmt.Sprintf("The same %s again (transaction %#x, first at packet %d): MADs travel as UD datagrams with no transport retry, so the CM resends after its response timeout when no answer came.",
-			cmName(msg), tid, m.pkt(first).Index)
+	sent, repeat := c.tids[k]
+	// The receiver hears it when its arrival is seen, in a capture at
+	// both ends; or else, as far as the capture can tell, now.
+	a := cmArrival{c: c, key: cmKey{tid: tid, side: 1 - side}, h: cmHeard{row: i, at: pk.Index, repeat: repeat, msg: cmName(msg)}}
+	if pk.leaving {
+		m.cmArrivals[i] = a
+	} else {
+		c.heard[a.key] = a.h
 	}
-	c.tids[k] = i
+	if repeat {
+		c.sum.Retransmissions[side]++
+		pk.Anomaly = "retransmission"
+		prev := m.pkt(sent.last).Index
+		sent.last = i
+		c.tids[k] = sent
+		if h, ok := c.heard[cmKey{tid: tid, side: side}]; ok && h.repeat && h.at > prev {
+			return fmt.Sprintf("The same %s again (transaction %#x, first at packet %d), in answer to the %s that came again (packet %d): a CM answers a duplicate with the answer it gave, and does nothing twice.",
+				cmName(msg), tid, m.pkt(sent.first).Index, h.msg, m.pkt(h.row).Index)
+		}
+		return fmt.Sprintf("The same %s again (transaction %#x, first at packet %d): MADs travel as UD datagrams with no transport retry, so the CM resends after its response timeout when no answer came.",
+			cmName(msg), tid, m.pkt(sent.first).Index)
+	}
+	c.tids[k] = cmSent{i, i}
 	c.sum.Messages[side]++
 	switch v := msg.(type) {
 	case *cm.REQ:
-		return fmt.Sprintf("CM REQ: asks to connect QP %#x (first PSN %d, path MTU %v) to the service %#x; the passive side answers REP to accept or REJ to refuse.",
-			uint32(v.LocalQPN), uint32(v.StartingPSN), v.PathMTU, v.ServiceID)
+		return fmt.Sprintf("CM REQ: asks to connect QP %#x to the service %#x, path MTU %v; its starting PSN, %d, is the first PSN the QP will expect, which the passive side sends from. The passive side answers REP to accept or REJ to refuse.",
+			uint32(v.LocalQPN), v.ServiceID, v.PathMTU, uint32(v.StartingPSN))
 	case *cm.REP:
-		return fmt.Sprintf("CM REP: accepts, naming its QP %#x and first PSN %d; its QP is ready to receive (RTR). The active side moves its QP to RTS and answers RTU.",
+		return fmt.Sprintf("CM REP: accepts, naming its QP %#x and the first PSN it expects, %d, which the active side sends from; its QP is ready to receive (RTR). The active side moves its QP to RTS and answers RTU.",
 			uint32(v.LocalQPN), uint32(v.StartingPSN))
 	case *cm.RTU:
 		return "CM RTU (ready to use): the active side's QP is in RTS. The passive side moves its QP to RTS: the connection is up."

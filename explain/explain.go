@@ -137,6 +137,9 @@ type model struct {
 	arrived map[int]bool
 	// retx is what a retransmission's leaving said, for its arrival.
 	retx map[int]string
+	// cmArrivals is what a CM message's arrival tells its receiver, by
+	// the row of its leaving.
+	cmArrivals map[int]cmArrival
 }
 
 func newModel() *model {
@@ -148,6 +151,8 @@ func newModel() *model {
 		row:     make(map[int]int),
 		arrived: make(map[int]bool),
 		retx:    make(map[int]string),
+
+		cmArrivals: make(map[int]cmArrival),
 	}
 }
 
@@ -180,6 +185,10 @@ func (m *model) packet(cp *capture.Packet, ro role, send int) {
 		i := m.row[send]
 		m.arrived[i] = true
 		pk := m.pkt(i)
+		if a, ok := m.cmArrivals[i]; ok {
+			a.h.at = cp.Index
+			a.c.heard[a.key] = a.h
+		}
 		if pk.Conn >= 0 && pk.connSide >= 0 {
 			c := m.conns[pk.Conn]
 			c.packet(m, i, pk.connSide, &cp.P, ro)

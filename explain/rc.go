@@ -47,7 +47,10 @@ type conn struct {
 	first    time.Duration
 	last     time.Duration
 	sum      Summary
-	tids     map[cmKey]int // CM messages seen, to find their retransmissions
+	tids     map[cmKey]cmSent // CM messages seen, to find their retransmissions
+	// heard is the CM message each side last received on a transaction,
+	// by (transaction, receiving side).
+	heard map[cmKey]cmHeard
 }
 
 // end is one QP of a connection.
@@ -95,9 +98,9 @@ type requester struct {
 	// orig is what each PSN was first sent as, for the last origWindow
 	// PSNs, acknowledged or not: a broken requester may resend one the
 	// responder has acknowledged.
-	orig map[uint32]sentAs
-	reads   []pendingRead  // READs and atomics awaiting their answers, oldest first
-	lastTx  time.Duration  // when it last sent a request
+	orig   map[uint32]sentAs
+	reads  []pendingRead // READs and atomics awaiting their answers, oldest first
+	lastTx time.Duration // when it last sent a request
 
 	// What the next retransmission answers: "nak", "rnr" or "implied"
 	// at causePSN, from the packet causeAt; "" for a timeout.
