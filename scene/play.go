@@ -39,12 +39,16 @@ func (s *Scene) Play(seed uint64) (*Result, error) {
 		psnA = randPSN(st0)
 	}
 	psnB := randPSN(st0)
-	st, err := newStage(seed, s.setup.cc, psnA, psnB, s.setup.conn)
+	st, err := newStage(seed, s.setup.cc, s.setup.cm, psnA, psnB, s.setup.conn)
 	if err != nil {
 		return nil, err
 	}
 	st.rng = st0
-	st.say("A's QP %#x and B's QP %#x are connected (RTS); A sends from PSN %d, B from PSN %d", uint32(st.A.QP.Num()), uint32(st.B.QP.Num()), st.A.PSN, st.B.PSN)
+	if s.setup.cm {
+		st.say("A's QP %#x and B's QP %#x are in RESET: the connection managers, on each NIC's QP 1, will connect them", uint32(st.A.QP.Num()), uint32(st.B.QP.Num()))
+	} else {
+		st.say("A's QP %#x and B's QP %#x are connected (RTS); A sends from PSN %d, B from PSN %d", uint32(st.A.QP.Num()), uint32(st.B.QP.Num()), st.A.PSN, st.B.PSN)
+	}
 	res := &Result{Scene: s, Seed: seed}
 	res.Err = s.play(st)
 	if res.Err == nil {

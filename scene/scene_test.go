@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gorxe/gorxe/trace"
@@ -135,5 +136,50 @@ func TestExplainMatchesDevices(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLostREP checks the handshake scene's story as explain tells it
+// from the capture: the first REP is lost, the REQ is sent again on the
+// timer, the REP again on B's timer and in answer to the REQ, the RTU in
+// answer to a REP, and the SEND that follows starts at the PSN B's REP
+// named.
+func TestLostREP(t *testing.T) {
+	res := play(t, "cm-lost-rep", DefaultSeed)
+	var told []string
+	for _, p := range res.Report.Packets {
+		if p.Opcode != "UD_SEND_ONLY" {
+			continue
+		}
+		switch {
+		case p.Lost:
+			told = append(told, "lost")
+		case strings.Contains(p.Text, "in answer to the REQ"):
+			told = append(told, "REP answers REQ")
+		case strings.Contains(p.Text, "in answer to the REP"):
+			told = append(told, "RTU answers REP")
+		case strings.Contains(p.Text, "The same REQ again") && strings.Contains(p.Text, "response timeout"):
+			told = append(told, "REQ on timer")
+		case strings.Contains(p.Text, "The same REP again") && strings.Contains(p.Text, "response timeout"):
+			told = append(told, "REP on timer")
+		default:
+			told = append(told, strings.Fields(p.Text)[1])
+		}
+	}
+	want := []string{"REQ:", "lost", "REQ on timer", "REP on timer", "REP answers REQ", "RTU", "RTU answers REP"}
+	if !slices.Equal(told, want) {
+		t.Errorf("the handshake told as %q, want %q", told, want)
+	}
+	var rep, first string
+	for _, p := range res.Report.Packets {
+		if rep == "" && strings.HasPrefix(p.Text, "CM REP") {
+			rep = p.Text
+		}
+		if first == "" && p.Opcode == "RC_SEND_FIRST" {
+			first = fmt.Sprint(p.PSN)
+		}
+	}
+	if first == "" || !strings.Contains(rep, "expects, "+first+",") {
+		t.Errorf("A's SEND starts at PSN %s; B's REP: %q", first, rep)
 	}
 }

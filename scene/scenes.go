@@ -25,6 +25,7 @@ type Scene struct {
 // setup is how a scene's stage is built.
 type setup struct {
 	cc   bool // DCQCN on
+	cm   bool // the QPs stay in RESET, for the connection managers to connect
 	psnA bth.PSN
 	conn func(*rnic.ConnectAttr)
 }
@@ -64,6 +65,10 @@ var Scenes = []Scene{
 		Teaches: "A switch marks one packet of A's WRITE ECN CE instead of dropping it. B's NIC (DCQCN's notification point) sends a CNP to A's QP; A's NIC (the reaction point) cuts the QP's rate and starts recovering it.",
 		setup:   setup{cc: true},
 		play:    cnp},
+	{Name: "cm-lost-rep", Title: "A CM handshake with a lost REP",
+		Teaches: "rdma_cm's handshake, in MADs between the NICs' QP 1: A's REQ names its QP and first PSN, B's REP its own, A's RTU ends it, and each side moves its QP to RTS from what the other sent. The fabric drops B's first REP. After the CM response timeout (4.8 s) both timers fire: A's, whose REQ nothing answered, sends the REQ again with the same transaction ID, and B's, whose REP no RTU answered, sends the REP again. B answers the duplicate REQ with the same REP too; A takes the first REP, moves its QP to RTS and sends the RTU, and answers the duplicate REP with the same RTU. Then a SEND crosses the new connection.",
+		setup:   setup{cm: true},
+		play:    cmLostREP},
 }
 
 // Find returns the scene called name.

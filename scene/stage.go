@@ -15,15 +15,18 @@ package scene
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/capture"
 	"github.com/gorxe/gorxe/internal/monotime"
@@ -61,6 +64,7 @@ type Stage struct {
 	capture bytes.Buffer
 	events  []trace.Event
 	first   time.Duration // when the first packet was captured; -1 before
+	closing bool          // the stage is closing: the CMs' last words are not the scene's
 	log     []string
 	err     error // the first error of a device's event
 }
@@ -79,13 +83,17 @@ type Host struct {
 	RCQ  *cq.CQ
 	QP   *rnic.QP
 	PSN  bth.PSN // the first PSN it sends
+	// CM is the host's connection manager on QP 1, in a scene that
+	// connects the QPs with it (setup.cm); nil otherwise.
+	CM *cm.Manager
 
 	iface int // its interface in the capture
 }
 
 // newStage builds the stage and connects the QPs; cfg adjusts what each
-// QP's Connect gets.
-func newStage(seed uint64, cc bool, psnA, psnB bth.PSN, conn func(*rnic.ConnectAttr)) (*Stage, error) {
+// QP's Connect gets. With withCM the QPs stay in RESET, and each host gets
+// a connection manager, for the scene to connect them with.
+func newStage(seed uint64, cc, withCM bool, psnA, psnB bth.PSN, conn func(*rnic.ConnectAttr)) (*Stage, error) {
 	st := &Stage{clock: fabric.NewClock(), first: -1}
 	// A capture at each NIC, as tcpdump on each host would take, in one
 	// pcapng file with an interface per host: explain pairs a packet's
@@ -116,6 +124,25 @@ func newStage(seed uint64, cc bool, psnA, psnB bth.PSN, conn func(*rnic.ConnectA
 			return nil, fmt.Errorf("NIC %s: %w", h.Name, err)
 		}
 	}
+	if withCM {
+		for port, h := range []*Host{st.A, st.B} {
+			h.CM, err = cm.New(h.dev, cm.Config{
+				Rand: rand.NewChaCha8(chachaSeed(seed, port)),
+				// The CM's own account, but for the messages, which
+				// the capture explained tells.
+				Trace: func(line string) {
+					if !st.closing && !strings.HasPrefix(line, "send ") && !strings.HasPrefix(line, "recv ") {
+						st.say("%s's CM: %s", h.Name, line)
+					}
+				},
+			})
+			if err != nil {
+				st.close()
+				return nil, fmt.Errorf("NIC %s: %w", h.Name, err)
+			}
+		}
+		return st, nil
+	}
 	for _, h := range []*Host{st.A, st.B} {
 		c := rnic.ConnectAttr{Local: h.QP.Local(h.PSN), Remote: st.peer(h).QP.Local(st.peer(h).PSN), MTU: mtu, Access: access}
 		if conn != nil {
@@ -127,6 +154,14 @@ func newStage(seed uint64, cc bool, psnA, psnB bth.PSN, conn func(*rnic.ConnectA
 		}
 	}
 	return st, nil
+}
+
+// chachaSeed is the seed of port's connection manager's random numbers.
+func chachaSeed(seed uint64, port int) (b [32]byte) {
+	binary.LittleEndian.PutUint64(b[:], seed)
+	b[8] = byte(port)
+	copy(b[16:], "gorxe cm")
+	return b
 }
 
 // newRand returns the scene's random numbers for seed.
@@ -196,8 +231,14 @@ func (h *Host) capture(dir rnic.Direction, pkt []byte) {
 	}
 }
 
-// close closes both devices.
+// close closes both devices, and their connection managers first.
 func (st *Stage) close() {
+	st.closing = true
+	for _, h := range []*Host{st.A, st.B} {
+		if h != nil && h.CM != nil {
+			h.CM.Close()
+		}
+	}
 	for _, h := range []*Host{st.A, st.B} {
 		if h != nil && h.dev != nil {
 			h.dev.Close()
@@ -226,13 +267,27 @@ func (st *Stage) say(format string, args ...any) {
 // from now, or nothing is left to happen.
 func (st *Stage) run(limit time.Duration, done func() bool) {
 	until := st.clock.Now().Add(limit)
-	for st.err == nil && !done() {
+	for st.err == nil && !st.pollCM() && !done() {
 		next, ok := st.clock.Next()
 		if !ok || next > until {
 			return
 		}
 		st.clock.Step()
 	}
+}
+
+// pollCM has the connection managers handle what their QP 1 received, as
+// a program on a Loop does. It reports whether that failed (st.err).
+func (st *Stage) pollCM() bool {
+	for _, h := range []*Host{st.A, st.B} {
+		if h.CM == nil {
+			continue
+		}
+		if _, err := h.CM.Poll(); err != nil && st.err == nil {
+			st.err = fmt.Errorf("%s's CM: %w", h.Name, err)
+		}
+	}
+	return st.err != nil
 }
 
 // idle runs the clock for d.

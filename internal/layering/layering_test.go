@@ -47,7 +47,7 @@ var layers = []struct{ pkg, may string }{
 	{"cm/cmtest", "cm rnic link/..."},                                                                                                // devices with a connection manager, for tests
 	{"rping", "cm rnic qp mr cq wire/... internal/..."},                                                                              // librdmacm's rping over cm
 	{"cmtool", "cm rnic qp mr cq wire/... internal/..."},                                                                             // librdmacm's rdma_server/client, ucmatose over cm
-	{"scene", "explain trace rnic congestion qp mr cq link/... wire/... internal/..."},                                               // scripted scenes of the transport at work, in virtual time
+	{"scene", "explain trace cm rnic congestion qp mr cq link/... wire/... internal/..."},                                            // scripted scenes of the transport at work, in virtual time
 	{"cmd/...", "scene explain trace sim pingpong perftest rping cmtool cm rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
 	{"test/...", "scene explain trace perftest cm rnic congestion qp mr cq link/... wire/... internal/..."},                          // system tests and benchmarks
 }
