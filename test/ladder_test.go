@@ -513,3 +513,41 @@ func TestLadderHTMLScene(t *testing.T) {
 	}
 	checkConsole()
 }
+
+// TestLadderHTMLEveryScene opens each scene's page, as "gorxe demo SCENE
+// --html" writes it: one arrow a packet, none of them lost but the ones
+// explain calls lost, and no console message.
+func TestLadderHTMLEveryScene(t *testing.T) {
+	for _, s := range scene.Scenes {
+		t.Run(s.Name, func(t *testing.T) {
+			res, err := s.Play(scene.DefaultSeed)
+			if err != nil || res.Err != nil {
+				t.Fatalf("the scene: %v, %v", err, res.Err)
+			}
+			r := res.Report
+			file := filepath.Join(t.TempDir(), s.Name+".html")
+			var page bytes.Buffer
+			if err := explain.WriteHTML(&page, r, "gorxe demo "+s.Name+": "+s.Title); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, checkConsole := browser(t)
+			do(t, ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#ladder .pkt")))
+			if n := eval[int](t, ctx, `document.querySelectorAll('.pkt').length`); n != len(r.Packets) {
+				t.Errorf("%d .pkt elements, want one a packet: %d", n, len(r.Packets))
+			}
+			lost := 0
+			for _, p := range r.Packets {
+				if p.Lost {
+					lost++
+				}
+			}
+			if n := eval[int](t, ctx, `document.querySelectorAll('.pkt.lost').length`); n != lost {
+				t.Errorf("%d packets drawn lost, explain says %d", n, lost)
+			}
+			checkConsole()
+		})
+	}
+}
