@@ -461,21 +461,7 @@ func screenshot(t *testing.T, ctx context.Context) {
 // $GORXE_SCENE_SCREENSHOT set, the screenshot goes there (the README's).
 func TestLadderHTMLScene(t *testing.T) {
 	s, _ := scene.Find("loss")
-	res, err := s.Play(scene.DefaultSeed)
-	if err != nil || res.Err != nil {
-		t.Fatalf("the scene: %v, %v", err, res.Err)
-	}
-	r := res.Report
-	file := filepath.Join(t.TempDir(), "loss.html")
-	var page bytes.Buffer
-	if err := explain.WriteHTML(&page, r, "gorxe demo loss: "+s.Title); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, checkConsole := browser(t)
-	do(t, ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#ladder .pkt")))
+	r, ctx, checkConsole := scenePage(t, s)
 	if n := eval[int](t, ctx, `document.querySelectorAll('.pkt').length`); n != len(r.Packets) {
 		t.Errorf("%d .pkt elements, want one a packet: %d", n, len(r.Packets))
 	}
@@ -520,21 +506,7 @@ func TestLadderHTMLScene(t *testing.T) {
 func TestLadderHTMLEveryScene(t *testing.T) {
 	for _, s := range scene.Scenes {
 		t.Run(s.Name, func(t *testing.T) {
-			res, err := s.Play(scene.DefaultSeed)
-			if err != nil || res.Err != nil {
-				t.Fatalf("the scene: %v, %v", err, res.Err)
-			}
-			r := res.Report
-			file := filepath.Join(t.TempDir(), s.Name+".html")
-			var page bytes.Buffer
-			if err := explain.WriteHTML(&page, r, "gorxe demo "+s.Name+": "+s.Title); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			ctx, checkConsole := browser(t)
-			do(t, ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#ladder .pkt")))
+			r, ctx, checkConsole := scenePage(t, &s)
 			if n := eval[int](t, ctx, `document.querySelectorAll('.pkt').length`); n != len(r.Packets) {
 				t.Errorf("%d .pkt elements, want one a packet: %d", n, len(r.Packets))
 			}
@@ -550,4 +522,26 @@ func TestLadderHTMLEveryScene(t *testing.T) {
 			checkConsole()
 		})
 	}
+}
+
+// scenePage plays s with the default seed and opens its ladder page, as
+// "gorxe demo SCENE --html" writes it, in the browser: the scene's report,
+// the browser's context, and browser's console check.
+func scenePage(t *testing.T, s *scene.Scene) (*explain.Report, context.Context, func()) {
+	t.Helper()
+	res, err := s.Play(scene.DefaultSeed)
+	if err != nil || res.Err != nil {
+		t.Fatalf("the scene: %v, %v", err, res.Err)
+	}
+	file := filepath.Join(t.TempDir(), s.Name+".html")
+	var page bytes.Buffer
+	if err := explain.WriteHTML(&page, res.Report, "gorxe demo "+s.Name+": "+s.Title); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, checkConsole := browser(t)
+	do(t, ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#ladder .pkt")))
+	return res.Report, ctx, checkConsole
 }
