@@ -118,15 +118,17 @@ func TestCMCapture(t *testing.T) {
 	}
 }
 
-// TestResendMismatch explains a requester that resends a PSN as another
-// packet than it first sent (kernel rxe 6.1 does, under load: a zero-length
-// SEND_ONLY where a SEND_FIRST was, and the message cut one PSN later):
-// each such packet is an error, and a faithful resend is not.
-func TestResendMismatch(t *testing.T) {
+// packets returns builders of RC packets between 10.0.0.1's QP 0x11 and
+// 10.0.0.2's QP 0x22: pkt from either side (back: from 10.0.0.2), req a
+// request of 10.0.0.1's.
+func packets(t *testing.T) (pkt func(back bool, op bth.Opcode, psn bth.PSN, n int) []byte, req func(op bth.Opcode, psn bth.PSN, n int) []byte) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	pkt := func(src, dst netip.Addr, dqp bth.QPN, op bth.Opcode, psn bth.PSN, n int) []byte {
-		f := wire.Frame{IP: wire.IPFields{Src: src, Dst: dst, HopLimit: 64}, SrcPort: 49152, DstPort: wire.UDPPort, Payload: make([]byte, n)}
-		f.BTH = bth.Fields{Opcode: op, PKey: bth.DefaultPKey, DestQP: dqp, PSN: psn}
+	pkt = func(back bool, op bth.Opcode, psn bth.PSN, n int) []byte {
+		f := wire.Frame{IP: wire.IPFields{Src: a, Dst: b, HopLimit: 64}, SrcPort: 49152, DstPort: wire.UDPPort, Payload: make([]byte, n)}
+		f.BTH = bth.Fields{Opcode: op, PKey: bth.DefaultPKey, DestQP: 0x22, PSN: psn}
+		if back {
+			f.IP.Src, f.IP.Dst, f.BTH.DestQP = b, a, 0x11
+		}
 		if op == bth.RCAcknowledge {
 			f.AETH = aeth.Fields{Syndrome: aeth.ACK(31), MSN: 0}
 		}
@@ -136,12 +138,52 @@ func TestResendMismatch(t *testing.T) {
 		}
 		return p
 	}
-	req := func(op bth.Opcode, psn bth.PSN, n int) []byte { return pkt(a, b, 0x22, op, psn, n) }
+	return pkt, func(op bth.Opcode, psn bth.PSN, n int) []byte { return pkt(false, op, psn, n) }
+}
+
+// TestOpcodeSequence explains requests that arrive in PSN order with
+// opcodes out of sequence: a SEND begun and not finished, then another
+// FIRST; a LAST with no FIRST. Each is an error the responder refuses; the
+// requests in sequence around them are not.
+func TestOpcodeSequence(t *testing.T) {
+	_, req := packets(t)
+	for _, tc := range []struct {
+		name string
+		pkts [][]byte
+		bad  int // the index of the packet out of sequence, or -1
+	}{
+		{"in sequence", [][]byte{req(bth.RCSendFirst, 7, 1024), req(bth.RCSendMiddle, 8, 1024), req(bth.RCSendLast, 9, 10), req(bth.RCSendOnly, 10, 10)}, -1},
+		{"FIRST before LAST", [][]byte{req(bth.RCSendFirst, 7, 1024), req(bth.RCSendMiddle, 8, 1024), req(bth.RCSendFirst, 9, 1024)}, 2},
+		{"LAST after LAST", [][]byte{req(bth.RCSendFirst, 7, 1024), req(bth.RCSendLast, 8, 1024), req(bth.RCSendLast, 9, 1024)}, 2},
+		{"WRITE into a SEND", [][]byte{req(bth.RCSendFirst, 7, 1024), req(bth.RCRDMAWriteMiddle, 8, 1024)}, 1},
+		{"captured from the middle", [][]byte{req(bth.RCRDMAWriteMiddle, 7, 1024), req(bth.RCRDMAWriteLast, 8, 1024), req(bth.RCSendOnly, 9, 8)}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Read(bytes.NewReader(rawCapture(tc.pkts...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, p := range r.Packets {
+				bad := p.Anomaly == "error" && strings.Contains(p.Text, "breaks the sequence")
+				if bad != (k == tc.bad) {
+					t.Errorf("packet %d (%s): out of sequence %v, want %v: %q", k, p.Opcode, bad, k == tc.bad, p.Text)
+				}
+			}
+		})
+	}
+}
+
+// TestResendMismatch explains a requester that resends a PSN as another
+// packet than it first sent (kernel rxe 6.1 does, under load: a zero-length
+// SEND_ONLY where a SEND_FIRST was, and the message cut one PSN later):
+// each such packet is an error, and a faithful resend is not.
+func TestResendMismatch(t *testing.T) {
+	pkt, req := packets(t)
 	sent := [][]byte{
 		req(bth.RCSendFirst, 100, 1024),
 		req(bth.RCSendMiddle, 101, 1024),
 		req(bth.RCSendLast, 102, 512),
-		pkt(b, a, 0x11, bth.RCAcknowledge, 100, 0),
+		pkt(true, bth.RCAcknowledge, 100, 0),
 	}
 	for _, tc := range []struct {
 		name   string

@@ -178,6 +178,36 @@ type responder struct {
 	epsn  uint32 // the expected PSN
 	nak   bool   // a sequence error NAK is out for epsn: later PSNs are dropped
 	msn   uint32 // from the last AETH it sent
+	// open is the SEND or WRITE whose FIRST or MIDDLE it took last, when
+	// inMsg: the next request must go on with it.
+	open  opKind
+	inMsg bool
+}
+
+// follows reports whether a request of kind at pos may come next, by the
+// opcode sequence (IBTA §9.7.5.1, opcode sequence check): a SEND or WRITE
+// begun goes on with its MIDDLE or LAST packets, and nothing else; none
+// begun, a request starts with a FIRST or an ONLY.
+func (rs *responder) follows(kind opKind, pos position) bool {
+	goesOn := pos == posMiddle || pos == posLast
+	if rs.inMsg {
+		return goesOn && kind == rs.open
+	}
+	return !goesOn
+}
+
+// rewind has the responder expect psn again, as a NAK or an RNR NAK it
+// sent shows: the last request it took is the one q sent before psn.
+func (rs *responder) rewind(psn uint32, q *requester) {
+	rs.epsn = psn
+	if o, ok := q.orig[psnAdd(psn, -1)]; ok {
+		rs.took(classify(o.op))
+	}
+}
+
+// took notes a request the responder accepted in sequence.
+func (rs *responder) took(kind opKind, pos position) {
+	rs.open, rs.inMsg = kind, (kind == opSend || kind == opWrite) && (pos == posFirst || pos == posMiddle)
 }
 
 // opKind is what a request or response packet is part of.
@@ -194,6 +224,17 @@ const (
 	opAtomicAck
 	opOther
 )
+
+// kindName names a kind of request for a sentence.
+func kindName(k opKind) string {
+	switch k {
+	case opSend:
+		return "SEND"
+	case opWrite:
+		return "RDMA WRITE"
+	}
+	return "request"
+}
 
 // position is a packet's place in its message.
 type position uint8
@@ -611,10 +652,21 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 	}
 	if !rs.known {
 		rs.known, rs.epsn = true, psn
+		// A capture may begin in the middle of a message.
+		rs.open, rs.inMsg = kind, pos == posMiddle || pos == posLast
 	}
 	what := c.describe(p, s, r)
 	d := psnDiff(psn, rs.epsn)
 	switch {
+	case d == 0 && !rs.follows(kind, pos):
+		pk.Anomaly = "error"
+		was := "no SEND or WRITE is under way"
+		if rs.inMsg {
+			was = fmt.Sprintf("a %s begun is not finished", kindName(rs.open))
+		}
+		rs.inMsg = false
+		text(fmt.Sprintf("%s arrives at the expected PSN %d, but %s: its opcode breaks the sequence, and %s refuses it with a NAK, invalid request: a fatal error, %s goes to the error state (IBTA §9.7.5.1).",
+			p.BTH.Opcode(), psn, was, r.label(), s.label()))
 	case d == 0:
 		resumed := ""
 		if rs.nak {
@@ -622,6 +674,7 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 			rs.nak = false
 		}
 		rs.epsn = psnAdd(psn, span)
+		rs.took(kind, pos)
 		text(what + resumed)
 	case d > 0:
 		flag("out of sequence")
@@ -735,7 +788,8 @@ func (c *conn) response(m *model, i int, s, r *end, side int, p *wire.Packet) {
 		m.event(i, trace.Event{Kind: trace.RNRNAKSent, QP: s.QPN, PSN: psn, Wait: wait})
 		m.event(i, trace.Event{Kind: trace.RNRNAKReceived, QP: r.QPN, PSN: psn, Wait: wait})
 		// The responder took nothing of the request: it expects it again.
-		s.resp.epsn, s.resp.nak = psn, false
+		s.resp.rewind(psn, q)
+		s.resp.nak = false
 		q.cause, q.causePSN, q.causeAt, q.wait = "rnr", psn, i, wait
 		q.resending = false
 		q.ack(psnAdd(psn, -1))
@@ -827,7 +881,8 @@ func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Sy
 	if !rs.nak || rs.epsn != psn {
 		c.retell(m, i, s, r, psn)
 	}
-	rs.known, rs.epsn, rs.nak = true, psn, true
+	rs.rewind(psn, q)
+	rs.known, rs.nak = true, true
 	pk.Text = fmt.Sprintf("NAK, PSN sequence error: %s expected PSN %d and got a later one. %s goes back to PSN %d and sends everything again from there (go-back-N, IBTA §9.7.5.2).%s",
 		s.label(), psn, r.label(), psn, lost)
 }
