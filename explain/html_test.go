@@ -17,8 +17,8 @@ import (
 // events and a text that tries to close the script element.
 func sampleReport() *Report {
 	after := []EndState{
-		{End: "10.0.0.1 QP 0x11", NextPSN: 104, Unacked: 100, Outstanding: 4},
-		{End: "10.0.0.2 QP 0x12", ExpectedPSN: 102, MSN: 0, NAKState: "sequence error NAK sent, waiting for PSN 102"},
+		{End: "10.0.0.1 QP 0x11", RequesterKnown: true, NextPSN: 104, Unacked: 100, Outstanding: 4},
+		{End: "10.0.0.2 QP 0x12", ResponderKnown: true, ExpectedPSN: 102, MSN: 0, NAKState: "sequence error NAK sent, waiting for PSN 102"},
 	}
 	return &Report{
 		Lanes: []string{"10.0.0.1", "10.0.0.2"},
@@ -154,8 +154,8 @@ func largeReport(n int) *Report {
 			Fields: "ack=0 se=0 mig=0 pad=0 payload=4096 icrc=ok",
 			Text:   fmt.Sprintf("A middle packet of the RDMA WRITE: 4096 bytes more, PSN %d as the responder expects.", 1000+i),
 			After: []EndState{
-				{End: "192.168.10.1 QP 0x11", NextPSN: uint32(1001 + i), Unacked: uint32(1000 + i - i%64), Outstanding: i%64 + 1},
-				{End: "192.168.10.2 QP 0x11", ExpectedPSN: uint32(1001 + i), MSN: uint32(i / 64)},
+				{End: "192.168.10.1 QP 0x11", RequesterKnown: true, NextPSN: uint32(1001 + i), Unacked: uint32(1000 + i - i%64), Outstanding: i%64 + 1},
+				{End: "192.168.10.2 QP 0x11", ResponderKnown: true, ExpectedPSN: uint32(1001 + i), MSN: uint32(i / 64)},
 			},
 		}
 		if i%64 == 63 {

@@ -788,15 +788,18 @@
 	}
 
 	// The rows of the state table: a label and how to read it from an
-	// EndState.
+	// EndState. An end that has sent no request has no requester state
+	// to show, and one that was sent none no responder state: a dash.
+	const asker = read => s => s.requester_known ? read(s) : '–';
+	const answerer = read => s => s.responder_known ? read(s) : '–';
 	const stateRows = [
-		['next PSN', s => s.next_psn],
-		['oldest unacked PSN', s => s.unacked],
-		['outstanding', s => s.outstanding],
-		['READs/atomics waiting', s => s.reads],
+		['next PSN', asker(s => s.next_psn)],
+		['oldest unacked PSN', asker(s => s.unacked)],
+		['outstanding', asker(s => s.outstanding)],
+		['READs/atomics waiting', asker(s => s.reads)],
 		['recovery', s => s.recovery || '–'],
-		['expected PSN', s => s.expected_psn],
-		['MSN', s => s.msn],
+		['expected PSN', answerer(s => s.expected_psn)],
+		['MSN', answerer(s => s.msn)],
 		['NAK state', s => s.nak_state || '–'],
 	];
 

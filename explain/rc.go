@@ -81,7 +81,7 @@ func (e *end) label() string {
 
 // state is the end's EndState.
 func (e *end) state() EndState {
-	s := EndState{End: e.label(), NextPSN: e.req.next, Unacked: e.req.una, Outstanding: e.req.outstanding(),
+	s := EndState{End: e.label(), RequesterKnown: e.req.started, ResponderKnown: e.resp.known, NextPSN: e.req.next, Unacked: e.req.una, Outstanding: e.req.outstanding(),
 		Reads: len(e.req.reads), Recovery: e.req.recovery(), ExpectedPSN: e.resp.epsn, MSN: e.resp.msn}
 	if e.resp.nak {
 		s.NAKState = fmt.Sprintf("sequence error NAK sent: dropping requests until PSN %d", e.resp.epsn)

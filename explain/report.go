@@ -78,6 +78,11 @@ type Packet struct {
 // packet.
 type EndState struct {
 	End string `json:"end"` // "10.0.0.1 QP 0x11"
+	// RequesterKnown says the end has sent a request, so that its
+	// requester's fields mean something; ResponderKnown that it has been
+	// sent one, for its responder's.
+	RequesterKnown bool `json:"requester_known"`
+	ResponderKnown bool `json:"responder_known"`
 	// Requester: what the end has sent and what is acknowledged.
 	NextPSN     uint32 `json:"next_psn"`    // the PSN of the next new request packet
 	Unacked     uint32 `json:"unacked"`     // the oldest PSN not acknowledged

@@ -488,6 +488,12 @@ func TestLadderHTMLScene(t *testing.T) {
 			t.Errorf("the details of the NAK lack %q:\n%s", want, details)
 		}
 	}
+	// B, the NAK's sender, has sent no request: its requester's cells are
+	// dashes; A's next PSN is a number.
+	row := eval[[]string](t, ctx, `[...document.querySelectorAll('#details tr')].map(tr => [...tr.children].map(c => c.textContent)).find(r => r[0] === 'next PSN')`)
+	if want := fmt.Sprint(nak.After[1].NextPSN); len(row) != 3 || row[1] != "–" || row[2] != want {
+		t.Errorf("the next-PSN row of the NAK's details is %q, want [next PSN – %s]", row, want)
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
