@@ -188,8 +188,8 @@ type responder struct {
 // opcode sequence (IBTA §9.7.5.1, opcode sequence check): a SEND or WRITE
 // begun goes on with its MIDDLE or LAST packets, and nothing else; none
 // begun, a request starts with a FIRST or an ONLY.
-func (rs *responder) follows(kind opKind, pos position) bool {
-	goesOn := pos == posMiddle || pos == posLast
+func (rs *responder) follows(kind opKind, pos wire.Position) bool {
+	goesOn := pos == wire.Middle || pos == wire.Last
 	if rs.inMsg {
 		return goesOn && kind == rs.open
 	}
@@ -206,8 +206,8 @@ func (rs *responder) rewind(psn uint32, q *requester) {
 }
 
 // took notes a request the responder accepted in sequence.
-func (rs *responder) took(kind opKind, pos position) {
-	rs.open, rs.inMsg = kind, (kind == opSend || kind == opWrite) && (pos == posFirst || pos == posMiddle)
+func (rs *responder) took(kind opKind, pos wire.Position) {
+	rs.open, rs.inMsg = kind, (kind == opSend || kind == opWrite) && (pos == wire.First || pos == wire.Middle)
 }
 
 // opKind is what a request or response packet is part of.
@@ -236,55 +236,33 @@ func kindName(k opKind) string {
 	return "request"
 }
 
-// position is a packet's place in its message.
-type position uint8
-
-const (
-	posOnly position = iota
-	posFirst
-	posMiddle
-	posLast
-)
-
-// classify returns what op is part of and its place in the message.
-func classify(op bth.Opcode) (opKind, position) {
-	switch op & 0x1f {
-	case 0x00:
-		return opSend, posFirst
-	case 0x01:
-		return opSend, posMiddle
-	case 0x02, 0x03, 0x16:
-		return opSend, posLast
-	case 0x04, 0x05, 0x17:
-		return opSend, posOnly
-	case 0x06:
-		return opWrite, posFirst
-	case 0x07:
-		return opWrite, posMiddle
-	case 0x08, 0x09:
-		return opWrite, posLast
-	case 0x0a, 0x0b, 0x1d:
-		return opWrite, posOnly
-	case 0x0c:
-		return opRead, posOnly
-	case 0x0d:
-		return opReadResp, posFirst
-	case 0x0e:
-		return opReadResp, posMiddle
-	case 0x0f:
-		return opReadResp, posLast
-	case 0x10:
-		return opReadResp, posOnly
-	case 0x11:
-		return opAck, posOnly
-	case 0x12:
-		return opAtomicAck, posOnly
-	case 0x13, 0x14:
-		return opAtomic, posOnly
-	case 0x1c:
-		return opFlush, posOnly
+// classify returns what op is part of and its place in the message. A
+// connected service's operation reads as RC's, in its low five bits; an
+// operation wire does not know is one packet of opOther.
+func classify(op bth.Opcode) (opKind, wire.Position) {
+	pos := wire.Only
+	if info, ok := wire.Lookup(op & 0x1f); ok {
+		pos = info.Position
 	}
-	return opOther, posOnly
+	switch op & 0x1f {
+	case 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x16, 0x17:
+		return opSend, pos
+	case 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x1d:
+		return opWrite, pos
+	case 0x0c:
+		return opRead, pos
+	case 0x0d, 0x0e, 0x0f, 0x10:
+		return opReadResp, pos
+	case 0x11:
+		return opAck, pos
+	case 0x12:
+		return opAtomicAck, pos
+	case 0x13, 0x14:
+		return opAtomic, pos
+	case 0x1c:
+		return opFlush, pos
+	}
+	return opOther, pos
 }
 
 // isResponse reports whether op is sent by a responder.
@@ -324,7 +302,7 @@ func opWord(op bth.Opcode) string {
 func (c *conn) learnMTU(p *wire.Packet) {
 	old := c.pmtu()
 	switch _, pos := classify(p.BTH.Opcode()); {
-	case (pos == posFirst || pos == posMiddle) && len(p.Payload) > 0:
+	case (pos == wire.First || pos == wire.Middle) && len(p.Payload) > 0:
 		c.mtu = len(p.Payload)
 	case p.BTH.Opcode() == bth.RCRDMAReadResponseOnly && c.mtu == 0:
 		for m := 256; m <= 4096; m *= 2 {
@@ -489,7 +467,7 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 	if psnDiff(psn, q.next) >= 0 {
 		q.sent[psn] = i
 		q.remember(psn, sentAs{op: p.BTH.Opcode(), n: len(p.Payload), pkt: i})
-		if kind == opRead || kind == opAtomic || pos == posLast || pos == posOnly {
+		if kind == opRead || kind == opAtomic || pos == wire.Last || pos == wire.Only {
 			c.sum.Messages[side]++
 		}
 		q.next = psnAdd(psn, span)
@@ -636,7 +614,7 @@ func (q *requester) retryRead(psn uint32, span int, p *wire.Packet) {
 }
 
 // receive explains what the responder r does with a request at psn.
-func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind opKind, pos position, p *wire.Packet, retx string) {
+func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind opKind, pos wire.Position, p *wire.Packet, retx string) {
 	pk := m.pkt(i)
 	rs := &r.resp
 	text := func(t string) {
@@ -653,7 +631,7 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 	if !rs.known {
 		rs.known, rs.epsn = true, psn
 		// A capture may begin in the middle of a message.
-		rs.open, rs.inMsg = kind, pos == posMiddle || pos == posLast
+		rs.open, rs.inMsg = kind, pos == wire.Middle || pos == wire.Last
 	}
 	what := c.describe(p, s, r)
 	d := psnDiff(psn, rs.epsn)
@@ -724,24 +702,24 @@ func (c *conn) describe(p *wire.Packet, s, r *end) string {
 	switch kind {
 	case opWrite:
 		switch pos {
-		case posOnly:
+		case wire.Only:
 			return fmt.Sprintf("RDMA WRITE of %d bytes into %s's memory at %#x (rkey %#x)%s: the responder checks the rkey and its rights, then writes; its CPU is not told.%s",
 				n, r.Addr, p.RETH.VA(), uint32(p.RETH.RKey()), imm, ack)
-		case posFirst:
+		case wire.First:
 			return fmt.Sprintf("First packet of an RDMA WRITE of %d bytes to %#x (rkey %#x): the RETH names where; %d bytes written.%s",
 				p.RETH.DMALen(), p.RETH.VA(), uint32(p.RETH.RKey()), n, ack)
-		case posMiddle:
+		case wire.Middle:
 			return fmt.Sprintf("%d more bytes of the RDMA WRITE, placed after the last.%s", n, ack)
 		default:
 			return fmt.Sprintf("Last %d bytes of the RDMA WRITE%s: the message is complete.%s", n, imm, ack)
 		}
 	case opSend:
 		switch pos {
-		case posOnly:
+		case wire.Only:
 			return fmt.Sprintf("SEND of %d bytes%s: it fills the next receive %s has posted, and completes there.%s", n, imm, r.label(), ack)
-		case posFirst:
+		case wire.First:
 			return fmt.Sprintf("First %d bytes of a SEND: the responder takes its next posted receive for it.%s", n, ack)
-		case posMiddle:
+		case wire.Middle:
 			return fmt.Sprintf("%d more bytes of the SEND.%s", n, ack)
 		default:
 			return fmt.Sprintf("Last %d bytes of the SEND%s: the receive completes.%s", n, imm, ack)
@@ -970,7 +948,7 @@ func (c *conn) implied(m *model, i int, r *end, j int) {
 }
 
 // readResponse explains one READ response packet.
-func (c *conn) readResponse(m *model, i int, s, r *end, side int, psn uint32, pos position, p *wire.Packet) string {
+func (c *conn) readResponse(m *model, i int, s, r *end, side int, psn uint32, pos wire.Position, p *wire.Packet) string {
 	q := &r.req
 	n := len(p.Payload)
 	for j := range q.reads {
@@ -986,11 +964,11 @@ func (c *conn) readResponse(m *model, i int, s, r *end, side int, psn uint32, po
 			c.sum.Bytes[side] += int64(n)
 			c.implied(m, i, r, j)
 			aethNote := ""
-			if pos == posFirst || pos == posLast || pos == posOnly {
+			if pos == wire.First || pos == wire.Last || pos == wire.Only {
 				aethNote = " Its AETH makes it an acknowledgement, too."
 			}
 			if rd.got < rd.n {
-				if pos == posOnly || pos == posLast {
+				if pos == wire.Only || pos == wire.Last {
 					// The READ took fewer PSNs than reckoned with a
 					// guessed MTU: it ends here.
 					q.resize(rd, rd.got, &s.resp)
@@ -1041,7 +1019,7 @@ func (c *conn) ucRequest(m *model, i int, s, r *end, side int, p *wire.Packet) {
 	what := "UC " + c.describe(p, s, r)
 	switch d := psnDiff(psn, rs.epsn); {
 	case d == 0:
-		if pos == posLast || pos == posOnly {
+		if pos == wire.Last || pos == wire.Only {
 			c.sum.Messages[side]++
 		}
 		pk.Text = what + " UC sends no ACK: nothing is retransmitted."
@@ -1049,9 +1027,9 @@ func (c *conn) ucRequest(m *model, i int, s, r *end, side int, p *wire.Packet) {
 		pk.Anomaly = "out of sequence"
 		m.event(i, trace.Event{Kind: trace.Dropped, QP: r.QPN, PSN: psn, Opcode: p.BTH.Opcode().String(), Reason: "UC PSN gap"})
 		pk.Text = fmt.Sprintf("UC PSN %d while %d is expected: packets were lost. %s drops the message in progress and waits for the next FIRST or ONLY packet; UC never retransmits.", psn, rs.epsn, r.label())
-		if pos == posFirst || pos == posOnly {
+		if pos == wire.First || pos == wire.Only {
 			pk.Text = fmt.Sprintf("UC PSN %d while %d is expected: packets were lost, and the message in progress with them. This packet starts a new message, so %s takes it.", psn, rs.epsn, r.label())
-			if pos == posOnly {
+			if pos == wire.Only {
 				c.sum.Messages[side]++
 			}
 		}
