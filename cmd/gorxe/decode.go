@@ -32,6 +32,17 @@ ends with {"summary": {...}}, all on standard output.
 Flags:
 `
 
+// openCapture opens the capture file name for decode and explain. Its
+// error leaves the name out: their messages put it in front.
+func openCapture(name string) (*os.File, error) {
+	f, err := os.Open(name)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return f, err
+}
+
 // runDecode is the decode subcommand.
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("decode", flag.ContinueOnError)
@@ -53,12 +64,8 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	name := flags.Arg(0)
-	f, err := os.Open(name)
+	f, err := openCapture(name)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the message names the file already
-		}
 		fmt.Fprintf(stderr, "gorxe decode: %s: %v\n", name, err)
 		return exitError
 	}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -89,12 +88,8 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 // way it returns the report of what came before with the error; when the
 // file is no capture at all, no report.
 func explainFile(name string) (*explain.Report, error) {
-	f, err := os.Open(name)
+	f, err := openCapture(name)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the message names the file already
-		}
 		return nil, err
 	}
 	defer f.Close()
