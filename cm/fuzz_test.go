@@ -12,6 +12,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/rnic/rnictest"
 	wcm "github.com/gorxe/gorxe/wire/cm"
 	"github.com/gorxe/gorxe/wire/deth"
 	"github.com/gorxe/gorxe/wire/mad"
@@ -68,16 +69,7 @@ type udSender struct {
 
 func newUDSender(t testing.TB, f *mem.Fabric, addr string) *udSender {
 	t.Helper()
-	l, err := f.NewLink(netip.MustParseAddr(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := rnic.Open(rnic.Config{Link: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	return udSenderOn(t, dev)
+	return udSenderOn(t, rnictest.Open(t, f, addr))
 }
 
 // udSenderOn makes a UD QP on dev that sends raw MADs to QP 1s, from

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
@@ -24,20 +22,7 @@ import (
 // and 10.0.0.2, closed when the test ends.
 func devices(t *testing.T) (a, b *rnic.Device) {
 	t.Helper()
-	f := mem.NewFabric()
-	open := func(addr string) *rnic.Device {
-		l, err := f.NewLink(netip.MustParseAddr(addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := rnic.Open(rnic.Config{Link: l})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	return open("10.0.0.1"), open("10.0.0.2")
+	return devicesAt(t, "10.0.0.1", "10.0.0.2")
 }
 
 // udpDevices opens two gorxe devices on kernel UDP sockets at 127.0.0.1

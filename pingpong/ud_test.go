@@ -1,7 +1,6 @@
 package pingpong
 
 import (
-	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/rnic/rnictest"
 )
 
 // udParams are ud_pingpong's defaults with a GID and a give-up time.
@@ -23,19 +23,7 @@ func udParams() Params {
 func devicesAt(t *testing.T, a, b string) (*rnic.Device, *rnic.Device) {
 	t.Helper()
 	f := mem.NewFabric()
-	open := func(addr string) *rnic.Device {
-		l, err := f.NewLink(netip.MustParseAddr(addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := rnic.Open(rnic.Config{Link: l})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	return open(a), open(b)
+	return rnictest.Open(t, f, a), rnictest.Open(t, f, b)
 }
 
 // ud_pingpong's local line has a colon before the GID; its remote line

@@ -12,6 +12,7 @@ import (
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/rnic/rnictest"
 )
 
 // udSide is a device with one UD QP in RTS, as ibv_ud_pingpong sets it
@@ -30,16 +31,9 @@ const udQKey = 0x11111111 // perftest's DEF_QKEY
 
 func newUDSide(t *testing.T, f *mem.Fabric, addr string, qkey uint32) *udSide {
 	t.Helper()
-	l, err := f.NewLink(netip.MustParseAddr(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := rnic.Open(rnic.Config{Link: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
+	dev := rnictest.Open(t, f, addr)
 	s := &udSide{dev: dev, pd: dev.AllocPD(), buf: make([]byte, 1<<16)}
+	var err error
 	if s.scq, err = dev.CreateCQ(64); err != nil {
 		t.Fatal(err)
 	}

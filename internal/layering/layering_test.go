@@ -44,7 +44,7 @@ var layers = []struct{ pkg, may string }{
 	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                          // ibv_rc_pingpong's exchange and run over gorxe
 	{"sim", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                               // DCQCN scenarios: devices on the fabric in virtual time
 	{"cm", "rnic qp mr cq wire/... internal/..."},                                                                                    // the connection manager on QP 1, above the device
-	{"cm/cmtest", "cm rnic link/..."},                                                                                                // devices with a connection manager, for tests
+	{"cm/cmtest", "cm rnic rnic/rnictest link/..."},                                                                                  // devices with a connection manager, for tests
 	{"rping", "cm rnic qp mr cq wire/... internal/..."},                                                                              // librdmacm's rping over cm
 	{"cmtool", "cm rnic qp mr cq wire/... internal/..."},                                                                             // librdmacm's rdma_server/client, ucmatose over cm
 	{"scene", "explain trace cm rnic congestion qp mr cq link/... wire/... internal/..."},                                            // scripted scenes of the transport at work, in virtual time

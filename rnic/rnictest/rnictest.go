@@ -143,6 +143,18 @@ type Peer struct {
 	barPSN bth.PSN
 }
 
+// Open opens a device at addr on the in-memory fabric f, closed when the
+// test ends.
+func Open(t testing.TB, f *mem.Fabric, addr string) *rnic.Device {
+	t.Helper()
+	l, err := f.NewLink(netip.MustParseAddr(addr))
+	must(t, err)
+	dev, err := rnic.Open(rnic.Config{Link: l})
+	must(t, err)
+	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
 // New opens a device with one RC QP in RTS, connected to the peer. The
 // device, the fabric and the peer's link close when the test ends.
 func New(t testing.TB, o Options) *Peer {
