@@ -175,10 +175,7 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 	case <-c.decided:
 	case <-ctx.Done():
 		m.mu.Lock()
-		if c.state == stReqSent {
-			c.reject(cm.RejTimeout, cm.MsgREQ, nil)
-			c.endLocked(context.Cause(ctx))
-		}
+		c.abandonLocked(context.Cause(ctx))
 		m.mu.Unlock()
 		<-c.decided
 	}
@@ -449,19 +446,9 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 // Close disconnects the connection if it is established and destroys its
 // QP, unless the caller gave it (ConnParams.QP).
 func (c *Conn) Close() error {
-	m := c.m
-	m.mu.Lock()
-	switch c.state {
-	case stReqSent:
-		// A handshake Connect started: abandoned, as Dial's ctx ending
-		// abandons it.
-		c.reject(cm.RejTimeout, cm.MsgREQ, nil)
-		c.endLocked(ErrClosed)
-	case stRepSent:
-		c.reject(cm.RejTimeout, cm.MsgREP, nil)
-		c.endLocked(ErrClosed)
-	}
-	m.mu.Unlock()
+	c.m.mu.Lock()
+	c.abandonLocked(ErrClosed) // a handshake under way (Connect, Accept)
+	c.m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), c.m.responseTime(c.m.cfg.ResponseTimeout)*time.Duration(c.m.cfg.MaxRetries+1))
 	defer cancel()
 	err := c.Disconnect(ctx)
@@ -512,18 +499,30 @@ func (c *Conn) expired() {
 			c.endLocked(nil) // the QP is in ERR already; the peer is gone
 			return
 		}
-		rejected := cm.MsgREQ
-		if c.state == stRepSent {
-			rejected = cm.MsgREP
-		}
-		c.reject(cm.RejTimeout, rejected, nil)
-		c.endLocked(ErrTimeout)
+		c.abandonLocked(ErrTimeout)
 		return
 	}
 	c.retries++
 	m.stats.Retransmitted++
 	m.sendLocked(c.peer, c.tid, msg)
 	c.arm(c.wait)
+}
+
+// abandonLocked gives up a handshake that waits for the peer's REP or
+// RTU, with err: a REJ (timeout) tells the peer, as the kernel's CM tells
+// it when its retries run out or rdma_destroy_id ends the attempt. In any
+// other state it does nothing.
+func (c *Conn) abandonLocked(err error) {
+	rejected := cm.MsgREQ
+	switch c.state {
+	case stReqSent:
+	case stRepSent:
+		rejected = cm.MsgREP
+	default:
+		return
+	}
+	c.reject(cm.RejTimeout, rejected, nil)
+	c.endLocked(err)
 }
 
 // reject sends a REJ for the message rejected with reason.
