@@ -325,19 +325,9 @@ func (e Event) appendText(b []byte) []byte {
 		b = append(b, ") failed: "...)
 		b = append(b, e.Status...)
 	case CNPReceived:
-		b = append(b, "CNP received: rate "...)
-		b = appendRate(b, e.Rate)
-		b = append(b, ", target "...)
-		b = appendRate(b, e.TargetRate)
-		b = append(b, ", alpha "...)
-		b = strconv.AppendFloat(b, e.Alpha, 'f', 3, 64)
+		b = appendRates(append(b, "CNP received: "...), &e)
 	case RateChange:
-		b = append(b, "DCQCN rate "...)
-		b = appendRate(b, e.Rate)
-		b = append(b, ", target "...)
-		b = appendRate(b, e.TargetRate)
-		b = append(b, ", alpha "...)
-		b = strconv.AppendFloat(b, e.Alpha, 'f', 3, 64)
+		b = appendRates(append(b, "DCQCN "...), &e)
 	case Error:
 		b = append(b, "error"...)
 	default:
@@ -356,6 +346,17 @@ func appendOp(b []byte, op string) []byte {
 	}
 	b = append(b, op...)
 	return append(b, ' ')
+}
+
+// appendRates appends DCQCN's state after a CNP or a rate change: "rate
+// R, target T, alpha A".
+func appendRates(b []byte, e *Event) []byte {
+	b = append(b, "rate "...)
+	b = appendRate(b, e.Rate)
+	b = append(b, ", target "...)
+	b = appendRate(b, e.TargetRate)
+	b = append(b, ", alpha "...)
+	return strconv.AppendFloat(b, e.Alpha, 'f', 3, 64)
 }
 
 // appendRate writes bits per second as Gb/s or Mb/s.
