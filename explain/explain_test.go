@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
+	"github.com/gorxe/gorxe/wire/reth"
 )
 
 // read explains the capture at path.
@@ -212,5 +214,78 @@ func TestResendMismatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadLostBeforeCapture explains a READ request lost before the
+// capture point, as kernel rxe's requester recovers from it (case 27 of
+// the quick interop matrix): the responder NAKs the next READ, the
+// requester sends the lost READ alone, waits for its answers and then
+// sends the READs after it again. That is one go-back, after the NAK;
+// the answers to the lost READ, which come before those of the READs
+// sent first after it, are in PSN order and imply no other NAK.
+func TestReadLostBeforeCapture(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	frame := func(back bool, h wire.Headers, n int) []byte {
+		f := wire.Frame{IP: wire.IPFields{Src: a, Dst: b, HopLimit: 64}, SrcPort: 49152, DstPort: wire.UDPPort, Headers: h, Payload: make([]byte, n)}
+		f.BTH.PKey, f.BTH.DestQP = bth.DefaultPKey, 0x22
+		if back {
+			f.IP.Src, f.IP.Dst, f.BTH.DestQP = b, a, 0x11
+		}
+		p, err := f.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const mtu, span = 4096, 16
+	read := func(psn bth.PSN) []byte {
+		return frame(false, wire.Headers{BTH: bth.Fields{Opcode: bth.RCRDMAReadRequest, PSN: psn},
+			RETH: reth.Fields{VA: 0x1000, RKey: 7, DMALen: span * mtu}}, 0)
+	}
+	answers := func(psn bth.PSN) (pkts [][]byte) {
+		for k := range bth.PSN(span) {
+			op := bth.RCRDMAReadResponseMiddle
+			var h wire.Headers
+			switch k {
+			case 0:
+				op, h.AETH = bth.RCRDMAReadResponseFirst, aeth.Fields{Syndrome: aeth.ACK(31)}
+			case span - 1:
+				op, h.AETH = bth.RCRDMAReadResponseLast, aeth.Fields{Syndrome: aeth.ACK(31)}
+			}
+			h.BTH = bth.Fields{Opcode: op, PSN: psn + k}
+			pkts = append(pkts, frame(true, h, mtu))
+		}
+		return pkts
+	}
+	nak := frame(true, wire.Headers{BTH: bth.Fields{Opcode: bth.RCAcknowledge, PSN: 116},
+		AETH: aeth.Fields{Syndrome: aeth.NAK(aeth.NAKPSNSequenceError)}}, 0)
+	// The READ at 116 is lost before the capture point. (The one at 84
+	// shows the path MTU: the next request comes 16 PSNs later.)
+	pkts := [][]byte{read(84), read(100), read(132), read(148)}
+	pkts = append(pkts, answers(84)...)
+	pkts = append(pkts, answers(100)...)
+	pkts = append(pkts, nak, read(116))
+	pkts = append(pkts, answers(116)...)
+	pkts = append(pkts, read(132), read(148))
+	pkts = append(pkts, answers(132)...)
+	pkts = append(pkts, answers(148)...)
+	r, err := Read(bytes.NewReader(rawCapture(pkts...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []trace.Event
+	for _, p := range r.Packets {
+		for _, e := range p.Events {
+			if e.Kind == trace.GoBack || e.Kind == trace.Probe || e.Kind == trace.ImpliedNAK || e.Kind == trace.Timeout {
+				got = append(got, e)
+			}
+		}
+	}
+	if len(got) != 1 || got[0].Kind != trace.GoBack || got[0].Reason != trace.GoBackNAK || got[0].PSN != 116 {
+		t.Errorf("events %v, want one go-back to PSN 116 after the NAK", got)
+	}
+	if s := r.Conns[0].Summary.Retransmissions; s != [2]int{3, 0} {
+		t.Errorf("retransmissions %v, want [3 0]", s)
 	}
 }

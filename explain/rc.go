@@ -609,8 +609,15 @@ func (q *requester) retryRead(psn uint32, span int, p *wire.Packet) {
 			return
 		}
 	}
+	// A READ whose first copy was lost before the capture point: it goes
+	// in PSN order among the outstanding ones, where its answers will
+	// come.
 	pr := pendingRead{psn: psn, n: span, atomic: p.AtomicETH != nil}
-	q.reads = append(q.reads, pr)
+	j := 0
+	for j < len(q.reads) && psnDiff(q.reads[j].psn, psn) < 0 {
+		j++
+	}
+	q.reads = slices.Insert(q.reads, j, pr)
 }
 
 // receive explains what the responder r does with a request at psn.
