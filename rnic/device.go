@@ -566,6 +566,12 @@ type Counters struct {
 	BadOpcode      uint64 // dropped for a reserved opcode, or one of a service the QP does not run
 	AddrMismatch   uint64 // dropped for IP addresses other than the QP's peer and GID
 	PKeyViolations uint64 // dropped for a P_Key the QP's partition does not admit
+	// RxBatches says who processed the batches of packets received:
+	// the device's own receive goroutine (or its Loop), a wake-up each;
+	// a program busy polling (Device.Poll); a goroutine waiting on a CQ
+	// (Device.Drive). A program that means to answer without wake-ups
+	// sees its batches counted as polled.
+	RxBatches struct{ Own, Polled, Driven uint64 }
 	// Link are the link's own counters, if it keeps any
 	// (link.Counterer): udp_..., tap_..., xdp_....
 	Link []link.Counter
@@ -582,6 +588,9 @@ func (c *Counters) Named() []qp.NamedCounter {
 		qp.NamedCounter{Name: "bad_opcode", Value: c.BadOpcode},
 		qp.NamedCounter{Name: "addr_mismatch", Value: c.AddrMismatch},
 		qp.NamedCounter{Name: "pkey_violations", Value: c.PKeyViolations},
+		qp.NamedCounter{Name: "rx_batches_own", Value: c.RxBatches.Own},
+		qp.NamedCounter{Name: "rx_batches_polled", Value: c.RxBatches.Polled},
+		qp.NamedCounter{Name: "rx_batches_driven", Value: c.RxBatches.Driven},
 	)
 	for _, cc := range c.CC.Named() {
 		n = append(n, qp.NamedCounter{Name: cc.Name, Value: cc.Value})
@@ -616,6 +625,9 @@ func (d *Device) Counters() Counters {
 	c.BadOpcode = d.badOpcode.Load()
 	c.AddrMismatch = d.addrMismatch.Load()
 	c.PKeyViolations = d.pkeyViolations.Load()
+	c.RxBatches.Own = d.rx.ownBatches.Load()
+	c.RxBatches.Polled = d.rx.polledBatches.Load()
+	c.RxBatches.Driven = d.rx.drivenBatches.Load()
 	if lc, ok := d.link.(link.Counterer); ok {
 		c.Link = lc.Counters()
 	}

@@ -12,4 +12,4 @@ func (d *Device) WorkerTurns() uint64 {
 
 // Drives returns how many batches goroutines waiting on the device's CQs
 // processed themselves (Drive).
-func (d *Device) Drives() uint64 { return d.rx.drives.Load() }
+func (d *Device) Drives() uint64 { return d.rx.drivenBatches.Load() }

@@ -35,7 +35,11 @@ type receiver struct {
 	// the link, if its waits can give up.
 	driving atomic.Bool
 	timed   link.TimedPoller
-	drives  atomic.Uint64 // batches Drive processed, for tests
+
+	// Where the batches were processed (Counters.RxBatches): on the
+	// device's own goroutine, or its Loop's turns, in a program's Poll,
+	// in a CQ waiter's Drive.
+	ownBatches, polledBatches, drivenBatches atomic.Uint64
 
 	// lastPoll is when a program last called Poll (a monotime.Time), 0
 	// after Flush, noted every markEvery
@@ -240,6 +244,9 @@ func (d *Device) receiveLoop() {
 			n, err = d.link.Receive(r.bufs, r.sizes)
 			r.mu.Lock()
 		}
+		if n > 0 {
+			r.ownBatches.Add(1)
+		}
 		r.wakes.Begin()
 		d.process(n)
 		woke := r.wakes.End()
@@ -294,6 +301,9 @@ func (d *Device) receiveTurn() {
 	}
 	r.mu.Lock()
 	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
+	if n > 0 {
+		r.ownBatches.Add(1)
+	}
 	r.wakes.Begin()
 	d.process(n)
 	r.wakes.End()
@@ -337,6 +347,7 @@ func (d *Device) Poll() bool {
 	if n == 0 {
 		return false
 	}
+	r.polledBatches.Add(1)
 	d.process(n)
 	if len(r.owing) > 0 && r.armed.CompareAndSwap(false, true) {
 		r.backstop.Reset(d.pollGrace)
@@ -387,7 +398,9 @@ func (d *Device) Drive() bool {
 	}
 	r.mu.Lock()
 	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
-	r.drives.Add(1)
+	if n > 0 {
+		r.drivenBatches.Add(1)
+	}
 	r.wakes.Begin()
 	d.process(n)
 	if len(r.owing) > 0 && r.armed.CompareAndSwap(false, true) {
@@ -418,6 +431,10 @@ func (d *Device) Flush() {
 // CanPoll reports whether Poll can do anything: whether the device's link
 // can receive without blocking.
 func (d *Device) CanPoll() bool { return d.rx.poller != nil }
+
+// CanDrive reports whether Drive can wait for the link: whether the
+// link's waits can give up (link.TimedPoller).
+func (d *Device) CanDrive() bool { return d.rx.timed != nil }
 
 // process hands the first n packets of the receive buffers to their QPs,
 // dropping what is not a valid RoCE v2 packet for one of this device's
