@@ -560,6 +560,14 @@ func (p *Params) receives(server bool) bool {
 // operations: the client, and with Duplex the server too.
 func (p *Params) sends(server bool) bool { return !server || p.Duplex }
 
+// servesPassively reports whether a side takes no part in a latency
+// test's run but its device answers every message of it: read_lat's and
+// atomic_lat's server. Unless it sleeps on events (-e), it busy polls its
+// device through the run (Side.serve), as the sides that take part do.
+func (p *Params) servesPassively(server bool) bool {
+	return server && (p.Test == ReadLat || p.Test == AtomicLat) && !p.Events
+}
+
 // MaxSize is the largest message, as perftest's -a goes: 8 MiB.
 const MaxSize = 1 << 23
 

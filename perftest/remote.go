@@ -132,6 +132,9 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	var out []Result
 	var last BWReport
 	var lastInterval *BWResult // an infinite run's last report
+	if p.servesPassively(server) {
+		defer side.serve()()
+	}
 	for _, size := range sizes {
 		if passive {
 			break

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -465,6 +466,13 @@ func (sp *spinner) more(dev *rnic.Device) bool {
 	if dev.Poll() {
 		return true
 	}
+	emptyPoll(sp.turns)
+	return true
+}
+
+// emptyPoll gives the CPU back, as far as a busy poller must, after its
+// turn'th poll found nothing.
+func emptyPoll(turn int) {
 	// On one CPU, an empty poll gives the CPU to whatever else is ready
 	// to run: the kernel's processing of the very packet the spinner
 	// waits for may be among it (a softirq deferred to ksoftirqd, on a
@@ -481,10 +489,67 @@ func (sp *spinner) more(dev *rnic.Device) bool {
 	// then takes the goroutine or the CPU. Yielding every 32 polls with
 	// 2 Ps made a write_lat side hop between four threads, with 3000
 	// thread switches a second.
-	if sp.turns%yieldEvery == 0 && runtime.GOMAXPROCS(0) == 1 {
+	if turn%yieldEvery == 0 && runtime.GOMAXPROCS(0) == 1 {
 		runtime.Gosched()
 	}
-	return true
+}
+
+// serve busy polls the device on a goroutine of its own, until stop is
+// called, for a side that takes no part in a latency test's run
+// (read_lat's and atomic_lat's server, Params.servesPassively): its
+// device is the NIC that answers each of the peer's READs or atomics,
+// and a receive goroutine asleep in poll(2) costs a wake-up a round
+// trip, which an RNIC answering in hardware, or kernel rxe answering in
+// its softirq, does not pay. It spins as the active sides wait
+// (spinner), and once nothing has come for spinTime it sleeps in the
+// link until something does (Device.Drive), so an idle server gives its
+// CPU back. On a link that cannot wait so (the mem link) it leaves the
+// device to its receive goroutine.
+func (s *Side) serve() (stop func()) {
+	dev := s.Dev
+	if !dev.CanPoll() || !dev.CanDrive() {
+		return func() {}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		defer dev.Flush()
+		var since time.Time // when the last poll that found packets ended, zero till the clock is read
+		for turn := 1; ; turn++ {
+			if dev.Poll() {
+				turn, since = 0, time.Time{}
+				continue
+			}
+			emptyPoll(turn)
+			if turn%16 != 0 {
+				continue // a clock read and a select cost as much as an empty poll
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+			switch {
+			case since.IsZero():
+				since = time.Now()
+			case time.Since(since) > spinTime:
+				// Nothing for a while: sleep in the link until a
+				// batch comes, and spin again.
+				for !dev.Drive() {
+					select {
+					case <-done:
+						return
+					default:
+					}
+				}
+				turn, since = 0, time.Time{}
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(done)
+		<-finished
+	})
 }
 
 // checkPlaced compares, on each QP, the places the first n messages of
