@@ -9,7 +9,12 @@
 # send_lat (2 bytes), all at path MTU 4096; and the retransmissions of each
 # run, both sides summed: rxe's completer_retry_err (from its
 # hw_counters), and gorxe's go-back-N retransmissions, tail-loss probes and
-# local ACK timeouts (gorxe --counters). Nothing is meant to drop packets
+# local ACK timeouts (gorxe --counters). Then the floor under a user
+# process's latency in these VMs: a UDP ping-pong between two Go programs
+# (test/bench/udpraw, sleeping in the runtime's poller), its median and
+# 99th percentile round trip, and each read_lat's t_typical and p99 as
+# ratios to them (a READ and its response are one datagram each way, as
+# the ping-pong's are). Nothing is meant to drop packets
 # here, so a retransmission is spurious unless the VMs' UDP receive
 # buffers overflowed: the run keeps their counters (net.N) to tell.
 #
@@ -34,13 +39,21 @@ rm -rf "$run"; mkdir -p "$run/a" "$run/b"
 rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes)" # what the binary is built from
 # Static, as the VM's Debian need not have the host's C library.
 CGO_ENABLED=0 go build -o "$run/gorxe" ./cmd/gorxe
-cp "$run/gorxe" "$run/a/gorxe"; cp "$run/gorxe" "$run/b/gorxe"
+CGO_ENABLED=0 go build -o "$run/udpraw" ./test/bench/udpraw
+for v in a b; do cp "$run/gorxe" "$run/udpraw" "$run/$v/"; done
 
-# The runs: IMPL TEST, rxe and gorxe one after the other for each test.
+# The runs: IMPL TEST, rxe and gorxe one after the other for each test,
+# then the floor under gorxe's latency: "raw pingpong", a UDP ping-pong
+# between two Go processes that sleep in the runtime's poller
+# (test/bench/udpraw), one 30-byte datagram each way, as a READ request
+# and its response are. A user process's round trip over the VMs' UDP
+# sockets costs that much before any transport runs, where rxe's runs in
+# the kernel's softirq.
 tests=(write_bw read_bw send_bw write_lat read_lat send_lat)
 runs=()
 for _ in $(seq 1 "$rounds"); do
 	for t in "${tests[@]}"; do runs+=("rxe $t" "gorxe $t"); done
+	runs+=("raw pingpong")
 done
 
 # flags TEST: the flags both implementations get for TEST.
@@ -76,7 +89,14 @@ vmscript() {
 	for n in "${!runs[@]}"; do
 		set -- ${runs[$n]}
 		impl=$1 t=$2
-		if [ "$impl" = rxe ]; then
+		if [ "$impl" = raw ]; then
+			port=9001
+			if [ "$role" = server ]; then
+				cmd="/mnt/udpraw pong -addr $addr:$port"
+			else
+				cmd="/mnt/udpraw ping -addr $peer:$port -size 30 -n $lat_iters"
+			fi
+		elif [ "$impl" = rxe ]; then
 			port=18515
 			cmd="ib_$t -d rxe0 -x \$gid -F -p $port $(flags "$t")"
 		else
@@ -88,7 +108,9 @@ vmscript() {
 		[ "$impl" = rxe ] && echo "counters > /mnt/rxe.$n.before"
 		if [ "$role" = server ]; then
 			echo "timeout 300 $cmd > /mnt/out.$n 2>&1 & pid=\$!"
-			echo "for _ in \$(seq 1 300); do ss -ltn | grep -q ':$port ' && break; sleep 0.1; done; touch /mnt/ready.$n"
+			echo "for _ in \$(seq 1 300); do ss -ltnun | grep -q ':$port ' && break; sleep 0.1; done; touch /mnt/ready.$n"
+			# The ping-pong's server runs until the host says the client is done.
+			[ "$impl" = raw ] && echo "while [ ! -f /mnt/done.$n ]; do sleep 0.1; done; kill \$pid"
 			echo "wait \$pid; echo \"=== exit $n \$?\""
 		else
 			echo "timeout 300 $cmd $peer > /mnt/out.$n 2>&1; echo \"=== exit $n \$?\""
@@ -135,6 +157,7 @@ for n in "${!runs[@]}"; do
 	for _ in $(seq 1 600); do [ -f "$run/a/ready.$n" ] && break; sleep 0.1; done
 	touch "$run/b/go.$n"
 	waitfor "$run/b/vm.out" "^=== exit $n " 330 || echo "vm.sh: run $n (${runs[$n]}): the client did not finish" >&2
+	touch "$run/a/done.$n"
 	waitfor "$run/a/vm.out" "^=== exit $n " 30 || echo "vm.sh: run $n (${runs[$n]}): the server did not finish" >&2
 	ip -n $ns -s link show > "$run/host-net.$n" # the TAP devices' drops
 	echo "run $n: ${runs[$n]}: client exit $(sed -n "s/^=== exit $n //p" "$run/b/vm.out"), server exit $(sed -n "s/^=== exit $n //p" "$run/a/vm.out")"
@@ -148,6 +171,10 @@ waitfor "$run/console.b.log" "VM DONE" 30 || true
 result() {
 	awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {
 		if (NF >= 9) print $5, $8; else print $4; exit }' "$run/b/out.$1"
+}
+# rawresult N: the median and 99th percentile round trip of ping-pong run N.
+rawresult() {
+	sed -n 's/.*"rtt_median_us":\([0-9.]*\).*"rtt_p99_us":\([0-9.]*\).*/\1 \2/p' "$run/b/out.$1"
 }
 # counter FILE NAME: the value of NAME in a NAME VALUE file, 0 if absent.
 counter() { awk -v k="$2" '$1 == k {v = $2} END {print v + 0}' "$1" 2>/dev/null || echo 0; }
@@ -175,9 +202,21 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 	echo "bw: 65536 B x $bw_iters, BW average MB/s; lat: 2 B x $lat_iters, usec; path MTU 4096"
 	echo "retransmissions, both sides: rxe completer_retry_err; gorxe go-back-N/tail probes/ACK timeouts"
 	printf '%-22s %10s %10s %10s %8s %10s\n' test rxe gorxe gorxe/rxe "rxe retx" "gorxe retx"
+	lx=(- -) lg=(- -)
 	for ((n = 0; n < ${#runs[@]}; n += 2)); do
 		t=${runs[$n]#* }
+		if [ "$t" = pingpong ]; then
+			# gorxe's and rxe's read_lat against the ping-pong of the
+			# same round: a READ and its response are one datagram each
+			# way, as the ping-pong's are.
+			w=($(rawresult $n) - -)
+			printf '%-22s %21s\n' "pingpong median" "${w[0]}" "pingpong p99" "${w[1]}"
+			printf '%-22s %10s %10s\n' "read_lat / ping-pong" "$(ratio "${w[0]}" "${lx[0]}")/$(ratio "${w[1]}" "${lx[1]}")" "$(ratio "${w[0]}" "${lg[0]}")/$(ratio "${w[1]}" "${lg[1]}")"
+			n=$((n - 1)) # a run on its own
+			continue
+		fi
 		x=($(result $n) - -) g=($(result $((n + 1))) - -)
+		[ "$t" = read_lat ] && lx=("${x[@]}") lg=("${g[@]}")
 		if [[ $t == *_bw ]]; then
 			printf '%-22s %10s %10s %10s %8s %10s\n' "$t BW" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + 1)))"
 		else
