@@ -121,8 +121,10 @@ sim-figures:
 
 # bench-vm runs perftest's tests between two 1-vCPU VMs (the interop
 # image under qemu's emulation), over kernel rxe and then over gorxe, and
-# prints gorxe/rxe ratios and each run's retransmissions
-# (test/bench/vm.sh, about 5 minutes). It needs root; without it, it says
+# prints gorxe/rxe ratios and each run's retransmissions, then a UDP
+# ping-pong between two Go programs in the same VMs, the floor under a
+# user-space transport's latency there (test/bench/vm.sh, about 6
+# minutes). It needs root; without it, it says
 # so and does nothing.
 bench-vm:
 	@if [ "$$(id -u)" = 0 ]; then test/bench/vm.sh; \
