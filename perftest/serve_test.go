@@ -3,6 +3,9 @@ package perftest
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // TestPassiveLatServerPolls runs read_lat and atomic_lat between two
@@ -35,5 +38,64 @@ func TestPassiveLatServerPolls(t *testing.T) {
 				t.Errorf("the server polled %d batches, its receive goroutine took %d", b.Polled, b.Own)
 			}
 		})
+	}
+}
+
+// TestServeSleepsWhenIdle drives Side.serve directly: it answers READs by
+// polling, sleeps in the link (Device.Drive) once nothing has come for
+// its spin window, answers the next READ from there, and stops when told
+// while it sleeps.
+func TestServeSleepsWhenIdle(t *testing.T) {
+	cdev, sdev := udpDevices(t, nil)
+	p := Params{Test: ReadLat, Iters: 20, Size: 8}
+	p.Defaults()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var sides [2]*Side
+	for i, d := range []*rnic.Device{cdev, sdev} {
+		s, err := NewSide(d, &p, p.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		sides[i] = s
+	}
+	for i, s := range sides {
+		peer := sides[1-i]
+		s.setRemote(0, peer.targetAddr(0), peer.MR.RKey())
+		err := s.QP.Connect(rnic.ConnectAttr{
+			Local: s.QP.Local(100), Remote: peer.QP.Local(100), MTU: p.MTU,
+			Access: s.MR.Access(), MaxRdAtomic: 1, MaxDestRdAtomic: 1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	client, server := sides[0], sides[1]
+	stop := server.serve()
+	// serve's goroutine waits in this one's P until this one parks: as
+	// RunRemote's does, in the exchange (readLat would spin).
+	time.Sleep(time.Millisecond)
+	ctx := context.Background()
+	if _, err := readLat(ctx, client, &p); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * spinTime) // idle: serve goes to sleep in the link
+	before := sdev.Counters().RxBatches
+	if _, err := readLat(ctx, client, &p); err != nil {
+		t.Fatal(err)
+	}
+	after := sdev.Counters().RxBatches
+	time.Sleep(2 * spinTime)
+	stop() // while it sleeps in the link
+	if after.Driven == before.Driven {
+		t.Errorf("after the idle spell no batch was driven: %+v then %+v", before, after)
+	}
+	if after.Polled <= before.Polled {
+		t.Errorf("after the first READ woke it, serve did not poll: %+v then %+v", before, after)
+	}
+	if after.Polled <= after.Own {
+		t.Errorf("serve polled %d batches, the receive goroutine took %d", after.Polled, after.Own)
 	}
 }

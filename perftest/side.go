@@ -535,11 +535,20 @@ func (s *Side) serve() (stop func()) {
 			case time.Since(since) > spinTime:
 				// Nothing for a while: sleep in the link until a
 				// batch comes, and spin again.
-				for !dev.Drive() {
+				for {
+					start := time.Now()
+					if dev.Drive() {
+						break
+					}
 					select {
 					case <-done:
 						return
 					default:
+					}
+					if time.Since(start) < time.Millisecond {
+						// Drive did not wait: another goroutine drives,
+						// or the link is closing.
+						time.Sleep(time.Millisecond)
 					}
 				}
 				turn, since = 0, time.Time{}
