@@ -191,6 +191,16 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 			return nil, nil, nil, err
 		}
 	}
+	if err := connectSides(p, sides); err != nil {
+		return nil, nil, nil, err
+	}
+	return sides[0], sides[1], closeAll, nil
+}
+
+// connectSides connects each QP of the two sides to the other side's QP
+// of the same index, starting at localPSNs, as a local run does: without
+// an exchange, each side reads the other's numbers and keys.
+func connectSides(p *Params, sides [2]*Side) error {
 	for i, s := range sides {
 		peer := sides[1-i]
 		for j, l := range s.qps {
@@ -198,7 +208,7 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 			s.setRemote(j, peer.targetAddr(j), pl.mr.RKey())
 			if p.datagram() {
 				if err := s.connectUD(p, j, localPSNs[i], pl.qp.Num(), peer.Dev.GIDs()[0], 0); err != nil {
-					return nil, nil, nil, err
+					return err
 				}
 				continue
 			}
@@ -208,11 +218,11 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 				MaxRdAtomic: uint8(p.outReads()), MaxDestRdAtomic: uint8(p.outReads()),
 			})
 			if err != nil {
-				return nil, nil, nil, err
+				return err
 			}
 		}
 	}
-	return sides[0], sides[1], closeAll, nil
+	return nil
 }
 
 func info(s *Side, psn bth.PSN) Info {

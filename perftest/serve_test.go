@@ -65,16 +65,8 @@ func TestServeSleepsWhenIdle(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		sides[i] = s
 	}
-	for i, s := range sides {
-		peer := sides[1-i]
-		s.setRemote(0, peer.targetAddr(0), peer.MR.RKey())
-		err := s.QP.Connect(rnic.ConnectAttr{
-			Local: s.QP.Local(100), Remote: peer.QP.Local(100), MTU: p.MTU,
-			Access: s.MR.Access(), MaxRdAtomic: 1, MaxDestRdAtomic: 1,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := connectSides(&p, sides); err != nil {
+		t.Fatal(err)
 	}
 	client, server := sides[0], sides[1]
 	stop := server.serve()
