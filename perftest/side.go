@@ -511,6 +511,14 @@ func (s *Side) serve() (stop func()) {
 		return func() {}
 	}
 	done, finished := make(chan struct{}), make(chan struct{})
+	stopped := func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
 	go func() {
 		defer close(finished)
 		defer dev.Flush()
@@ -524,10 +532,8 @@ func (s *Side) serve() (stop func()) {
 			if turn%16 != 0 {
 				continue // a clock read and a select cost as much as an empty poll
 			}
-			select {
-			case <-done:
+			if stopped() {
 				return
-			default:
 			}
 			switch {
 			case since.IsZero():
@@ -540,10 +546,8 @@ func (s *Side) serve() (stop func()) {
 					if dev.Drive() {
 						break
 					}
-					select {
-					case <-done:
+					if stopped() {
 						return
-					default:
 					}
 					if time.Since(start) < time.Millisecond {
 						// Drive did not wait: another goroutine drives,
