@@ -570,8 +570,11 @@ type Counters struct {
 	// the device's own receive goroutine (or its Loop), a wake-up each;
 	// a program busy polling (Device.Poll); a goroutine waiting on a CQ
 	// (Device.Drive). A program that means to answer without wake-ups
-	// sees its batches counted as polled.
-	RxBatches struct{ Own, Polled, Driven uint64 }
+	// sees its batches counted as polled. CaughtUp counts the own
+	// batches the timer worker read before running timers that fired
+	// late: the device had been stopped, and the answers they waited
+	// for were waiting on the link.
+	RxBatches struct{ Own, Polled, Driven, CaughtUp uint64 }
 	// Link are the link's own counters, if it keeps any
 	// (link.Counterer): udp_..., tap_..., xdp_....
 	Link []link.Counter
@@ -591,6 +594,7 @@ func (c *Counters) Named() []qp.NamedCounter {
 		qp.NamedCounter{Name: "rx_batches_own", Value: c.RxBatches.Own},
 		qp.NamedCounter{Name: "rx_batches_polled", Value: c.RxBatches.Polled},
 		qp.NamedCounter{Name: "rx_batches_driven", Value: c.RxBatches.Driven},
+		qp.NamedCounter{Name: "rx_batches_caught_up", Value: c.RxBatches.CaughtUp},
 	)
 	for _, cc := range c.CC.Named() {
 		n = append(n, qp.NamedCounter{Name: cc.Name, Value: cc.Value})
@@ -628,6 +632,7 @@ func (d *Device) Counters() Counters {
 	c.RxBatches.Own = d.rx.ownBatches.Load()
 	c.RxBatches.Polled = d.rx.polledBatches.Load()
 	c.RxBatches.Driven = d.rx.drivenBatches.Load()
+	c.RxBatches.CaughtUp = d.rx.caughtUp.Load()
 	if lc, ok := d.link.(link.Counterer); ok {
 		c.Link = lc.Counters()
 	}

@@ -13,3 +13,7 @@ func (d *Device) WorkerTurns() uint64 {
 // Drives returns how many batches goroutines waiting on the device's CQs
 // processed themselves (Drive).
 func (d *Device) Drives() uint64 { return d.rx.drivenBatches.Load() }
+
+// CatchUp reads and processes what waits on the link, as the timer worker
+// does before it runs timers that fired late.
+func (d *Device) CatchUp() { d.catchUp() }

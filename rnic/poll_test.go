@@ -368,6 +368,32 @@ func TestWaitDrives(t *testing.T) {
 	}
 }
 
+// TestCatchUp: what the timer worker reads when its timers fire late
+// (after a stall, before it runs them) is processed as any batch is. While
+// a program that polled has gone quiet, nobody else reads A's link; the
+// ACK of A's WRITE waits there until a catch-up reads it, and the WRITE
+// completes.
+func TestCatchUp(t *testing.T) {
+	a, b := newPair(t, pairOpts{udp: true, pollGrace: time.Minute})
+	a.dev.Poll() // from here on A's receive goroutine stands aside
+	a.postSend(t, writeWR(7, a, b, 0, 8))
+	var wc [1]cq.WC
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		if n, _ := a.scq.Poll(wc[:]); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the WRITE did not complete in 10s of catch-ups")
+		}
+		a.dev.CatchUp()
+	}
+	status(t, wc[:], cq.StatusSuccess)
+	rx := a.dev.Counters().RxBatches
+	if rx.CaughtUp == 0 || rx.Own != rx.CaughtUp || rx.Polled != 0 {
+		t.Fatalf("A's batches: %+v; want all caught up", rx)
+	}
+}
+
 // TestErrSendsOwedAck: a program that polls, sees the peer's SEND arrive
 // and moves its QP to ERR at once (rdma_disconnect does) still sends the
 // ACK it owed, so the peer's SEND completes successfully rather than

@@ -40,6 +40,9 @@ type receiver struct {
 	// device's own goroutine, or its Loop's turns, in a program's Poll,
 	// in a CQ waiter's Drive.
 	ownBatches, polledBatches, drivenBatches atomic.Uint64
+	// caughtUp counts the batches of those own ones that the timer
+	// worker read when its timers fired late (catchUp).
+	caughtUp atomic.Uint64
 
 	// lastPoll is when a program last called Poll (a monotime.Time), 0
 	// after Flush, noted every markEvery
@@ -313,6 +316,40 @@ func (d *Device) receiveTurn() {
 		d.notified() // more may be waiting
 	}
 }
+
+// catchUp processes the packets waiting on the link on the caller's
+// goroutine (the timer worker's), up to catchUpBatches batches, and sends
+// the ACKs they call for. The worker calls it when its timers fire late,
+// before it runs them: see stallLate.
+func (d *Device) catchUp() {
+	r := &d.rx
+	if r.poller == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for range catchUpBatches {
+		n, _ := r.poller.TryReceive(r.bufs, r.sizes)
+		if n == 0 {
+			break
+		}
+		r.ownBatches.Add(1)
+		r.caughtUp.Add(1)
+		r.wakes.Begin()
+		d.process(n)
+		r.wakes.End()
+		if n < len(r.bufs) {
+			break
+		}
+	}
+	d.flushAcks()
+	d.tx.flush()
+}
+
+// catchUpBatches bounds a catch-up: the answers a late timer waits for
+// came during the stall, and the link delivers in order, so they are in
+// the first batches; the receive goroutine takes the rest.
+const catchUpBatches = 4
 
 // Poll processes, on the caller's goroutine, the packets waiting on the
 // link, and reports whether there were any. A program that waits for a

@@ -146,8 +146,20 @@ func (w *worker) runTimers(now monotime.Time) {
 		}
 	}
 	w.mu.Unlock()
+	caughtUp := w.loop != nil // a device on a Loop is never stopped
 	for _, e := range w.due {
-		switch d := e.q.Deadline(); {
+		d := e.q.Deadline()
+		if !caughtUp && !d.IsZero() && now.Sub(d) > stallLate {
+			// The device was not running when this timer fell due: the
+			// process or its machine was stopped or not scheduled. What
+			// the timer waits for may be waiting on the link, read by
+			// nobody yet: read it first, so that a stall on this side
+			// does not fire a probe or a go-back at an answer that came.
+			w.dev.catchUp()
+			caughtUp = true
+			d = e.q.Deadline()
+		}
+		switch {
 		case d.IsZero():
 			// Disarmed: the QP's next Timer call files it again.
 		case !now.Before(d):

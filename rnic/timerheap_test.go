@@ -114,3 +114,79 @@ func TestWorkerTimers(t *testing.T) {
 		t.Errorf("a QP whose item was dropped arms again: kicked %v, %d items; want a kick and 1 item", k, len(w.timers))
 	}
 }
+
+// stubRunner is a QP's engine as the worker sees it: a deadline, and
+// how often it ran.
+type stubRunner struct {
+	deadline monotime.Time
+	runs     int
+}
+
+func (r *stubRunner) Run()                    { r.runs++; r.deadline = 0 }
+func (r *stubRunner) Deadline() monotime.Time { return r.deadline }
+
+// answeringPoller is a link.Poller on which the answer a runner's timer
+// waits for is waiting: reading the link (TryReceive) disarms the timer,
+// as the ACK a tail-loss probe waits for does.
+type answeringPoller struct {
+	r     *stubRunner
+	tries int
+}
+
+func (p *answeringPoller) WaitReceive() error { return nil }
+func (p *answeringPoller) TryReceive([][]byte, []int) (int, error) {
+	p.tries++
+	p.r.deadline = 0
+	return 0, nil
+}
+
+// TestLateTimersReadFirst: a timer that fires more than stallLate after
+// it fell due (the device was stopped) reads the link first, once, and
+// does not fire if what it waited for was there; one on time, or as late
+// as Go's timers run on a busy machine, fires without reading; a timer
+// item the QP has moved later, or disarmed, reads nothing.
+func TestLateTimersReadFirst(t *testing.T) {
+	d := &Device{clock: monotime.NewClock(), mrs: mr.NewTable()}
+	w := newWorker(d)
+	r := &stubRunner{}
+	p := &answeringPoller{r: r}
+	d.rx.poller = p
+	w.timerEntries.Store(rc.Runner(r), &timerEntry{q: r})
+	for _, tc := range []struct {
+		late        time.Duration
+		reads, runs int
+	}{
+		{0, 0, 1},
+		{stallLate / 2, 0, 1},
+		{stallLate + time.Microsecond, 1, 0},
+		{time.Second, 1, 0},
+	} {
+		p.tries, r.runs = 0, 0
+		r.deadline = d.clock.Now().Add(time.Hour) // far from the real clock: only runTimers's now matters
+		w.Timer(r, r.deadline)
+		w.runTimers(r.deadline.Add(tc.late))
+		if p.tries != tc.reads || r.runs != tc.runs {
+			t.Errorf("a timer run %v after it fell due: the link was read %d times and the QP ran %d; want %d and %d",
+				tc.late, p.tries, r.runs, tc.reads, tc.runs)
+		}
+		if len(w.timers) != 0 {
+			t.Fatalf("%d timer items left after the turn", len(w.timers))
+		}
+	}
+
+	// An item the QP's deadline has since moved past, and one it has
+	// disarmed: a late turn reads nothing, and files the first again.
+	p.tries, r.runs = 0, 0
+	at := d.clock.Now().Add(time.Hour)
+	w.Timer(r, at)
+	r.deadline = at.Add(2 * time.Second)
+	w.runTimers(at.Add(time.Second))
+	if p.tries != 0 || r.runs != 0 || len(w.timers) != 1 {
+		t.Errorf("an item moved later: %d reads, %d runs, %d items; want 0, 0 and 1", p.tries, r.runs, len(w.timers))
+	}
+	r.deadline = 0
+	w.runTimers(at.Add(3 * time.Second))
+	if p.tries != 0 || r.runs != 0 || len(w.timers) != 0 {
+		t.Errorf("a disarmed timer: %d reads, %d runs, %d items; want none", p.tries, r.runs, len(w.timers))
+	}
+}
