@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./wire/cm:FuzzCM ./cm:FuzzLiveQP1 ./rnic:FuzzResponder ./explain:FuzzExplain
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags router bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-cc sim-figures
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags router bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-stall bench-cc sim-figures
 
 all: build
 
@@ -129,6 +129,15 @@ sim-figures:
 bench-vm:
 	@if [ "$$(id -u)" = 0 ]; then test/bench/vm.sh; \
 	else echo "bench-vm: not run: it needs root (qemu, TAP, network namespaces); run: sudo make bench-vm"; fi
+
+# bench-stall runs write_lat over the udp link between two processes while
+# one of them is stopped 20 ms in every 100, and prints each side's tail
+# probes, go-backs and the batches its timers caught up on: a stopped
+# side reads what came before it runs the timers it missed
+# (test/bench/stall.sh, about a minute, root).
+bench-stall:
+	@if [ "$$(id -u)" = 0 ]; then test/bench/stall.sh; \
+	else echo "bench-stall: not run: it needs root (a network namespace); run: sudo make bench-stall"; fi
 
 # bench-gbn prints how much of go-back-N's ideal efficiency a WRITE stream
 # keeps under random loss 1/256.

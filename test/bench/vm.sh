@@ -21,7 +21,9 @@
 #   sudo test/bench/vm.sh            (make bench-vm)
 #
 # BW_ITERS (default 1000) and LAT_ITERS (default 2000) set -n; ROUNDS
-# (default 1) repeats the whole sequence in the same VMs. Under emulation
+# (default 1) repeats the whole sequence in the same VMs; TESTS (default
+# all six) names the tests to run; GORXE_BIN runs that gorxe binary (a
+# static one) instead of one built from the tree, to compare two builds. Under emulation
 # the run takes about 5 minutes. Both VMs share the machine's CPUs with
 # qemu's emulation of the other, so compare ratios from one run, not
 # figures across runs. Each run's output, the VMs' consoles and the table
@@ -38,7 +40,12 @@ run=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}/bench-vm
 rm -rf "$run"; mkdir -p "$run/a" "$run/b"
 rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes)" # what the binary is built from
 # Static, as the VM's Debian need not have the host's C library.
-CGO_ENABLED=0 go build -o "$run/gorxe" ./cmd/gorxe
+if [ -n "${GORXE_BIN:-}" ]; then
+	cp "$GORXE_BIN" "$run/gorxe"
+	rev="$GORXE_BIN"
+else
+	CGO_ENABLED=0 go build -o "$run/gorxe" ./cmd/gorxe
+fi
 CGO_ENABLED=0 go build -o "$run/udpraw" ./test/bench/udpraw
 for v in a b; do cp "$run/gorxe" "$run/udpraw" "$run/$v/"; done
 
@@ -49,7 +56,7 @@ for v in a b; do cp "$run/gorxe" "$run/udpraw" "$run/$v/"; done
 # and its response are. A user process's round trip over the VMs' UDP
 # sockets costs that much before any transport runs, where rxe's runs in
 # the kernel's softirq.
-tests=(write_bw read_bw send_bw write_lat read_lat send_lat)
+read -ra tests <<<"${TESTS:-write_bw read_bw send_bw write_lat read_lat send_lat}"
 runs=()
 for _ in $(seq 1 "$rounds"); do
 	for t in "${tests[@]}"; do runs+=("rxe $t" "gorxe $t"); done
