@@ -14,7 +14,11 @@
 # (test/bench/udpraw, sleeping in the runtime's poller), its median and
 # 99th percentile round trip, and each read_lat's t_typical and p99 as
 # ratios to them (a READ and its response are one datagram each way, as
-# the ping-pong's are). Nothing is meant to drop packets
+# the ping-pong's are). Each latency run is captured on the bridge when
+# the host has tcpdump, and split into each side's turnaround
+# (test/bench/turnaround): the time from the peer's message passing the
+# bridge to the answer passing it, which shows on which side a slow round
+# trip spent its time. Nothing is meant to drop packets
 # here, so a retransmission is spurious unless the VMs' UDP receive
 # buffers overflowed: the run keeps their counters (net.N) to tell.
 #
@@ -23,7 +27,9 @@
 # BW_ITERS (default 1000) and LAT_ITERS (default 2000) set -n; ROUNDS
 # (default 1) repeats the whole sequence in the same VMs; TESTS (default
 # all six) names the tests to run; GORXE_BIN runs that gorxe binary (a
-# static one) instead of one built from the tree, to compare two builds. Under emulation
+# static one) instead of one built from the tree, to compare two builds;
+# GORXE_FLAGS are added to gorxe's command lines (a file named in them is
+# in the VM's share, /mnt, left in the run's a/ and b/). Under emulation
 # the run takes about 5 minutes. Both VMs share the machine's CPUs with
 # qemu's emulation of the other, so compare ratios from one run, not
 # figures across runs. Each run's output, the VMs' consoles and the table
@@ -47,6 +53,7 @@ else
 	CGO_ENABLED=0 go build -o "$run/gorxe" ./cmd/gorxe
 fi
 CGO_ENABLED=0 go build -o "$run/udpraw" ./test/bench/udpraw
+go build -o "$run/turnaround" ./test/bench/turnaround # runs on the host
 for v in a b; do cp "$run/gorxe" "$run/udpraw" "$run/$v/"; done
 
 # The runs: IMPL TEST, rxe and gorxe one after the other for each test,
@@ -108,7 +115,7 @@ vmscript() {
 			cmd="ib_$t -d rxe0 -x \$gid -F -p $port $(flags "$t")"
 		else
 			port=18516
-			cmd="/mnt/gorxe $t --link udp --ip $addr --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t")"
+			cmd="/mnt/gorxe $t --link udp --ip $addr --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t") ${GORXE_FLAGS:-}"
 		fi
 		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.1; done"
 		echo "echo '=== run $n: $impl $t'"
@@ -160,6 +167,13 @@ waitfor() {
 	return 1
 }
 for n in "${!runs[@]}"; do
+	# A latency run is captured on the bridge (the headers only), for
+	# each side's turnaround (test/bench/turnaround).
+	cap=""
+	if [[ ${runs[$n]} == *_lat ]] && command -v tcpdump >/dev/null; then
+		ip netns exec $ns tcpdump -Z root -i br0 -s 80 -U -w "$run/cap.$n.pcap" 'udp port 4791 or udp port 4792' 2>/dev/null &
+		cap=$!
+	fi
 	touch "$run/a/go.$n"
 	for _ in $(seq 1 600); do [ -f "$run/a/ready.$n" ] && break; sleep 0.1; done
 	touch "$run/b/go.$n"
@@ -167,6 +181,11 @@ for n in "${!runs[@]}"; do
 	touch "$run/a/done.$n"
 	waitfor "$run/a/vm.out" "^=== exit $n " 30 || echo "vm.sh: run $n (${runs[$n]}): the server did not finish" >&2
 	ip -n $ns -s link show > "$run/host-net.$n" # the TAP devices' drops
+	if [ -n "$cap" ]; then
+		sleep 0.2
+		kill "$cap" 2>/dev/null || true
+		wait "$cap" 2>/dev/null || true
+	fi
 	echo "run $n: ${runs[$n]}: client exit $(sed -n "s/^=== exit $n //p" "$run/b/vm.out"), server exit $(sed -n "s/^=== exit $n //p" "$run/a/vm.out")"
 done
 touch "$run/a/go.end" "$run/b/go.end"
@@ -230,5 +249,18 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 			printf '%-22s %10s %10s %10s %8s %10s\n' "$t t_typical" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + 1)))"
 			printf '%-22s %10s %10s %10s\n' "$t p99" "${x[1]}" "${g[1]}" "$(ratio "${x[1]}" "${g[1]}")"
 		fi
+	done
+	# Where the round trips went: each side's turnaround at the bridge.
+	header=0
+	for ((n = 0; n < ${#runs[@]}; n++)); do
+		[ -f "$run/cap.$n.pcap" ] || continue
+		set -- ${runs[$n]}
+		port=4792
+		[ "$1" = rxe ] && port=4791
+		if [ $header = 0 ]; then
+			echo "turnaround at the bridge, usec p50/p99/count over 2 ms: client, server"
+			header=1
+		fi
+		printf '%-22s %s\n' "$2 $1" "$("$run/turnaround" -short -port $port -client 10.9.0.3 "$run/cap.$n.pcap" 2>&1)"
 	done
 } | tee "$run/table.txt"

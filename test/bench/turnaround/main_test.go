@@ -1,0 +1,34 @@
+package main
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestSplitter: each side's turnaround runs from the other side's first
+// message to its own first after it; a side's further messages in a row
+// (a resend, a multi-packet message) neither start nor end one.
+func TestSplitter(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
+	s := splitter{last: -1}
+	for _, m := range []struct{ side, us int }{
+		{clientSide, 0},   // the first READ: no turnaround yet
+		{server, 100},     // the server's answer: 100
+		{clientSide, 130}, // the client's next: 30
+		{clientSide, 900}, // a resend of it: nothing
+		{server, 1000},    // the answer: 870, from the first copy
+		{server, 1001},    // its second packet: nothing
+		{clientSide, 1041},
+	} {
+		s.add(m.side, at(m.us))
+	}
+	us := time.Microsecond
+	if want := []time.Duration{30 * us, 41 * us}; !slices.Equal(s.turns[clientSide], want) {
+		t.Errorf("client turnarounds %v, want %v", s.turns[clientSide], want)
+	}
+	if want := []time.Duration{100 * us, 870 * us}; !slices.Equal(s.turns[server], want) {
+		t.Errorf("server turnarounds %v, want %v", s.turns[server], want)
+	}
+}
