@@ -123,7 +123,8 @@ sim-figures:
 # image under qemu's emulation), over kernel rxe and then over gorxe, and
 # prints gorxe/rxe ratios and each run's retransmissions, then a UDP
 # ping-pong between two Go programs in the same VMs, the floor under a
-# user-space transport's latency there (test/bench/vm.sh, about 6
+# user-space transport's latency there, and each latency run's two
+# turnarounds from a capture on the bridge (test/bench/vm.sh, about 6
 # minutes). It needs root; without it, it says
 # so and does nothing.
 bench-vm:
