@@ -303,6 +303,20 @@ func (d *Device) receiveTurn() {
 	default:
 	}
 	r.mu.Lock()
+	n := d.ownBatch()
+	d.flushAcks()
+	r.mu.Unlock()
+	if n == len(r.bufs) {
+		d.notified() // more may be waiting
+	}
+}
+
+// ownBatch reads a batch from the link (a link.Poller) without waiting,
+// processes it on the device's own account (rx_batches_own) and wakes the
+// waiters of the CQs it completed at its end; it returns the batch's
+// size. d.rx.mu must be held.
+func (d *Device) ownBatch() int {
+	r := &d.rx
 	n, _ := r.poller.TryReceive(r.bufs, r.sizes)
 	if n > 0 {
 		r.ownBatches.Add(1)
@@ -310,11 +324,7 @@ func (d *Device) receiveTurn() {
 	r.wakes.Begin()
 	d.process(n)
 	r.wakes.End()
-	d.flushAcks()
-	r.mu.Unlock()
-	if n == len(r.bufs) {
-		d.notified() // more may be waiting
-	}
+	return n
 }
 
 // catchUp processes the packets waiting on the link on the caller's
@@ -329,15 +339,11 @@ func (d *Device) catchUp() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for range catchUpBatches {
-		n, _ := r.poller.TryReceive(r.bufs, r.sizes)
+		n := d.ownBatch()
 		if n == 0 {
 			break
 		}
-		r.ownBatches.Add(1)
 		r.caughtUp.Add(1)
-		r.wakes.Begin()
-		d.process(n)
-		r.wakes.End()
 		if n < len(r.bufs) {
 			break
 		}

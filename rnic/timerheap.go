@@ -131,6 +131,14 @@ func (w *worker) arm(e *timerEntry, at int64) {
 	}
 }
 
+// stallLate is how late a timer must fire for the worker to take it that
+// the device was stopped, and read the link before it runs the timers
+// (Device.catchUp). Go's timers fire within tens of microseconds on an
+// idle host; a timer later than this says the process or the machine
+// was not scheduled. A catch-up costs one system call when nothing is
+// waiting.
+const stallLate = 250 * time.Microsecond
+
 // runTimers runs the QPs whose items have come up by now and whose
 // deadlines have passed, and files again those whose deadlines moved
 // later. A QP's item leaves the heap (its entry's at goes to 0) before

@@ -108,14 +108,6 @@ func (w *worker) runReady() {
 	w.runTimers(now)
 }
 
-// stallLate is how late a timer must fire for the worker to take it that
-// the device was stopped, and read the link before it runs the timers
-// (Device.catchUp). Go's timers fire within tens of microseconds on an
-// idle host; a timer later than this says the process or the machine
-// was not scheduled. A catch-up costs one system call when nothing is
-// waiting.
-const stallLate = 250 * time.Microsecond
-
 // wake makes the worker take a turn, if it is not about to already.
 func (w *worker) wake() {
 	if w.loop != nil {
