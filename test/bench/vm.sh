@@ -168,11 +168,16 @@ waitfor() {
 }
 for n in "${!runs[@]}"; do
 	# A latency run is captured on the bridge (the headers only), for
-	# each side's turnaround (test/bench/turnaround).
+	# each side's turnaround (test/bench/turnaround); in immediate mode,
+	# or the packets of the last buffer's timeout would be lost when it
+	# is stopped.
 	cap=""
 	if [[ ${runs[$n]} == *_lat ]] && command -v tcpdump >/dev/null; then
-		ip netns exec $ns tcpdump -Z root -i br0 -s 80 -U -w "$run/cap.$n.pcap" 'udp port 4791 or udp port 4792' 2>/dev/null &
+		ip netns exec $ns tcpdump -Z root --immediate-mode -i br0 -s 80 -U -w "$run/cap.$n.pcap" 'udp port 4791 or udp port 4792' 2>/dev/null &
 		cap=$!
+		# It writes the file's header once it listens: a short run
+		# started before that would go uncaptured.
+		for _ in $(seq 1 50); do [ -s "$run/cap.$n.pcap" ] && break; sleep 0.1; done
 	fi
 	touch "$run/a/go.$n"
 	for _ in $(seq 1 600); do [ -f "$run/a/ready.$n" ] && break; sleep 0.1; done
@@ -251,16 +256,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 		fi
 	done
 	# Where the round trips went: each side's turnaround at the bridge.
-	header=0
+	if compgen -G "$run/cap.*.pcap" >/dev/null; then
+		echo "turnaround at the bridge, usec p50/p99/count over 2 ms: client, server"
+	fi
 	for ((n = 0; n < ${#runs[@]}; n++)); do
 		[ -f "$run/cap.$n.pcap" ] || continue
 		set -- ${runs[$n]}
 		port=4792
 		[ "$1" = rxe ] && port=4791
-		if [ $header = 0 ]; then
-			echo "turnaround at the bridge, usec p50/p99/count over 2 ms: client, server"
-			header=1
-		fi
 		printf '%-22s %s\n' "$2 $1" "$("$run/turnaround" -short -port $port -client 10.9.0.3 "$run/cap.$n.pcap" 2>&1)"
 	done
 } | tee "$run/table.txt"
