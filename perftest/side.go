@@ -632,10 +632,11 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 	nq := len(s.qps)
 	posted, completed := make([]int, nq), make([]int, nq)
 	total, sent, done, counted := p.Iters*nq, 0, 0, 0
-	peak := 0.0
 	start := time.Now()
-	last := start
-	lastDone := 0
+	var peak *peakMeter
+	if !noPeak && !timed {
+		peak = newPeakMeter(total, start)
+	}
 	for {
 		if tm != nil && tm.ended() || !timed && done >= total {
 			break
@@ -655,6 +656,9 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 				}
 				for j := range wrs {
 					s.bwWR(&wrs[j], sges[j:j+1], p, i, posted[i]+j, cqMod)
+				}
+				if peak != nil {
+					peak.posted(sent, time.Now())
 				}
 				if _, err := l.qp.PostSend(wrs); err != nil {
 					return BWResult{}, err
@@ -706,11 +710,8 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 			iv.tick(uint64(done))
 			continue
 		}
-		if now := time.Now(); !noPeak && (done-lastDone >= p.TxDepth || done == total) {
-			if d := now.Sub(last).Seconds(); d > 0 {
-				peak = max(peak, float64((done-lastDone)*p.Size)/d/(1<<20))
-			}
-			last, lastDone = now, done
+		if peak != nil && n > 0 {
+			peak.completed(done, time.Now())
 		}
 	}
 	if tm != nil {
@@ -718,8 +719,8 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 	}
 	r := rate(p.Size, total, time.Since(start))
 	r.PeakMBps = 0
-	if !noPeak {
-		r.PeakMBps = max(peak, r.AvgMBps)
+	if peak != nil {
+		r.PeakMBps = max(peak.mbps(p.Size), r.AvgMBps)
 	}
 	return r, nil
 }
