@@ -121,6 +121,21 @@ func setInt[R any](f func(*R) *int) func(*R, string) error {
 	return func(r *R, v string) error { return parseInt(v, f(r)) }
 }
 
+// setIntIn is setInt for a value perftest's parser takes only in lo..hi
+// (CHECK_VALUE_IN_RANGE), refused with its words: an explicit -t 0 must
+// not quietly become the default depth.
+func setIntIn[R any](lo, hi int, name string, f func(*R) *int) func(*R, string) error {
+	return func(r *R, v string) error {
+		if err := parseInt(v, f(r)); err != nil {
+			return err
+		}
+		if n := *f(r); n < lo || n > hi {
+			return fmt.Errorf("%s should be between %d and %d", name, lo, hi)
+		}
+		return nil
+	}
+}
+
 func setTrue[R any](f func(*R) *bool) func(*R, string) error {
 	return func(r *R, _ string) error { *f(r) = true; return nil }
 }

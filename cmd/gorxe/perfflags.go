@@ -61,7 +61,7 @@ type perfOption = toolOption[perfRun]
 // perfOptions returns the option table. Its order is the order -h lists
 // the options in.
 func perfOptions() []perfOption {
-	str, num, flag := setString[perfRun], setInt[perfRun], setTrue[perfRun]
+	str, num, numIn, flag := setString[perfRun], setInt[perfRun], setIntIn[perfRun], setTrue[perfRun]
 	noop := func(*perfRun, string) error { return nil }
 	const (
 		no  = getopt.NoArg
@@ -85,9 +85,9 @@ func perfOptions() []perfOption {
 		}},
 		{'a', "all", no, honoured, false, "every size from 2 bytes to 8 MiB", flag(func(r *perfRun) *bool { return &r.p.AllSize })},
 		{'m', "mtu", req, honoured, false, "path MTU in bytes: 256 ... 4096 (the smaller of both sides' is used)", num(func(r *perfRun) *int { return &r.mtu })},
-		{'t', "tx-depth", req, honoured, false, "send work requests in flight (128; 1 for latency tests)", num(func(r *perfRun) *int { return &r.p.TxDepth })},
-		{'r', "rx-depth", req, honoured, false, "receives posted (send tests; 512)", num(func(r *perfRun) *int { return &r.p.RxDepth })},
-		{'Q', "cq-mod", req, honoured, false, "one signaled send in this many (100)", num(func(r *perfRun) *int { return &r.p.CQMod })},
+		{'t', "tx-depth", req, honoured, false, "send work requests in flight (128; 1 for latency tests)", numIn(1, 15000, "Tx depth", func(r *perfRun) *int { return &r.p.TxDepth })},
+		{'r', "rx-depth", req, honoured, false, "receives posted (send tests; 512)", numIn(1, 16384, "Rx depth", func(r *perfRun) *int { return &r.p.RxDepth })},
+		{'Q', "cq-mod", req, honoured, false, "one signaled send in this many (100)", numIn(1, 1024, "CQ moderation", func(r *perfRun) *int { return &r.p.CQMod })},
 		{'A', "atomic_type", req, honoured, false, "FETCH_AND_ADD or CMP_AND_SWAP (atomic tests)", func(r *perfRun, v string) error {
 			if !r.test.IsAtomic() {
 				return fmt.Errorf("only the atomic tests have an atomic type")
@@ -109,7 +109,7 @@ func perfOptions() []perfOption {
 		{'e', "events", no, honoured, false, "sleep on CQ events, never busy poll (both sides)", flag(func(r *perfRun) *bool { return &r.p.Events })},
 
 		// Where the test runs.
-		{'p', "port", req, honoured, false, "TCP port of the out-of-band exchange (18515)", num(func(r *perfRun) *int { return &r.tcpPort })},
+		{'p', "port", req, honoured, false, "TCP port of the out-of-band exchange (18515)", numIn(0, 65535, "Port", func(r *perfRun) *int { return &r.tcpPort })},
 		{'d', "ib-dev", req, honoured, false, "the device's name: gorxe has one device per process and gives it this name (rxe0, mlx5_0 ...)", str(func(r *perfRun) *string { return &r.device })},
 		{'i', "ib-port", req, honoured, false, "the device's port: gorxe's device has one, port 1", func(r *perfRun, v string) error {
 			if err := parseInt(v, &r.ibPort); err != nil {
@@ -257,7 +257,15 @@ func perfOptions() []perfOption {
 		{'U', "report-unsorted", no, honoured, false, "print every latency sample, in the order taken", flag(func(r *perfRun) *bool { return &r.p.Unsorted })},
 		{'C', "report-cycles", no, honoured, false, "report latency in CPU cycles (from the CPU's MHz)", flag(func(r *perfRun) *bool { return &r.p.Cycles })},
 		{'I', "inline_size", req, honoured, false, "send messages of at most this many bytes inline", num(func(r *perfRun) *int { return &r.p.Inline })},
-		{'l', "post_list", req, honoured, false, "work requests posted per call", num(func(r *perfRun) *int { return &r.p.PostList })},
+		{'l', "post_list", req, honoured, false, "work requests posted per call", func(r *perfRun, v string) error {
+			if err := parseInt(v, &r.p.PostList); err != nil {
+				return err
+			}
+			if r.p.PostList < 1 {
+				return fmt.Errorf("Send Post List size must be positive")
+			}
+			return nil
+		}},
 		{0, "tclass", req, honoured, false, "traffic class (IP TOS byte) of every packet", func(r *perfRun, v string) error {
 			var n int
 			if err := parseInt(v, &n); err != nil {
@@ -278,7 +286,7 @@ func perfOptions() []perfOption {
 			r.output = v
 			return nil
 		}},
-		{'q', "qp", req, honoured, false, "queue pairs (bandwidth tests), posted to in turn", num(func(r *perfRun) *int { return &r.p.NumQPs })},
+		{'q', "qp", req, honoured, false, "queue pairs (bandwidth tests), posted to in turn", numIn(1, perftest.MaxQPs, "num of Qps", func(r *perfRun) *int { return &r.p.NumQPs })},
 		{'R', "rdma_cm", no, honoured, false, "connect the QPs with rdma_cm, and exchange over rdma_cm instead of TCP, on -p's port", func(r *perfRun, _ string) error {
 			r.p.RDMACM, r.p.CommRDMACM = true, true
 			return nil
