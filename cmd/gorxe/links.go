@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gorxe/gorxe/cm"
@@ -285,7 +286,13 @@ func (l *linkFlags) open() (link.Link, error) {
 	}
 	switch l.kind {
 	case "udp":
-		return udp.Open(udp.Config{Addr: addr, Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO})
+		lk, err := udp.Open(udp.Config{Addr: addr, Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO})
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// Two tools on one host, each taking its address from the
+			// same route, is the usual way to get here.
+			err = fmt.Errorf("%w: another RoCE device (a gorxe, or kernel rxe on %v) has UDP port %d there; give this one another address (--ip) or RoCE port (--roce-port)", err, addr, l.port)
+		}
+		return lk, err
 	case "tap":
 		return tap.Open(tap.Config{Name: l.tapName, Addrs: []netip.Prefix{pfx}, Bridge: l.bridge, MTU: l.mtu, Port: uint16(l.port)})
 	}
