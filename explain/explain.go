@@ -21,8 +21,14 @@ import (
 // a capture, with no Report, or that cannot be read to its end (the
 // Report then holds what came before).
 func Read(r io.Reader) (*Report, error) {
+	return ReadPort(r, wire.UDPPort)
+}
+
+// ReadPort is Read for a capture whose RoCE v2 packets go to UDP port
+// port instead of 4791.
+func ReadPort(r io.Reader, port uint16) (*Report, error) {
 	var pkts []capture.Packet
-	counts, err := capture.Read(r, func(p *capture.Packet) error {
+	counts, err := capture.ReadPort(r, port, func(p *capture.Packet) error {
 		pkts = append(pkts, *p)
 		return nil
 	})

@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/internal/capture"
+	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 )
 
-const decodeUsage = `usage: gorxe decode [--json] FILE
+const decodeUsage = `usage: gorxe decode [--json] [--roce-port PORT] FILE
 
-Decode prints every RoCE v2 packet (UDP to port 4791) of a pcap or pcapng
-capture, one line each: its index among the RoCE packets, the time since the
+Decode prints every RoCE v2 packet (UDP to port 4791, or --roce-port's) of a
+pcap or pcapng capture, one line each: its index among the RoCE packets, the time since the
 capture's first frame, addresses, the BTH, each extended header, the payload
 length and whether the ICRC verifies. A summary line ends the output.
 
@@ -31,6 +32,12 @@ ends with {"summary": {...}}, all on standard output.
 
 Flags:
 `
+
+// rocePortFlag adds decode's and explain's --roce-port, the UDP port the
+// capture's RoCE v2 packets go to, as the tools' --roce-port sets it.
+func rocePortFlag(flags *flag.FlagSet) *uint {
+	return flags.Uint("roce-port", wire.UDPPort, "the UDP `port` RoCE v2 packets go to, for devices given another with --roce-port")
+}
 
 // openCapture opens the capture file name for decode and explain. Its
 // error leaves the name out: their messages put it in front.
@@ -48,6 +55,7 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("decode", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	jsonOut := flags.Bool("json", false, "print JSON Lines instead of text")
+	port := rocePortFlag(flags)
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), decodeUsage)
 		flags.PrintDefaults()
@@ -56,6 +64,10 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
+		return exitUsage
+	}
+	if *port == 0 || *port > 65535 {
+		fmt.Fprintf(stderr, "gorxe decode: --roce-port %d: not a UDP port\n", *port)
 		return exitUsage
 	}
 	if flags.NArg() != 1 {
@@ -70,7 +82,7 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	defer f.Close()
-	if _, err := decode(stdout, f, *jsonOut); err != nil {
+	if _, err := decodePort(stdout, f, *jsonOut, uint16(*port)); err != nil {
 		fmt.Fprintf(stderr, "gorxe decode: %s: %v\n", name, err)
 		return exitError
 	}
@@ -86,12 +98,17 @@ type summary = capture.Counts
 // a *capture.OpenError; it stops at the first read error, after writing
 // the summary of what it read. Packets that do not parse and bad ICRCs are counted, not errors.
 func decode(w io.Writer, r io.Reader, jsonOut bool) (summary, error) {
+	return decodePort(w, r, jsonOut, wire.UDPPort)
+}
+
+// decodePort is decode for RoCE v2 packets to UDP port port.
+func decodePort(w io.Writer, r io.Reader, jsonOut bool, port uint16) (summary, error) {
 	bw := bufio.NewWriter(w)
 	out := textPrinter(bw)
 	if jsonOut {
 		out = jsonPrinter(bw)
 	}
-	sum, readErr := capture.Read(r, out.packet)
+	sum, readErr := capture.ReadPort(r, port, out.packet)
 	var oerr *capture.OpenError
 	if errors.As(readErr, &oerr) {
 		return sum, readErr // nothing was read: no summary

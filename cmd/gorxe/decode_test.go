@@ -409,14 +409,16 @@ func TestRunErrors(t *testing.T) {
 		{"empty", []string{"decode", empty}, exitError, "", "gorxe decode: " + empty + ": not a pcap or pcapng file (0 bytes long)"},
 		{"short pcap header", []string{"decode", badPcap}, exitError, "", "gorxe decode: " + badPcap + ": pcap: "},
 		{"directory", []string{"decode", dir}, exitError, "", "gorxe decode: " + dir + ": "},
-		{"no args", nil, exitUsage, "", "gorxe decode [--json] FILE"},
-		{"help", []string{"help"}, exitOK, "gorxe decode [--json] FILE", ""},
-		{"help decode", []string{"help", "decode"}, exitOK, "usage: gorxe decode [--json] FILE", ""},
+		{"no args", nil, exitUsage, "", "gorxe decode [--json] [--roce-port PORT] FILE"},
+		{"help", []string{"help"}, exitOK, "gorxe decode [--json] [--roce-port PORT] FILE", ""},
+		{"help decode", []string{"help", "decode"}, exitOK, "usage: gorxe decode [--json] [--roce-port PORT] FILE", ""},
 		{"unknown command", []string{"frobnicate"}, exitUsage, "", `gorxe: unknown command "frobnicate"`},
 		{"decode no file", []string{"decode"}, exitUsage, "", "usage: gorxe decode"},
 		{"decode two files", []string{"decode", mtu1024, mtu4096}, exitUsage, "", "want exactly one FILE"},
 		{"decode bad flag", []string{"decode", "--yaml", mtu1024}, exitUsage, "", "flag provided but not defined: -yaml"},
 		{"decode -h", []string{"decode", "-h"}, exitOK, "", "usage: gorxe decode"},
+		{"decode port 0", []string{"decode", "--roce-port", "0", mtu1024}, exitUsage, "", "--roce-port 0: not a UDP port"},
+		{"explain port 70000", []string{"explain", "--roce-port", "70000", mtu1024}, exitUsage, "", "--roce-port 70000: not a UDP port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -503,6 +505,48 @@ func TestDecodeBuiltPackets(t *testing.T) {
 		`"aeth":{"syndrome":44,"type":"RNR_NAK","value":12,"msn":7}`, `"aeth":{"syndrome":96,"type":"NAK","value":0,"msn":8}`} {
 		if !strings.Contains(ls[i], key) {
 			t.Errorf("JSON line %d lacks %s: %s", i+1, key, ls[i])
+		}
+	}
+}
+
+// TestDecodeOtherPort: a capture of devices given another RoCE port
+// (--roce-port 4792, as make bench-vm runs gorxe beside rxe) is read with
+// the same flag, by decode and explain; without it only port 4791's
+// packets are RoCE.
+func TestDecodeOtherPort(t *testing.T) {
+	v4 := wire.IPFields{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), HopLimit: 64, DontFrag: true}
+	send := wire.Headers{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: bth.DefaultPKey, DestQP: 0x12, PSN: 7, AckReq: true}}
+	frames := []wire.Frame{
+		{IP: v4, SrcPort: 50000, DstPort: 4792, Headers: send, Payload: []byte("on 4792")},
+		{IP: v4, SrcPort: 50000, DstPort: wire.UDPPort, Headers: send, Payload: []byte("on 4791")},
+		{IP: v4, SrcPort: 50000, DstPort: 4792, Headers: send, Payload: []byte("on 4792 again")},
+	}
+	c := captured{Link: layers.LinkTypeRaw}
+	for i := range frames {
+		b, err := frames[i].Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Frames = append(c.Frames, b)
+		c.Infos = append(c.Infos, gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000)})
+	}
+	path := writePcap(t, c)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "1 RoCE packets, 2 other frames skipped, 0 bad ICRC, 0 malformed"},
+		{[]string{"--roce-port", "4792"}, "2 RoCE packets, 1 other frames skipped, 0 bad ICRC, 0 malformed"},
+		{[]string{"--roce-port=4791"}, "1 RoCE packets, 2 other frames skipped, 0 bad ICRC, 0 malformed"},
+	} {
+		code, out, errOut := runDecodeFile(t, path, tc.args...)
+		if code != exitOK || !strings.HasSuffix(out, tc.want+"\n") {
+			t.Errorf("decode %v: exit %d (%s), output:\n%s\nwant it to end %q", tc.args, code, errOut, out, tc.want)
+		}
+		var stdout, stderr bytes.Buffer
+		code = run(append(append([]string{"explain"}, tc.args...), path), &stdout, &stderr)
+		if code != exitOK || !strings.Contains(stdout.String(), tc.want) {
+			t.Errorf("explain %v: exit %d (%s), output:\n%s\nwant %q in it", tc.args, code, stderr.String(), stdout.String(), tc.want)
 		}
 	}
 }

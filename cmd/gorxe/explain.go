@@ -11,7 +11,7 @@ import (
 	"github.com/gorxe/gorxe/explain"
 )
 
-const explainUsage = `usage: gorxe explain [--json] [--html OUT.html] FILE
+const explainUsage = `usage: gorxe explain [--json] [--html OUT.html] [--roce-port PORT] FILE
 
 Explain reads a pcap or pcapng capture (from gorxe, kernel rxe, a hardware
 NIC or tcpdump anywhere between them) and replays it through a model of
@@ -41,6 +41,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	jsonOut := flags.Bool("json", false, "print the report as JSON instead of text")
 	htmlOut := flags.String("html", "", "also write a ladder diagram to `OUT.html`")
+	port := rocePortFlag(flags)
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), explainUsage)
 		flags.PrintDefaults()
@@ -51,13 +52,17 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
+	if *port == 0 || *port > 65535 {
+		fmt.Fprintf(stderr, "gorxe explain: --roce-port %d: not a UDP port\n", *port)
+		return exitUsage
+	}
 	if flags.NArg() != 1 {
 		fmt.Fprintln(stderr, "gorxe explain: want exactly one FILE")
 		flags.Usage()
 		return exitUsage
 	}
 	name := flags.Arg(0)
-	r, err := explainFile(name)
+	r, err := explainFile(name, uint16(*port))
 	if err != nil {
 		fmt.Fprintf(stderr, "gorxe explain: %s: %v\n", name, err)
 		if r == nil {
@@ -87,13 +92,13 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 // explainFile reads and explains the capture name. On a read error part
 // way it returns the report of what came before with the error; when the
 // file is no capture at all, no report.
-func explainFile(name string) (*explain.Report, error) {
+func explainFile(name string, port uint16) (*explain.Report, error) {
 	f, err := openCapture(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return explain.Read(f)
+	return explain.ReadPort(f, port)
 }
 
 // writeHTML writes r's ladder diagram to the file name.

@@ -42,8 +42,8 @@ type command struct {
 // (demo, write_bw, ...) is a file with its run function and a row here.
 var commands = []command{
 	{"demo", "[--quiet] [--pcap FILE]", "two NICs in one process: watch RDMA verbs become packets, loss included", runDemo},
-	{"decode", "[--json] FILE", "print the RoCE v2 packets of a pcap or pcapng capture", runDecode},
-	{"explain", "[--json] [--html OUT] FILE", "say what every packet of a capture does to both ends' state, and why", runExplain},
+	{"decode", "[--json] [--roce-port PORT] FILE", "print the RoCE v2 packets of a pcap or pcapng capture", runDecode},
+	{"explain", "[--json] [--html OUT] [--roce-port PORT] FILE", "say what every packet of a capture does to both ends' state, and why", runExplain},
 	{"sim", "[flags] SCENARIO", "DCQCN on a simulated switch in virtual time, gorxe devices as its hosts: figures, CSV, plots", runSim},
 	{"show_gids", "[IFACE]", "print the GID table gorxe uses on each interface, as show_gids prints rxe's", runShowGids},
 	{"rc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",

@@ -24,7 +24,7 @@ import (
 
 // Counts says what a capture held.
 type Counts struct {
-	RoCE      int `json:"roce_packets"` // UDP to port 4791, malformed ones included
+	RoCE      int `json:"roce_packets"` // UDP to the RoCE port, malformed ones included
 	Other     int `json:"other_frames"` // everything else, skipped
 	BadICRC   int `json:"bad_icrc"`
 	Malformed int `json:"malformed"`               // RoCE packets wire.ParseIP rejected
@@ -151,6 +151,13 @@ func linkDecoder(lt layers.LinkType) gopacket.Decoder {
 // are counted and passed to fn, not errors. fn must not keep p, which is
 // reused, but may keep what p.P's slices point to.
 func Read(r io.Reader, fn func(p *Packet) error) (Counts, error) {
+	return ReadPort(r, wire.UDPPort, fn)
+}
+
+// ReadPort is Read for a capture whose RoCE v2 packets go to UDP port
+// port instead of 4791, as those of devices given another port
+// (gorxe's --roce-port) do.
+func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error) {
 	var sum Counts
 	cr, linkType, err := open(r)
 	if err != nil {
@@ -171,7 +178,7 @@ func Read(r io.Reader, fn func(p *Packet) error) (Counts, error) {
 		if n == 0 {
 			t0 = ci.Timestamp
 		}
-		ip, ok := roceIP(data, linkType(ci))
+		ip, ok := roceIP(data, linkType(ci), port)
 		if !ok {
 			sum.Other++
 			continue
@@ -211,9 +218,9 @@ func (s *Counts) count(p *Packet) {
 }
 
 // roceIP decodes a frame with gopacket and, when it carries UDP to port
-// 4791, returns the bytes from that packet's IP header on. A tunnelled
+// (4791), returns the bytes from that packet's IP header on. A tunnelled
 // packet (VXLAN, GRE) is found under its outer headers.
-func roceIP(data []byte, lt layers.LinkType) ([]byte, bool) {
+func roceIP(data []byte, lt layers.LinkType, port uint16) ([]byte, bool) {
 	pkt := gopacket.NewPacket(data, linkDecoder(lt), gopacket.DecodeOptions{NoCopy: true})
 	var ip gopacket.Layer
 	for _, l := range pkt.Layers() {
@@ -221,7 +228,7 @@ func roceIP(data []byte, lt layers.LinkType) ([]byte, bool) {
 		case *layers.IPv4, *layers.IPv6:
 			ip = l
 		case *layers.UDP:
-			if l.DstPort == wire.UDPPort && ip != nil {
+			if uint16(l.DstPort) == port && ip != nil {
 				// Contents and payload are adjacent in data, but gopacket
 				// does not promise it; wire.ParseIP wants them contiguous.
 				b := make([]byte, 0, len(ip.LayerContents())+len(ip.LayerPayload()))
