@@ -327,10 +327,11 @@ func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return d.rx.wakes.NewCQ(d
 // QP is a queue pair of this device. Its methods are the verbs of an
 // ibv_qp; the transport engine behind them is driven by the device alone.
 type QP struct {
-	e   engine
-	dev *Device
-	w   *worker
-	srq *SRQ // the shared receive queue it was created with, or nil
+	e     engine
+	dev   *Device
+	w     *worker
+	timer *timerEntry // its place in w's timer heap
+	srq   *SRQ        // the shared receive queue it was created with, or nil
 	// path is the QP's peer and local GID as its last Modify left them,
 	// for the receive path's address check without the QP's lock; nil
 	// while the QP has no address vector.
@@ -423,12 +424,12 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		ia.Window = d.cfg.Window
 	}
 	ia.NoTailProbe = ia.NoTailProbe || d.cfg.NoTailProbe
-	port := d.ports[int(num)%len(d.workers)]
+	port := d.qpPort(num)
 	srq, err := d.attachSRQ(&ia)
 	if err != nil {
 		return nil, err
 	}
-	dq := &QP{dev: d, w: w, srq: srq}
+	dq := &QP{dev: d, w: w, srq: srq, timer: port.timer}
 	switch ia.Type {
 	case qp.TypeUD:
 		q, err := rc.NewUD(port, num, ia, d.MTU().Bytes())
@@ -479,7 +480,7 @@ func (d *Device) CreateGSI(ia qp.InitAttr) (*QP, error) {
 		return nil, errors.New("rnic: the device has a GSI QP already")
 	}
 	ia.Type = qp.TypeUD
-	port := d.ports[int(GSIQPN)%len(d.workers)]
+	port := d.qpPort(GSIQPN)
 	q, err := rc.NewUD(port, GSIQPN, ia, d.MTU().Bytes())
 	if err != nil {
 		return nil, err
@@ -488,7 +489,7 @@ func (d *Device) CreateGSI(ia qp.InitAttr) (*QP, error) {
 		q.SetTrace(d.traceEvent)
 	}
 	w := d.workers[int(GSIQPN)%len(d.workers)]
-	dq := &QP{e: q, dev: d, w: w}
+	dq := &QP{e: q, dev: d, w: w, timer: port.timer}
 	d.qps[GSIQPN] = dq
 	w.add(dq)
 	return dq, nil

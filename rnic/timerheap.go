@@ -97,15 +97,9 @@ func (h timerHeap) next() int64 {
 	return h[0].at
 }
 
-// Timer files q to be looked at at at, if no item of q's comes earlier,
-// and wakes the worker when at comes before the worker's wake time. It
-// may be called from any goroutine, with q's lock held.
-func (w *worker) Timer(q rc.Runner, at monotime.Time) {
-	if e, ok := w.timerEntries.Load(q); ok {
-		w.arm(e.(*timerEntry), int64(at))
-	}
-}
-
+// arm files e's QP to be looked at at at, if no item of its comes
+// earlier, and wakes the worker when at comes before the worker's wake
+// time. It may be called from any goroutine, with the QP's lock held.
 func (w *worker) arm(e *timerEntry, at int64) {
 	if cur := e.at.Load(); cur != 0 && cur <= at {
 		return // an item of the QP's comes no later

@@ -51,12 +51,13 @@ func TestWorkerTimers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := rc.New(port, num, qp.InitAttr{Type: qp.TypeRC, PD: d.mrs.AllocPD(), SendCQ: c, RecvCQ: c,
+		qport := &qpPort{port: port, timer: new(timerEntry)}
+		q, err := rc.New(qport, num, qp.InitAttr{Type: qp.TypeRC, PD: d.mrs.AllocPD(), SendCQ: c, RecvCQ: c,
 			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dq := &QP{e: q, dev: d, w: w}
+		dq := &QP{e: q, dev: d, w: w, timer: qport.timer}
 		w.add(dq)
 		return dq
 	}
@@ -73,20 +74,20 @@ func TestWorkerTimers(t *testing.T) {
 	}
 	a, b := newQP(0x11), newQP(0x12)
 	now := d.clock.Now()
-	w.Timer(a.e, now.Add(time.Second))
+	w.arm(a.timer, int64(now.Add(time.Second)))
 	if !kicked() {
 		t.Error("the first timer armed did not kick the worker")
 	}
 	w.sleep()
-	w.Timer(b.e, now.Add(2*time.Second))
+	w.arm(b.timer, int64(now.Add(2*time.Second)))
 	if kicked() {
 		t.Error("a timer later than the worker's wake time kicked it")
 	}
-	w.Timer(a.e, now.Add(3*time.Second))
+	w.arm(a.timer, int64(now.Add(3*time.Second)))
 	if len(w.timers) != 2 {
 		t.Errorf("a QP's later time filed a new item: %d items, want 2", len(w.timers))
 	}
-	w.Timer(b.e, now.Add(500*time.Millisecond))
+	w.arm(b.timer, int64(now.Add(500*time.Millisecond)))
 	if k := kicked(); !k || len(w.timers) != 3 {
 		t.Errorf("a QP's earlier time: kicked %v, %d items; want a kick and 3 items", k, len(w.timers))
 	}
@@ -95,7 +96,7 @@ func TestWorkerTimers(t *testing.T) {
 	}
 
 	w.remove(a)
-	w.Timer(a.e, now.Add(100*time.Millisecond))
+	w.arm(a.timer, int64(now.Add(100*time.Millisecond)))
 	if k := kicked(); k || len(w.timers) != 3 {
 		t.Errorf("a destroyed QP's timer: kicked %v, %d items; want no kick and 3 items", k, len(w.timers))
 	}
@@ -109,7 +110,7 @@ func TestWorkerTimers(t *testing.T) {
 	if len(w.timers) != 0 || w.sleep() != time.Hour {
 		t.Fatalf("after two seconds, %d items left, want none", len(w.timers))
 	}
-	w.Timer(b.e, now.Add(4*time.Second))
+	w.arm(b.timer, int64(now.Add(4*time.Second)))
 	if k := kicked(); !k || len(w.timers) != 1 {
 		t.Errorf("a QP whose item was dropped arms again: kicked %v, %d items; want a kick and 1 item", k, len(w.timers))
 	}
@@ -151,7 +152,7 @@ func TestLateTimersReadFirst(t *testing.T) {
 	r := &stubRunner{}
 	p := &answeringPoller{r: r}
 	d.rx.poller = p
-	w.timerEntries.Store(rc.Runner(r), &timerEntry{q: r})
+	e := &timerEntry{q: r}
 	for _, tc := range []struct {
 		late        time.Duration
 		reads, runs int
@@ -163,7 +164,7 @@ func TestLateTimersReadFirst(t *testing.T) {
 	} {
 		p.tries, r.runs = 0, 0
 		r.deadline = d.clock.Now().Add(time.Hour) // far from the real clock: only runTimers's now matters
-		w.Timer(r, r.deadline)
+		w.arm(e, int64(r.deadline))
 		w.runTimers(r.deadline.Add(tc.late))
 		if p.tries != tc.reads || r.runs != tc.runs {
 			t.Errorf("a timer run %v after it fell due: the link was read %d times and the QP ran %d; want %d and %d",
@@ -178,7 +179,7 @@ func TestLateTimersReadFirst(t *testing.T) {
 	// disarmed: a late turn reads nothing, and files the first again.
 	p.tries, r.runs = 0, 0
 	at := d.clock.Now().Add(time.Hour)
-	w.Timer(r, at)
+	w.arm(e, int64(at))
 	r.deadline = at.Add(2 * time.Second)
 	w.runTimers(at.Add(time.Second))
 	if p.tries != 0 || r.runs != 0 || len(w.timers) != 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // Packet buffers are fixed-size arrays from one pool, shared by the
@@ -119,6 +120,24 @@ type port struct {
 	mrs   *mr.Table
 	clock *monotime.Clock
 }
+
+// qpPort is the port one QP is made with: the device's, and the QP's own
+// place in its worker's timer heap, so that telling the worker of a
+// deadline, after every change under the QP's lock while a timer is
+// armed, looks nothing up.
+type qpPort struct {
+	*port
+	timer *timerEntry
+}
+
+// qpPort returns the port for a new QP numbered num, on the worker that
+// owns it.
+func (d *Device) qpPort(num bth.QPN) *qpPort {
+	return &qpPort{port: d.ports[int(num)%len(d.workers)], timer: new(timerEntry)}
+}
+
+// Timer implements rc.Scheduler for the port's QP, r.
+func (p *qpPort) Timer(_ rc.Runner, at monotime.Time) { p.worker.arm(p.timer, int64(at)) }
 
 func (p *port) MRs() *mr.Table     { return p.mrs }
 func (p *port) Now() monotime.Time { return p.clock.Now() }

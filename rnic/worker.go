@@ -19,11 +19,6 @@ type worker struct {
 	dev   *Device
 	turns atomic.Uint64 // turns taken, for tests and benchmarks
 
-	// timerEntries holds each QP's *timerEntry, keyed by its engine (a
-	// rc.Runner): written when a QP is made or destroyed, read by every
-	// Timer call.
-	timerEntries sync.Map
-
 	mu     sync.Mutex
 	ready  map[rc.Runner]struct{} // QPs that asked to run
 	order  []rc.Runner            // the same, in the order they asked
@@ -55,16 +50,13 @@ func newWorker(d *Device) *worker {
 	}
 }
 
-func (w *worker) add(q *QP) {
-	w.timerEntries.Store(rc.Runner(q.e), &timerEntry{q: q.e})
-}
+// add takes q, made with a qpPort whose timer entry q.timer is, among
+// the worker's QPs.
+func (w *worker) add(q *QP) { q.timer.q = q.e }
 
 func (w *worker) remove(q *QP) {
-	e, _ := w.timerEntries.LoadAndDelete(rc.Runner(q.e))
 	w.mu.Lock()
-	if e != nil {
-		e.(*timerEntry).at.Store(removed) // its items are dropped as they come up
-	}
+	q.timer.at.Store(removed) // its items are dropped as they come up
 	if _, ok := w.ready[q.e]; ok {
 		delete(w.ready, q.e)
 		w.order = slices.DeleteFunc(w.order, func(r rc.Runner) bool { return r == q.e })
