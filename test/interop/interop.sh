@@ -107,9 +107,10 @@ flagcases=(
 	"write_bw 4 65536 -b" "read_bw 4 65536 -b" "send_bw 4 65536 -b" "write_bw 4 65536 -q,2,-b"
 	"write_bw 4 65536 --report_gbits" "send_bw 4 65536 --report_gbits,-a"
 	"write_bw 4 65536 after" "read_lat 4 64 after,-u,14" "write_bw 4 4K -u,16" "read_bw 4 65536 -o,4"
+	"send_lat 4 1048576 -a"
 )
 # --write_with_imm came with perftest 6.20: not in bookworm's 6.06.
-[ "$suite" != bookworm ] && flagcases+=("write_bw 4 65536 --write_with_imm" "write_lat 4 2 --write_with_imm")
+[ "$suite" != bookworm ] && flagcases+=("write_bw 4 65536 --write_with_imm" "write_lat 4 2 --write_with_imm" "write_lat 4 1048576 -a,--write_with_imm")
 # rdma_cm (after the others, so that their numbers stay): -R on every
 # test, with -q, -b and --tos; -z (the exchange over rdma_cm, the QPs
 # connected from the keys).
