@@ -446,6 +446,22 @@ func TestSeconds(t *testing.T) {
 	}
 }
 
+// writeFrames writes the packets frames build to a raw-IP pcap file, a
+// microsecond apart, and returns its path.
+func writeFrames(t *testing.T, frames []wire.Frame) string {
+	t.Helper()
+	c := captured{Link: layers.LinkTypeRaw}
+	for i := range frames {
+		b, err := frames[i].Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Frames = append(c.Frames, b)
+		c.Infos = append(c.Infos, gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000)})
+	}
+	return writePcap(t, c)
+}
+
 // TestDecodeBuiltPackets decodes packets gorxe's wire package builds, for
 // the headers the rxe captures do not show, over IPv4 and IPv6.
 func TestDecodeBuiltPackets(t *testing.T) {
@@ -473,16 +489,7 @@ func TestDecodeBuiltPackets(t *testing.T) {
 		{IP: v6, SrcPort: 50001, DstPort: wire.UDPPort, Headers: rnr},
 		{IP: v6, SrcPort: 50001, DstPort: wire.UDPPort, Headers: nak},
 	}
-	c := captured{Link: layers.LinkTypeRaw}
-	for i := range frames {
-		b, err := frames[i].Append(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Frames = append(c.Frames, b)
-		c.Infos = append(c.Infos, gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000)})
-	}
-	path := writePcap(t, c)
+	path := writeFrames(t, frames)
 	code, out, errOut := runDecodeFile(t, path)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -521,16 +528,7 @@ func TestDecodeOtherPort(t *testing.T) {
 		{IP: v4, SrcPort: 50000, DstPort: wire.UDPPort, Headers: send, Payload: []byte("on 4791")},
 		{IP: v4, SrcPort: 50000, DstPort: 4792, Headers: send, Payload: []byte("on 4792 again")},
 	}
-	c := captured{Link: layers.LinkTypeRaw}
-	for i := range frames {
-		b, err := frames[i].Append(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Frames = append(c.Frames, b)
-		c.Infos = append(c.Infos, gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000)})
-	}
-	path := writePcap(t, c)
+	path := writeFrames(t, frames)
 	for _, tc := range []struct {
 		args []string
 		want string
