@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./wire/cm:FuzzCM ./cm:FuzzLiveQP1 ./rnic:FuzzResponder ./explain:FuzzExplain
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags router bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-stall bench-cc sim-figures
+.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags router bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-stall bench-instr bench-cc sim-figures
 
 all: build
 
@@ -139,6 +139,14 @@ bench-vm:
 bench-stall:
 	@if [ "$$(id -u)" = 0 ]; then test/bench/stall.sh; \
 	else echo "bench-stall: not run: it needs root (a network namespace); run: sudo make bench-stall"; fi
+
+# bench-instr prints the instructions gorxe's own code spends per
+# write_lat round trip and per send_bw -s 64 message, counted by
+# callgrind: a figure the machine's load does not move, to compare two
+# builds (GORXE_BIN) with one run each. It installs valgrind when missing.
+bench-instr:
+	@if [ "$$(id -u)" = 0 ]; then test/bench/instr.sh; \
+	else echo "bench-instr: not run: it needs root (a network namespace); run: sudo make bench-instr"; fi
 
 # bench-gbn prints how much of go-back-N's ideal efficiency a WRITE stream
 # keeps under random loss 1/256.
