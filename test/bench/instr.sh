@@ -27,7 +27,8 @@ n=${N:-2000} top=${TOP:-25}
 tmp=$(mktemp -d)
 ns=gxinstr$$
 trap 'ip netns pids $ns 2>/dev/null | xargs -r kill 2>/dev/null; ip netns del $ns 2>/dev/null || true; rm -rf "$tmp"' EXIT
-if [ -n "${GORXE_BIN:-}" ]; then cp "$GORXE_BIN" "$tmp/gorxe"; else go build -o "$tmp/gorxe" ./cmd/gorxe; fi
+rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes)" # what the binary is built from
+if [ -n "${GORXE_BIN:-}" ]; then cp "$GORXE_BIN" "$tmp/gorxe" && rev=$GORXE_BIN; else go build -o "$tmp/gorxe" ./cmd/gorxe; fi
 go build -o "$tmp/instrdiff" ./test/bench/instrdiff
 ip netns add $ns
 ip -n $ns link set lo up
@@ -49,7 +50,7 @@ profile() {
 	callgrind_annotate --auto=no --threshold=100 "$out.cg" >"$out"
 }
 
-echo "gorxe's instructions per unit of work, callgrind, user space only ($(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes); N=$n)"
+echo "gorxe's instructions per unit of work, callgrind, user space only ($rev; N=$n)"
 echo
 echo "== write_lat -s 2 -e, client, per round trip (GOMAXPROCS=1)"
 GOMAXPROCS_CLIENT=1 profile write_lat "$n" "$tmp/lat1" -e
