@@ -27,9 +27,10 @@ type stamp struct {
 	t time.Duration
 }
 
-// newPeakMeter returns a meter for a run of about n messages.
-func newPeakMeter(n int, start time.Time) *peakMeter {
-	return &peakMeter{start: start, posts: make([]stamp, 0, n), done: make([]stamp, 0, n)}
+// newPeakMeter returns a meter for a run of n messages, posted postList
+// at a time and completed about cqMod at a time: room for their stamps.
+func newPeakMeter(n, postList, cqMod int, start time.Time) *peakMeter {
+	return &peakMeter{start: start, posts: make([]stamp, 0, n/max(postList, 1)+1), done: make([]stamp, 0, n/max(cqMod, 1)+1)}
 }
 
 // posted records a post of the messages from number i on (perftest's

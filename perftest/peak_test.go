@@ -74,7 +74,7 @@ func TestPeakBoundedByTheWire(t *testing.T) {
 		total                 = 4000
 	)
 	start := time.Unix(0, 0)
-	m := newPeakMeter(total, start)
+	m := newPeakMeter(total, 1, 64, start)
 	sent, completed := 0, 0
 	now := start
 	for completed < total {
@@ -106,7 +106,7 @@ func TestPeakBoundedByTheWire(t *testing.T) {
 
 // TestPeakNoCompletion: a meter nothing completed on reports no peak.
 func TestPeakNoCompletion(t *testing.T) {
-	m := newPeakMeter(1, time.Unix(0, 0))
+	m := newPeakMeter(1, 1, 1, time.Unix(0, 0))
 	m.posted(0, time.Unix(0, 0))
 	if got := m.mbps(4096); got != 0 {
 		t.Errorf("peak %v, want 0", got)

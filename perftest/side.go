@@ -635,7 +635,7 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 	start := time.Now()
 	var peak *peakMeter
 	if !noPeak && !timed {
-		peak = newPeakMeter(total, start)
+		peak = newPeakMeter(total, postList, cqMod, start)
 	}
 	for {
 		if tm != nil && tm.ended() || !timed && done >= total {
