@@ -416,7 +416,7 @@ session() {
 	local vm=$1; shift
 	local list=("$@") n i=0
 	dead=false
-	rm -f "$run/share"/go.* "$run/share"/hw.* "$run/share"/netem.* "$run/share/vm.out"
+	rm -f "$run/share"/go.* "$run/share"/started.* "$run/share"/hw.* "$run/share"/netem.* "$run/share/vm.out"
 	{
 		echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest) ($(ib_write_bw --version 2>&1 | head -1)), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
 		echo 'hw() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "$(basename "$f") $(cat "$f")"; done; }'
@@ -447,6 +447,7 @@ session() {
 			local after="hw > /mnt/hw.$n.after"
 			[ "$loss" != 0 ] && after="$after; tc -s qdisc show dev eth0 | sed -n 's/.*(dropped \([0-9]*\),.*/netem_dropped \1/p' > /mnt/netem.$n"
 			echo "hw > /mnt/hw.$n.before"
+			echo "touch /mnt/started.$n" # the host's client waits for this
 			echo "$stop $vmc; rc=\$?; $after; echo; echo \"=== exit $n \$rc\""
 			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		done
@@ -482,7 +483,15 @@ session() {
 		local tapdrop0
 		tapdrop0=$(ip netns exec $ns cat /sys/class/net/vmtap0/statistics/tx_dropped)
 		touch "$run/share/go.$n"
-		[ "$dir" = rxe-server ] && sleep 2 # perftest's server must be listening
+		if [ "$dir" = rxe-server ]; then
+			# The VM's server must be listening. The VM sees go.N within
+			# 0.2 s and reads rxe's counters before it starts the
+			# server, which on a loaded host took more than 2 s: wait for
+			# the VM to start it, then give it 2 s to listen (a client
+			# too early gets REJ 28 from rdma_cm, or no answer).
+			for _ in $(seq 1 150); do [ -f "$run/share/started.$n" ] && break; sleep 0.2; done
+			sleep 2
+		fi
 		[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
 		set +e
 		# rc_pingpong's -g as on rxe: br0's table has its default GID at
