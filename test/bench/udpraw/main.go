@@ -9,6 +9,7 @@
 //	udpraw pong  -addr 10.77.0.2:9001                    echo datagrams back
 //	udpraw ping  -addr 10.77.0.2:9001 -n 5000            round trips, then print JSON
 //	udpraw ping|pong ... -ack                            each side also sends an ACK-sized datagram behind each message
+//	udpraw ping|pong ... -ack -ackgso                    the message and its ACK as one UDP GSO send, cut by the receiving kernel
 package main
 
 import (
@@ -41,7 +42,13 @@ func main() {
 	gso := fs.Int("gso", 0, "blast: send this many datagrams at a time as one UDP GSO send (UDP_SEGMENT), as gorxe's udp link does")
 	busy := fs.Bool("busy", false, "ping, pong: busy poll the socket instead of sleeping in the Go runtime's poller")
 	ack := fs.Bool("ack", false, "ping, pong: send a 20-byte datagram behind every message in the same sendmmsg, as a reliable connection's ACK of the message before")
+	ackGSO := fs.Bool("ackgso", false, "ping, pong, with -ack: send the message and its ACK as one UDP GSO send (UDP_SEGMENT), which the receiving kernel cuts in two; ping's -size at least 20")
 	fs.Parse(os.Args[2:])
+	if *ackGSO && (!*ack || (os.Args[1] == "ping" && *size < len(ackMessage))) {
+		fmt.Fprintf(os.Stderr, "udpraw: -ackgso needs -ack, and ping a -size of at least %d\n", len(ackMessage))
+		os.Exit(2)
+	}
+	joinAck = *ackGSO
 	var err error
 	switch os.Args[1] {
 	case "sink":
@@ -215,6 +222,24 @@ var ackMessage = append([]byte{0xac}, make([]byte, 19)...)
 
 func isAck(b []byte) bool { return len(b) == len(ackMessage) && b[0] == ackMessage[0] }
 
+// joinAck (-ackgso) has send hand the kernel a message and its ACK as one
+// UDP GSO datagram, which the receiving kernel cuts into the two before
+// it queues them, together, on the socket.
+var joinAck bool
+
+// joined returns msg and the ACK behind it as one buffer, and the
+// UDP_SEGMENT control message that has the kernel send them as two
+// datagrams, the first len(msg) bytes long.
+func joined(msg []byte) (b, oob []byte) {
+	b = append(append(make([]byte, 0, len(msg)+len(ackMessage)), msg...), ackMessage...)
+	oob = make([]byte, unix.CmsgSpace(2))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(len(msg)))
+	return b, oob
+}
+
 // An endpoint is one side of the ping-pong. send with ack sends an ACK
 // behind the message in the same sendmmsg, as gorxe's udp link sends an
 // answer and the ACK of the message it answers: on a reliable connection
@@ -251,6 +276,11 @@ func (e *sleepingEndpoint) recv(buf []byte, deadline time.Time) (int, netip.Addr
 func (e *sleepingEndpoint) send(msg []byte, to netip.AddrPort, ack bool) error {
 	if !ack {
 		_, err := e.c.WriteToUDPAddrPort(msg, to)
+		return err
+	}
+	if joinAck {
+		b, oob := joined(msg)
+		_, _, err := e.c.WriteMsgUDPAddrPort(b, oob, to)
 		return err
 	}
 	a := net.UDPAddrFromAddrPort(to)
@@ -322,6 +352,10 @@ func (e *busyEndpoint) recv(buf []byte, deadline time.Time) (int, netip.AddrPort
 func (e *busyEndpoint) send(msg []byte, to netip.AddrPort, ack bool) error {
 	if !ack {
 		return unix.Sendto(e.fd, msg, 0, sockaddr(to))
+	}
+	if joinAck {
+		b, oob := joined(msg)
+		return unix.Sendmsg(e.fd, b, oob, sockaddr(to), 0)
 	}
 	// The same destination for both: one raw address, two messages.
 	namelen := uint32(unix.SizeofSockaddrInet6)
