@@ -327,7 +327,14 @@ func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return d.rx.wakes.NewCQ(d
 // QP is a queue pair of this device. Its methods are the verbs of an
 // ibv_qp; the transport engine behind them is driven by the device alone.
 type QP struct {
-	e     engine
+	e engine
+	// The same engine, as the one of these that it is, for the posts: a
+	// call through the engine interface makes escape analysis assume the
+	// engine keeps the caller's slice, so every post of work requests
+	// built on the caller's stack (as a C program fills its ibv_send_wr)
+	// allocated them on the heap.
+	rcq   *rc.QP
+	udq   *rc.UD
 	dev   *Device
 	w     *worker
 	timer *timerEntry // its place in w's timer heap
@@ -375,12 +382,22 @@ func (q *QP) Stats() qp.Counters { return q.e.Stats() }
 // PostSend queues send work requests, as ibv_post_send, and starts
 // sending them on the caller's goroutine. On error it returns the index
 // of the first request it did not queue.
-func (q *QP) PostSend(wrs []qp.SendWR) (int, error) { return q.e.PostSend(wrs) }
+func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
+	if q.udq != nil {
+		return q.udq.PostSend(wrs)
+	}
+	return q.rcq.PostSend(wrs)
+}
 
 // PostRecv queues receive work requests, as ibv_post_recv. On error it
 // returns the index of the first request it did not queue. A QP created
 // with an SRQ refuses it (qp.ErrBadWR), as rdma-core's rxe does.
-func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) { return q.e.PostRecv(wrs) }
+func (q *QP) PostRecv(wrs []qp.RecvWR) (int, error) {
+	if q.udq != nil {
+		return q.udq.PostRecv(wrs)
+	}
+	return q.rcq.PostRecv(wrs)
+}
 
 // engine is what a QP's transport engine does for the device and for
 // the verbs: internal/rc's QP for RC and UC, its UD for UD.
@@ -439,7 +456,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		if d.cfg.Trace != nil {
 			q.SetTrace(d.traceEvent)
 		}
-		dq.e = q
+		dq.e, dq.udq = q, q
 	default: // RC and UC: rc.New refuses the rest
 		q, err := rc.New(port, num, ia)
 		if err != nil {
@@ -451,7 +468,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		if d.cfg.Trace != nil {
 			q.SetTrace(d.traceEvent)
 		}
-		dq.e = q
+		dq.e, dq.rcq = q, q
 	}
 	d.qps[num] = dq
 	if srq != nil {
@@ -489,7 +506,7 @@ func (d *Device) CreateGSI(ia qp.InitAttr) (*QP, error) {
 		q.SetTrace(d.traceEvent)
 	}
 	w := d.workers[int(GSIQPN)%len(d.workers)]
-	dq := &QP{e: q, dev: d, w: w, timer: port.timer}
+	dq := &QP{e: q, udq: q, dev: d, w: w, timer: port.timer}
 	d.qps[GSIQPN] = dq
 	w.add(dq)
 	return dq, nil

@@ -57,7 +57,7 @@ func TestWorkerTimers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dq := &QP{e: q, dev: d, w: w, timer: qport.timer}
+		dq := &QP{e: q, rcq: q, dev: d, w: w, timer: qport.timer}
 		w.add(dq)
 		return dq
 	}
