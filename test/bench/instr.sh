@@ -42,11 +42,14 @@ profile() {
 	ip netns exec $ns timeout 300 "$tmp/gorxe" "$t" --link udp --ip 127.0.0.1 -n "$iters" --give-up 60s "$@" >"$out.server" 2>&1 &
 	local server=$!
 	for _ in $(seq 1 50); do ip netns exec $ns ss -ltn | grep -q ':18515 ' && break; sleep 0.1; done
-	ip netns exec $ns env GODEBUG=asyncpreemptoff=1 ${GOMAXPROCS_CLIENT:+GOMAXPROCS=$GOMAXPROCS_CLIENT} \
+	# cpu.rdtscp=off: the runtime's cputicks reads the clock with RDTSCP
+	# where the CPU has it, an instruction valgrind 3.19 (bookworm's) does
+	# not know (SIGILL); without it the runtime uses RDTSC.
+	ip netns exec $ns env GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off ${GOMAXPROCS_CLIENT:+GOMAXPROCS=$GOMAXPROCS_CLIENT} \
 		timeout 600 valgrind --tool=callgrind --callgrind-out-file="$out.cg" \
 		"$tmp/gorxe" "$t" --link udp --ip 127.0.0.2 -n "$iters" --give-up 60s "$@" 127.0.0.1 >"$out.client" 2>"$out.valgrind" ||
-		{ echo "instr.sh: $t -n $iters under callgrind failed:" >&2; tail -5 "$out.client" "$out.valgrind" >&2; exit 1; }
-	wait $server || { echo "instr.sh: the $t server failed:" >&2; tail -5 "$out.server" >&2; exit 1; }
+		{ echo "instr.sh: $t -n $iters under callgrind failed:" >&2; tail -n 5 "$out.client" "$out.valgrind" >&2; exit 1; }
+	wait $server || { echo "instr.sh: the $t server failed:" >&2; tail -n 5 "$out.server" >&2; exit 1; }
 	callgrind_annotate --auto=no --threshold=100 "$out.cg" >"$out"
 }
 
