@@ -328,7 +328,7 @@ func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return d.rx.wakes.NewCQ(d
 // ibv_qp; the transport engine behind them is driven by the device alone.
 type QP struct {
 	e engine
-	// The same engine, as the one of these that it is, for the posts: a
+	// rcq or udq is e by its concrete type, for PostSend and PostRecv: a
 	// call through the engine interface makes escape analysis assume the
 	// engine keeps the caller's slice, so every post of work requests
 	// built on the caller's stack (as a C program fills its ibv_send_wr)
