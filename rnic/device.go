@@ -411,8 +411,8 @@ type engine interface {
 	State() qp.State
 	Stats() qp.Counters
 	Congestion() (congestion.State, congestion.Counters)
-	PostSend(wrs []qp.SendWR) (int, error)
-	PostRecv(wrs []qp.RecvWR) (int, error)
+	// The posts are not here: QP calls them on the engine's concrete
+	// type (QP.rcq, QP.udq).
 	// HandlePacket takes a packet for the QP and reports whether the QP
 	// now owes an ACK, which FlushAck sends.
 	HandlePacket(p *wire.Packet) bool
