@@ -212,6 +212,7 @@ func ping(addr string, size, n int, busy, ack bool) error {
 	slices.Sort(rtts)
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"mode": "ping", "n": n, "rtt_median_us": rtts[len(rtts)/2], "rtt_min_us": rtts[0], "rtt_p99_us": rtts[len(rtts)*99/100],
+		"rtt_p90_us": rtts[len(rtts)*90/100], "rtt_p99_9_us": rtts[len(rtts)*999/1000], "rtt_max_us": rtts[len(rtts)-1],
 	})
 }
 
