@@ -17,6 +17,9 @@
 // Every call that uses the descriptor holds the FD's lock shared. Close
 // writes an eventfd that ends every Wait, then takes the lock to close the
 // descriptors, so that no call ever uses a closed (or reused) descriptor.
+// Kick writes a second eventfd, which ends a Wait as if the descriptor
+// were ready: for a link that holds packets it read but has not handed on
+// yet, which poll(2) on the descriptor cannot see.
 package pollfd
 
 import (
@@ -36,6 +39,7 @@ type FD struct {
 	mu     sync.RWMutex
 	fd     int
 	efd    int // readable once Close has begun
+	kfd    int // readable after a Kick, until a Wait has seen it
 	closed atomic.Bool
 }
 
@@ -47,7 +51,13 @@ func New(fd int) (*FD, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &FD{fd: fd, efd: efd}, nil
+	kfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(fd)
+		unix.Close(efd)
+		return nil, err
+	}
+	return &FD{fd: fd, efd: efd, kfd: kfd}, nil
 }
 
 // Do runs fn on the descriptor, or returns link.ErrClosed.
@@ -101,11 +111,12 @@ func (f *FD) Wait(events int16) error {
 }
 
 // WaitFor is Wait that gives up after timeoutMS milliseconds (never, if
-// negative), and reports whether the descriptor became ready.
+// negative), and reports whether the descriptor became ready, or a Kick
+// came.
 func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	fds := [2]unix.PollFd{{Fd: int32(f.fd), Events: events}, {Fd: int32(f.efd), Events: unix.POLLIN}}
+	fds := [3]unix.PollFd{{Fd: int32(f.fd), Events: events}, {Fd: int32(f.efd), Events: unix.POLLIN}, {Fd: int32(f.kfd), Events: unix.POLLIN}}
 	for {
 		if f.closed.Load() {
 			return false, link.ErrClosed
@@ -119,8 +130,25 @@ func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
 		case fds[1].Revents != 0 || f.closed.Load():
 			return false, link.ErrClosed
 		}
+		if fds[2].Revents != 0 {
+			var v [8]byte
+			unix.Read(f.kfd, v[:]) // unreadable again: the kick is seen
+		}
 		return n > 0, nil
 	}
+}
+
+// Kick ends the Waits under way, or the next one if none is, as if the
+// descriptor were ready.
+func (f *FD) Kick() {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return
+	}
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(f.kfd, one[:])
 }
 
 // Close ends every Wait, waits for the calls under way to return, and
@@ -136,5 +164,6 @@ func (f *FD) Close() error {
 	defer f.mu.Unlock()
 	err := unix.Close(f.fd)
 	unix.Close(f.efd)
+	unix.Close(f.kfd)
 	return err
 }

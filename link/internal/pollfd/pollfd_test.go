@@ -98,3 +98,33 @@ func TestCloseWakesWait(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// TestKick: a Kick ends a Wait with nothing to read as if the descriptor
+// were ready, once: the next Wait blocks again.
+func TestKick(t *testing.T) {
+	f, _ := pipe(t)
+	done := waitFor(f)
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v with nothing to read", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	f.Kick()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait after Kick: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait still blocked after a Kick")
+	}
+	if ready, err := f.WaitFor(unix.POLLIN, 0); ready || err != nil {
+		t.Fatalf("WaitFor after the kick was seen = %v, %v; want false, nil", ready, err)
+	}
+	f.Kick() // with no Wait under way: the next one returns at once
+	if ready, err := f.WaitFor(unix.POLLIN, 1000); !ready || err != nil {
+		t.Fatalf("WaitFor after a Kick = %v, %v; want true, nil", ready, err)
+	}
+	f.Close()
+	f.Kick() // after Close: nothing, and no panic
+}
