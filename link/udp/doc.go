@@ -24,6 +24,12 @@
 // over IPv6 every field the ICRC covers is known and the ICRC is checked
 // as usual.
 //
+// Several packets of one flow may arrive as one datagram: a sender's UDP
+// GSO run on the same host, or a burst the NIC joined (GRO). The socket
+// asks for them whole (UDP_GRO), and the link cuts them into the packets
+// they hold, each with its own synthesized headers; Stats.Joined counts
+// them (receive_linux.go).
+//
 // The socket is not one the Go runtime polls: a busy-polling program
 // reads it with TryReceive, and the link waits in poll(2) itself when it
 // must (package link/internal/pollfd says why).

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -31,9 +32,34 @@ type mmsghdr struct {
 	n   uint32
 }
 
-// rxOOBWords is room for the control message a datagram carries, IP_TOS
-// or IPV6_TCLASS (24 bytes with its header), with room to spare.
+// rxOOBWords is room for the control messages a datagram carries, IP_TOS
+// or IPV6_TCLASS and UDP_GRO (24 bytes each with their headers), with room
+// to spare.
 const rxOOBWords = 8
+
+// Datagrams that arrive joined (UDP GRO).
+//
+// The socket asks for UDP_GRO, so the kernel hands on a datagram that
+// holds several packets of one flow, each but the last of the size its
+// UDP_GRO control message gives, instead of cutting it into those
+// packets first, which costs it as much per packet as the datagram's
+// trip to it. Such datagrams come from a sender's UDP GSO (gorxe's own
+// runs, when the peer shares the kernel, as in network namespaces), or
+// from the NIC's GRO joining packets of a burst.
+//
+// A joined datagram is up to 64 KiB, longer than a buffer: each message of
+// a recvmmsg has a second iovec, its slot in spill, for the bytes that do
+// not fit its buffer, and the link cuts the datagram into packets itself.
+// Its first packet stays in its buffer. The others go to free buffers of
+// the same batch if the datagram came last in it; otherwise they, and
+// every datagram after them, are held, synthesized, in held, and handed on
+// in order by the next calls, before the socket is read again. A wait
+// returns at once while packets are held; one that began before they were
+// is woken (pollfd.FD.Kick). Holding costs a second copy, so after a batch
+// with a joined datagram in it the link asks for one datagram at a time,
+// which then always comes last, until a batch has none: a burst of GSO
+// runs is read a run a call, each run up to 64 packets.
+const spillSize = 1 << 16
 
 // rxScratch is Receive's recvmmsg arguments, reused for every call.
 type rxScratch struct {
@@ -48,6 +74,53 @@ type rxScratch struct {
 	recvFn  func(fd int)            // r.recvmmsg, bound once so that calls do not allocate
 	payload int                     // offset of the UDP payload from link.Headroom
 	ask     int                     // TryReceive's next ask, see pollAsk
+
+	gro     bool         // the socket joins datagrams (UDP_GRO); spill is set
+	joined  bool         // the last batch had a joined datagram: read one at a time
+	spill   []byte       // spillSize bytes per message
+	held    held         // packets of a batch read but not yet handed on
+	waiters atomic.Int32 // waits under way, which a batch that held packets kicks
+}
+
+// held is packets read from the socket that did not fit the batch they
+// came in, in order from head, each whole (headers synthesized) at the
+// start of its buffer.
+type held struct {
+	pkts [][]byte
+	head int
+	free [][]byte
+	n    atomic.Int32 // len(pkts)-head, for waits on other goroutines
+}
+
+// add holds the packet fill writes to the start of a buffer, size bytes.
+func (h *held) add(fill func(b []byte) int) {
+	var b []byte
+	if k := len(h.free); k > 0 {
+		b, h.free = h.free[k-1], h.free[:k-1]
+	} else {
+		b = make([]byte, link.BufferSize)
+	}
+	b = b[:cap(b)]
+	h.pkts = append(h.pkts, b[:fill(b)])
+	h.n.Add(1)
+}
+
+// take copies up to len(bufs) held packets to bufs[i][link.Headroom:],
+// sets sizes[i], and returns how many.
+func (h *held) take(bufs [][]byte, sizes []int) int {
+	k := min(len(bufs), len(sizes), len(h.pkts)-h.head)
+	for i := range k {
+		p := h.pkts[h.head]
+		sizes[i] = copy(bufs[i][link.Headroom:], p)
+		h.free = append(h.free, p)
+		h.pkts[h.head] = nil
+		h.head++
+	}
+	if h.head == len(h.pkts) {
+		h.pkts, h.head = h.pkts[:0], 0
+	}
+	h.n.Add(int32(-k))
+	return k
 }
 
 // pollAsk is how many datagrams TryReceive asks for after a call that
@@ -74,14 +147,22 @@ func (r *rxScratch) grow(n int) {
 		return
 	}
 	r.hdrs = make([]mmsghdr, n)
-	r.iovs = make([]unix.Iovec, n)
+	r.iovs = make([]unix.Iovec, 2*n) // a buffer, and its slot in spill
 	r.names = make([]unix.RawSockaddrInet6, n)
 	r.oob = make([][rxOOBWords]uint64, n)
+	if r.gro {
+		r.spill = make([]byte, n*spillSize)
+	}
 	for i := range r.hdrs {
 		h := &r.hdrs[i].hdr
 		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
-		h.Iov = &r.iovs[i]
+		h.Iov = &r.iovs[2*i]
 		h.SetIovlen(1)
+		if r.gro {
+			r.iovs[2*i+1].Base = &r.spill[i*spillSize]
+			r.iovs[2*i+1].SetLen(spillSize)
+			h.SetIovlen(2)
+		}
 		h.Control = (*byte)(unsafe.Pointer(&r.oob[i][0]))
 		h.Namelen = unix.SizeofSockaddrInet6
 		h.SetControllen(rxOOBWords * 8)
@@ -97,9 +178,9 @@ func (r *rxScratch) prepare(bufs [][]byte) {
 	r.want = len(bufs)
 	for i, b := range bufs {
 		p := b[link.Headroom+r.payload:]
-		if r.iovs[i].Base != unsafe.SliceData(p) || int(r.iovs[i].Len) != len(p) {
-			r.iovs[i].Base = unsafe.SliceData(p)
-			r.iovs[i].SetLen(len(p))
+		if v := &r.iovs[2*i]; v.Base != unsafe.SliceData(p) || int(v.Len) != len(p) {
+			v.Base = unsafe.SliceData(p)
+			v.SetLen(len(p))
 		}
 	}
 	for i := range min(r.n, len(r.hdrs)) {
@@ -152,6 +233,12 @@ func (l *Link) TryReceive(bufs [][]byte, sizes []int) (int, error) {
 // WaitReceive blocks until a datagram is waiting, without reading it, or
 // the link is closed. It implements link.Poller.
 func (l *Link) WaitReceive() error {
+	r := &l.rx
+	r.waiters.Add(1)
+	defer r.waiters.Add(-1)
+	if r.held.n.Load() > 0 {
+		return nil
+	}
 	if err := l.sock.Wait(unix.POLLIN); err != nil {
 		if l.closedErr(err) {
 			return link.ErrClosed
@@ -164,6 +251,12 @@ func (l *Link) WaitReceive() error {
 // WaitReceiveFor is WaitReceive that gives up after timeout. It
 // implements link.TimedPoller.
 func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
+	r := &l.rx
+	r.waiters.Add(1)
+	defer r.waiters.Add(-1)
+	if r.held.n.Load() > 0 {
+		return true, nil
+	}
 	ready, err := l.sock.WaitFor(unix.POLLIN, int((timeout+time.Millisecond-1)/time.Millisecond))
 	if err != nil {
 		if l.closedErr(err) {
@@ -177,13 +270,22 @@ func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
 // receive reads datagrams with recvmmsg. Blocking, it waits in poll(2)
 // while the socket is empty; not, it answers 0.
 func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
-	want := min(len(bufs), len(sizes))
+	bufs = bufs[:min(len(bufs), len(sizes))]
+	want := len(bufs)
 	if want == 0 {
 		return 0, nil
 	}
 	r := &l.rx
+	if r.held.n.Load() > 0 {
+		k := r.held.take(bufs, sizes)
+		l.stats.received.Add(uint64(k))
+		return k, nil
+	}
 	if !block {
 		want = min(want, max(r.ask, pollAsk))
+	}
+	if r.joined {
+		want = 1
 	}
 	for {
 		r.prepare(bufs[:want])
@@ -212,6 +314,9 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 			continue
 		}
 		if k := r.finish(bufs, sizes); k > 0 || !block {
+			if r.held.n.Load() > 0 && r.waiters.Load() > 0 {
+				l.sock.Kick() // a wait that began before these were held
+			}
 			l.stats.received.Add(uint64(k))
 			return k, nil
 		}
@@ -219,32 +324,90 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 }
 
 // finish turns the r.n datagrams just received into IP packets, moving
-// each one down over any dropped before it, and returns how many it kept.
+// each one down over any dropped before it, cuts joined ones, holds what
+// does not fit bufs, and returns how many packets it left in bufs.
 func (r *rxScratch) finish(bufs [][]byte, sizes []int) int {
 	k := 0
+	holding := false // from here on every packet is held, to keep their order
+	last := r.n - 1
+	r.joined = false
 	for i := range r.n {
 		m := &r.hdrs[i]
 		if m.hdr.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 			r.l.stats.truncated.Add(1)
 			continue
 		}
-		size := r.synthesize(bufs[i][link.Headroom:], i, int(m.n))
-		if k != i {
-			copy(bufs[k][link.Headroom:], bufs[i][link.Headroom:link.Headroom+size])
+		d := r.meta(i)
+		n := int(m.n)
+		area := bufs[i][link.Headroom+r.payload:]
+		seg := d.seg
+		if seg <= 0 || seg >= n {
+			seg = n
 		}
-		sizes[k] = size
-		k++
+		if seg > len(area) {
+			// A datagram, or a joined one's packets, longer than a
+			// buffer holds: the kernel would have cut it short.
+			r.l.stats.truncated.Add(1)
+			continue
+		}
+		if seg < n {
+			r.l.stats.joined.Add(1)
+			r.joined = true
+		}
+		var spill []byte
+		if r.gro {
+			spill = r.spill[i*spillSize : (i+1)*spillSize]
+		}
+		for off := 0; off < n; off += seg {
+			size := min(seg, n-off)
+			switch {
+			case off == 0 && !holding:
+				// In place, moved down over the datagrams dropped before.
+				size = r.synthesize(bufs[i][link.Headroom:], d, size)
+				if k != i {
+					copy(bufs[k][link.Headroom:], bufs[i][link.Headroom:link.Headroom+size])
+				}
+			case !holding && i == last && k > i && k < len(bufs):
+				// A buffer no datagram of this batch is in.
+				pkt := bufs[k][link.Headroom:]
+				gather(pkt[r.payload:], area, spill, off, size)
+				size = r.synthesize(pkt, d, size)
+			default:
+				holding = true
+				r.held.add(func(b []byte) int {
+					gather(b[r.payload:], area, spill, off, size)
+					return r.synthesize(b, d, size)
+				})
+				continue
+			}
+			sizes[k] = size
+			k++
+		}
 	}
 	return k
 }
 
-// synthesize writes the IP and UDP headers of datagram i, whose n-byte
-// payload is already in place in pkt, and returns the packet's length.
-func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
-	l := r.l
-	name := (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&r.names[i]))
+// gather copies bytes off to off+len(dst) of a datagram that filled area
+// and went on in spill.
+func gather(dst, area, spill []byte, off, n int) {
+	if off < len(area) {
+		c := copy(dst[:n], area[off:])
+		dst, off, n = dst[c:], len(area), n-c
+	}
+	copy(dst[:n], spill[off-len(area):])
+}
+
+// dgram is what the socket told of a datagram besides its payload.
+type dgram struct {
+	name *[unix.SizeofSockaddrInet6]byte // the sender's sockaddr
+	tos  byte
+	seg  int // UDP_GRO: the size of each of its packets but the last; 0 if one packet
+}
+
+// meta returns what the socket told of datagram i.
+func (r *rxScratch) meta(i int) dgram {
+	d := dgram{name: (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&r.names[i]))}
 	oob := unsafe.Slice((*byte)(unsafe.Pointer(&r.oob[i][0])), r.hdrs[i].hdr.Controllen)
-	var tos byte
 	for len(oob) > 0 {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -253,11 +416,22 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 		oob = rest
 		switch {
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			tos = data[0]
+			d.tos = data[0]
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			tos = byte(binary.NativeEndian.Uint32(data))
+			d.tos = byte(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			d.seg = int(binary.NativeEndian.Uint32(data))
 		}
 	}
+	return d
+}
+
+// synthesize writes the IP and UDP headers of a packet of datagram d, whose
+// n-byte payload is already in place in pkt, and returns the packet's
+// length.
+func (r *rxScratch) synthesize(pkt []byte, d dgram, n int) int {
+	l := r.l
+	name := d.name
 	// sin_port and sin6_port are both at offset 2, in network order.
 	sport := binary.BigEndian.Uint16(name[2:4])
 	udpLen := uint16(wire.UDPLen + n)
@@ -268,7 +442,7 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 		ipLen = wire.IPv4Len
 		ip := wire.IPv4(pkt[:wire.IPv4Len])
 		ip.Encode(&wire.IPv4Fields{
-			TOS:      tos,
+			TOS:      d.tos,
 			TotalLen: wire.IPv4Len + udpLen,
 			DontFrag: true, // ID 0, DF, as the link sends
 			TTL:      rxHopLimit,
@@ -280,7 +454,7 @@ func (r *rxScratch) synthesize(pkt []byte, i, n int) int {
 	} else {
 		ipLen = wire.IPv6Len
 		wire.IPv6(pkt[:wire.IPv6Len]).Encode(&wire.IPv6Fields{
-			TrafficClass: tos,
+			TrafficClass: d.tos,
 			PayloadLen:   udpLen,
 			NextHeader:   wire.ProtocolUDP,
 			HopLimit:     rxHopLimit,

@@ -48,6 +48,12 @@ type Config struct {
 	// the wire are the same, but a capture on the sending host shows the
 	// uncut datagram.
 	NoGSO bool
+
+	// NoGRO has the kernel cut every datagram that holds several packets
+	// (a peer's UDP GSO run, or packets its NIC joined) before the link
+	// reads it. By default the link reads such a datagram whole and cuts
+	// it itself (see receive_linux.go), which costs far less.
+	NoGRO bool
 }
 
 // Errors returned by Open.
@@ -108,7 +114,15 @@ func Open(c Config) (*Link, error) {
 	if l.scope, err = zoneIndex(addr.Zone()); err != nil {
 		return nil, fmt.Errorf("udp: zone of %v: %w", c.Addr, err)
 	}
-	l.sock, err = openSock(l.addr, port, l.scope, func(fd int) error { return l.setSockopts(fd, bufSize) })
+	l.sock, err = openSock(l.addr, port, l.scope, func(fd int) error {
+		if err := l.setSockopts(fd, bufSize); err != nil {
+			return err
+		}
+		// Best effort: a kernel without UDP_GRO (before 5.0) cuts joined
+		// datagrams itself.
+		l.rx.gro = !c.NoGRO && unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1) == nil
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("udp: bind %v: %w", netip.AddrPortFrom(addr, port), err)
 	}
@@ -231,7 +245,7 @@ func (l *Link) Close() error {
 
 // counters are the link's statistics.
 type counters struct {
-	sent, runs, sendErrors, received, truncated, receiveErrors atomic.Uint64
+	sent, runs, sendErrors, received, joined, truncated, receiveErrors atomic.Uint64
 }
 
 // Stats counts what happened to a link's packets.
@@ -240,6 +254,7 @@ type Stats struct {
 	Runs          uint64 // datagrams of several packets the kernel accepted, to cut into them (UDP GSO)
 	SendErrors    uint64 // packets not sent: malformed, wrong address family, or refused by the kernel (no route, too big, ...)
 	Received      uint64 // packets Receive returned
+	Joined        uint64 // datagrams that arrived holding several packets (UDP GRO), which the link cut
 	Truncated     uint64 // datagrams dropped because they did not fit a buffer, or their control messages were cut short
 	ReceiveErrors uint64 // recvmmsg calls that failed with something other than "nothing to read"
 }
@@ -252,6 +267,7 @@ func (l *Link) Stats() Stats {
 		Runs:          c.runs.Load(),
 		SendErrors:    c.sendErrors.Load(),
 		Received:      c.received.Load(),
+		Joined:        c.joined.Load(),
 		Truncated:     c.truncated.Load(),
 		ReceiveErrors: c.receiveErrors.Load(),
 	}
@@ -265,6 +281,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "udp_gso_runs", Value: s.Runs},
 		{Name: "udp_send_errors", Value: s.SendErrors},
 		{Name: "udp_received", Value: s.Received},
+		{Name: "udp_gro_runs", Value: s.Joined},
 		{Name: "udp_truncated", Value: s.Truncated},
 		{Name: "udp_receive_errors", Value: s.ReceiveErrors},
 	}
