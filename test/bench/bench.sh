@@ -7,7 +7,8 @@
 #   write_bw, read_bw  64 KiB messages, path MTU 4096, goodput in MB/s
 #                      against raw UDP: 4096-byte datagrams, sendmmsg/recvmmsg;
 #                      write_bw also against the same sent 15 at a time with
-#                      UDP GSO, as gorxe's udp link sends runs of packets,
+#                      UDP GSO and read joined (UDP_GRO), as gorxe's udp
+#                      link sends and reads runs of packets,
 #                      and with DCQCN (the default) against --cc none: what
 #                      congestion control costs when nothing is marked (the
 #                      median of each round's ratio of the two, run back to
@@ -96,9 +97,13 @@ inA() { ip netns exec $A "$@"; }
 inB() { ip netns exec $B "$@"; }
 vb_mac=$(ip -n $B -j link show vb | jq -r '.[0].address')
 
-# raw_blast [-gso N]: MB/s of 4096-byte datagrams sent for secs seconds.
+# raw_blast [-gso N]: MB/s of 4096-byte datagrams sent for secs seconds;
+# with -gso the sink reads them as the sender joined them (UDP_GRO), as
+# gorxe's udp link reads a peer's runs.
 raw_blast() {
-	inB "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" > "$tmp/sink.json" &
+	local sinkflags=()
+	[ "${1:-}" = -gso ] && sinkflags=(-gro)
+	inB "$tmp/udpraw" sink -addr 10.77.0.2:9000 -d "${secs}s" "${sinkflags[@]}" > "$tmp/sink.json" &
 	sleep 0.3
 	inA "$tmp/udpraw" blast -addr 10.77.0.2:9000 -size 4096 ${1:+"$@"} -d "$((secs + 1))s"
 	wait

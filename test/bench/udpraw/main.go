@@ -15,6 +15,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -43,12 +44,14 @@ func main() {
 	busy := fs.Bool("busy", false, "ping, pong: busy poll the socket instead of sleeping in the Go runtime's poller")
 	ack := fs.Bool("ack", false, "ping, pong: send a 20-byte datagram behind every message in the same sendmmsg, as a reliable connection's ACK of the message before")
 	ackGSO := fs.Bool("ackgso", false, "ping, pong, with -ack: send the message and its ACK as one UDP GSO send (UDP_SEGMENT), which the receiving kernel cuts in two; ping's -size at least 20")
+	gro := fs.Bool("gro", false, "sink, and sleeping ping and pong: turn on UDP_GRO on the socket, so that datagrams a sender's GSO joined (blast -gso, -ackgso) arrive as one, not cut by the receiving kernel")
 	fs.Parse(os.Args[2:])
 	if *ackGSO && (!*ack || (os.Args[1] == "ping" && *size < len(ackMessage))) {
 		fmt.Fprintf(os.Stderr, "udpraw: -ackgso needs -ack, and ping a -size of at least %d\n", len(ackMessage))
 		os.Exit(2)
 	}
 	joinAck = *ackGSO
+	receiveGRO = *gro
 	var err error
 	switch os.Args[1] {
 	case "sink":
@@ -76,11 +79,19 @@ func sink(addr string, d time.Duration, batch int) error {
 	defer c.Close()
 	if uc, ok := c.(*net.UDPConn); ok {
 		uc.SetReadBuffer(8 << 20)
+		if receiveGRO {
+			if err := setGRO(uc); err != nil {
+				return err
+			}
+		}
 	}
 	pc := ipv4.NewPacketConn(c)
 	msgs := make([]ipv4.Message, batch)
 	for i := range msgs {
 		msgs[i].Buffers = [][]byte{make([]byte, 65536)}
+		if receiveGRO {
+			msgs[i].OOB = make([]byte, 64)
+		}
 	}
 	var bytes, pkts int64
 	var start time.Time
@@ -100,8 +111,11 @@ func sink(addr string, d time.Duration, batch int) error {
 		}
 		for _, m := range msgs[:k] {
 			bytes += int64(m.N)
+			pkts++
+			if seg := groSegment(m.OOB[:m.NN]); seg > 0 && seg < m.N {
+				pkts += int64((m.N+seg-1)/seg - 1) // the datagrams the sender's GSO joined
+			}
 		}
-		pkts += int64(k)
 	}
 	el := d.Seconds()
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
@@ -259,19 +273,75 @@ func newEndpoint(addr netip.AddrPort, busy bool) (endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sleepingEndpoint{c: c, pc: ipv4.NewPacketConn(c)}, nil
+	e := &sleepingEndpoint{c: c, pc: ipv4.NewPacketConn(c)}
+	if receiveGRO {
+		if err := setGRO(c); err != nil {
+			c.Close()
+			return nil, err
+		}
+		e.oob = make([]byte, unix.CmsgSpace(4))
+	}
+	return e, nil
 }
+
+// setGRO turns on UDP_GRO on c: datagrams a sender's GSO joined (or the
+// NIC's GRO) arrive joined, with their segment size in a control message.
+func setGRO(c *net.UDPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1) }); err != nil || serr != nil {
+		return fmt.Errorf("UDP_GRO: %w", errors.Join(err, serr))
+	}
+	return nil
+}
+
+// receiveGRO (-gro) turns on UDP_GRO on a sleeping endpoint's socket.
+var receiveGRO bool
 
 // sleepingEndpoint waits in the Go runtime's poller, as an ordinary Go
 // program does.
 type sleepingEndpoint struct {
-	c  *net.UDPConn
-	pc *ipv4.PacketConn
+	c   *net.UDPConn
+	pc  *ipv4.PacketConn
+	oob []byte // with -gro, room for the UDP_GRO control message
 }
 
+// recv returns the next datagram; with -gro, the first segment of one the
+// kernel left joined (the message; the ACK behind it is dropped).
 func (e *sleepingEndpoint) recv(buf []byte, deadline time.Time) (int, netip.AddrPort, error) {
 	e.c.SetReadDeadline(deadline)
-	return e.c.ReadFromUDPAddrPort(buf)
+	if e.oob == nil {
+		return e.c.ReadFromUDPAddrPort(buf)
+	}
+	n, oobn, _, from, err := e.c.ReadMsgUDPAddrPort(buf, e.oob)
+	if err != nil {
+		return 0, from, err
+	}
+	if seg := groSegment(e.oob[:oobn]); seg > 0 && seg < n {
+		n = seg
+	}
+	return n, from, nil
+}
+
+// groSegment returns the segment size of a UDP_GRO control message in
+// oob, or 0.
+func groSegment(oob []byte) int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_UDP && m.Header.Type == unix.UDP_GRO && len(m.Data) >= 2 {
+			if len(m.Data) >= 4 {
+				return int(binary.NativeEndian.Uint32(m.Data))
+			}
+			return int(binary.NativeEndian.Uint16(m.Data))
+		}
+	}
+	return 0
 }
 
 func (e *sleepingEndpoint) send(msg []byte, to netip.AddrPort, ack bool) error {
