@@ -111,17 +111,21 @@ func (f *FD) Wait(events int16) error {
 }
 
 // WaitFor is Wait that gives up after timeoutMS milliseconds (never, if
-// negative), and reports whether the descriptor became ready, or a Kick
-// came.
+// negative), and reports whether the descriptor became ready, or, waiting
+// to read, a Kick came.
 func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	fds := [3]unix.PollFd{{Fd: int32(f.fd), Events: events}, {Fd: int32(f.efd), Events: unix.POLLIN}, {Fd: int32(f.kfd), Events: unix.POLLIN}}
+	watch := fds[:]
+	if events&unix.POLLIN == 0 {
+		watch = fds[:2] // a kick is for readers: a wait to write must not take it
+	}
 	for {
 		if f.closed.Load() {
 			return false, link.ErrClosed
 		}
-		n, err := unix.Poll(fds[:], timeoutMS)
+		n, err := unix.Poll(watch, timeoutMS)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -138,8 +142,8 @@ func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
 	}
 }
 
-// Kick ends the Waits under way, or the next one if none is, as if the
-// descriptor were ready.
+// Kick ends the Waits to read under way, or the next one if none is, as
+// if the descriptor were ready.
 func (f *FD) Kick() {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

@@ -121,7 +121,10 @@ func TestKick(t *testing.T) {
 	if ready, err := f.WaitFor(unix.POLLIN, 0); ready || err != nil {
 		t.Fatalf("WaitFor after the kick was seen = %v, %v; want false, nil", ready, err)
 	}
-	f.Kick() // with no Wait under way: the next one returns at once
+	f.Kick() // with no Wait under way: the next one to read returns at once
+	if ready, err := f.WaitFor(unix.POLLOUT, 0); ready || err != nil {
+		t.Fatalf("WaitFor(POLLOUT) on a pipe's read end after a Kick = %v, %v; want false, nil", ready, err)
+	}
 	if ready, err := f.WaitFor(unix.POLLIN, 1000); !ready || err != nil {
 		t.Fatalf("WaitFor after a Kick = %v, %v; want true, nil", ready, err)
 	}
