@@ -59,12 +59,6 @@ func TestReceiveJoined(t *testing.T) {
 		}
 		return pkts
 	}
-	sendOne := func(b *udp.Link, p []byte) {
-		t.Helper()
-		if _, err := c.WriteToUDPAddrPort(p[link.Headroom+wire.IPv4Len+wire.UDPLen:], netip.AddrPortFrom(lo, b.SourcePort())); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// receive calls TryReceive with n buffers once something waits, and
 	// checks it returns want.
 	receive := func(b *udp.Link, n int, want [][]byte) {
@@ -101,7 +95,7 @@ func TestReceiveJoined(t *testing.T) {
 	t.Run("last in the batch", func(t *testing.T) {
 		b := open(false)
 		plain, joined := mk(b, 10, 100), mk(b, 11, 1000, 1000, 40)
-		sendOne(b, plain[0])
+		sendPayload(t, c, netip.AddrPortFrom(lo, b.SourcePort()), plain[0])
 		sendJoined(t, c, netip.AddrPortFrom(lo, b.SourcePort()), joined)
 		receive(b, link.BatchSize, append(plain, joined...))
 		empty(b)
@@ -109,9 +103,9 @@ func TestReceiveJoined(t *testing.T) {
 	t.Run("held for the next calls", func(t *testing.T) {
 		b := open(false)
 		before, joined, after := mk(b, 20, 100), mk(b, 21, 1000, 1000, 1000, 1000, 1000), mk(b, 26, 100)
-		sendOne(b, before[0])
+		sendPayload(t, c, netip.AddrPortFrom(lo, b.SourcePort()), before[0])
 		sendJoined(t, c, netip.AddrPortFrom(lo, b.SourcePort()), joined)
-		sendOne(b, after[0])
+		sendPayload(t, c, netip.AddrPortFrom(lo, b.SourcePort()), after[0])
 		all := append(append(append([][]byte{}, before...), joined...), after...)
 		// Three datagrams in three buffers: the one after the joined
 		// one is read too, so the joined one's later packets, and it,
@@ -153,9 +147,7 @@ func TestJoinedTooLong(t *testing.T) {
 	}
 	sendJoined(t, c, netip.AddrPortFrom(lo, b.SourcePort()), long)
 	ok := build(t, frame(lo, lo, sport, b.SourcePort(), 2, 100, 0))
-	if _, err := c.WriteToUDPAddrPort(ok[link.Headroom+wire.IPv4Len+wire.UDPLen:], netip.AddrPortFrom(lo, b.SourcePort())); err != nil {
-		t.Fatal(err)
-	}
+	sendPayload(t, c, netip.AddrPortFrom(lo, b.SourcePort()), ok)
 	got := collect(t, b, 1)
 	sameRoCE(t, got[0], ok[link.Headroom:])
 	if s := b.Stats(); s.Truncated != 1 || s.Received != 1 {

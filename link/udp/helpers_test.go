@@ -124,6 +124,15 @@ func build(t testing.TB, f wire.Frame) []byte {
 	return b
 }
 
+// sendPayload sends the UDP payload of pkt, an IPv4 packet built behind
+// link.Headroom, from c to to.
+func sendPayload(t testing.TB, c *net.UDPConn, to netip.AddrPort, pkt []byte) {
+	t.Helper()
+	if _, err := c.WriteToUDPAddrPort(pkt[link.Headroom+wire.IPv4Len+wire.UDPLen:], to); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // packets builds n packets from a to b, PSNs first, first+1, ...
 func packets(t testing.TB, a, b *udp.Link, first uint32, n, payload int, tc uint8) [][]byte {
 	t.Helper()

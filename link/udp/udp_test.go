@@ -214,7 +214,7 @@ func TestReceiveTruncated(t *testing.T) {
 	lo := netip.MustParseAddr("127.0.0.1")
 	_, b := loopPair(t, e, lo)
 	c := e.listen(t, "udp4", netip.AddrPortFrom(lo, 0))
-	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, b.SourcePort()))
+	to := netip.AddrPortFrom(lo, b.SourcePort())
 	sport := uint16(c.LocalAddr().(*net.UDPAddr).Port)
 
 	var want [][]byte
@@ -223,9 +223,7 @@ func TestReceiveTruncated(t *testing.T) {
 		if i != 1 {
 			want = append(want, buf)
 		}
-		if _, err := c.WriteToUDP(buf[link.Headroom+wire.IPv4Len+wire.UDPLen:], to); err != nil {
-			t.Fatal(err)
-		}
+		sendPayload(t, c, to, buf)
 	}
 	got := collect(t, b, len(want))
 	for i := range want {
