@@ -195,6 +195,16 @@ func collect(t testing.TB, l *udp.Link, n int) [][]byte {
 	}
 }
 
+// receiveSame receives len(want) packets on l and fails t unless each
+// carries the RoCE packet of its place in want (built behind
+// link.Headroom), as sameRoCE tells.
+func receiveSame(t testing.TB, l *udp.Link, want [][]byte) {
+	t.Helper()
+	for i, got := range collect(t, l, len(want)) {
+		sameRoCE(t, got, want[i][link.Headroom:])
+	}
+}
+
 // parse parses an IP packet or fails t.
 func parse(t testing.TB, b []byte) *wire.Packet {
 	t.Helper()

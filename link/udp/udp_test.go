@@ -132,10 +132,7 @@ func TestBatch(t *testing.T) {
 		if err := a.Send(want); err != nil {
 			t.Fatal(err)
 		}
-		got := collect(t, b, len(want))
-		for i := range want {
-			sameRoCE(t, got[i], want[i][link.Headroom:])
-		}
+		receiveSame(t, b, want)
 		if s := a.Stats(); s.Sent != link.BatchSize || s.SendErrors != 0 {
 			t.Errorf("sender Stats = %+v", s)
 		}
@@ -198,10 +195,7 @@ func TestSendErrors(t *testing.T) {
 			t.Fatalf("round %d: Send: %v", round, err)
 		}
 	}
-	got := collect(t, b, len(want))
-	for i := range want {
-		sameRoCE(t, got[i], want[i][link.Headroom:])
-	}
+	receiveSame(t, b, want)
 	if s := a.Stats(); s.SendErrors != uint64(refused) || s.Sent != uint64(len(want)+3) {
 		t.Errorf("Stats = %+v, want %d send errors and %d sent", s, refused, len(want)+3)
 	}
@@ -225,10 +219,7 @@ func TestReceiveTruncated(t *testing.T) {
 		}
 		sendPayload(t, c, to, buf)
 	}
-	got := collect(t, b, len(want))
-	for i := range want {
-		sameRoCE(t, got[i], want[i][link.Headroom:])
-	}
+	receiveSame(t, b, want)
 	if s := b.Stats(); s.Truncated != 1 || s.Received != 2 {
 		t.Errorf("Stats = %+v, want 1 truncated, 2 received", s)
 	}
@@ -414,10 +405,7 @@ func TestSendWrongFamily(t *testing.T) {
 	if err := a.Send(batch); err != nil {
 		t.Fatal(err)
 	}
-	got := collect(t, b, len(want))
-	for i := range want {
-		sameRoCE(t, got[i], want[i][link.Headroom:])
-	}
+	receiveSame(t, b, want)
 	if s := a.Stats(); s.SendErrors != 1 || s.Sent != 2 {
 		t.Errorf("Stats = %+v, want 1 send error and 2 sent", s)
 	}
