@@ -33,9 +33,6 @@ func (l *Link) send(bufs [][]byte, deferred bool) error {
 	}
 	l.txMu.Lock()
 	defer l.txMu.Unlock()
-	// A batch's packets mostly go to one destination.
-	var last netip.Addr
-	var lastMAC [6]byte
 	for _, b := range bufs {
 		if len(b) < link.Headroom {
 			l.stats.badFrame.Add(1)
@@ -51,8 +48,8 @@ func (l *Link) send(bufs [][]byte, deferred bool) error {
 			l.stats.tooBig.Add(1)
 			continue
 		}
-		mac := lastMAC
-		if dst != last {
+		mac := l.recentMAC
+		if dst != l.recent {
 			var found bool
 			var err error
 			mac, found, err = l.res.Lookup(dst)
@@ -64,7 +61,7 @@ func (l *Link) send(bufs [][]byte, deferred bool) error {
 				l.hold(dst, pkt)
 				continue
 			}
-			last, lastMAC = dst, mac
+			l.recent, l.recentMAC = dst, mac
 		}
 		l.put(mac, etherType, pkt)
 	}
@@ -200,9 +197,11 @@ func (l *Link) resolving() {
 		case <-l.done:
 			return
 		case <-l.resolve:
+			l.txMu.Lock()
 		case <-t.C:
+			l.txMu.Lock()
+			l.recent = netip.Addr{}
 		}
-		l.txMu.Lock()
 		for dst, w := range l.pending {
 			mac, ok, err := l.res.Lookup(dst)
 			if err == nil && !ok && time.Since(w.since) < resolveTimeout {

@@ -95,6 +95,15 @@ type Link struct {
 	txDescs []xsk.Desc
 	pending map[netip.Addr]*waiting
 	resolve chan struct{} // kicks the resolving goroutine
+	// recent is the destination Send last found a next hop for, and
+	// recentMAC that hop's address: a run of sends to one peer (a
+	// perftest sender posts one packet at a time) looks the resolver up
+	// once per neighRetry, not once a packet, which cost a clock read and
+	// a map lookup under a lock. The resolving goroutine forgets it at
+	// each tick, so a changed neighbour entry is seen as soon as the
+	// resolver's own cache lets it be (neigh.TTL).
+	recent    netip.Addr
+	recentMAC [6]byte
 
 	// The receive side, used by one goroutine at a time.
 	rxDescs []xsk.Desc

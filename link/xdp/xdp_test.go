@@ -223,3 +223,49 @@ func TestLineRate(t *testing.T) {
 		t.Fatalf("LineRate = %d, want veth's 10 Gb/s", got)
 	}
 }
+
+// TestRouteChange: the link remembers the last destination's next hop
+// between sends, and still sees the kernel's tables change: once A's
+// route to B is gone, sends to B are dropped as having no route within
+// the resolver's TTL and a tick.
+func TestRouteChange(t *testing.T) {
+	p := netns.NewPair(t, 1500)
+	a := open(t, p.A, xdp.Config{Interface: p.IfA})
+	b := open(t, p.B, xdp.Config{Interface: p.IfB})
+	pkt := make([]byte, link.BufferSize)
+	pkt = pkt[:link.Headroom+udpPacket(pkt[link.Headroom:], p.A4, p.B4, 64)]
+	in := [][]byte{make([]byte, link.BufferSize)}
+	sizes := []int{0}
+	for range 3 {
+		if err := a.Send([][]byte{pkt}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Receive(in, sizes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := counter(a, "xdp_drop_no_route"); n != 0 {
+		t.Fatalf("xdp_drop_no_route = %d with the route in place", n)
+	}
+	prefix := netip.PrefixFrom(p.B4, 24).Masked()
+	p.A.IP(t, "route", "del", prefix.String(), "dev", p.IfA)
+	deadline := time.Now().Add(3 * time.Second)
+	for counter(a, "xdp_drop_no_route") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("sends still leave 3 s after the route to B went")
+		}
+		if err := a.Send([][]byte{pkt}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func counter(l *xdp.Link, name string) uint64 {
+	for _, c := range l.Counters() {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return 0
+}
