@@ -42,7 +42,8 @@ func ReadPort(r io.Reader, port uint16) (*Report, error) {
 		m.packet(&pkts[k], roles[k], sendOf[k])
 	}
 	m.finish()
-	m.r.Counts = Counts{RoCE: counts.RoCE, Other: counts.Other, BadICRC: counts.BadICRC, Malformed: counts.Malformed}
+	m.r.Counts = Counts{RoCE: counts.RoCE, Other: counts.Other, BadICRC: counts.BadICRC, Malformed: counts.Malformed,
+		Cut: counts.Cut, Unread: counts.Unread}
 	return m.r, err
 }
 
@@ -204,6 +205,13 @@ func (m *model) packet(cp *capture.Packet, ro role, send int) {
 	m.lane(cp.Src)
 	m.lane(cp.Dst)
 	pk := Packet{Index: cp.Index, Time: cp.Time, Src: cp.Src, Dst: cp.Dst, Fields: cp.Fields(), Conn: -1, connSide: -1}
+	if errors.Is(cp.Err, capture.ErrCutShort) {
+		pk.Opcode = "CUT"
+		pk.Anomaly = "cut"
+		pk.Text = "The capture kept too little of this packet to read it (" + cp.Err.Error() + "); it says nothing of what the packet was or what its receiver did. Capture with a larger snap length (tcpdump -s 0) to see it."
+		m.r.Packets = append(m.r.Packets, pk)
+		return
+	}
 	if cp.Err != nil {
 		pk.Opcode = "MALFORMED"
 		pk.Anomaly = "malformed"
@@ -222,6 +230,10 @@ func (m *model) packet(cp *capture.Packet, ro role, send int) {
 	m.row[cp.Index-1] = i
 	if cp.ICRCErr != nil {
 		m.set(i, "bad icrc", "Its ICRC does not verify: the receiving NIC drops it silently and counts it, as if it had been lost.")
+		return
+	}
+	if op.Service() == bth.ServiceUD && p.BTH.DestQP() == 1 && !cp.PayloadCaptured() {
+		m.set(i, "cut", "A MAD to QP 1 (the General Services QP) whose body the capture's snap length cut off: which CM message it is cannot be read.")
 		return
 	}
 	switch {

@@ -26,8 +26,8 @@ func WriteText(w io.Writer, r *Report) error {
 		bw.WriteString("\n")
 		writeConn(bw, k, &r.Conns[k])
 	}
-	fmt.Fprintf(bw, "\n%d RoCE packets, %d other frames skipped, %d bad ICRC, %d malformed\n",
-		r.Counts.RoCE, r.Counts.Other, r.Counts.BadICRC, r.Counts.Malformed)
+	c := r.Counts
+	fmt.Fprintf(bw, "\n%v\n", capture.Counts{RoCE: c.RoCE, Other: c.Other, BadICRC: c.BadICRC, Malformed: c.Malformed, Cut: c.Cut, Unread: c.Unread})
 	return bw.Flush()
 }
 

@@ -995,6 +995,7 @@
 		['a-lost lost', 'lost: sent, never arrived'],
 		['a-cnp', 'CNP (congestion notification)'],
 		['a-error', 'error, bad ICRC, malformed'],
+		['a-cut', 'cut short by the capture: unreadable'],
 	];
 
 	function drawLegend() {
@@ -1165,6 +1166,12 @@
 		}
 		if (c.malformed) {
 			parts.push(plural(c.malformed, 'malformed packet'));
+		}
+		if (c.cut_short) {
+			parts.push(c.cut_short + ' cut short by the capture (ICRC not checked)');
+		}
+		if (c.cut_unread) {
+			parts.push(c.cut_unread + ' cut too short to read');
 		}
 		parts.push(plural(lanes.length, 'endpoint'), plural(conns.length, 'connection'));
 		document.getElementById('counts').textContent = parts.join(', ');

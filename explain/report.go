@@ -35,6 +35,8 @@ type Counts struct {
 	Other     int `json:"other_frames"`
 	BadICRC   int `json:"bad_icrc"`
 	Malformed int `json:"malformed"`
+	Cut       int `json:"cut_short,omitempty"`  // cut short by the capture's snap length, headers read
+	Unread    int `json:"cut_unread,omitempty"` // cut too short to read
 }
 
 // Packet is one RoCE packet of the capture and what it did.
@@ -57,7 +59,8 @@ type Packet struct {
 	// Anomaly is empty for a packet that is part of a transfer going as
 	// it should, and otherwise a short tag: "nak", "rnr", "retransmission",
 	// "out of sequence", "duplicate", "lost", "timeout", "cnp", "error",
-	// "bad icrc", "malformed". The ladder's "next anomaly" jumps between
+	// "bad icrc", "malformed", "cut" (the capture kept too little of it to
+	// read it). The ladder's "next anomaly" jumps between
 	// them.
 	Anomaly string `json:"anomaly,omitempty"`
 	// Lost says the capture shows the packet sent and the peer's answers

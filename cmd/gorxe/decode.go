@@ -27,6 +27,10 @@ A capture taken on the host that sends with UDP GSO (gorxe's udp link does)
 shows runs of packets as one uncut datagram; decode finds the packets the
 kernel cut it into, verifies each ICRC, and marks each gso=K/N.
 
+A capture taken with a snap length (tcpdump -s) keeps only the first bytes
+of each frame: decode shows the headers it kept, the payload length the IP
+header gives, and icrc=cut, as the ICRC is not in the file to check.
+
 With --json it prints one JSON object per packet per line (JSON Lines) and
 ends with {"summary": {...}}, all on standard output.
 
@@ -189,7 +193,7 @@ type (
 		IETH       *jsonIETH      `json:"ieth,omitempty"`
 		PayloadLen int            `json:"payload_len"`
 		GSO        string         `json:"gso,omitempty"` // "K/N": packet K of an uncut GSO datagram of N
-		ICRC       string         `json:"icrc"`          // "ok" or "bad"
+		ICRC       string         `json:"icrc"`          // "ok", "bad", or "cut" (the capture did not keep it, so it was not checked)
 	}
 	// jsonMalformed is a RoCE packet that wire.ParseIP rejected.
 	jsonMalformed struct {
@@ -281,9 +285,11 @@ func encodePacket(enc *json.Encoder, r *capture.Packet) error {
 		DQPN: uint32(h.DestQP()), PSN: uint32(h.PSN()),
 		AckReq: h.AckReq(), SE: h.SE(), MigReq: h.MigReq(), PadCnt: h.PadCnt(),
 		FECN: h.FECN(), BECN: h.BECN(),
-		PayloadLen: len(p.Payload), ICRC: capture.ICRCWord(r.ICRCErr, "bad"), GSO: r.GSO,
+		PayloadLen: len(p.Payload), ICRC: r.ICRCWord("bad"), GSO: r.GSO,
 	}
-	j.CM = capture.CMMessage(p)
+	if r.PayloadCaptured() {
+		j.CM = capture.CMMessage(p)
+	}
 	if p.DETH != nil {
 		j.DETH = &jsonDETH{QKey: p.DETH.QKey(), SrcQP: uint32(p.DETH.SrcQP())}
 	}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -546,5 +548,169 @@ func TestDecodeOtherPort(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout.String(), tc.want) {
 			t.Errorf("explain %v: exit %d (%s), output:\n%s\nwant %q in it", tc.args, code, stderr.String(), stdout.String(), tc.want)
 		}
+	}
+}
+
+// writeSnapped writes c as a capture taken with snap length snap
+// (tcpdump -s): each frame keeps its first snap bytes and its length.
+func writeSnapped(t *testing.T, c captured, snap int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "snapped.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(uint32(snap), c.Link); err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range c.Frames {
+		ci := c.Infos[i]
+		kept := data[:min(snap, len(data))]
+		ci.CaptureLength, ci.Length = len(kept), len(data)
+		if err := w.WritePacket(ci, kept); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// TestDecodeSnapLength: a capture taken with a snap length that keeps
+// every header decodes as the whole capture does, packet for packet
+// (payload lengths from the IP header), with icrc=cut where the frame was
+// cut and a CM message's body, if cut off, not read; one that cuts into
+// the headers reports each packet as cut too short to decode, not as
+// malformed; explain of the first gives every connection's summary as of
+// the whole capture.
+func TestDecodeSnapLength(t *testing.T) {
+	cmBody := regexp.MustCompile(` cm\([^)]*\)`)
+	for _, file := range []string{mtu1024, mtu4096} {
+		c := readCapture(t, file)
+		_, whole, _ := runDecodeFile(t, file)
+		wantLines := lines(whole)
+		for _, snap := range []int{96, 200} {
+			path := writeSnapped(t, c, snap)
+			code, out, errOut := runDecodeFile(t, path)
+			if code != exitOK {
+				t.Fatalf("%s -s %d: exit %d: %s", file, snap, code, errOut)
+			}
+			got := lines(out)
+			if len(got) != len(wantLines) {
+				t.Fatalf("%s -s %d: %d lines, want %d", file, snap, len(got), len(wantLines))
+			}
+			cut := 0
+			for i, g := range got[:len(got)-1] {
+				w := wantLines[i]
+				if strings.HasSuffix(g, " icrc=cut") {
+					cut++
+					w = strings.TrimSuffix(w, " icrc=ok") + " icrc=cut"
+					if strings.Contains(g, " cm(cut short by the capture)") {
+						w = cmBody.ReplaceAllString(w, " cm(cut short by the capture)")
+					}
+				}
+				if g != w {
+					t.Fatalf("%s -s %d: line %d\n got %s\nwant %s", file, snap, i+1, g, w)
+				}
+			}
+			// Every RoCE frame longer than the snap length was cut.
+			longer := 0
+			for _, f := range c.Frames {
+				if len(f) > snap && isRoCEFrame(f) {
+					longer++
+				}
+			}
+			if cut == 0 || cut != longer {
+				t.Errorf("%s -s %d: %d packets marked cut, %d RoCE frames longer than the snap length", file, snap, cut, longer)
+			}
+			want := summary{RoCE: len(got) - 1, Other: len(c.Frames) - (len(got) - 1), Cut: cut}
+			if last := got[len(got)-1]; last != want.String() {
+				t.Errorf("%s -s %d: summary %q, want %q", file, snap, last, want.String())
+			}
+			if snap == 96 {
+				var a, b bytes.Buffer
+				if code := run([]string{"explain", path}, &a, io.Discard); code != exitOK {
+					t.Fatalf("explain %s: exit %d", path, code)
+				}
+				run([]string{"explain", file}, &b, io.Discard)
+				if x, y := connLines(a.String()), connLines(b.String()); x != y {
+					t.Errorf("%s -s 96: explain's connections\n%s\nwant, as from the whole capture,\n%s", file, x, y)
+				}
+				// The rdma_cm exchange of the second capture: its MADs
+				// are cut, and neither tool reads their zeros.
+				cms, cutCMs := strings.Count(whole, " cm("), strings.Count(out, " cm(cut short by the capture)")
+				explained := strings.Count(a.String(), "whose body the capture's snap length cut off")
+				if cutCMs != cms || explained != cms {
+					t.Errorf("%s -s 96: %d CM messages, %d shown cut by decode, %d explained as cut", file, cms, cutCMs, explained)
+				}
+			}
+		}
+		// 14 + 20 + 8 bytes: the BTH is cut off.
+		code, out, _ := runDecodeFile(t, writeSnapped(t, c, 50))
+		got := lines(out)
+		if code != exitOK || !strings.Contains(got[0], "malformed: cut short by the capture's snap length inside its headers") {
+			t.Errorf("%s -s 50: exit %d, first line %q", file, code, got[0])
+		}
+		want := summary{RoCE: len(got) - 1, Other: len(c.Frames) - (len(got) - 1), Unread: len(got) - 1}
+		if last := got[len(got)-1]; last != want.String() {
+			t.Errorf("%s -s 50: summary %q, want %q", file, last, want.String())
+		}
+	}
+}
+
+// isRoCEFrame reports whether an untagged Ethernet frame carries UDP to
+// the RoCE port.
+func isRoCEFrame(f []byte) bool { return roceUDPPayload(f) > 0 }
+
+// connLines returns explain's per-connection summaries, in which the
+// connections the CM sets up, whose messages a short snap length cuts off,
+// are left out.
+func connLines(out string) string {
+	var sb strings.Builder
+	for _, block := range strings.Split(out, "\n\n") {
+		if strings.HasPrefix(block, "connection ") && !strings.Contains(block, ": CM,") {
+			_, rest, _ := strings.Cut(block, ":") // the connection's number
+			sb.WriteString(rest + "\n")
+		}
+	}
+	return sb.String()
+}
+
+// TestDecodeSnappedGSO: an uncut GSO datagram (a capture on a host whose
+// udp link sends runs) that the snap length cut short cannot be cut into
+// its packets, whose ICRCs are gone: decode says so rather than show one
+// packet with the whole run's payload; whole, it shows the three packets.
+func TestDecodeSnappedGSO(t *testing.T) {
+	var datagram []byte
+	for k := range 3 {
+		f := wire.Frame{
+			IP:      wire.IPFields{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), HopLimit: 64, DontFrag: true, ID: uint16(k)},
+			SrcPort: 50000, DstPort: wire.UDPPort,
+			Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCRDMAWriteMiddle, PKey: bth.DefaultPKey, DestQP: 0x11, PSN: bth.PSN(7 + k)}},
+			Payload: bytes.Repeat([]byte{byte(k)}, 1024),
+		}
+		p, err := f.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			datagram = append(datagram, p[:wire.IPv4Len+wire.UDPLen]...)
+		}
+		datagram = append(datagram, p[wire.IPv4Len+wire.UDPLen:]...)
+	}
+	binary.BigEndian.PutUint16(datagram[2:], uint16(len(datagram)))
+	binary.BigEndian.PutUint16(datagram[wire.IPv4Len+4:], uint16(len(datagram)-wire.IPv4Len))
+	eth := []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00}
+	c := captured{Link: layers.LinkTypeEthernet, Frames: [][]byte{append(eth, datagram...)}, Infos: []gopacket.CaptureInfo{{Timestamp: time.Unix(1, 0)}}}
+
+	_, out, _ := runDecodeFile(t, writeSnapped(t, c, len(c.Frames[0])))
+	if n := strings.Count(out, "RC_RDMA_WRITE_MIDDLE"); n != 3 || !strings.Contains(out, "gso=3/3") {
+		t.Errorf("whole: %d packets, want the three of the run:\n%s", n, out)
+	}
+	_, out, _ = runDecodeFile(t, writeSnapped(t, c, 200))
+	got := lines(out)
+	want := summary{RoCE: 1, Unread: 1}
+	if len(got) != 2 || !strings.Contains(got[0], "an uncut GSO datagram") || got[1] != want.String() {
+		t.Errorf("cut at 200 bytes:\n%s\nwant one line naming an uncut GSO datagram and %q", out, want.String())
 	}
 }

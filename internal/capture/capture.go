@@ -29,6 +29,8 @@ type Counts struct {
 	BadICRC   int `json:"bad_icrc"`
 	Malformed int `json:"malformed"`               // RoCE packets wire.ParseIP rejected
 	GSO       int `json:"gso_datagrams,omitempty"` // uncut UDP GSO datagrams, counted in RoCE as their packets
+	Cut       int `json:"cut_short,omitempty"`     // packets the capture's snap length cut short: headers decoded, ICRC not checked
+	Unread    int `json:"cut_unread,omitempty"`    // packets it cut too short to decode (ErrCutShort), not counted as malformed
 
 	GSOPackets int `json:"-"` // the RoCE packets the GSO datagrams held
 }
@@ -39,8 +41,15 @@ func (s Counts) String() string {
 	if s.GSO > 0 {
 		gso = fmt.Sprintf(" (%d of them from %d uncut GSO datagrams)", s.GSOPackets, s.GSO)
 	}
-	return fmt.Sprintf("%d RoCE packets%s, %d other frames skipped, %d bad ICRC, %d malformed",
-		s.RoCE, gso, s.Other, s.BadICRC, s.Malformed)
+	cut := ""
+	if s.Cut > 0 {
+		cut = fmt.Sprintf(", %d cut short by the capture's snap length (headers decoded, ICRC not checked)", s.Cut)
+	}
+	if s.Unread > 0 {
+		cut += fmt.Sprintf(", %d cut too short to decode", s.Unread)
+	}
+	return fmt.Sprintf("%d RoCE packets%s, %d other frames skipped, %d bad ICRC, %d malformed%s",
+		s.RoCE, gso, s.Other, s.BadICRC, s.Malformed, cut)
 }
 
 // Packet is one RoCE packet of a capture.
@@ -52,6 +61,12 @@ type Packet struct {
 	Err      error         // why wire.ParseIP rejected the packet
 	ICRCErr  error         // the ICRC check's result
 	GSO      string        // "K/N": packet K of the N an uncut GSO datagram holds
+	// Cut is how many bytes at the end of the packet the capture left
+	// out, its snap length having cut the frame short (tcpdump -s): the
+	// headers are decoded from what it kept, a payload's missing bytes
+	// read as zeros, and the ICRC is not checked (ICRCErr is nil). 0 for
+	// a whole packet.
+	Cut int
 	// Interface is the index of the pcapng interface the packet was
 	// captured on; 0 in a pcap file.
 	Interface int
@@ -66,6 +81,11 @@ const (
 	pcapNanosSwapped  = 0x4d3cb2a1
 	pcapngSection     = 0x0a0d0d0a // Section Header Block type, a palindrome
 )
+
+// ErrCutShort is wrapped by a Packet's Err when the capture's snap
+// length kept too little of the packet to decode it: part of its headers,
+// or part of an uncut GSO datagram. The packet may have been sound.
+var ErrCutShort = errors.New("cut short by the capture's snap length")
 
 // ErrNotCapture reports a file that is neither pcap nor pcapng.
 var ErrNotCapture = errors.New("not a pcap or pcapng file")
@@ -184,7 +204,11 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 			continue
 		}
 		rec = Packet{Index: sum.RoCE + 1, Time: ci.Timestamp.Sub(t0), Interface: ci.InterfaceIndex}
-		rec.parse(ip)
+		if ci.CaptureLength < ci.Length {
+			rec.parseCut(ip)
+		} else {
+			rec.parse(ip)
+		}
 		if rec.Err != nil || rec.ICRCErr != nil {
 			if segs, ok := wire.SplitGSO(ip); ok {
 				sum.GSO++
@@ -210,10 +234,15 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 }
 
 func (s *Counts) count(p *Packet) {
-	if p.Err != nil {
+	switch {
+	case errors.Is(p.Err, ErrCutShort):
+		s.Unread++
+	case p.Err != nil:
 		s.Malformed++
-	} else if p.ICRCErr != nil {
+	case p.ICRCErr != nil:
 		s.BadICRC++
+	case p.Cut > 0:
+		s.Cut++
 	}
 }
 
@@ -261,6 +290,80 @@ func (p *Packet) parse(ip []byte) {
 	}
 	p.Src, p.Dst = p.P.Src().String(), p.P.Dst().String()
 	p.ICRCErr = p.P.CheckICRC()
+}
+
+// onePacket reports whether p's payload fits one packet: at most a
+// 4096-byte path MTU, and exactly a path MTU (256 to 4096 bytes, a power
+// of two) in the first and middle packets of a message. A payload that
+// does not is an uncut GSO datagram's.
+func onePacket(p *wire.Packet) bool {
+	n := len(p.Payload)
+	if p.Info != nil && (p.Info.Position == wire.First || p.Info.Position == wire.Middle) {
+		return n >= 256 && n <= 4096 && n&(n-1) == 0
+	}
+	return n <= 4096
+}
+
+// parseCut parses ip, the first bytes of a packet whose frame the
+// capture's snap length cut short. It fills the missing bytes with
+// zeros, to the length the IP header gives, and decodes the headers if
+// the capture kept them all; a cut inside them, or in an uncut GSO
+// datagram (whose packets cannot be told apart without their ICRCs), is
+// an error.
+func (p *Packet) parseCut(ip []byte) {
+	total := ipTotalLen(ip)
+	if total <= len(ip) {
+		p.parse(ip) // the cut took only what follows the IP packet
+		return
+	}
+	whole := make([]byte, total)
+	copy(whole, ip)
+	err := wire.ParseIP(&p.P, whole)
+	if err == nil {
+		headers := total - len(p.P.Payload) - len(p.P.Pad) - wire.ICRCLen
+		switch {
+		case headers > len(ip):
+			err = fmt.Errorf("%w inside its headers: %d of their %d bytes kept", ErrCutShort, len(ip), headers)
+		case !onePacket(&p.P):
+			err = fmt.Errorf("%w: a %v with a %d-byte payload, which one packet cannot carry, so an uncut GSO datagram (%d of %d bytes kept) whose packets cannot be told apart",
+				ErrCutShort, p.P.BTH.Opcode(), len(p.P.Payload), len(ip), total)
+		}
+	} else {
+		err = fmt.Errorf("%w (the capture kept %d of its %d bytes)", err, len(ip), total)
+	}
+	if err != nil {
+		p.P, p.Err = wire.Packet{}, err
+		p.Src, p.Dst = ipAddrs(ip)
+		return
+	}
+	p.Src, p.Dst = p.P.Src().String(), p.P.Dst().String()
+	p.Cut = total - len(ip)
+}
+
+// ipTotalLen returns the length an IPv4 or IPv6 header gives its packet,
+// or 0 if b does not hold one.
+func ipTotalLen(b []byte) int {
+	switch {
+	case len(b) >= wire.IPv4Len && b[0]>>4 == 4:
+		return int(wire.IPv4(b).TotalLen())
+	case len(b) >= wire.IPv6Len && b[0]>>4 == 6:
+		return wire.IPv6Len + int(wire.IPv6(b).PayloadLen())
+	}
+	return 0
+}
+
+// PayloadCaptured reports whether the capture holds the packet's whole
+// payload: the snap length, if it cut the packet, took only pad and ICRC.
+func (p *Packet) PayloadCaptured() bool { return p.Cut <= len(p.P.Pad)+wire.ICRCLen }
+
+// ICRCWord returns what decode shows of the packet's ICRC: "ok", bad
+// when the check failed, or "cut" when the capture did not keep all of
+// the packet and it was not checked.
+func (p *Packet) ICRCWord(bad string) string {
+	if p.Cut > 0 && p.ICRCErr == nil {
+		return "cut"
+	}
+	return ICRCWord(p.ICRCErr, bad)
 }
 
 // Seconds formats d as seconds with microseconds, as tshark shows relative
@@ -340,10 +443,14 @@ func (p *Packet) appendFields(sb *strings.Builder) {
 	if q.IETH != nil {
 		fmt.Fprintf(sb, " ieth(rkey=0x%08x)", uint32(q.IETH.RKey()))
 	}
-	if m := CMMessage(q); m != "" {
+	if !p.PayloadCaptured() {
+		if CMMessage(q) != "" {
+			sb.WriteString(" cm(cut short by the capture)")
+		}
+	} else if m := CMMessage(q); m != "" {
 		fmt.Fprintf(sb, " cm(%s)", m)
 	}
-	fmt.Fprintf(sb, " payload=%d icrc=%s", len(q.Payload), ICRCWord(p.ICRCErr, "BAD"))
+	fmt.Fprintf(sb, " payload=%d icrc=%s", len(q.Payload), p.ICRCWord("BAD"))
 	if p.GSO != "" {
 		fmt.Fprintf(sb, " gso=%s", p.GSO)
 	}
