@@ -29,7 +29,12 @@
 # all six) names the tests to run; GORXE_BIN runs that gorxe binary (a
 # static one) instead of one built from the tree, to compare two builds;
 # GORXE_FLAGS are added to gorxe's command lines (a file named in them is
-# in the VM's share, /mnt, left in the run's a/ and b/). Under emulation
+# in the VM's share, /mnt, left in the run's a/ and b/); GORXE_LINK=xdp
+# runs gorxe over its xdp link on the VMs' eth0 (AF_XDP, an XDP program
+# steering UDP 4792 to it) instead of its udp link, and GORXE_LINK=both
+# runs each test over both, udp then xdp, the xdp rows marked "(xdp)". The
+# xdp link takes a kernel with AF_XDP multi-buffer for the VMs' 9000-byte
+# MTU: VM_SUITE=trixie (Linux 6.12) rather than the default bookworm (6.1). Under emulation
 # the run takes about 5 minutes. Both VMs share the machine's CPUs with
 # qemu's emulation of the other, so compare ratios from one run, not
 # figures across runs. Each run's output, the VMs' consoles and the table
@@ -41,7 +46,7 @@ cd "$(dirname "$0")/../.."
 bw_iters=${BW_ITERS:-1000} lat_iters=${LAT_ITERS:-2000} rounds=${ROUNDS:-1}
 
 . test/interop/lib.sh
-vm_image bookworm # sets img
+vm_image "${VM_SUITE:-bookworm}" # sets img
 run=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}/bench-vm
 rm -rf "$run"; mkdir -p "$run/a" "$run/b"
 rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes)" # what the binary is built from
@@ -64,9 +69,13 @@ for v in a b; do cp "$run/gorxe" "$run/udpraw" "$run/$v/"; done
 # sockets costs that much before any transport runs, where rxe's runs in
 # the kernel's softirq.
 read -ra tests <<<"${TESTS:-write_bw read_bw send_bw write_lat read_lat send_lat}"
+impls=(rxe gorxe)
+[ "${GORXE_LINK:-udp}" = both ] && impls+=(gorxe-xdp)
 runs=()
 for _ in $(seq 1 "$rounds"); do
-	for t in "${tests[@]}"; do runs+=("rxe $t" "gorxe $t"); done
+	for t in "${tests[@]}"; do
+		for i in "${impls[@]}"; do runs+=("$i $t"); done
+	done
 	runs+=("raw pingpong")
 done
 
@@ -83,7 +92,7 @@ flags() {
 # the server's says ready.N once it listens. For rxe's runs it saves rxe0's
 # hw_counters before and after (rxe.N.before, rxe.N.after).
 vmscript() {
-	local role=$1 addr=$2 n impl t cmd peer="" port
+	local role=$1 addr=$2 n impl t cmd peer="" port link
 	[ "$role" = client ] && peer=10.9.0.2
 	cat <<-EOF
 	echo "=== versions: perftest \$(dpkg-query -W -f='\${Version}' perftest), rdma-core \$(dpkg-query -W -f='\${Version}' rdma-core), kernel \$(uname -r), \$(nproc) CPU"
@@ -115,7 +124,9 @@ vmscript() {
 			cmd="ib_$t -d rxe0 -x \$gid -F -p $port $(flags "$t")"
 		else
 			port=18516
-			cmd="/mnt/gorxe $t --link udp --ip $addr --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t") ${GORXE_FLAGS:-}"
+			link="--link udp --ip $addr"
+			[ "${GORXE_LINK:-udp}" = xdp ] || [ "$impl" = gorxe-xdp ] && link="--link xdp --dev eth0"
+			cmd="/mnt/gorxe $t $link --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t") ${GORXE_FLAGS:-}"
 		fi
 		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.1; done"
 		echo "echo '=== run $n: $impl $t'"
@@ -234,7 +245,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 	echo "retransmissions, both sides: rxe completer_retry_err; gorxe go-back-N/tail probes/ACK timeouts"
 	printf '%-22s %10s %10s %10s %8s %10s\n' test rxe gorxe gorxe/rxe "rxe retx" "gorxe retx"
 	lx=(- -) lg=(- -)
-	for ((n = 0; n < ${#runs[@]}; n += 2)); do
+	k=${#impls[@]}
+	for ((n = 0; n < ${#runs[@]}; n += k)); do
 		t=${runs[$n]#* }
 		if [ "$t" = pingpong ]; then
 			# gorxe's and rxe's read_lat against the ping-pong of the
@@ -243,17 +255,21 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 			w=($(rawresult $n) - -)
 			printf '%-22s %21s\n' "pingpong median" "${w[0]}" "pingpong p99" "${w[1]}"
 			printf '%-22s %10s %10s\n' "read_lat / ping-pong" "$(ratio "${w[0]}" "${lx[0]}")/$(ratio "${w[1]}" "${lx[1]}")" "$(ratio "${w[0]}" "${lg[0]}")/$(ratio "${w[1]}" "${lg[1]}")"
-			n=$((n - 1)) # a run on its own
+			n=$((n - k + 1)) # a run on its own
 			continue
 		fi
-		x=($(result $n) - -) g=($(result $((n + 1))) - -)
-		[ "$t" = read_lat ] && lx=("${x[@]}") lg=("${g[@]}")
-		if [[ $t == *_bw ]]; then
-			printf '%-22s %10s %10s %10s %8s %10s\n' "$t BW" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + 1)))"
-		else
-			printf '%-22s %10s %10s %10s %8s %10s\n' "$t t_typical" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + 1)))"
-			printf '%-22s %10s %10s %10s\n' "$t p99" "${x[1]}" "${g[1]}" "$(ratio "${x[1]}" "${g[1]}")"
-		fi
+		x=($(result $n) - -)
+		for ((j = 1; j < k; j++)); do
+			g=($(result $((n + j))) - -) tag=""
+			[ $j = 1 ] || tag=" (xdp)"
+			[ "$t$tag" = read_lat ] && lx=("${x[@]}") lg=("${g[@]}")
+			if [[ $t == *_bw ]]; then
+				printf '%-22s %10s %10s %10s %8s %10s\n' "$t BW$tag" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + j)))"
+			else
+				printf '%-22s %10s %10s %10s %8s %10s\n' "$t t_typical$tag" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + j)))"
+				printf '%-22s %10s %10s %10s\n' "$t p99$tag" "${x[1]}" "${g[1]}" "$(ratio "${x[1]}" "${g[1]}")"
+			fi
+		done
 	done
 	# Where the round trips went: each side's turnaround at the bridge.
 	if compgen -G "$run/cap.*.pcap" >/dev/null; then
