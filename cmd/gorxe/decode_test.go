@@ -209,24 +209,7 @@ func readCapture(t *testing.T, path string) captured { return pcaptest.Read(t, p
 // writePcap writes c to a new pcap file in a temporary directory.
 func writePcap(t *testing.T, c captured) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "c.pcap")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := pcapgo.NewWriter(f)
-	if err := w.WriteFileHeader(65536, c.Link); err != nil {
-		t.Fatal(err)
-	}
-	for i, data := range c.Frames {
-		ci := c.Infos[i]
-		ci.CaptureLength, ci.Length = len(data), len(data)
-		if err := w.WritePacket(ci, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return path
+	return writeSnapped(t, c, 65536)
 }
 
 // roceUDPPayload returns the offset of the UDP payload in an untagged
@@ -551,11 +534,12 @@ func TestDecodeOtherPort(t *testing.T) {
 	}
 }
 
-// writeSnapped writes c as a capture taken with snap length snap
-// (tcpdump -s): each frame keeps its first snap bytes and its length.
+// writeSnapped writes c to a new pcap file in a temporary directory, as
+// a capture taken with snap length snap (tcpdump -s): each frame keeps
+// its first snap bytes and its length.
 func writeSnapped(t *testing.T, c captured, snap int) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "snapped.pcap")
+	path := filepath.Join(t.TempDir(), "c.pcap")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)

@@ -443,11 +443,10 @@ func (p *Packet) appendFields(sb *strings.Builder) {
 	if q.IETH != nil {
 		fmt.Fprintf(sb, " ieth(rkey=0x%08x)", uint32(q.IETH.RKey()))
 	}
-	if !p.PayloadCaptured() {
-		if CMMessage(q) != "" {
-			sb.WriteString(" cm(cut short by the capture)")
+	if m := CMMessage(q); m != "" {
+		if !p.PayloadCaptured() {
+			m = "cut short by the capture" // what it read was zeros
 		}
-	} else if m := CMMessage(q); m != "" {
 		fmt.Fprintf(sb, " cm(%s)", m)
 	}
 	fmt.Fprintf(sb, " payload=%d icrc=%s", len(q.Payload), p.ICRCWord("BAD"))
