@@ -629,7 +629,7 @@ func TestDecodeSnapLength(t *testing.T) {
 				}
 			}
 		}
-		// 14 + 20 + 8 bytes: the BTH is cut off.
+		// 50 bytes: Ethernet, IP and UDP headers (42) and 8 of the BTH's 12.
 		code, out, _ := runDecodeFile(t, writeSnapped(t, c, 50))
 		got := lines(out)
 		if code != exitOK || !strings.Contains(got[0], "malformed: cut short by the capture's snap length inside its headers") {
