@@ -285,10 +285,7 @@ func encodePacket(enc *json.Encoder, r *capture.Packet) error {
 		DQPN: uint32(h.DestQP()), PSN: uint32(h.PSN()),
 		AckReq: h.AckReq(), SE: h.SE(), MigReq: h.MigReq(), PadCnt: h.PadCnt(),
 		FECN: h.FECN(), BECN: h.BECN(),
-		PayloadLen: len(p.Payload), ICRC: r.ICRCWord("bad"), GSO: r.GSO,
-	}
-	if r.PayloadCaptured() {
-		j.CM = capture.CMMessage(p)
+		PayloadLen: len(p.Payload), ICRC: r.ICRCWord("bad"), GSO: r.GSO, CM: r.CM(),
 	}
 	if p.DETH != nil {
 		j.DETH = &jsonDETH{QKey: p.DETH.QKey(), SrcQP: uint32(p.DETH.SrcQP())}

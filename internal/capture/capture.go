@@ -443,16 +443,26 @@ func (p *Packet) appendFields(sb *strings.Builder) {
 	if q.IETH != nil {
 		fmt.Fprintf(sb, " ieth(rkey=0x%08x)", uint32(q.IETH.RKey()))
 	}
-	if m := CMMessage(q); m != "" {
-		if !p.PayloadCaptured() {
-			m = "cut short by the capture" // what it read was zeros
-		}
+	if m := p.CM(); m != "" {
 		fmt.Fprintf(sb, " cm(%s)", m)
 	}
 	fmt.Fprintf(sb, " payload=%d icrc=%s", len(q.Payload), p.ICRCWord("BAD"))
 	if p.GSO != "" {
 		fmt.Fprintf(sb, " gso=%s", p.GSO)
 	}
+}
+
+// CM returns what decode shows of the CM message the packet carries:
+// CMMessage's account, "cut short by the capture" where the capture's
+// snap length left out part of the message (what it would read is the
+// zeros the cut was filled with), or "" for a packet that is not a MAD
+// to QP 1.
+func (p *Packet) CM() string {
+	m := CMMessage(&p.P)
+	if m != "" && !p.PayloadCaptured() {
+		return "cut short by the capture"
+	}
+	return m
 }
 
 // CMMessage returns a one-line account of the CM message a UD SEND to
