@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -117,6 +118,13 @@ func TestXDPLink(t *testing.T) {
 			t.Errorf("server: %d redirected, %d off its sockets, %d to its QPs; client: %d redirected",
 				sc["xdp_redirected"], sc["xsk_rx_packets"], sc["rcvd_pkts"], cc["xdp_redirected"])
 		}
+		// Each side says on stderr where its program runs and how its
+		// sockets bind: veth has driver mode, and no zero-copy.
+		for _, g := range []*gorxe{server, client} {
+			if !xdpLogLine.MatchString(g.errOut.String()) {
+				t.Errorf("%v: no line on how the xdp link attached in its stderr:\n%s", g.cmd.Args[3:], g.errOut.String())
+			}
+		}
 		if sc["icrc_errors"] != 1 || cc["icrc_errors"] != 0 {
 			t.Errorf("icrc_errors: server %d, want the bad packet's 1; client %d, want 0", sc["icrc_errors"], cc["icrc_errors"])
 		}
@@ -144,6 +152,10 @@ func TestXDPLink(t *testing.T) {
 		run("read_bw", "-a", "-n", "5", "-m", "4096")
 	})
 }
+
+// xdpLogLine is the line a tool on the xdp link prints about its
+// attachment on a veth.
+var xdpLogLine = regexp.MustCompile(`(?m)^gorxe: xdp: v[ab] in driver mode; \d+ queue\(s\), copy sockets \(zero-copy refused: operation not supported\), multi-buffer true$`)
 
 // TestTAPLink runs every test between two gorxe hosts on TAP devices
 // attached to one bridge, IPv4 and IPv6, path MTU 1024 and 4096. The

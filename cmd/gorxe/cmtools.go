@@ -163,6 +163,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return badCommandLine(stderr, name, err)
 	}
+	r.link.log = stderr
 	if r.help {
 		cmToolUsage(stdout, tool)
 		return exitOK

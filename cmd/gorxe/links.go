@@ -44,6 +44,10 @@ type linkFlags struct {
 	mtu     int
 	noGSO   bool
 	trace   bool
+	// log, if set, gets the lines a link writes about what it got (the
+	// xdp link: driver or generic mode, copy or zero-copy), as
+	// "gorxe: ...".
+	log io.Writer
 	// traceJSON is --trace-json's file; events is where its JSON Lines
 	// go once openTraceJSON has opened it.
 	traceJSON string
@@ -269,7 +273,11 @@ func (l *linkFlags) open() (link.Link, error) {
 		return nil, err
 	}
 	if l.kind == "xdp" {
-		return xdp.Open(xdp.Config{Interface: l.dev, Queues: l.queues, Port: uint16(l.port), Mode: l.xdpMode})
+		c := xdp.Config{Interface: l.dev, Queues: l.queues, Port: uint16(l.port), Mode: l.xdpMode}
+		if l.log != nil {
+			c.Logf = func(format string, args ...any) { fmt.Fprintf(l.log, "gorxe: "+format+"\n", args...) }
+		}
+		return xdp.Open(c)
 	}
 	var pfx netip.Prefix
 	var addr netip.Addr // with its zone, which a Prefix drops

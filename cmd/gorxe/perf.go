@@ -41,6 +41,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return badCommandLine(stderr, name, err)
 	}
+	r.link.log = stderr
 	switch {
 	case r.help:
 		perfUsage(stdout, name, t)

@@ -262,6 +262,7 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return badCommandLine(stderr, name, err)
 	}
+	r.link.log = stderr
 	if r.help {
 		rcUsage(stdout, tool, name)
 		return exitOK

@@ -114,6 +114,7 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return badCommandLine(stderr, name, err)
 	}
+	r.link.log = stderr
 	if r.help {
 		rpingUsage(stdout, name)
 		return exitOK

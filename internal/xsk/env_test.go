@@ -242,6 +242,12 @@ func openMode(t testing.TB, h *host, c xsk.Config, mode link.XDPAttachFlags) *en
 	if e.sock.ZeroCopy() {
 		t.Errorf("socket on veth is in zero-copy mode; veth has none")
 	}
+	// Copy mode, then, and the socket says why: asked for it, or the
+	// driver refused zero-copy.
+	zcErr := e.sock.ZeroCopyErr()
+	if c.Mode == xsk.ModeCopy && zcErr != nil || c.Mode == xsk.ModeAuto && !errors.Is(zcErr, unix.EOPNOTSUPP) {
+		t.Errorf("mode %v on veth: ZeroCopyErr %v", c.Mode, zcErr)
+	}
 	all := u.FreeFrames()
 	e.rx = all.Split(all.Len() / 2)
 	e.tx = all

@@ -90,6 +90,7 @@ type Socket struct {
 	ifindex     int
 	queue       int
 	zeroCopy    bool
+	zeroCopyErr error // why the bind in zero-copy mode failed, when copy mode was taken instead
 	multiBuffer bool
 	kickTries   int // sendto calls a kick makes while the kernel says there is more (EAGAIN)
 
@@ -273,7 +274,7 @@ func (s *Socket) bind(c Config, owner *Socket) error {
 		// socket; the kernel refuses any of its own.
 		sa.Flags = unix.XDP_SHARED_UMEM
 		sa.SharedUmemFD = uint32(owner.fd)
-		s.multiBuffer = owner.multiBuffer
+		s.multiBuffer, s.zeroCopyErr = owner.multiBuffer, owner.zeroCopyErr
 		return s.bindErr(unix.Bind(s.fd, &sa), "")
 	}
 	flags := uint16(unix.XDP_USE_NEED_WAKEUP)
@@ -289,6 +290,7 @@ func (s *Socket) bind(c Config, owner *Socket) error {
 			return s.bindErr(zcErr, "zero-copy ")
 		}
 	}
+	s.zeroCopyErr = zcErr
 	sa.Flags = flags | unix.XDP_COPY
 	err := s.bindErr(unix.Bind(s.fd, &sa), "")
 	if err != nil && zcErr != nil && !errors.Is(err, zcErr) && zcErr != unix.EOPNOTSUPP {
@@ -345,6 +347,12 @@ func (s *Socket) UMEM() *UMEM { return s.umem }
 // (XDP_OPTIONS_ZEROCOPY): the driver receives into and sends from the
 // UMEM itself. Otherwise the kernel copies every packet.
 func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
+
+// ZeroCopyErr returns why a socket opened in ModeAuto is in copy mode:
+// the error of its bind in zero-copy mode (EOPNOTSUPP where the driver
+// has no zero-copy). It is nil for a socket in zero-copy mode or one
+// opened in ModeCopy.
+func (s *Socket) ZeroCopyErr() error { return s.zeroCopyErr }
 
 // MultiBuffer reports whether the socket carries packets in several
 // descriptors (XDP_USE_SG).

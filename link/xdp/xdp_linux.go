@@ -252,11 +252,13 @@ func Open(c Config) (*Link, error) {
 		return nil, err
 	}
 	if c.Logf != nil {
-		copyMode := "copy"
+		copyMode := "copy sockets"
 		if l.tx.ZeroCopy() {
-			copyMode = "zero-copy"
+			copyMode = "zero-copy sockets"
+		} else if err := l.tx.ZeroCopyErr(); err != nil {
+			copyMode += fmt.Sprintf(" (zero-copy refused: %v)", err)
 		}
-		c.Logf("xdp: %v; %d queue(s), %s sockets, multi-buffer %v", att, len(queues), copyMode, l.multi)
+		c.Logf("xdp: %v; %d queue(s), %s, multi-buffer %v", att, len(queues), copyMode, l.multi)
 	}
 	l.rxDescs = make([]xsk.Desc, link.BatchSize*xsk.MaxFrags/4)
 	l.wg.Add(1)
