@@ -413,6 +413,11 @@ func (l *Link) Counters() []link.Counter {
 			link.Counter{Name: "xdp_passed", Value: ps.Passed},
 			link.Counter{Name: "xdp_passed_malformed", Value: ps.PassedMalformed})
 	}
+	if d, err := l.ifRxDropped(); err == nil {
+		// Since the program was attached; a counter reset under it
+		// (the interface recreated) reads as none.
+		out = append(out, link.Counter{Name: "if_rx_dropped", Value: d - min(d, l.rxDropped0)})
+	}
 	s := &l.stats
 	return append(out,
 		link.Counter{Name: "xdp_drop_not_for_us", Value: s.notForUs.Load()},

@@ -86,6 +86,11 @@ type Link struct {
 	queues []*queue
 	wakeFD int // an eventfd Close writes, to wake WaitReceive
 	res    *neigh.Resolver
+	// nl is a netlink handle in the link's namespace, for the
+	// interface's own statistics; rxDropped0 is its receive drops when
+	// the program was attached (see ifRxDropped).
+	nl         *netlink.Handle
+	rxDropped0 uint64
 
 	// The send side: queues[0]'s TX ring, the frames it sends from, and
 	// the packets waiting for their next hop's address.
@@ -247,6 +252,10 @@ func Open(c Config) (*Link, error) {
 	if l.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("xdp: eventfd: %w", err)
 	}
+	if l.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
+		return nil, fmt.Errorf("xdp: netlink: %w", err)
+	}
+	l.rxDropped0, _ = l.ifRxDropped()
 	att, err := l.prog.Attach(l.ifindex, c.Mode)
 	if err != nil {
 		return nil, err
@@ -306,6 +315,22 @@ func bind(u *xsk.UMEM, ifindex, q int, c xsk.Config) (*xsk.Socket, error) {
 	}
 }
 
+// ifRxDropped returns the frames the interface's driver has dropped on
+// receive (rx_dropped), whatever they carried. A driver counts there the
+// frames it dropped before the XDP program ran, and the ones the program
+// redirected to a socket with no room: none of them reaches the link.
+func (l *Link) ifRxDropped() (uint64, error) {
+	nl, err := l.nl.LinkByIndex(l.ifindex)
+	if err != nil {
+		return 0, err
+	}
+	st := nl.Attrs().Statistics
+	if st == nil {
+		return 0, errors.New("xdp: the interface has no statistics")
+	}
+	return st.RxDropped, nil
+}
+
 // rxQueues returns how many receive queues the interface has, from
 // netlink: sysfs shows the namespace it was mounted in, not the calling
 // thread's.
@@ -363,6 +388,9 @@ func (l *Link) release() error {
 	}
 	if l.res != nil {
 		l.res.Close()
+	}
+	if l.nl != nil {
+		l.nl.Close()
 	}
 	if l.wakeFD >= 0 {
 		unix.Close(l.wakeFD)
