@@ -23,6 +23,9 @@ pcap or pcapng capture, one line each: its index among the RoCE packets, the tim
 capture's first frame, addresses, the BTH, each extended header, the payload
 length and whether the ICRC verifies. A summary line ends the output.
 
+Packets under a tunnel's or a mirror's outer headers (VXLAN, Geneve, GRE,
+MPLS, ERSPAN Type II and III) are found and shown with their own addresses.
+
 A capture taken on the host that sends with UDP GSO (gorxe's udp link does)
 shows runs of packets as one uncut datagram; decode finds the packets the
 kernel cut it into, verifies each ICRC, and marks each gso=K/N.

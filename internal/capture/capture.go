@@ -198,13 +198,13 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 		if n == 0 {
 			t0 = ci.Timestamp
 		}
-		ip, ok := roceIP(data, linkType(ci), port)
+		ip, mirrorCut, ok := roceIP(data, linkType(ci), port)
 		if !ok {
 			sum.Other++
 			continue
 		}
 		rec = Packet{Index: sum.RoCE + 1, Time: ci.Timestamp.Sub(t0), Interface: ci.InterfaceIndex}
-		if ci.CaptureLength < ci.Length {
+		if ci.CaptureLength < ci.Length || mirrorCut {
 			rec.parseCut(ip)
 		} else {
 			rec.parse(ip)
@@ -248,24 +248,31 @@ func (s *Counts) count(p *Packet) {
 
 // roceIP decodes a frame with gopacket and, when it carries UDP to port
 // (4791), returns the bytes from that packet's IP header on. A tunnelled
-// packet (VXLAN, GRE) is found under its outer headers.
-func roceIP(data []byte, lt layers.LinkType, port uint16) ([]byte, bool) {
+// packet (VXLAN, Geneve, GRE, MPLS) or a mirrored one (ERSPAN Type II and
+// III) is found under its outer headers; mirrorCut reports that the
+// mirroring switch said it truncated the packet (ERSPAN's T bit), as a
+// mirror session with a length limit does.
+func roceIP(data []byte, lt layers.LinkType, port uint16) (ip []byte, mirrorCut, ok bool) {
 	pkt := gopacket.NewPacket(data, linkDecoder(lt), gopacket.DecodeOptions{NoCopy: true})
-	var ip gopacket.Layer
+	var last gopacket.Layer // the innermost IP header so far
 	for _, l := range pkt.Layers() {
 		switch l := l.(type) {
+		case *layers.ERSPANII:
+			mirrorCut = l.IsTruncated
+		case *erspan3:
+			mirrorCut = l.Truncated
 		case *layers.IPv4, *layers.IPv6:
-			ip = l
+			last = l
 		case *layers.UDP:
-			if uint16(l.DstPort) == port && ip != nil {
+			if uint16(l.DstPort) == port && last != nil {
 				// Contents and payload are adjacent in data, but gopacket
 				// does not promise it; wire.ParseIP wants them contiguous.
-				b := make([]byte, 0, len(ip.LayerContents())+len(ip.LayerPayload()))
-				return append(append(b, ip.LayerContents()...), ip.LayerPayload()...), true
+				b := make([]byte, 0, len(last.LayerContents())+len(last.LayerPayload()))
+				return append(append(b, last.LayerContents()...), last.LayerPayload()...), mirrorCut, true
 			}
 		}
 	}
-	return nil, false
+	return nil, false, false
 }
 
 // ipAddrs returns the addresses of an IPv4 or IPv6 header that wire.ParseIP

@@ -1,0 +1,299 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+)
+
+// rxeCapture is kernel rxe's perftest traffic, Ethernet and IPv4, with
+// ARP and TCP between its RoCE packets.
+const rxeCapture = "../../testdata/rxe/perftest-mtu4096-mixed.pcap"
+
+// readFrames returns the frames of a pcap file.
+func readFrames(t *testing.T, path string) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for {
+		data, _, err := r.ReadPacketData()
+		if err != nil {
+			return out
+		}
+		out = append(out, append([]byte(nil), data...))
+	}
+}
+
+// writeCapture returns a pcap file of link type lt holding frames, each
+// at most snap bytes of it kept (0: all).
+func writeCapture(t *testing.T, lt layers.LinkType, frames [][]byte, snap int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := pcapgo.NewWriter(&b)
+	if err := w.WriteFileHeader(65536, lt); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		kept := f
+		if snap > 0 && len(kept) > snap {
+			kept = kept[:snap]
+		}
+		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1, 0).Add(time.Duration(i) * time.Microsecond), CaptureLength: len(kept), Length: len(f)}
+		if err := w.WritePacket(ci, kept); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.Bytes()
+}
+
+// decodeLines returns decode's line for every RoCE packet of a capture,
+// and its counts.
+func decodeLines(t *testing.T, capture []byte) ([]string, Counts) {
+	t.Helper()
+	var lines []string
+	n, err := Read(bytes.NewReader(capture), func(p *Packet) error {
+		lines = append(lines, p.Line())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines, n
+}
+
+// The outer headers of the encapsulations below: a collector's Ethernet
+// and IPv4 header, then UDP or GRE.
+func outerIPv4(proto byte, l4 []byte, inner []byte) []byte {
+	f := []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00}
+	ip := make([]byte, 20)
+	ip[0], ip[8], ip[9] = 0x45, 64, proto
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)+len(inner)))
+	copy(ip[12:], []byte{192, 168, 7, 1})
+	copy(ip[16:], []byte{192, 168, 7, 2})
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	return append(append(append(f, ip...), l4...), inner...)
+}
+
+func udpHeader(dport uint16, rest []byte, inner []byte) []byte {
+	h := make([]byte, 8)
+	binary.BigEndian.PutUint16(h, 54321)
+	binary.BigEndian.PutUint16(h[2:], dport)
+	binary.BigEndian.PutUint16(h[4:], uint16(8+len(rest)+len(inner)))
+	return append(h, rest...)
+}
+
+// erspan3Header returns a GRE header with a sequence number and an ERSPAN
+// Type III header for session 5, of frame type ft, with the
+// platform-specific subheader if sub, and the T bit if cut.
+func erspan3Header(seq uint32, ft byte, sub, cut bool) []byte {
+	h := binary.BigEndian.AppendUint16(nil, 0x1000) // S: a sequence number
+	h = binary.BigEndian.AppendUint16(h, uint16(ethernetTypeERSPAN3))
+	h = binary.BigEndian.AppendUint32(h, seq)
+	e := make([]byte, erspan3Len)
+	binary.BigEndian.PutUint16(e, 2<<12|100) // version 2, VLAN 100
+	binary.BigEndian.PutUint16(e[2:], 5)     // session 5
+	if cut {
+		e[2] |= 0x04
+	}
+	binary.BigEndian.PutUint32(e[4:], 0xdeadbeef) // timestamp
+	e[10] = ft << 2
+	if sub {
+		e[11] |= 1
+		e = append(e, 1, 2, 3, 4, 5, 6, 7, 8)
+	}
+	return append(h, e...)
+}
+
+// TestEncapsulations: RoCE packets decode the same under a tunnel's or a
+// mirror's outer headers, and on link types that carry IP alone, as on
+// the wire they were captured from, packet for packet, and the frames
+// that are not RoCE are counted as such.
+func TestEncapsulations(t *testing.T) {
+	frames := readFrames(t, rxeCapture)
+	want, wantN := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, frames, 0))
+	if wantN.RoCE < 100 || wantN.Other == 0 || wantN.BadICRC+wantN.Malformed != 0 {
+		t.Fatalf("the plain capture: %+v", wantN)
+	}
+	type wrap func(i int, frame []byte) []byte
+	ipOnly := func(f func(ip []byte) []byte) wrap {
+		return func(_ int, frame []byte) []byte {
+			if binary.BigEndian.Uint16(frame[12:]) != 0x0800 {
+				return nil // the capture's ARP
+			}
+			return f(frame[14:])
+		}
+	}
+	for _, c := range []struct {
+		name string
+		lt   layers.LinkType
+		wrap wrap
+	}{
+		{"VXLAN", layers.LinkTypeEthernet, func(_ int, f []byte) []byte {
+			return outerIPv4(17, udpHeader(4789, []byte{0x08, 0, 0, 0, 0, 0, 100, 0}, f), f)
+		}},
+		{"Geneve", layers.LinkTypeEthernet, func(_ int, f []byte) []byte {
+			return outerIPv4(17, udpHeader(6081, []byte{0, 0, 0x65, 0x58, 0, 0, 100, 0}, f), f)
+		}},
+		{"GRE", layers.LinkTypeEthernet, func(_ int, f []byte) []byte {
+			return outerIPv4(47, []byte{0, 0, 0x65, 0x58}, f)
+		}},
+		{"ERSPAN II", layers.LinkTypeEthernet, func(i int, f []byte) []byte {
+			gre := binary.BigEndian.AppendUint32([]byte{0x10, 0, 0x88, 0xbe}, uint32(i))
+			return outerIPv4(47, append(gre, 0x10, 100, 0, 5, 0, 0, 0, 0), f)
+		}},
+		{"ERSPAN III", layers.LinkTypeEthernet, func(i int, f []byte) []byte {
+			return outerIPv4(47, erspan3Header(uint32(i), erspan3Ethernet, false, false), f)
+		}},
+		{"ERSPAN III with a platform subheader", layers.LinkTypeEthernet, func(i int, f []byte) []byte {
+			return outerIPv4(47, erspan3Header(uint32(i), erspan3Ethernet, true, false), f)
+		}},
+		{"ERSPAN III of IP packets", layers.LinkTypeEthernet, ipOnly(func(ip []byte) []byte {
+			return outerIPv4(47, erspan3Header(0, erspan3IP, false, false), ip)
+		})},
+		{"MPLS", layers.LinkTypeEthernet, ipOnly(func(ip []byte) []byte {
+			return append([]byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0x47, 0, 0x06, 0x41, 64}, ip...)
+		})},
+		{"802.1Q", layers.LinkTypeEthernet, func(_ int, f []byte) []byte {
+			return append(append(f[:12:12], 0x81, 0, 0, 5), f[12:]...)
+		}},
+		{"QinQ", layers.LinkTypeEthernet, func(_ int, f []byte) []byte {
+			return append(append(f[:12:12], 0x88, 0xa8, 0, 7, 0x81, 0, 0, 5), f[12:]...)
+		}},
+		{"raw IP (DLT_RAW)", layers.LinkTypeRaw, ipOnly(func(ip []byte) []byte { return ip })},
+		{"IPv4 (LINKTYPE_IPV4)", layers.LinkTypeIPv4, ipOnly(func(ip []byte) []byte { return ip })},
+		{"BSD loopback (DLT_NULL)", layers.LinkTypeNull, ipOnly(func(ip []byte) []byte {
+			return append(binary.LittleEndian.AppendUint32(nil, 2), ip...) // AF_INET
+		})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var wrapped [][]byte
+			for i, f := range frames {
+				if w := c.wrap(i, f); w != nil {
+					wrapped = append(wrapped, w)
+				}
+			}
+			got, n := decodeLines(t, writeCapture(t, c.lt, wrapped, 0))
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("%d RoCE packets (%+v), want %d as in the plain capture; first:\n got %q\nwant %q",
+					len(got), n, len(want), first(got), first(want))
+			}
+			if n.Other != len(wrapped)-len(want) {
+				t.Errorf("%d other frames counted, want %d", n.Other, len(wrapped)-len(want))
+			}
+		})
+	}
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// TestMirrorTruncated: a packet a mirroring switch cut short and said so
+// (ERSPAN's T bit) decodes as one a snap length cut, its headers whole and
+// its ICRC unchecked; without the T bit the same bytes are malformed.
+func TestMirrorTruncated(t *testing.T) {
+	frames := readFrames(t, rxeCapture)
+	want, _ := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, frames, 0))
+	const keep = 96 // of each mirrored frame
+	for _, cut := range []bool{true, false} {
+		var wrapped [][]byte
+		long := 0
+		for i, f := range frames {
+			if len(f) > keep {
+				f = f[:keep]
+				if isRoCE(f) {
+					long++
+				}
+			}
+			wrapped = append(wrapped, outerIPv4(47, erspan3Header(uint32(i), erspan3Ethernet, false, cut), f))
+		}
+		got, n := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, wrapped, 0))
+		if len(got) != len(want) || long == 0 {
+			t.Fatalf("T=%v: %d RoCE packets, want %d (%d cut)", cut, len(got), len(want), long)
+		}
+		if !cut {
+			if n.Malformed != long || n.Cut != 0 {
+				t.Errorf("T=0: %+v, want the %d cut packets malformed", n, long)
+			}
+			continue
+		}
+		if n.Cut != long || n.Malformed != 0 {
+			t.Errorf("T=1: %+v, want %d packets cut short and none malformed", n, long)
+		}
+		for i, g := range got {
+			w := want[i]
+			if strings.HasSuffix(g, " icrc=cut") {
+				w = strings.TrimSuffix(w, " icrc=ok") + " icrc=cut"
+				w = cmBody.ReplaceAllString(w, " cm(cut short by the capture)") // rdma_cm's MADs, beyond 96 bytes
+			}
+			if g != w {
+				t.Fatalf("T=1: packet %d\n got %s\nwant %s", i+1, g, w)
+			}
+		}
+	}
+}
+
+var cmBody = regexp.MustCompile(` cm\([^)]*\)`)
+
+// isRoCE reports whether an Ethernet frame is IPv4 UDP to 4791.
+func isRoCE(f []byte) bool {
+	return len(f) >= 38 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 17 && binary.BigEndian.Uint16(f[36:]) == 4791
+}
+
+// TestERSPAN3Errors: a Type III header that is short, of another version
+// or of an unknown frame type is not decoded past, and no packet comes of
+// it.
+func TestERSPAN3Errors(t *testing.T) {
+	frame := readFrames(t, rxeCapture)
+	var roce []byte
+	for _, f := range frame {
+		if isRoCE(f) {
+			roce = f
+			break
+		}
+	}
+	good := erspan3Header(0, erspan3Ethernet, false, false)
+	for _, c := range []struct {
+		name string
+		gre  []byte
+	}{
+		{"short", good[:8+6]},
+		{"version 1", func() []byte { b := bytes.Clone(good); b[8] = 1<<4 | b[8]&0x0f; return b }()},
+		{"frame type 3", func() []byte { b := bytes.Clone(good); b[8+10] = 3 << 2; return b }()},
+	} {
+		inner := roce
+		if c.name == "short" {
+			inner = nil
+		}
+		_, n := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, [][]byte{outerIPv4(47, c.gre, inner)}, 0))
+		if n.RoCE != 0 || n.Other != 1 {
+			t.Errorf("%s: %+v, want one other frame", c.name, n)
+		}
+	}
+}
