@@ -30,6 +30,11 @@ A capture taken on the host that sends with UDP GSO (gorxe's udp link does)
 shows runs of packets as one uncut datagram; decode finds the packets the
 kernel cut it into, verifies each ICRC, and marks each gso=K/N.
 
+FILE may be compressed with gzip (capture.pcap.gz), and "-" reads the
+standard input, printing each packet as it arrives:
+
+    tcpdump -i eth0 -U -w - udp port 4791 | gorxe decode -
+
 A capture taken with a snap length (tcpdump -s) keeps only the first bytes
 of each frame: decode shows the headers it kept, the payload length the IP
 header gives, and icrc=cut, as the ICRC is not in the file to check.
@@ -48,7 +53,11 @@ func rocePortFlag(flags *flag.FlagSet) *uint {
 
 // openCapture opens the capture file name for decode and explain. Its
 // error leaves the name out: their messages put it in front.
+// "-" is the standard input, as in tcpdump -U -w - | gorxe decode -.
 func openCapture(name string) (*os.File, error) {
+	if name == "-" {
+		return os.Stdin, nil
+	}
 	f, err := os.Open(name)
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -115,7 +124,7 @@ func decodePort(w io.Writer, r io.Reader, jsonOut bool, port uint16) (summary, e
 	if jsonOut {
 		out = jsonPrinter(bw)
 	}
-	sum, readErr := capture.ReadPort(r, port, out.packet)
+	sum, readErr := capture.ReadPort(flushingReader{r, bw}, port, out.packet)
 	var oerr *capture.OpenError
 	if errors.As(readErr, &oerr) {
 		return sum, readErr // nothing was read: no summary
@@ -131,6 +140,19 @@ func decodePort(w io.Writer, r io.Reader, jsonOut bool, port uint16) (summary, e
 		return sum, err
 	}
 	return sum, readErr
+}
+
+// flushingReader flushes w before each read of r, so that decode's output
+// keeps up with a capture read as it is taken (tcpdump -U -w - | gorxe
+// decode -); from a file it flushes once per 64 KiB read.
+type flushingReader struct {
+	r io.Reader
+	w *bufio.Writer
+}
+
+func (f flushingReader) Read(p []byte) (int, error) {
+	f.w.Flush() // an error shows again at the next write, which stops decode
+	return f.r.Read(p)
 }
 
 // writeError is an error writing the output, which stops decode at once,

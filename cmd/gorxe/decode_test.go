@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -698,5 +700,87 @@ func TestDecodeSnappedGSO(t *testing.T) {
 	want := summary{RoCE: 1, Unread: 1}
 	if len(got) != 2 || !strings.Contains(got[0], "an uncut GSO datagram") || got[1] != want.String() {
 		t.Errorf("cut at 200 bytes:\n%s\nwant one line naming an uncut GSO datagram and %q", out, want.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer that one goroutine writes while another
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDecodeStdin: "gorxe decode -" reads the capture from the standard
+// input, gzipped or not, and prints each packet as its frame arrives,
+// before the capture ends, as it does behind tcpdump -U -w -.
+func TestDecodeStdin(t *testing.T) {
+	whole, err := os.ReadFile(mtu1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want, _ := runDecodeFile(t, mtu1024)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(whole)
+	zw.Close()
+	for _, c := range []struct {
+		name  string
+		input []byte
+		split int // bytes written before the output is checked
+	}{
+		{"pcap", whole, 30000},
+		{"gzip", gz.Bytes(), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			stdin := os.Stdin
+			os.Stdin = r
+			defer func() { os.Stdin = stdin }()
+			var stdout, stderr syncBuffer
+			done := make(chan int)
+			go func() { done <- run([]string{"decode", "-"}, &stdout, &stderr) }()
+			rest := c.input
+			if c.split > 0 {
+				if _, err := w.Write(c.input[:c.split]); err != nil {
+					t.Fatal(err)
+				}
+				rest = c.input[c.split:]
+				// The packets of the first 30000 bytes are printed
+				// while the rest has not been written.
+				deadline := time.Now().Add(10 * time.Second)
+				for !strings.Contains(stdout.String(), "\n") {
+					if time.Now().After(deadline) {
+						t.Fatalf("nothing printed 10 s after the capture's first %d bytes", c.split)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				if !strings.HasPrefix(want, stdout.String()) {
+					t.Fatalf("printed before the rest arrived:\n%s\nnot the start of\n%s", stdout.String(), want[:200])
+				}
+			}
+			go func() {
+				w.Write(rest)
+				w.Close()
+			}()
+			if code := <-done; code != exitOK || stdout.String() != want {
+				t.Errorf("exit %d, stderr %q; output equal to the file's: %v", code, stderr.String(), stdout.String() == want)
+			}
+		})
 	}
 }

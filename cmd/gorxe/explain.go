@@ -14,7 +14,8 @@ import (
 const explainUsage = `usage: gorxe explain [--json] [--html OUT.html] [--roce-port PORT] FILE
 
 Explain reads a pcap or pcapng capture (from gorxe, kernel rxe, a hardware
-NIC or tcpdump anywhere between them) and replays it through a model of
+NIC or tcpdump anywhere between them; gzipped or not; "-" for the standard
+input, read to its end) and replays it through a model of
 both ends of every connection it finds: the QPs paired, each requester's
 next and oldest unacknowledged PSN and its READs and atomics in flight,
 each responder's expected PSN and MSN, NAK and RNR state. Each packet gets

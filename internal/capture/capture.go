@@ -6,6 +6,7 @@ package capture
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -104,8 +105,14 @@ type reader interface {
 }
 
 // open detects the file format by its magic number and returns a reader
-// and a function giving each packet's link type.
+// and a function giving each packet's link type. A gzip-compressed
+// capture (capture.pcap.gz, which tshark and Wireshark read as it is) is
+// read through gzip.
 func open(r io.Reader) (reader, func(gopacket.CaptureInfo) layers.LinkType, error) {
+	return openFormat(r, true)
+}
+
+func openFormat(r io.Reader, gzipped bool) (reader, func(gopacket.CaptureInfo) layers.LinkType, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	magic, err := br.Peek(4)
 	if err != nil {
@@ -113,6 +120,13 @@ func open(r io.Reader) (reader, func(gopacket.CaptureInfo) layers.LinkType, erro
 			return nil, nil, fmt.Errorf("%w (%d bytes long)", ErrNotCapture, len(magic))
 		}
 		return nil, nil, err
+	}
+	if gzipped && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gzip: %w", err)
+		}
+		return openFormat(zr, false)
 	}
 	switch binary.BigEndian.Uint32(magic) {
 	case pcapMicros, pcapMicrosSwapped, pcapNanos, pcapNanosSwapped:

@@ -2,7 +2,9 @@ package capture
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"os"
 	"regexp"
 	"strings"
@@ -295,5 +297,27 @@ func TestERSPAN3Errors(t *testing.T) {
 		if n.RoCE != 0 || n.Other != 1 {
 			t.Errorf("%s: %+v, want one other frame", c.name, n)
 		}
+	}
+}
+
+// TestGzip: a gzip-compressed capture reads as the capture itself.
+func TestGzip(t *testing.T) {
+	plain := writeCapture(t, layers.LinkTypeEthernet, readFrames(t, rxeCapture), 0)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(plain)
+	zw.Close()
+	want, wantN := decodeLines(t, plain)
+	got, n := decodeLines(t, gz.Bytes())
+	if n != wantN || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("gzipped: %+v, want %+v and the same lines", n, wantN)
+	}
+	// A gzip stream of something else is not a capture.
+	gz.Reset()
+	zw = gzip.NewWriter(&gz)
+	zw.Write([]byte("not a capture at all"))
+	zw.Close()
+	if _, err := Read(bytes.NewReader(gz.Bytes()), func(*Packet) error { return nil }); !errors.Is(err, ErrNotCapture) {
+		t.Errorf("gzipped text: %v, want ErrNotCapture", err)
 	}
 }
