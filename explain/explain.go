@@ -37,14 +37,74 @@ func ReadPort(r io.Reader, port uint16) (*Report, error) {
 		return nil, err
 	}
 	m := newModel()
-	roles, sendOf := sightings(pkts)
+	twice := capturedTwice(pkts)
+	roles, sendOf := sightings(pkts, twice)
+	n := 0
 	for k := range pkts {
+		if j := twice[k]; j >= 0 {
+			m.twice(&pkts[k], &pkts[j])
+			n++
+			continue
+		}
 		m.packet(&pkts[k], roles[k], sendOf[k])
 	}
 	m.finish()
 	m.r.Counts = Counts{RoCE: counts.RoCE, Other: counts.Other, BadICRC: counts.BadICRC, Malformed: counts.Malformed,
-		Cut: counts.Cut, Unread: counts.Unread}
+		Cut: counts.Cut, Unread: counts.Unread, Twice: n}
 	return m.r, err
+}
+
+// twiceWindow is how far apart two sightings of one packet on two
+// interfaces of one host may be: the time it takes to cross from one to
+// the other, microseconds.
+const twiceWindow = time.Millisecond
+
+// capturedTwice returns, for each packet, the index of the first
+// sighting of the very same packet on another interface of the host the
+// capture was taken on, or -1. tcpdump -i any sees a packet once on each
+// interface it crosses (a VLAN and its parent, a bridge and its port, a
+// tap device and the bridge), and its Linux cooked v2 header says which
+// (capture.Packet.IfIndex). The later sightings have the same addresses,
+// transport headers, payload and ICRC (which covers the IPv4 ID and the
+// UDP ports), on an interface the packet has not been seen on yet, at
+// most twiceWindow after the first. The same bytes again on the same
+// interface are a packet sent again: a repeated ACK is byte for byte the
+// first where the IPv4 ID is 0, as it is for unconnected UDP sockets.
+// A capture whose frames do not name their interface shows no packet
+// twice.
+func capturedTwice(pkts []capture.Packet) []int {
+	twice := make([]int, len(pkts))
+	type sighting struct {
+		first int          // the packet's first sighting
+		on    map[int]bool // the interfaces it has been seen on
+	}
+	seen := map[string]*sighting{}
+	for k := range pkts {
+		twice[k] = -1
+		p := &pkts[k]
+		if p.Err != nil || p.IfIndex == 0 {
+			continue
+		}
+		id := strconv.Itoa(p.Interface) + ">" + sightingKey(p) + ">" + strconv.FormatUint(uint64(p.P.ICRC()), 16)
+		if s := seen[id]; s != nil && !s.on[p.IfIndex] && p.Time-pkts[s.first].Time <= twiceWindow {
+			twice[k] = s.first
+			s.on[p.IfIndex] = true
+			continue
+		}
+		seen[id] = &sighting{first: k, on: map[int]bool{p.IfIndex: true}}
+	}
+	return twice
+}
+
+// twice adds the row of a packet the capture saw a second time, as the
+// sighting first.
+func (m *model) twice(cp, first *capture.Packet) {
+	pk := Packet{Index: cp.Index, Time: cp.Time, Src: cp.Src, Dst: cp.Dst, Fields: cp.Fields(), Conn: -1, connSide: -1,
+		Opcode: cp.P.BTH.Opcode().String(), DestQP: uint32(cp.P.BTH.DestQP()), PSN: uint32(cp.P.BTH.PSN()),
+		Anomaly: "captured twice",
+		Text: fmt.Sprintf("Packet %d again, byte for byte (ICRC too), %s later on another interface of the capturing host (index %d, then %d): tcpdump -i any sees a packet once on each interface it crosses (a VLAN and its parent, a bridge and its port). Left out of the model and the counts.",
+			first.Index, seconds(cp.Time-first.Time), first.IfIndex, cp.IfIndex)}
+	m.r.Packets = append(m.r.Packets, pk)
 }
 
 // sightingKey is what two sightings of one packet have in common: its
@@ -72,7 +132,7 @@ const (
 // returns each packet's role and, for an arriving one, the index of its
 // leaving sighting (-1 otherwise). A packet seen leaving for an address
 // whose host is captured but never seen arriving was lost on the way.
-func sightings(pkts []capture.Packet) ([]role, []int) {
+func sightings(pkts []capture.Packet, twice []int) ([]role, []int) {
 	roles := make([]role, len(pkts))
 	sendOf := make([]int, len(pkts))
 	for k := range sendOf {
@@ -85,7 +145,7 @@ func sightings(pkts []capture.Packet) ([]role, []int) {
 	multi := false
 	for k := range pkts {
 		p := &pkts[k]
-		if p.Err != nil {
+		if p.Err != nil || twice[k] >= 0 {
 			continue
 		}
 		multi = multi || p.Interface != pkts[0].Interface
@@ -107,7 +167,7 @@ func sightings(pkts []capture.Packet) ([]role, []int) {
 	waiting := map[string][]int{} // leaving sightings not yet seen arriving, by packet
 	for k := range pkts {
 		p := &pkts[k]
-		if p.Err != nil {
+		if p.Err != nil || twice[k] >= 0 {
 			continue
 		}
 		iface := strconv.Itoa(p.Interface)

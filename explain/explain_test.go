@@ -2,7 +2,9 @@ package explain
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"slices"
@@ -288,4 +290,76 @@ func TestReadLostBeforeCapture(t *testing.T) {
 	if s := r.Conns[0].Summary.Retransmissions; s != [2]int{3, 0} {
 		t.Errorf("retransmissions %v, want [3 0]", s)
 	}
+}
+
+// TestCapturedTwice: a tcpdump -i any capture on a host whose address is
+// on a bridge sees every packet twice, on the bridge and on its port;
+// explain leaves the second sighting out, so that nothing is taken for a
+// resend. The same bytes again on the same interface are a packet sent
+// again, and a capture whose frames do not name their interface shows
+// no packet twice.
+func TestCapturedTwice(t *testing.T) {
+	const path = "../testdata/any/gorxe-bridge-any.pcap"
+	r := read(t, path)
+	if r.Counts.RoCE == 0 || r.Counts.Twice*2 != r.Counts.RoCE {
+		t.Fatalf("%d RoCE packets, %d seen twice: want half of them", r.Counts.RoCE, r.Counts.Twice)
+	}
+	for k, c := range r.Conns {
+		if c.Summary.Retransmissions != [2]int{} || c.Summary.Timeouts != [2]int{} || c.Summary.Messages[0]+c.Summary.Messages[1] != 8 {
+			t.Errorf("connection %d: %+v: want 8 messages, no resend and no timeout", k, c.Summary)
+		}
+	}
+	twice := 0
+	for _, p := range r.Packets {
+		switch {
+		case p.Anomaly == "captured twice":
+			twice++
+			// Leaving, on the bridge then on its port; arriving, the
+			// other way round.
+			if p.Conn != -1 || !strings.Contains(p.Text, "on another interface of the capturing host (index 3, then 2)") &&
+				!strings.Contains(p.Text, "on another interface of the capturing host (index 2, then 3)") {
+				t.Errorf("packet %d: %+v", p.Index, p)
+			}
+		case p.Anomaly != "":
+			t.Errorf("packet %d: anomaly %q: %s", p.Index, p.Anomaly, p.Text)
+		}
+	}
+	if twice != r.Counts.Twice {
+		t.Errorf("%d packets marked captured twice, %d counted", twice, r.Counts.Twice)
+	}
+	var text bytes.Buffer
+	WriteText(&text, r)
+	if want := fmt.Sprintf("; %d of the RoCE packets seen twice by the capture, left out\n", r.Counts.Twice); !strings.HasSuffix(text.String(), want) {
+		t.Errorf("text report ends %q, want %q", text.String()[max(0, text.Len()-120):], want)
+	}
+
+	// Every frame on one interface: the second sightings are resends.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneIf := rewriteSLL2(t, b, func(h []byte) { binary.BigEndian.PutUint32(h[4:], 3) })
+	r, err = Read(bytes.NewReader(oneIf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Counts.Twice != 0 || r.Conns[0].Summary.Retransmissions[0] == 0 {
+		t.Errorf("one interface: %d seen twice, %v resent; want none seen twice, all taken as resent", r.Counts.Twice, r.Conns[0].Summary.Retransmissions)
+	}
+}
+
+// rewriteSLL2 applies edit to the 20-byte Linux cooked v2 header of every
+// frame of a little-endian pcap file.
+func rewriteSLL2(t *testing.T, file []byte, edit func(h []byte)) []byte {
+	t.Helper()
+	out := bytes.Clone(file)
+	if binary.LittleEndian.Uint32(out[20:]) != 276 {
+		t.Fatalf("link type %d, want Linux cooked v2 (276)", binary.LittleEndian.Uint32(out[20:]))
+	}
+	for off := 24; off+16 <= len(out); {
+		n := int(binary.LittleEndian.Uint32(out[off+8:]))
+		edit(out[off+16 : off+16+20])
+		off += 16 + n
+	}
+	return out
 }

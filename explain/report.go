@@ -37,6 +37,9 @@ type Counts struct {
 	Malformed int `json:"malformed"`
 	Cut       int `json:"cut_short,omitempty"`  // cut short by the capture's snap length, headers read
 	Unread    int `json:"cut_unread,omitempty"` // cut too short to read
+	// Twice are the packets the capture saw a second time (on a second
+	// interface), left out of the model.
+	Twice int `json:"captured_twice,omitempty"`
 }
 
 // Packet is one RoCE packet of the capture and what it did.
@@ -60,7 +63,8 @@ type Packet struct {
 	// it should, and otherwise a short tag: "nak", "rnr", "retransmission",
 	// "out of sequence", "duplicate", "lost", "timeout", "cnp", "error",
 	// "bad icrc", "malformed", "cut" (the capture kept too little of it to
-	// read it). The ladder's "next anomaly" jumps between
+	// read it), "captured twice" (a second sighting of a packet at one
+	// capture point, left out of the model). The ladder's "next anomaly" jumps between
 	// them.
 	Anomaly string `json:"anomaly,omitempty"`
 	// Lost says the capture shows the packet sent and the peer's answers

@@ -23,6 +23,10 @@ pcap or pcapng capture, one line each: its index among the RoCE packets, the tim
 capture's first frame, addresses, the BTH, each extended header, the payload
 length and whether the ICRC verifies. A summary line ends the output.
 
+A capture taken with tcpdump -i any (Linux cooked v2) names the interface
+of each frame: if=N, the interface index. It sees a packet once on each
+interface it crosses (a bridge and its port, a VLAN and its parent).
+
 Packets under a tunnel's or a mirror's outer headers (VXLAN, Geneve, GRE,
 MPLS, ERSPAN Type II and III) are found and shown with their own addresses.
 
@@ -217,8 +221,9 @@ type (
 		Imm        *jsonImm       `json:"imm,omitempty"`
 		IETH       *jsonIETH      `json:"ieth,omitempty"`
 		PayloadLen int            `json:"payload_len"`
-		GSO        string         `json:"gso,omitempty"` // "K/N": packet K of an uncut GSO datagram of N
-		ICRC       string         `json:"icrc"`          // "ok", "bad", or "cut" (the capture did not keep it, so it was not checked)
+		GSO        string         `json:"gso,omitempty"`     // "K/N": packet K of an uncut GSO datagram of N
+		ICRC       string         `json:"icrc"`              // "ok", "bad", or "cut" (the capture did not keep it, so it was not checked)
+		IfIndex    int            `json:"ifindex,omitempty"` // the interface of a tcpdump -i any capture (Linux cooked v2)
 	}
 	// jsonMalformed is a RoCE packet that wire.ParseIP rejected.
 	jsonMalformed struct {
@@ -310,7 +315,7 @@ func encodePacket(enc *json.Encoder, r *capture.Packet) error {
 		DQPN: uint32(h.DestQP()), PSN: uint32(h.PSN()),
 		AckReq: h.AckReq(), SE: h.SE(), MigReq: h.MigReq(), PadCnt: h.PadCnt(),
 		FECN: h.FECN(), BECN: h.BECN(),
-		PayloadLen: len(p.Payload), ICRC: r.ICRCWord("bad"), GSO: r.GSO, CM: r.CM(),
+		PayloadLen: len(p.Payload), ICRC: r.ICRCWord("bad"), GSO: r.GSO, CM: r.CM(), IfIndex: r.IfIndex,
 	}
 	if p.DETH != nil {
 		j.DETH = &jsonDETH{QKey: p.DETH.QKey(), SrcQP: uint32(p.DETH.SrcQP())}

@@ -62,6 +62,11 @@ type Packet struct {
 	Err      error         // why wire.ParseIP rejected the packet
 	ICRCErr  error         // the ICRC check's result
 	GSO      string        // "K/N": packet K of the N an uncut GSO datagram holds
+	// IfIndex is the interface a tcpdump -i any capture saw the packet
+	// on, from its Linux cooked (v2) header; 0 where the frame does not
+	// say. Such a capture sees a packet once on each interface it
+	// crosses (a VLAN and its parent, a bridge and its port).
+	IfIndex int
 	// Cut is how many bytes at the end of the packet the capture left
 	// out, its snap length having cut the frame short (tcpdump -s): the
 	// headers are decoded from what it kept, a payload's missing bytes
@@ -212,13 +217,14 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 		if n == 0 {
 			t0 = ci.Timestamp
 		}
-		ip, mirrorCut, ok := roceIP(data, linkType(ci), port)
+		f, ok := roceIP(data, linkType(ci), port)
 		if !ok {
 			sum.Other++
 			continue
 		}
-		rec = Packet{Index: sum.RoCE + 1, Time: ci.Timestamp.Sub(t0), Interface: ci.InterfaceIndex}
-		if ci.CaptureLength < ci.Length || mirrorCut {
+		ip := f.ip
+		rec = Packet{Index: sum.RoCE + 1, Time: ci.Timestamp.Sub(t0), Interface: ci.InterfaceIndex, IfIndex: f.ifIndex}
+		if ci.CaptureLength < ci.Length || f.mirrorCut {
 			rec.parseCut(ip)
 		} else {
 			rec.parse(ip)
@@ -229,7 +235,7 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 				sum.GSOPackets += len(segs)
 				for k, seg := range segs {
 					sum.RoCE++
-					rec = Packet{Index: sum.RoCE, Time: rec.Time, GSO: fmt.Sprintf("%d/%d", k+1, len(segs)), Interface: rec.Interface}
+					rec = Packet{Index: sum.RoCE, Time: rec.Time, GSO: fmt.Sprintf("%d/%d", k+1, len(segs)), Interface: rec.Interface, IfIndex: rec.IfIndex}
 					rec.parse(seg)
 					sum.count(&rec)
 					if err := fn(&rec); err != nil {
@@ -260,21 +266,31 @@ func (s *Counts) count(p *Packet) {
 	}
 }
 
+// roceFrame is what roceIP finds in a frame.
+type roceFrame struct {
+	ip []byte // the RoCE packet, from its IP header on
+	// mirrorCut says the mirroring switch truncated the packet (ERSPAN's
+	// T bit), as a mirror session with a length limit does.
+	mirrorCut bool
+	ifIndex   int // the interface of a Linux cooked v2 frame, or 0
+}
+
 // roceIP decodes a frame with gopacket and, when it carries UDP to port
 // (4791), returns the bytes from that packet's IP header on. A tunnelled
 // packet (VXLAN, Geneve, GRE, MPLS) or a mirrored one (ERSPAN Type II and
-// III) is found under its outer headers; mirrorCut reports that the
-// mirroring switch said it truncated the packet (ERSPAN's T bit), as a
-// mirror session with a length limit does.
-func roceIP(data []byte, lt layers.LinkType, port uint16) (ip []byte, mirrorCut, ok bool) {
+// III) is found under its outer headers.
+func roceIP(data []byte, lt layers.LinkType, port uint16) (roceFrame, bool) {
 	pkt := gopacket.NewPacket(data, linkDecoder(lt), gopacket.DecodeOptions{NoCopy: true})
+	var f roceFrame
 	var last gopacket.Layer // the innermost IP header so far
 	for _, l := range pkt.Layers() {
 		switch l := l.(type) {
+		case *layers.LinuxSLL2:
+			f.ifIndex = int(l.InterfaceIndex)
 		case *layers.ERSPANII:
-			mirrorCut = l.IsTruncated
+			f.mirrorCut = l.IsTruncated
 		case *erspan3:
-			mirrorCut = l.Truncated
+			f.mirrorCut = l.Truncated
 		case *layers.IPv4, *layers.IPv6:
 			last = l
 		case *layers.UDP:
@@ -282,11 +298,12 @@ func roceIP(data []byte, lt layers.LinkType, port uint16) (ip []byte, mirrorCut,
 				// Contents and payload are adjacent in data, but gopacket
 				// does not promise it; wire.ParseIP wants them contiguous.
 				b := make([]byte, 0, len(last.LayerContents())+len(last.LayerPayload()))
-				return append(append(b, last.LayerContents()...), last.LayerPayload()...), mirrorCut, true
+				f.ip = append(append(b, last.LayerContents()...), last.LayerPayload()...)
+				return f, true
 			}
 		}
 	}
-	return nil, false, false
+	return roceFrame{}, false
 }
 
 // ipAddrs returns the addresses of an IPv4 or IPv6 header that wire.ParseIP
@@ -417,8 +434,8 @@ func (p *Packet) Line() string {
 }
 
 // Fields returns the part of Line after the PSN: the BTH's flags, the
-// extended headers, the payload's length, the ICRC's check and the GSO
-// position. For a malformed packet it is the parse error.
+// extended headers, the payload's length, the ICRC's check, the GSO
+// position and the interface a tcpdump -i any capture saw it on. For a malformed packet it is the parse error.
 func (p *Packet) Fields() string {
 	if p.Err != nil {
 		return "malformed: " + p.Err.Error()
@@ -470,6 +487,9 @@ func (p *Packet) appendFields(sb *strings.Builder) {
 	fmt.Fprintf(sb, " payload=%d icrc=%s", len(q.Payload), p.ICRCWord("BAD"))
 	if p.GSO != "" {
 		fmt.Fprintf(sb, " gso=%s", p.GSO)
+	}
+	if p.IfIndex != 0 {
+		fmt.Fprintf(sb, " if=%d", p.IfIndex)
 	}
 }
 
