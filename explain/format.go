@@ -27,11 +27,15 @@ func WriteText(w io.Writer, r *Report) error {
 		writeConn(bw, k, &r.Conns[k])
 	}
 	c := r.Counts
-	fmt.Fprintf(bw, "\n%v", capture.Counts{RoCE: c.RoCE, Other: c.Other, BadICRC: c.BadICRC, Malformed: c.Malformed, Cut: c.Cut, Unread: c.Unread})
+	cc := capture.Counts{RoCE: c.RoCE, Other: c.Other, BadICRC: c.BadICRC, Malformed: c.Malformed, Cut: c.Cut, Unread: c.Unread, Elsewhere: c.Elsewhere}
+	fmt.Fprintf(bw, "\n%v", cc)
 	if c.Twice > 0 {
 		fmt.Fprintf(bw, "; %d of the RoCE packets seen twice by the capture, left out", c.Twice)
 	}
 	bw.WriteString("\n")
+	if h := cc.Hint(); h != "" {
+		bw.WriteString(h + ".\n")
+	}
 	return bw.Flush()
 }
 

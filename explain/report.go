@@ -40,6 +40,9 @@ type Counts struct {
 	// Twice are the packets the capture saw a second time (on a second
 	// interface), left out of the model.
 	Twice int `json:"captured_twice,omitempty"`
+	// Elsewhere counts, by UDP port, the RoCE v2 packets the capture has
+	// on other ports than the one read (another --roce-port's).
+	Elsewhere map[uint16]int `json:"roce_elsewhere,omitempty"`
 }
 
 // Packet is one RoCE packet of the capture and what it did.

@@ -43,6 +43,11 @@ A capture taken with a snap length (tcpdump -s) keeps only the first bytes
 of each frame: decode shows the headers it kept, the payload length the IP
 header gives, and icrc=cut, as the ICRC is not in the file to check.
 
+When RoCE v2 packets go to another UDP port than the one read (their
+ICRCs verify, so they are not another protocol's), decode says so on
+stderr with the --roce-port that reads them, and explain at the end of its
+report.
+
 With --json it prints one JSON object per packet per line (JSON Lines) and
 ends with {"summary": {...}}, all on standard output.
 
@@ -102,7 +107,11 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	defer f.Close()
-	if _, err := decodePort(stdout, f, *jsonOut, uint16(*port)); err != nil {
+	sum, err := decodePort(stdout, f, *jsonOut, uint16(*port))
+	if h := sum.Hint(); h != "" {
+		fmt.Fprintf(stderr, "gorxe decode: %s\n", h)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "gorxe decode: %s: %v\n", name, err)
 		return exitError
 	}

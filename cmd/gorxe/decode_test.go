@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -65,7 +66,7 @@ func TestDecodeCaptures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum != tt.want {
+			if !reflect.DeepEqual(sum, tt.want) {
 				t.Errorf("summary = %+v, want %+v", sum, tt.want)
 			}
 			total += sum.RoCE
@@ -782,5 +783,25 @@ func TestDecodeStdin(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; output equal to the file's: %v", code, stderr.String(), stdout.String() == want)
 			}
 		})
+	}
+}
+
+// TestDecodeOtherPortHint: a capture whose RoCE packets all go to another UDP
+// port has none at 4791; decode says on stderr where they are and which
+// flag reads them, and explain ends its report with the same.
+func TestDecodeOtherPortHint(t *testing.T) {
+	const path = "../../testdata/other-port/gorxe-write_bw-4792.pcap"
+	const hint = "RoCE v2 packets on other UDP ports (their ICRCs verify): 69 to port 4792; --roce-port 4792 reads them"
+	code, out, errOut := runDecodeFile(t, path)
+	if code != exitOK || !strings.HasPrefix(out, "0 RoCE packets, 21 other frames") || errOut != "gorxe decode: "+hint+"\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runDecodeFile(t, path, "--roce-port", "4792")
+	if code != exitOK || !strings.HasSuffix(out, "69 RoCE packets (64 of them from 16 uncut GSO datagrams), 0 other frames skipped, 0 bad ICRC, 0 malformed\n") || errOut != "" {
+		t.Errorf("--roce-port 4792: exit %d, stdout ends %q, stderr %q", code, out[max(0, len(out)-120):], errOut)
+	}
+	var ex bytes.Buffer
+	if code := run([]string{"explain", path}, &ex, io.Discard); code != exitOK || !strings.HasSuffix(ex.String(), "\n"+hint+".\n") {
+		t.Errorf("explain: exit %d, report ends %q", code, ex.String()[max(0, ex.Len()-200):])
 	}
 }

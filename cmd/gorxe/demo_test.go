@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"strings"
@@ -189,7 +190,7 @@ func TestDemoPcap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (summary{RoCE: printed}); sum != want {
+	if want := (summary{RoCE: printed}); !reflect.DeepEqual(sum, want) {
 		t.Errorf("decode: %+v, want %+v", sum, want)
 	}
 	if n := strings.Count(decoded.String(), "RC_ACKNOWLEDGE"); n != 5 {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -34,6 +35,36 @@ type Counts struct {
 	Unread    int `json:"cut_unread,omitempty"`    // packets it cut too short to decode (ErrCutShort), not counted as malformed
 
 	GSOPackets int `json:"-"` // the RoCE packets the GSO datagrams held
+
+	// Elsewhere counts, by UDP destination port, the datagrams to other
+	// ports than the RoCE port asked for that are RoCE v2 packets all the
+	// same: they parse, and their ICRC verifies. A capture of a device on
+	// another port (gorxe's --roce-port) shows them.
+	Elsewhere map[uint16]int `json:"roce_elsewhere,omitempty"`
+}
+
+// Hint returns a line that says where else the capture has RoCE v2
+// packets, and the flag that reads them, or "" if it has none elsewhere:
+// "RoCE v2 packets on other UDP ports (their ICRCs verify): 69 to port
+// 4792; --roce-port 4792 reads them".
+func (s Counts) Hint() string {
+	if len(s.Elsewhere) == 0 {
+		return ""
+	}
+	ports := make([]uint16, 0, len(s.Elsewhere))
+	for p := range s.Elsewhere {
+		ports = append(ports, p)
+	}
+	sort.Slice(ports, func(i, j int) bool { // most packets first
+		a, b := s.Elsewhere[ports[i]], s.Elsewhere[ports[j]]
+		return a > b || a == b && ports[i] < ports[j]
+	})
+	parts := make([]string, len(ports))
+	for k, p := range ports {
+		parts[k] = fmt.Sprintf("%d to port %d", s.Elsewhere[p], p)
+	}
+	return fmt.Sprintf("RoCE v2 packets on other UDP ports (their ICRCs verify): %s; --roce-port %d reads them",
+		strings.Join(parts, ", "), ports[0])
 }
 
 // String formats the counts as decode's summary line.
@@ -220,6 +251,14 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 		f, ok := roceIP(data, linkType(ci), port)
 		if !ok {
 			sum.Other++
+			if f.otherPort != 0 && ci.CaptureLength == ci.Length {
+				if n := roceElsewhere(f.ip); n > 0 {
+					if sum.Elsewhere == nil {
+						sum.Elsewhere = map[uint16]int{}
+					}
+					sum.Elsewhere[f.otherPort] += n
+				}
+			}
 			continue
 		}
 		ip := f.ip
@@ -273,6 +312,24 @@ type roceFrame struct {
 	// T bit), as a mirror session with a length limit does.
 	mirrorCut bool
 	ifIndex   int // the interface of a Linux cooked v2 frame, or 0
+	// otherPort is, for a frame with no RoCE packet, the destination
+	// port of its innermost UDP datagram (ip is that datagram's packet),
+	// or 0.
+	otherPort uint16
+}
+
+// roceElsewhere returns how many RoCE v2 packets ip, an IP packet with a
+// UDP datagram to a port other than the RoCE port, holds all the same:
+// 1 if it parses and its ICRC verifies, which a datagram of another
+// protocol does once in 2^32; the GSO datagram's packets if it is one;
+// else 0.
+func roceElsewhere(ip []byte) int {
+	var p wire.Packet
+	if wire.ParseIP(&p, ip) == nil && p.CheckICRC() == nil {
+		return 1
+	}
+	segs, _ := wire.SplitGSO(ip)
+	return len(segs)
 }
 
 // roceIP decodes a frame with gopacket and, when it carries UDP to port
@@ -294,16 +351,20 @@ func roceIP(data []byte, lt layers.LinkType, port uint16) (roceFrame, bool) {
 		case *layers.IPv4, *layers.IPv6:
 			last = l
 		case *layers.UDP:
-			if uint16(l.DstPort) == port && last != nil {
-				// Contents and payload are adjacent in data, but gopacket
-				// does not promise it; wire.ParseIP wants them contiguous.
-				b := make([]byte, 0, len(last.LayerContents())+len(last.LayerPayload()))
-				f.ip = append(append(b, last.LayerContents()...), last.LayerPayload()...)
+			if last == nil {
+				continue
+			}
+			// Contents and payload are adjacent in data, but gopacket
+			// does not promise it; wire.ParseIP wants them contiguous.
+			b := make([]byte, 0, len(last.LayerContents())+len(last.LayerPayload()))
+			f.ip = append(append(b, last.LayerContents()...), last.LayerPayload()...)
+			if uint16(l.DstPort) == port {
 				return f, true
 			}
+			f.otherPort = uint16(l.DstPort)
 		}
 	}
-	return roceFrame{}, false
+	return roceFrame{ip: f.ip, otherPort: f.otherPort}, false
 }
 
 // ipAddrs returns the addresses of an IPv4 or IPv6 header that wire.ParseIP

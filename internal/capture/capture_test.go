@@ -5,7 +5,9 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,6 +16,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/gorxe/gorxe/wire"
 )
 
 // rxeCapture is kernel rxe's perftest traffic, Ethernet and IPv4, with
@@ -309,7 +313,7 @@ func TestGzip(t *testing.T) {
 	zw.Close()
 	want, wantN := decodeLines(t, plain)
 	got, n := decodeLines(t, gz.Bytes())
-	if n != wantN || strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if !reflect.DeepEqual(n, wantN) || strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("gzipped: %+v, want %+v and the same lines", n, wantN)
 	}
 	// A gzip stream of something else is not a capture.
@@ -319,5 +323,51 @@ func TestGzip(t *testing.T) {
 	zw.Close()
 	if _, err := Read(bytes.NewReader(gz.Bytes()), func(*Packet) error { return nil }); !errors.Is(err, ErrNotCapture) {
 		t.Errorf("gzipped text: %v, want ErrNotCapture", err)
+	}
+}
+
+// TestElsewhere: RoCE v2 packets to another UDP port than the one read
+// are counted by port when their ICRC verifies (for the hint to use
+// --roce-port), and read as such with that port; UDP datagrams to
+// another port whose ICRC does not verify are not counted.
+func TestElsewhere(t *testing.T) {
+	frames := readFrames(t, rxeCapture)
+	want, wantN := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, frames, 0))
+	moved := func(fixICRC bool) []byte {
+		var out [][]byte
+		for _, f := range frames {
+			f = bytes.Clone(f)
+			if isRoCE(f) {
+				binary.BigEndian.PutUint16(f[36:], 4792)
+				if fixICRC {
+					var p wire.Packet
+					if err := wire.ParseIP(&p, f[14:]); err != nil {
+						t.Fatal(err)
+					}
+					binary.LittleEndian.PutUint32(f[len(f)-4:], wire.ComputeICRC(p.IP, p.UDP, p.Transport()))
+				}
+			}
+			out = append(out, f)
+		}
+		return writeCapture(t, layers.LinkTypeEthernet, out, 0)
+	}
+	c := moved(true)
+	_, n := decodeLines(t, c)
+	if n.RoCE != 0 || n.Elsewhere[4792] != wantN.RoCE || len(n.Elsewhere) != 1 {
+		t.Fatalf("read at 4791: %+v, want no RoCE and %d elsewhere, at 4792", n, wantN.RoCE)
+	}
+	if h := n.Hint(); !strings.HasSuffix(h, fmt.Sprintf(": %d to port 4792; --roce-port 4792 reads them", wantN.RoCE)) {
+		t.Errorf("hint %q", h)
+	}
+	var got []string
+	n, err := ReadPort(bytes.NewReader(c), 4792, func(p *Packet) error {
+		got = append(got, p.Line())
+		return nil
+	})
+	if err != nil || n.RoCE != wantN.RoCE || n.BadICRC != 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("read at 4792: %v, %+v; lines equal to the original's: %v", err, n, strings.Join(got, "\n") == strings.Join(want, "\n"))
+	}
+	if _, n := decodeLines(t, moved(false)); len(n.Elsewhere) != 0 || n.Hint() != "" {
+		t.Errorf("another port, ICRCs not fixed: %+v, hint %q; want none counted", n.Elsewhere, n.Hint())
 	}
 }
