@@ -240,6 +240,9 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 	for n := 0; ; n++ {
 		data, ci, err := cr.ReadPacketData()
 		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return sum, fmt.Errorf("the file ends inside frame %d, cut short as a capture whose writer was stopped mid-write is: %w", n+1, err)
+			}
 			if !errors.Is(err, io.EOF) {
 				return sum, fmt.Errorf("frame %d: %w", n+1, err)
 			}

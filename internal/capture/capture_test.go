@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -369,5 +370,25 @@ func TestElsewhere(t *testing.T) {
 	}
 	if _, n := decodeLines(t, moved(false)); len(n.Elsewhere) != 0 || n.Hint() != "" {
 		t.Errorf("another port, ICRCs not fixed: %+v, hint %q; want none counted", n.Elsewhere, n.Hint())
+	}
+}
+
+// TestCutShortFile: a capture file that ends inside a frame (its writer
+// killed mid-write) gives every frame before it and an error that says
+// so.
+func TestCutShortFile(t *testing.T) {
+	whole := writeCapture(t, layers.LinkTypeEthernet, readFrames(t, rxeCapture), 0)
+	_, wantN := decodeLines(t, whole)
+	var lastStart int // the last frame's record, in the file
+	for off := 24; off < len(whole); off += 16 + int(binary.LittleEndian.Uint32(whole[off+8:])) {
+		lastStart = off
+	}
+	n, err := Read(bytes.NewReader(whole[:lastStart+20]), func(*Packet) error { return nil })
+	frames := wantN.RoCE + wantN.Other
+	if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), fmt.Sprintf("the file ends inside frame %d", frames)) {
+		t.Errorf("error %v", err)
+	}
+	if n.RoCE+n.Other != frames-1 {
+		t.Errorf("%d frames read, want the %d before the cut", n.RoCE+n.Other, frames-1)
 	}
 }
