@@ -361,7 +361,7 @@ func TestDecodeTruncatedFile(t *testing.T) {
 	if code != exitError {
 		t.Errorf("exit %d, want %d", code, exitError)
 	}
-	if !strings.HasPrefix(errOut, "gorxe decode: "+path+": frame 1270: ") {
+	if !strings.HasPrefix(errOut, "gorxe decode: "+path+": the file ends inside frame 1270, ") {
 		t.Errorf("stderr %q", errOut)
 	}
 	ls := lines(out)

@@ -357,17 +357,28 @@ func roceIP(data []byte, lt layers.LinkType, port uint16) (roceFrame, bool) {
 			if last == nil {
 				continue
 			}
+			match := uint16(l.DstPort) == port
+			if !match && !maybeBTH(l.Payload) {
+				continue // not even worth a look as RoCE elsewhere
+			}
 			// Contents and payload are adjacent in data, but gopacket
 			// does not promise it; wire.ParseIP wants them contiguous.
 			b := make([]byte, 0, len(last.LayerContents())+len(last.LayerPayload()))
 			f.ip = append(append(b, last.LayerContents()...), last.LayerPayload()...)
-			if uint16(l.DstPort) == port {
+			if match {
 				return f, true
 			}
 			f.otherPort = uint16(l.DstPort)
 		}
 	}
 	return roceFrame{ip: f.ip, otherPort: f.otherPort}, false
+}
+
+// maybeBTH reports whether a UDP payload could be a RoCE v2 packet: a
+// BTH and an ICRC long, transport version 0. It spares most datagrams of
+// other protocols the ICRC check.
+func maybeBTH(udpPayload []byte) bool {
+	return len(udpPayload) >= 12+wire.ICRCLen && udpPayload[1]&0x0f == 0
 }
 
 // ipAddrs returns the addresses of an IPv4 or IPv6 header that wire.ParseIP
@@ -499,7 +510,8 @@ func (p *Packet) Line() string {
 
 // Fields returns the part of Line after the PSN: the BTH's flags, the
 // extended headers, the payload's length, the ICRC's check, the GSO
-// position and the interface a tcpdump -i any capture saw it on. For a malformed packet it is the parse error.
+// position and the interface a tcpdump -i any capture saw it on. For a
+// malformed packet it is the parse error.
 func (p *Packet) Fields() string {
 	if p.Err != nil {
 		return "malformed: " + p.Err.Error()
