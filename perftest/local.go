@@ -325,6 +325,9 @@ func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) er
 		peer := sides[1-i]
 		switch p.Test {
 		case WriteBW, ReadBW:
+			if p.Test == WriteBW && p.unreliable() {
+				peer.awaitArrivals(s.Dev.Counters().SentPkts)
+			}
 			if err := checkPlaced(s, peer, p.Iters); err != nil {
 				return err
 			}

@@ -455,6 +455,9 @@ func checkBW(p *Params, s *Side, server bool, peerSeed uint64, origs [][]uint64)
 	switch p.Test {
 	case WriteBW:
 		if target {
+			if p.unreliable() {
+				s.awaitArrivals(0) // the peer's count of packets sent is not told
+			}
 			return checkPlaced(patternSide(s, peerSeed), s, p.Iters)
 		}
 	case ReadBW:

@@ -565,6 +565,28 @@ func (s *Side) serve() (stop func()) {
 	})
 }
 
+// awaitArrivals waits, on the target of a UC test's RDMA WRITEs, for the
+// last of them to arrive before the target's memory is checked: a UC
+// requester completes a WRITE as it sends it, so when it says it is done
+// its last packets may still be on the way. It returns once the device
+// has received at least want packets (0: unknown), or nothing for 20 ms
+// (a lost packet never comes), or after 2 s.
+func (s *Side) awaitArrivals(want uint64) {
+	const quiet, limit = 20 * time.Millisecond, 2 * time.Second
+	start := time.Now()
+	last, since := s.Dev.Counters().RcvdPkts, start
+	for want == 0 || last < want {
+		now := time.Now()
+		if now.Sub(since) >= quiet || now.Sub(start) >= limit {
+			return
+		}
+		time.Sleep(time.Millisecond)
+		if n := s.Dev.Counters().RcvdPkts; n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
 // checkPlaced compares, on each QP, the places the first n messages of
 // an RDMA WRITE or READ test used in the requester's source region with
 // the same places in the responder's target region: where a WRITE put
