@@ -74,18 +74,30 @@ const twiceWindow = time.Millisecond
 // twice.
 func capturedTwice(pkts []capture.Packet) []int {
 	twice := make([]int, len(pkts))
+	// A packet's identity: the ICRC, a CRC-32 of everything else that
+	// matters, with the addresses, the BTH and the length beside it; two
+	// different packets a millisecond apart do not share them.
+	type identity struct {
+		iface    int
+		src, dst string
+		bth      [12]byte
+		n        int
+		icrc     uint32
+	}
 	type sighting struct {
 		first int          // the packet's first sighting
 		on    map[int]bool // the interfaces it has been seen on
 	}
-	seen := map[string]*sighting{}
+	seen := map[identity]*sighting{}
 	for k := range pkts {
 		twice[k] = -1
 		p := &pkts[k]
 		if p.Err != nil || p.IfIndex == 0 {
 			continue
 		}
-		id := strconv.Itoa(p.Interface) + ">" + sightingKey(p) + ">" + strconv.FormatUint(uint64(p.P.ICRC()), 16)
+		t := p.P.Transport()
+		id := identity{iface: p.Interface, src: p.Src, dst: p.Dst, n: len(t), icrc: p.P.ICRC()}
+		copy(id.bth[:], t)
 		if s := seen[id]; s != nil && !s.on[p.IfIndex] && p.Time-pkts[s.first].Time <= twiceWindow {
 			twice[k] = s.first
 			s.on[p.IfIndex] = true
