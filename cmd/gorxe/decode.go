@@ -23,6 +23,10 @@ pcap or pcapng capture, one line each: its index among the RoCE packets, the tim
 capture's first frame, addresses, the BTH, each extended header, the payload
 length and whether the ICRC verifies. A summary line ends the output.
 
+The IP header's traffic class shows where it says something: dscp=N for a
+DSCP other than 0, ecn=CE for a switch's congestion mark (which the ICRC
+does not cover); --json gives both always.
+
 A capture taken with tcpdump -i any (Linux cooked v2) names the interface
 of each frame: if=N, the interface index. It sees a packet once on each
 interface it crosses (a bridge and its port, a VLAN and its parent).
@@ -220,6 +224,8 @@ type (
 		PadCnt     int            `json:"padcnt"`
 		FECN       bool           `json:"fecn"`
 		BECN       bool           `json:"becn"`
+		DSCP       uint8          `json:"dscp"` // the IP header's traffic class: DSCP and ECN
+		ECN        string         `json:"ecn"`  // "Not-ECT", "ECT(0)", "ECT(1)" or "CE"
 		DETH       *jsonDETH      `json:"deth,omitempty"`
 		CM         string         `json:"cm,omitempty"`
 		FETH       *jsonFETH      `json:"feth,omitempty"`
@@ -323,7 +329,7 @@ func encodePacket(enc *json.Encoder, r *capture.Packet) error {
 		Opcode: uint8(h.Opcode()), Op: h.Opcode().String(),
 		DQPN: uint32(h.DestQP()), PSN: uint32(h.PSN()),
 		AckReq: h.AckReq(), SE: h.SE(), MigReq: h.MigReq(), PadCnt: h.PadCnt(),
-		FECN: h.FECN(), BECN: h.BECN(),
+		FECN: h.FECN(), BECN: h.BECN(), DSCP: p.TrafficClass() >> 2, ECN: wire.ECN(p.ECN()).String(),
 		PayloadLen: len(p.Payload), ICRC: r.ICRCWord("bad"), GSO: r.GSO, CM: r.CM(), IfIndex: r.IfIndex,
 	}
 	if p.DETH != nil {

@@ -182,7 +182,7 @@ func TestDecodeJSON(t *testing.T) {
 
 	// One line pinned whole, keys in order.
 	_, out, _ := runDecodeFile(t, mtu1024, "--json")
-	want := `{"index":1,"time":1.181646,"src":"10.9.0.3","dst":"10.9.0.2","sport":49441,"opcode":6,"op":"RC_RDMA_WRITE_FIRST","dqpn":17,"psn":15111583,"ackreq":false,"se":false,"migreq":false,"padcnt":0,"fecn":false,"becn":false,"reth":{"va":140608819019776,"rkey":630,"len":65536},"payload_len":1024,"icrc":"ok"}`
+	want := `{"index":1,"time":1.181646,"src":"10.9.0.3","dst":"10.9.0.2","sport":49441,"opcode":6,"op":"RC_RDMA_WRITE_FIRST","dqpn":17,"psn":15111583,"ackreq":false,"se":false,"migreq":false,"padcnt":0,"fecn":false,"becn":false,"dscp":0,"ecn":"Not-ECT","reth":{"va":140608819019776,"rkey":630,"len":65536},"payload_len":1024,"icrc":"ok"}`
 	if got := lines(out)[0]; got != want {
 		t.Errorf("first JSON line\n got %s\nwant %s", got, want)
 	}

@@ -196,8 +196,9 @@ func TestDemoPcap(t *testing.T) {
 	if n := strings.Count(decoded.String(), "RC_ACKNOWLEDGE"); n != 5 {
 		t.Errorf("%d ACKs in the capture, want 5 (4 ACKs and a NAK)", n)
 	}
-	// The CNP B sent decodes as one: opcode 0x81, BECN, the ICRC good.
-	cnp := regexp.MustCompile(`(?m)^.* 10\.0\.0\.2 -> 10\.0\.0\.1 .* CNP +qp=0x000011 psn=0 .*becn=1 payload=0 icrc=ok$`)
+	// The CNP B sent decodes as one: opcode 0x81, BECN, DSCP 48 as
+	// ConnectX sends it, the ICRC good.
+	cnp := regexp.MustCompile(`(?m)^.* 10\.0\.0\.2 -> 10\.0\.0\.1 .* CNP +qp=0x000011 psn=0 .*becn=1 dscp=48 payload=0 icrc=ok$`)
 	if n := len(cnp.FindAllString(decoded.String(), -1)); n != 1 || strings.Count(decoded.String(), "CNP") != 1 {
 		t.Errorf("the capture decodes to %d CNPs from B to A, want 1:\n%s", n, decoded.String())
 	}

@@ -532,6 +532,15 @@ func (p *Packet) appendFields(sb *strings.Builder) {
 	if h.BECN() {
 		sb.WriteString(" becn=1")
 	}
+	// The IP header's traffic class, where it says something: a DSCP
+	// other than 0 (the class a NIC gives RoCE, 48 for ConnectX's CNPs)
+	// and a switch's congestion mark.
+	if dscp := p.P.TrafficClass() >> 2; dscp != 0 {
+		fmt.Fprintf(sb, " dscp=%d", dscp)
+	}
+	if p.P.CE() {
+		sb.WriteString(" ecn=CE")
+	}
 	q := &p.P
 	if q.DETH != nil {
 		fmt.Fprintf(sb, " deth(qkey=0x%08x srcqp=0x%06x)", q.DETH.QKey(), uint32(q.DETH.SrcQP()))

@@ -93,14 +93,7 @@ func outerIPv4(proto byte, l4 []byte, inner []byte) []byte {
 	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)+len(inner)))
 	copy(ip[12:], []byte{192, 168, 7, 1})
 	copy(ip[16:], []byte{192, 168, 7, 2})
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
 	return append(append(append(f, ip...), l4...), inner...)
 }
 
@@ -391,4 +384,54 @@ func TestCutShortFile(t *testing.T) {
 	if n.RoCE+n.Other != frames-1 {
 		t.Errorf("%d frames read, want the %d before the cut", n.RoCE+n.Other, frames-1)
 	}
+}
+
+// TestTrafficClass: decode shows a DSCP other than 0 and a switch's CE
+// mark, which the ICRC does not cover, and nothing for DSCP 0 and the
+// other ECN codepoints.
+func TestTrafficClass(t *testing.T) {
+	var frame []byte
+	for _, f := range readFrames(t, rxeCapture) {
+		if isRoCE(f) {
+			frame = f
+			break
+		}
+	}
+	for _, c := range []struct {
+		tos  byte
+		want string
+	}{
+		{0, ""},
+		{2, ""},                 // ECT(0)
+		{26<<2 | 2, " dscp=26"}, // RoCE's usual class, ECT(0)
+		{26<<2 | 3, " dscp=26 ecn=CE"},
+		{3, " ecn=CE"},
+	} {
+		f := bytes.Clone(frame)
+		ip := wire.IPv4(f[14:])
+		ip.SetTOS(c.tos)
+		ip.SetChecksum(0)
+		ip.SetChecksum(ipChecksum(f[14 : 14+20]))
+		lines, n := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, [][]byte{f}, 0))
+		if n.RoCE != 1 || n.BadICRC+n.Malformed != 0 {
+			t.Fatalf("TOS %#x: %+v", c.tos, n)
+		}
+		fields := strings.SplitN(lines[0], "pad=0", 2)[1]
+		if got := strings.SplitN(fields, " reth(", 2)[0]; got != c.want {
+			t.Errorf("TOS %#x: %q before the RETH, want %q", c.tos, got, c.want)
+		}
+	}
+}
+
+// ipChecksum returns the IPv4 header checksum of h, whose checksum field
+// is zero.
+func ipChecksum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return ^uint16(sum)
 }
