@@ -224,7 +224,7 @@ type (
 		PadCnt     int            `json:"padcnt"`
 		FECN       bool           `json:"fecn"`
 		BECN       bool           `json:"becn"`
-		DSCP       uint8          `json:"dscp"` // the IP header's traffic class: DSCP and ECN
+		DSCP       uint8          `json:"dscp"` // the IP header's DSCP: its traffic class without the ECN bits
 		ECN        string         `json:"ecn"`  // "Not-ECT", "ECT(0)", "ECT(1)" or "CE"
 		DETH       *jsonDETH      `json:"deth,omitempty"`
 		CM         string         `json:"cm,omitempty"`
