@@ -618,3 +618,39 @@ func TestConnectAndClose(t *testing.T) {
 		t.Fatalf("accepting a request A abandoned: %v, want its REJ (timeout)", err)
 	}
 }
+
+// TestDisconnectWithConnectionContext: a Disconnect whose ctx ends when
+// the connection does (a context that watches Disconnected, as rping's
+// waits use) returns nil once the DREP has come, though the ctx ends at
+// the same moment.
+func TestDisconnectWithConnectionContext(t *testing.T) {
+	for i := range 50 {
+		f := mem.NewFabric()
+		a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+		ca, cb := connect(t, a, b)
+		// Done is Disconnected itself, so both of Disconnect's cases
+		// are ready at once, every round.
+		if err := ca.Disconnect(connCtx{context.Background(), ca}); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		ca.Close()
+		cb.Close()
+	}
+}
+
+// connCtx is a context that ends when its connection does.
+type connCtx struct {
+	context.Context
+	c *cm.Conn
+}
+
+func (x connCtx) Done() <-chan struct{} { return x.c.Disconnected() }
+
+func (x connCtx) Err() error {
+	select {
+	case <-x.c.Disconnected():
+		return context.Canceled
+	default:
+		return nil
+	}
+}

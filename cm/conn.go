@@ -436,9 +436,16 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		m.mu.Lock()
+		defer m.mu.Unlock()
+		select {
+		case <-c.disconnected:
+			// Both were ready, as for a ctx that ends with the
+			// connection (rping's): the DREP came.
+			return nil
+		default:
+		}
 		c.stop()
 		c.endLocked(context.Cause(ctx))
-		m.mu.Unlock()
 		return context.Cause(ctx)
 	}
 }

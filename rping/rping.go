@@ -228,6 +228,7 @@ func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.Add
 		return fmt.Errorf("connect error: %w", err)
 	}
 	defer s.conn.Close()
+	parent := ctx
 	ctx = s.untilDisconnected(ctx)
 	sink, start := s.data[:p.Size], s.data[p.Size:]
 	c0 := byte(65)
@@ -255,7 +256,9 @@ func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.Add
 			fmt.Fprintf(stdout, "ping data: %s\n", cString(sink))
 		}
 	}
-	return s.conn.Disconnect(ctx)
+	// Not ctx, which ends as the connection does: the DREP that ends
+	// the connection would race Disconnect's own wait for it.
+	return s.conn.Disconnect(parent)
 }
 
 // fill writes rping's ping text: "rdma-ping-N: ", then letters from c0
