@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+
 	"reflect"
 	"regexp"
 	"strings"
@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/gorxe/gorxe/internal/pcaptest"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -26,26 +27,7 @@ import (
 const rxeCapture = "../../testdata/rxe/perftest-mtu4096-mixed.pcap"
 
 // readFrames returns the frames of a pcap file.
-func readFrames(t *testing.T, path string) [][]byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for {
-		data, _, err := r.ReadPacketData()
-		if err != nil {
-			return out
-		}
-		out = append(out, append([]byte(nil), data...))
-	}
-}
+func readFrames(t *testing.T, path string) [][]byte { return pcaptest.Read(t, path).Frames }
 
 // writeCapture returns a pcap file of link type lt holding frames, each
 // at most snap bytes of it kept (0: all).
@@ -93,7 +75,7 @@ func outerIPv4(proto byte, l4 []byte, inner []byte) []byte {
 	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)+len(inner)))
 	copy(ip[12:], []byte{192, 168, 7, 1})
 	copy(ip[16:], []byte{192, 168, 7, 2})
-	binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
+	wire.IPv4(ip).UpdateChecksum()
 	return append(append(append(f, ip...), l4...), inner...)
 }
 
@@ -410,8 +392,7 @@ func TestTrafficClass(t *testing.T) {
 		f := bytes.Clone(frame)
 		ip := wire.IPv4(f[14:])
 		ip.SetTOS(c.tos)
-		ip.SetChecksum(0)
-		ip.SetChecksum(ipChecksum(f[14 : 14+20]))
+		ip.UpdateChecksum()
 		lines, n := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, [][]byte{f}, 0))
 		if n.RoCE != 1 || n.BadICRC+n.Malformed != 0 {
 			t.Fatalf("TOS %#x: %+v", c.tos, n)
@@ -421,17 +402,4 @@ func TestTrafficClass(t *testing.T) {
 			t.Errorf("TOS %#x: %q before the RETH, want %q", c.tos, got, c.want)
 		}
 	}
-}
-
-// ipChecksum returns the IPv4 header checksum of h, whose checksum field
-// is zero.
-func ipChecksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	return ^uint16(sum)
 }

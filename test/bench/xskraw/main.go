@@ -47,6 +47,7 @@ import (
 
 	"github.com/gorxe/gorxe/internal/xdpprog"
 	"github.com/gorxe/gorxe/internal/xsk"
+	"github.com/gorxe/gorxe/wire"
 )
 
 func main() {
@@ -346,25 +347,12 @@ func (s *side) frame(o *options, size int) ([]byte, error) {
 	src, dst := s.ip.As4(), o.peerIP.As4()
 	copy(b[ipSrc:], src[:])
 	copy(b[ipDst:], dst[:])
-	binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
+	binary.BigEndian.PutUint16(ip[10:], wire.IPv4Checksum(ip))
 	udp := b[udpStart:payloadStart]
 	binary.BigEndian.PutUint16(udp[0:], o.sport)
 	binary.BigEndian.PutUint16(udp[2:], o.port)
 	binary.BigEndian.PutUint16(udp[4:], uint16(size-udpStart))
 	return b, nil
-}
-
-// ipChecksum returns the checksum of the IPv4 header h, whose own
-// checksum field is zero.
-func ipChecksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	return ^uint16(sum)
 }
 
 // isOurs reports whether the start of a received frame is an IPv4 UDP

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"github.com/gorxe/gorxe/wire"
 )
 
 // TestFrame checks the frames xskraw sends: lengths, addresses, the port
@@ -29,8 +31,8 @@ func TestFrame(t *testing.T) {
 		if got := binary.BigEndian.Uint16(f[udpStart+4:]); int(got) != size-udpStart {
 			t.Errorf("%d-byte frame: UDP length %d", size, got)
 		}
-		if c := ipChecksum(f[ipStart:udpStart]); c != 0 { // a valid header sums to 0xffff
-			t.Errorf("%d-byte frame: IPv4 header does not verify (%#04x)", size, c)
+		if !wire.IPv4(f[ipStart:udpStart]).ChecksumValid() {
+			t.Errorf("%d-byte frame: IPv4 header does not verify", size)
 		}
 		if net.HardwareAddr(f[ethDst:ethSrc]).String() != o.mac || netip.AddrFrom4([4]byte(f[ipDst:ipDst+4])) != o.peerIP ||
 			netip.AddrFrom4([4]byte(f[ipSrc:ipDst])) != s.ip {
