@@ -46,20 +46,26 @@ func BenchmarkParseIP(b *testing.B) {
 
 func BenchmarkICRC(b *testing.B) {
 	for _, n := range sizes {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			pkt := benchPacket(b, n)
-			var p wire.Packet
-			if err := wire.ParseIP(&p, pkt); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(pkt)))
-			for b.Loop() {
-				if err := p.CheckICRC(); err != nil {
+		for _, how := range []string{"copied", "in-place"} {
+			b.Run(fmt.Sprint(n, "/", how), func(b *testing.B) {
+				pkt := benchPacket(b, n)
+				var p wire.Packet
+				if err := wire.ParseIP(&p, pkt); err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				check := p.CheckICRC
+				if how == "in-place" {
+					check = p.CheckICRCInPlace
+				}
+				b.ReportAllocs()
+				b.SetBytes(int64(len(pkt)))
+				for b.Loop() {
+					if err := check(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -38,8 +38,9 @@ func addSeeds(f *testing.F, strip int) {
 	}
 }
 
-// FuzzParseIP: parsing never panics, and a packet that parses builds back
-// into the same bytes, which parse into the same fields.
+// FuzzParseIP: parsing never panics, the two ICRC checks agree, and a packet
+// that parses builds back into the same bytes, which parse into the same
+// fields.
 func FuzzParseIP(f *testing.F) {
 	addSeeds(f, 0)
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -47,7 +48,13 @@ func FuzzParseIP(f *testing.F) {
 		if err := wire.ParseIP(&p, b); err != nil {
 			return
 		}
-		_ = p.CheckICRC()
+		before := append([]byte(nil), b...)
+		if copied, inPlace := p.CheckICRC(), p.CheckICRCInPlace(); copied != inPlace {
+			t.Fatalf("CheckICRC = %v, CheckICRCInPlace = %v", copied, inPlace)
+		}
+		if !bytes.Equal(b, before) {
+			t.Fatalf("CheckICRCInPlace changed the packet\nbefore %x\nafter  %x", before, b)
+		}
 		fr, err := p.Frame()
 		if err != nil {
 			t.Fatalf("Frame of a parsed packet: %v", err)
@@ -63,7 +70,7 @@ func FuzzParseIP(f *testing.F) {
 		if err := wire.ParseIP(&q, built); err != nil {
 			t.Fatalf("rebuilt packet does not parse: %v\n%x", err, built)
 		}
-		if err := q.CheckICRC(); err != nil {
+		if err := q.CheckICRCInPlace(); err != nil {
 			t.Fatalf("rebuilt packet: %v", err)
 		}
 		fq, _ := q.Frame()

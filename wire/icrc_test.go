@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
@@ -83,6 +84,22 @@ func maskedBits(packet []byte) map[int]byte {
 	return m
 }
 
+// checkICRC checks p, parsed from pkt, with CheckICRC and with
+// CheckICRCInPlace, which must agree and leave pkt as they found it.
+func checkICRC(t *testing.T, p *wire.Packet, pkt []byte) error {
+	t.Helper()
+	before := append([]byte(nil), pkt...)
+	copied := p.CheckICRC()
+	inPlace := p.CheckICRCInPlace()
+	if copied != inPlace {
+		t.Errorf("CheckICRC = %v, CheckICRCInPlace = %v", copied, inPlace)
+	}
+	if !bytes.Equal(pkt, before) {
+		t.Errorf("CheckICRCInPlace changed the packet\nbefore %x\nafter  %x", before, pkt)
+	}
+	return copied
+}
+
 // TestICRCMaskedFields changes every field the ICRC masks and expects the
 // packet to still verify.
 func TestICRCMaskedFields(t *testing.T) {
@@ -96,7 +113,7 @@ func TestICRCMaskedFields(t *testing.T) {
 					if err := wire.ParseIP(&p, b); err != nil {
 						t.Fatalf("byte %d = %#x: parse: %v", off, b[off], err)
 					}
-					if err := p.CheckICRC(); err != nil {
+					if err := checkICRC(t, &p, b); err != nil {
 						t.Errorf("byte %d = %#x: masked change broke the ICRC: %v", off, b[off], err)
 					}
 				}
@@ -144,7 +161,7 @@ func TestICRCCoveredBytes(t *testing.T) {
 					if err := wire.ParseIP(&p, b); err != nil {
 						continue // refused before the ICRC: also a failure to accept
 					}
-					if err := p.CheckICRC(); err == nil {
+					if err := checkICRC(t, &p, b); err == nil {
 						t.Errorf("byte %d bit %d changed and the ICRC still verifies", off, bit)
 					}
 				}
@@ -162,7 +179,7 @@ func TestICRCTrailerCorrupt(t *testing.T) {
 		if err := wire.ParseIP(&p, b); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := p.CheckICRC(); err != wire.ErrICRC {
+		if err := checkICRC(t, &p, b); err != wire.ErrICRC {
 			t.Errorf("%s: CheckICRC = %v, want ErrICRC", name, err)
 		}
 	}
@@ -178,6 +195,9 @@ func TestCheckICRCWithoutIP(t *testing.T) {
 	}
 	if err := p.CheckICRC(); err != wire.ErrNoIPHeader {
 		t.Fatalf("CheckICRC = %v, want ErrNoIPHeader", err)
+	}
+	if err := p.CheckICRCInPlace(); err != wire.ErrNoIPHeader {
+		t.Fatalf("CheckICRCInPlace = %v, want ErrNoIPHeader", err)
 	}
 	if _, err := p.Frame(); err != wire.ErrNoIPHeader {
 		t.Fatalf("Frame = %v, want ErrNoIPHeader", err)
