@@ -70,6 +70,7 @@ func (m *MR) Deregister() error {
 		return fmt.Errorf("mr: deregister %v: %w", m.key, ErrInvalidKey)
 	}
 	delete(t.mrs, m.key)
+	t.live.Delete(m.key)
 	m.pd.nmr--
 	t.mu.Unlock()
 

@@ -107,8 +107,11 @@ func (pd *PD) Dealloc() error {
 // requesters and responders of many queue pairs can look keys up in parallel.
 // The zero value is an empty table ready to use.
 type Table struct {
-	mu     sync.RWMutex
-	mrs    map[Key]*MR
+	mu  sync.RWMutex
+	mrs map[Key]*MR // the live regions; the writers' copy, under mu
+	// live is mrs for Lookup, which reads it without a lock: the
+	// RWMutex's two atomic adds a lookup were most of its time.
+	live   sync.Map
 	rng    *rand.ChaCha8 // key generator, seeded from crypto/rand
 	nextPD uint32
 }
@@ -209,6 +212,7 @@ func (t *Table) Register(pd *PD, buf []byte, iova uint64, access Access) (*MR, e
 	}
 	m.key = t.newKeyLocked()
 	t.mrs[m.key] = m
+	t.live.Store(m.key, m)
 	pd.nmr++
 	return m, nil
 }
@@ -244,9 +248,8 @@ func (t *Table) newKeyLocked() Key {
 // The region returned may be deregistered at any moment after Lookup
 // returns; the data movement methods then fail with ErrInvalidKey.
 func (t *Table) Lookup(key Key, pd *PD, iova, length uint64, need Access) (*MR, uint64, error) {
-	t.mu.RLock()
-	m := t.mrs[key]
-	t.mu.RUnlock()
+	v, _ := t.live.Load(key)
+	m, _ := v.(*MR)
 	if m == nil {
 		return nil, 0, ErrInvalidKey
 	}
