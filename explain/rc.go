@@ -182,6 +182,14 @@ type responder struct {
 	// inMsg: the next request must go on with it.
 	open  opKind
 	inMsg bool
+	// owed says a sequence error NAK is due for owedPSN, for the request
+	// out of sequence at owedAt, and the capture has not shown it yet. A
+	// responder answers in order, and one that falls behind (rxe in a
+	// slow VM, tens of milliseconds) sends it late: after the requests
+	// that followed, the expected PSN among them, which it took.
+	owed    bool
+	owedPSN uint32
+	owedAt  int
 }
 
 // follows reports whether a request of kind at pos may come next, by the
@@ -665,6 +673,7 @@ func (c *conn) receive(m *model, i int, s, r *end, psn uint32, span int, kind op
 		flag("out of sequence")
 		if !rs.nak {
 			rs.nak = true
+			rs.owed, rs.owedPSN, rs.owedAt = true, rs.epsn, i
 			m.event(i, trace.Event{Kind: trace.NAKSent, QP: r.QPN, PSN: psn, Expected: rs.epsn, Syndrome: trace.PSNSequenceError, Opcode: p.BTH.Opcode().String()})
 			lost := "lost before the capture point"
 			if _, seen := s.req.sent[rs.epsn]; seen {
@@ -852,6 +861,22 @@ func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Sy
 	// PSN sequence error: the responder expects psn.
 	q.ack(psnAdd(psn, -1)) // a NAK acknowledges everything before its PSN
 	q.cause, q.causePSN, q.causeAt = "nak", psn, i
+	rs := &s.resp
+	late := rs.owed && rs.owedPSN == psn && !(rs.nak && rs.epsn == psn)
+	owedAt := rs.owedAt
+	rs.owed = false // this is the NAK owed, or the owed one never came
+	if j, ok := q.sent[psn]; late && ok && j < i {
+		// The NAK owed for the request at owedAt, late: psn reached the
+		// responder since (the model took it at j), and so did what
+		// followed. It expects later PSNs now, and the requests the NAK
+		// brings again are duplicates to it. A NAK for psn could not be
+		// sent for a later request instead: a responder that has NAKed
+		// drops requests until psn comes (rxe's sent_psn_nak), and once
+		// psn has come it no longer expects psn.
+		pk.Text = fmt.Sprintf("NAK, PSN sequence error, for PSN %d: %s's answer to packet %d, %v after it. It answers requests in order and is that far behind: PSN %d has reached it since (packet %d), and it took the requests that followed. %s goes back to PSN %d all the same and sends everything again from there (go-back-N, IBTA §9.7.5.2); %s finds those requests duplicates.",
+			psn, s.label(), m.pkt(owedAt).Index, seconds(pk.Time-m.pkt(owedAt).Time), psn, m.pkt(j).Index, r.label(), psn, s.label())
+		return
+	}
 	lost := ""
 	if j, ok := q.sent[psn]; ok && j < i {
 		lp := m.pkt(j)
@@ -862,7 +887,6 @@ func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Sy
 			lost = fmt.Sprintf(" The capture saw PSN %d sent (packet %d): it was lost on the way.", psn, lp.Index)
 		}
 	}
-	rs := &s.resp
 	if !rs.nak || rs.epsn != psn {
 		c.retell(m, i, s, r, psn)
 	}
