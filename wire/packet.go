@@ -169,9 +169,9 @@ func (p *Packet) CheckICRC() error {
 // bytes: it writes ones into the fields the ICRC masks, takes the CRC over
 // the packet where it lies (MaskedICRC: hash/crc32's fast path, in one
 // pass), and writes the fields back. CheckICRC copies the headers aside
-// and hashes them eight bytes at a time, which for a small packet takes
-// twice as long as the whole check here (BenchmarkICRC). Nothing may read
-// the packet while it runs. A packet whose headers do not lie back to
+// and hashes them eight bytes at a time: with a 1 KiB payload it took 185
+// ns against 120 here, with 64 bytes 78 against 67 (BenchmarkICRC).
+// Nothing may read the packet while it runs. A packet whose headers do not lie back to
 // back, as ParseIP leaves them, is checked as CheckICRC checks it.
 func (p *Packet) CheckICRCInPlace() error {
 	ip, udp, t := p.IP, p.UDP, p.transport
