@@ -864,8 +864,10 @@ func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Sy
 	rs := &s.resp
 	late := rs.owed && rs.owedPSN == psn && !(rs.nak && rs.epsn == psn)
 	owedAt := rs.owedAt
-	rs.owed = false // this is the NAK owed, or the owed one never came
-	if j, ok := q.sent[psn]; late && ok && j < i {
+	rs.owed = false        // this is the NAK owed, or the owed one never came
+	j, seen := q.sent[psn] // psn's latest sending the capture holds
+	seen = seen && j < i
+	if late && seen {
 		// The NAK owed for the request at owedAt, late: psn reached the
 		// responder since (the model took it at j), and so did what
 		// followed. It expects later PSNs now, and the requests the NAK
@@ -878,7 +880,7 @@ func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Sy
 		return
 	}
 	lost := ""
-	if j, ok := q.sent[psn]; ok && j < i {
+	if seen {
 		lp := m.pkt(j)
 		if !lp.Lost {
 			lp.Lost = true
