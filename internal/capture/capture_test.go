@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
 	"reflect"
 	"regexp"
 	"strings"
