@@ -19,6 +19,7 @@ type Counters struct {
 	RDMARecvs          uint64 // rdma_recvs: RDMA WRITE, READ and atomic requests executed
 	RetransmitTimeouts uint64 // local ACK timeouts (not an rxe counter)
 	TailProbes         uint64 // tail-loss probes sent (not an rxe counter)
+	SpuriousProbes     uint64 // tail-loss probes found not needed: their packet was answered twice (not an rxe counter)
 	QKeyViolations     uint64 // UD packets dropped for a wrong Q_Key (ibv_port_attr's qkey_viol_cntr)
 	UDDropped          uint64 // UD messages dropped: no receive posted, or too long for it (not an rxe counter)
 	OutOfBuffer        uint64 // out_of_buffer: UC messages dropped for want of a receive WQE (mlx5's name; rxe counts none)
@@ -42,6 +43,7 @@ func (c *Counters) Add(o *Counters) {
 	c.RDMARecvs += o.RDMARecvs
 	c.RetransmitTimeouts += o.RetransmitTimeouts
 	c.TailProbes += o.TailProbes
+	c.SpuriousProbes += o.SpuriousProbes
 	c.QKeyViolations += o.QKeyViolations
 	c.UDDropped += o.UDDropped
 	c.OutOfBuffer += o.OutOfBuffer
@@ -66,6 +68,7 @@ func (c *Counters) Named() []NamedCounter {
 		{"rdma_recvs", c.RDMARecvs},
 		{"retransmit_timeouts", c.RetransmitTimeouts},
 		{"tail_probes", c.TailProbes},
+		{"spurious_probes", c.SpuriousProbes},
 		{"qkey_violations", c.QKeyViolations},
 		{"ud_dropped", c.UDDropped},
 		{"out_of_buffer", c.OutOfBuffer},

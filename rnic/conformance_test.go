@@ -80,6 +80,7 @@ func checkEvents(t *testing.T, sides []*side, reasons ...trace.Event) {
 			{"go-back-N", goBacks, st.CompleterRetryErr},
 			{"timeout", n[trace.Timeout], st.RetransmitTimeouts},
 			{"probe", n[trace.Probe], st.TailProbes},
+			{"spurious probe", n[trace.ProbeSpurious], st.SpuriousProbes},
 			{"sequence NAK received", seqNAKs, st.RcvdSeqErr},
 			{"RNR NAK received", n[trace.RNRNAKReceived], st.RcvdRNRErr},
 			{"RNR NAK sent", n[trace.RNRNAKSent], st.SendRNRErr},
@@ -261,6 +262,51 @@ func TestTailLossProbe(t *testing.T) {
 			t.Fatalf("%d probes, %d timeouts; want 1 and 0\n%s", sa.TailProbes, sa.RetransmitTimeouts, a.traceText())
 		}
 		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.Probe})
+	})
+}
+
+// TestSpuriousProbe: nothing is lost, but now and then the responder's
+// host stalls for 4 ms (a one-CPU VM descheduled), long past the probe
+// timeout's 1 ms floor. The first stall draws a probe, and the probe's
+// second timeout a go-back; the responder answers the packet, and then
+// each copy of it, so the requester learns that both were not needed and
+// waits longer from then on: the later stalls draw nothing.
+func TestSpuriousProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rounds, every, stall = 1200, 300, 4 * time.Millisecond
+		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
+		var sent atomic.Int32
+		a.link.SetFaults(mem.Faults{DelayFunc: func(pkt []byte) time.Duration {
+			if o, _ := opOf(pkt); o == bth.RCRDMAWriteOnly && sent.Add(1)%every == every/2 {
+				return stall
+			}
+			return 0
+		}})
+		fill(a.buf[:64], 3)
+		for i := range rounds {
+			a.postSend(t, writeWR(uint64(i), a, b, 0, 64))
+			status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
+		}
+		sa, sb := a.stats(), b.stats()
+		if sa.TailProbes != 1 || sa.SpuriousProbes != 1 || sa.CompleterRetryErr != 1 || sa.RetransmitTimeouts != 0 {
+			t.Fatalf("%d stalls: %d probes, %d found spurious, %d go-backs, %d timeouts; want 1, 1, 1, 0\n%s",
+				rounds/every, sa.TailProbes, sa.SpuriousProbes, sa.CompleterRetryErr, sa.RetransmitTimeouts, a.traceText())
+		}
+		if sb.DuplicateRequest != 2 {
+			t.Errorf("the responder saw %d duplicates, want 2: the probe and the go-back", sb.DuplicateRequest)
+		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.ProbeSpurious}, trace.Event{Kind: trace.GoBack, Reason: trace.GoBackProbe})
+
+		// A tail really lost is still found by a probe, at the longer wait
+		// (8 ms, twice the stall), long before the local ACK timeout.
+		a.link.SetFaults(mem.Faults{})
+		a.dropNth(bth.RCRDMAWriteOnly, 1)
+		start := time.Now()
+		a.postSend(t, writeWR(rounds, a, b, 0, 64))
+		status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
+		if el, sa := time.Since(start), a.stats(); sa.TailProbes != 2 || sa.RetransmitTimeouts != 0 || el > 10*time.Millisecond {
+			t.Errorf("a lost tail: %d probes in all, %d timeouts, recovered in %v; want 2, 0, at most 10ms", sa.TailProbes, sa.RetransmitTimeouts, el)
+		}
 	})
 }
 

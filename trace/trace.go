@@ -76,6 +76,10 @@ const (
 	// Probe: with no ACK for Wait, the requester resends its last packet,
 	// PSN, to learn what the responder has (a tail-loss probe).
 	Probe
+	// ProbeSpurious: the probe with PSN was not needed: its packet was
+	// answered twice, so the first answer was late, not lost. Probes wait
+	// at least Wait from now on.
+	ProbeSpurious
 	// RNRWaitOver: the RNR wait ended; sending resumes from PSN.
 	RNRWaitOver
 	// WRFailed: the work request WRID (Opcode) completed with Status, an
@@ -109,6 +113,7 @@ var kindNames = [kinds]string{
 	GoBack:         "go_back",
 	Timeout:        "timeout",
 	Probe:          "probe",
+	ProbeSpurious:  "probe_spurious",
 	RNRWaitOver:    "rnr_wait_over",
 	WRFailed:       "wr_failed",
 	CNPReceived:    "cnp_received",
@@ -231,6 +236,7 @@ var kindFields = [kinds]field{
 	GoBack:         fPSN,
 	Timeout:        fPSN,
 	Probe:          fPSN | fWait,
+	ProbeSpurious:  fPSN | fWait,
 	RNRWaitOver:    fPSN,
 	WRFailed:       fWRID | fOpcode | fStatus,
 	CNPReceived:    fRate,
@@ -314,6 +320,11 @@ func (e Event) appendText(b []byte) []byte {
 		b = append(b, e.Wait.String()...)
 		b = append(b, ": probing with PSN "...)
 		b = psn(b)
+	case ProbeSpurious:
+		b = append(b, "probe with PSN "...)
+		b = psn(b)
+		b = append(b, " was not needed (answered twice): probes now wait "...)
+		b = append(b, e.Wait.String()...)
 	case RNRWaitOver:
 		b = append(b, "RNR wait over, resending from PSN "...)
 		b = psn(b)

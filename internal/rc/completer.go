@@ -84,6 +84,9 @@ func (c *completer) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 	}
 	switch syn.Type() {
 	case aeth.TypeACK:
+		if psn.Before(c.psn) {
+			q.tm.onDuplicateAck(psn)
+		}
 		if w := c.retire(psn); w != nil && w.isReadOrAtomic() && !w.first.After(psn) {
 			// The responder is past a READ or atomic whose answer never
 			// arrived: implied NAK (C9-114).
@@ -166,7 +169,7 @@ func (c *completer) retransmit(psn bth.PSN, why string) {
 func (c *completer) goBack(psn bth.PSN, why string) {
 	q := c.q
 	q.req.goBack(psn)
-	q.tm.onRetransmit()
+	q.tm.onRetransmit(why)
 	c.state = recoveryGoBackN
 	q.stats.CompleterRetryErr++
 	q.event(trace.Event{Kind: trace.GoBack, PSN: uint32(psn), Reason: why})

@@ -43,6 +43,7 @@ type responder struct {
 	replies replyQueue
 
 	ackPending bool // an ACK is deferred, to be merged with later ones
+	ackDup     bool // the deferred ACK answers a duplicate
 	ackPSN     bth.PSN
 	hdr        wire.Headers
 }
@@ -491,9 +492,16 @@ func (r *responder) duplicateRequest(p *wire.Packet, psn bth.PSN) {
 		}
 		r.dropped(p, "duplicate atomic not among the saved atomics")
 	default:
-		// Acknowledge everything received so far (C9-105).
+		// Acknowledge everything received so far (C9-105). An ACK owed
+		// to new requests leaves first, on its own, so that the
+		// requester sees its packet answered twice: one that probed
+		// learns that its probe was not needed (timers.onDuplicateAck).
+		// Later duplicates in the batch share one ACK.
 		r.duplicate(p, trace.DuplicateAcked)
-		r.deferAck(r.psn.Add(bth.PSNMask))
+		if !r.ackDup {
+			r.flushAck()
+		}
+		r.deferAck(r.psn.Add(bth.PSNMask), true)
 	}
 }
 
@@ -513,14 +521,15 @@ func (r *responder) dropped(p *wire.Packet, why string) {
 func (r *responder) accepted(p *wire.Packet, psn bth.PSN) {
 	r.psn = psn.Add(1)
 	if p.BTH.AckReq() && !r.q.uc {
-		r.deferAck(psn)
+		r.deferAck(psn, false)
 	}
 }
 
-// deferAck schedules an ACK of psn. ACKs are cumulative, so one sent at the
-// end of the batch covers every one deferred before it. Behind queued
-// answers, the ACK waits its turn in the queue.
-func (r *responder) deferAck(psn bth.PSN) {
+// deferAck schedules an ACK of psn, for a duplicate request if dup. ACKs
+// are cumulative, so one sent at the end of the batch covers every one
+// deferred before it. Behind queued answers, the ACK waits its turn in the
+// queue.
+func (r *responder) deferAck(psn bth.PSN, dup bool) {
 	if !r.replies.empty() {
 		r.replies.push(reply{kind: replyAck, syn: aeth.ACK(aeth.UnlimitedCredits), psn: psn})
 		return
@@ -528,7 +537,7 @@ func (r *responder) deferAck(psn bth.PSN) {
 	if r.ackPending {
 		r.q.stats.AckDeferred++
 	}
-	r.ackPending, r.ackPSN = true, psn
+	r.ackPending, r.ackDup, r.ackPSN = true, dup, psn
 }
 
 // flushAck sends the deferred ACK, if any. An ACK is deferred only while

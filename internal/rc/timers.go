@@ -39,6 +39,18 @@ type timers struct {
 	rttPSN     bth.PSN
 	rttSent    monotime.Time // zero until settle stamps it
 
+	// Probes found not needed. probeArmedAt is when the probe timer was
+	// last armed. A probe resends probed, whose wait began at probedSince
+	// (the probe timer's arming), and watch follows its answers: late is
+	// how long after probedSince the first came. probeFloor, the least
+	// probe timeout, only grows.
+	probeArmedAt monotime.Time
+	probed       bth.PSN
+	probedSince  monotime.Time
+	watch        probeWatch
+	late         time.Duration
+	probeFloor   time.Duration
+
 	// unsettled says packets went out since settle last armed the
 	// timers for them.
 	unsettled bool
@@ -56,6 +68,24 @@ const (
 	// until the responder shows progress.
 	probeSpent
 )
+
+// probeWatch is what the requester knows of its last probe's need.
+type probeWatch uint8
+
+const (
+	// watchNone: no probe is in question.
+	watchNone probeWatch = iota
+	// watchAnswer: a probe is out and its PSN is not yet answered.
+	watchAnswer
+	// watchDuplicate: its PSN is answered; a second answer for it before
+	// any later PSN's means the original packet arrived, and the probe
+	// was a duplicate: the answer was late, not lost.
+	watchDuplicate
+)
+
+// minProbeTimeout is the least probe timeout until a probe is found not
+// needed.
+const minProbeTimeout = time.Millisecond
 
 // reset disarms every timer and forgets the round-trip estimate.
 func (t *timers) reset() { *t = timers{q: t.q} }
@@ -88,9 +118,16 @@ func (t *timers) onPacketSent(psn bth.PSN, ackReq, fresh bool) {
 	}
 }
 
-// onRetransmit notes a go-back-N: no round-trip sample is taken across a
-// retransmission (Karn's rule).
-func (t *timers) onRetransmit() { t.rttPending = false }
+// onRetransmit notes a go-back-N, which why names (a trace.GoBack
+// reason): no round-trip sample is taken across a retransmission (Karn's
+// rule). A probe's own go-back keeps watching for the probe's answers: if
+// they come twice, both were spurious.
+func (t *timers) onRetransmit(why string) {
+	t.rttPending = false
+	if why != trace.GoBackProbe {
+		t.watch = watchNone
+	}
+}
 
 // settle arms the timers for the packets sent since it last ran: the
 // retransmit timer if it is not running, and the probe timer anew, and
@@ -118,6 +155,12 @@ func (t *timers) settle() {
 // shows progress, lets the probe fire again.
 func (t *timers) onAcked(oldest bth.PSN) {
 	t.probeState = probeArmed
+	switch {
+	case t.watch == watchAnswer && oldest.After(t.probed):
+		t.watch, t.late = watchDuplicate, t.q.port.Now().Sub(t.probedSince)
+	case t.watch == watchDuplicate && oldest.After(t.probed.Add(1)):
+		t.watch = watchNone // a later PSN is answered: the responder answered the probe with it, or not at all
+	}
 	if !t.rttPending || !oldest.After(t.rttPSN) || t.rttSent.IsZero() {
 		return
 	}
@@ -140,6 +183,28 @@ func (t *timers) onAcked(oldest bth.PSN) {
 	}
 }
 
+// onDuplicateAck takes an ACK of psn, a PSN already acknowledged. If it
+// answers the last probe a second time, the packet the probe resent had
+// arrived and its answer was only late (a responder answers a duplicate
+// with an ACK of its own): the probe was spurious. The least probe
+// timeout then becomes twice that answer's delay, or twice what it was,
+// so that a host whose answers come that late stops drawing probes, at
+// most a few on the QP's life (half the local ACK timeout at most, where
+// the probe still saves half of what a lost tail costs without it).
+func (t *timers) onDuplicateAck(psn bth.PSN) {
+	if t.watch != watchDuplicate || psn.Before(t.probed) {
+		return
+	}
+	t.watch = watchNone
+	t.probeFloor = max(2*t.late, 2*max(t.probeFloor, minProbeTimeout))
+	if at := t.ackTimeout() / 2; t.probeFloor > at {
+		t.probeFloor = at
+	}
+	q := t.q
+	q.stats.SpuriousProbes++
+	q.event(trace.Event{Kind: trace.ProbeSpurious, PSN: uint32(t.probed), Wait: t.probeTimeout()})
+}
+
 // rttMaxDecay is how many samples the longest round trip takes to fade,
 // by a factor e, toward the smoothed one: the tail of the round trips
 // over the last few hundred, where a one-CPU host's hiccups come one in
@@ -151,8 +216,8 @@ const rttMaxDecay = 64
 // probes: four round trips, or the smoothed round trip plus four of its
 // mean deviations when the round trip varies more than that, or twice the
 // longest recent round trip (rttMax) when that is longer still, at least
-// 1 ms and at most half the local ACK timeout; 10 ms until a round trip
-// has been measured. On a loaded or one-CPU host the round trips have a
+// 1 ms, or what spurious probes taught (onDuplicateAck), and at most half
+// the local ACK timeout; 10 ms until a round trip has been measured. On a loaded or one-CPU host the round trips have a
 // tail that the mean deviation, gone within a few samples, does not
 // cover: there, a probe timed by it fired on merely slow answers, a few
 // in every thousand round trips, and its second timeout sent the window
@@ -160,9 +225,9 @@ const rttMaxDecay = 64
 func (t *timers) probeTimeout() time.Duration {
 	d := 10 * time.Millisecond
 	if t.srtt > 0 {
-		d = max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, time.Millisecond)
+		d = max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
 	}
-	return min(d, t.ackTimeout()/2)
+	return min(max(d, t.probeFloor), t.ackTimeout()/2)
 }
 
 func (t *timers) armProbe(now monotime.Time) {
@@ -171,7 +236,7 @@ func (t *timers) armProbe(now monotime.Time) {
 		t.probe = 0
 		return
 	}
-	t.probe = now.Add(t.probeTimeout())
+	t.probe, t.probeArmedAt = now.Add(t.probeTimeout()), now
 }
 
 // restartRetransmit re-arms the timer after progress, or disarms it when
@@ -254,6 +319,7 @@ func (t *timers) expiredProbe(now monotime.Time) {
 		return
 	}
 	if q.req.resendLast() {
+		t.probed, t.probedSince, t.watch = q.req.sentMax.Add(bth.PSNMask), t.probeArmedAt, watchAnswer
 		q.stats.TailProbes++
 		q.event(trace.Event{Kind: trace.Probe, PSN: uint32(q.req.sentMax.Add(bth.PSNMask)), Wait: t.probeTimeout()})
 	}

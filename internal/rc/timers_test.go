@@ -42,3 +42,50 @@ func TestProbeTimeoutCoversTail(t *testing.T) {
 		t.Errorf("500 samples later, probe timeout %v, want about 4 ms again", d)
 	}
 }
+
+// TestSpuriousProbeFloor: each probe found spurious sets the least probe
+// timeout to twice its answer's delay or twice what it was, whichever is
+// longer, never past half the local ACK timeout; the watch ends at an
+// answer to a later PSN, after which a repeated answer proves nothing.
+func TestSpuriousProbeFloor(t *testing.T) {
+	q, _ := newTestQP(t)
+	q.attr.Timeout = 14 // local ACK timeout 67.1 ms
+	port := q.port.(*fakePort)
+	tm := &q.tm
+	half := time.Duration(4096<<14) / 2
+	tm.srtt, tm.rttMax = 20*time.Microsecond, 20*time.Microsecond
+	if d := tm.probeTimeout(); d != time.Millisecond {
+		t.Fatalf("probe timeout %v, want the 1ms floor", d)
+	}
+	spurious := func(late time.Duration) {
+		tm.probed, tm.probedSince, tm.watch = 100, port.Now(), watchAnswer
+		port.advance(late)
+		tm.onAcked(101)
+		tm.onDuplicateAck(100)
+	}
+	for _, c := range []struct {
+		late, want time.Duration
+	}{
+		{3 * time.Millisecond, 6 * time.Millisecond}, // twice the delay
+		{time.Millisecond, 12 * time.Millisecond},    // twice the floor
+		{20 * time.Millisecond, half},                // half the ACK timeout
+		{time.Millisecond, half},                     // and no more
+	} {
+		spurious(c.late)
+		if d := tm.probeTimeout(); d != c.want {
+			t.Errorf("after a probe answered %v late, probe timeout %v, want %v", c.late, d, c.want)
+		}
+	}
+	if q.stats.SpuriousProbes != 4 {
+		t.Errorf("%d spurious probes counted, want 4", q.stats.SpuriousProbes)
+	}
+
+	tm.probeFloor = 0
+	tm.probed, tm.probedSince, tm.watch = 200, port.Now(), watchAnswer
+	tm.onAcked(201)
+	tm.onAcked(202) // PSN 201's answer: the probe's came with the first
+	tm.onDuplicateAck(201)
+	if d := tm.probeTimeout(); d != time.Millisecond || q.stats.SpuriousProbes != 4 {
+		t.Errorf("a repeated answer after a later PSN's counted as spurious: timeout %v", d)
+	}
+}

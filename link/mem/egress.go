@@ -89,6 +89,9 @@ func (l *Link) shape(p *packet, now time.Time) {
 		at = l.tx.nextFree
 	}
 	at = at.Add(f.Delay)
+	if f.DelayFunc != nil {
+		at = at.Add(f.DelayFunc(p.b[:p.n]))
+	}
 	if at.Before(l.tx.lastAt) {
 		at = l.tx.lastAt
 	}

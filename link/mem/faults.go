@@ -16,14 +16,15 @@ const ReorderFlush = 200 * time.Microsecond
 // perfect link.
 //
 // Filter, when set, selects the packets the per-packet faults (DropFunc,
-// DropEvery, Drop, ECN, Corrupt, Duplicate and Reorder) apply to. Delay
-// and Bandwidth shape every packet, and keep the order they are sent in.
+// DropEvery, Drop, ECN, Corrupt, Duplicate and Reorder) apply to. Delay,
+// DelayFunc and Bandwidth shape every packet, and keep the order they are
+// sent in.
 //
 // Faults are applied in this order: the drops; then ECN marking, then
 // corruption, then duplication of the result; then the reorder window;
 // then pacing and delay.
 //
-// Filter and DropFunc are called with the link's send lock held: they must
+// Filter, DropFunc and DelayFunc are called with the link's send lock held: they must
 // not call the link's methods.
 type Faults struct {
 	// Drop is the probability that a packet is dropped.
@@ -57,6 +58,13 @@ type Faults struct {
 	// Delay is one-way latency added to every packet.
 	Delay time.Duration
 
+	// DelayFunc, if set, adds the latency it returns to the packet pkt
+	// (the IP packet), on top of Delay. Packets still arrive in the order
+	// they were sent: those behind a delayed one wait for it, as they
+	// would behind a host that stalls. It is called with the link's send
+	// lock held: it must not call the link's methods.
+	DelayFunc func(pkt []byte) time.Duration
+
 	// Bandwidth, if positive, caps the link at this many bytes per second:
 	// each packet departs when the one before it has been serialized.
 	Bandwidth int64
@@ -72,7 +80,7 @@ type Faults struct {
 }
 
 // timed reports whether the faults need the scheduler.
-func (f *Faults) timed() bool { return f.Delay > 0 || f.Bandwidth > 0 }
+func (f *Faults) timed() bool { return f.Delay > 0 || f.Bandwidth > 0 || f.DelayFunc != nil }
 
 // streams holds one random stream per fault, all seeded from Faults.Seed.
 type streams struct {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorxe/gorxe/link"
@@ -432,5 +433,44 @@ func TestBandwidth(t *testing.T) {
 		if psn != uint32(i) {
 			t.Fatalf("paced packets arrived out of order")
 		}
+	}
+}
+
+// TestDelayFunc: one packet held 5 ms holds up those sent behind it, and
+// they all arrive in order, as behind a host that stalls. (In a synctest
+// bubble: the times are exact.)
+func TestDelayFunc(t *testing.T) {
+	synctest.Test(t, testDelayFunc)
+}
+
+func testDelayFunc(t *testing.T) {
+	const stall = 5 * time.Millisecond
+	a, b := pair(t, addrA4, addrB4)
+	r := newReceiver(b)
+	a.SetFaults(mem.Faults{DelayFunc: func(pkt []byte) time.Duration {
+		if psnField(pkt) == 3 {
+			return stall
+		}
+		return 0
+	}})
+	start := time.Now()
+	var want []uint32
+	for i := range 10 {
+		if err := a.Send([][]byte{roce(t, addrA4, addrB4, uint32(i), 64, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, uint32(i))
+	}
+	if got := psns(t, r.take(t, 3)); !slices.Equal(got, want[:3]) {
+		t.Fatalf("first packets %v, want %v", got, want[:3])
+	}
+	if d := time.Since(start); d != 0 {
+		t.Fatalf("the packets before the held one took %v", d)
+	}
+	if got := psns(t, r.take(t, 7)); !slices.Equal(got, want[3:]) {
+		t.Errorf("the rest arrived as %v, want %v", got, want[3:])
+	}
+	if d := time.Since(start); d != stall {
+		t.Errorf("the packets behind the held one arrived after %v, want %v", d, stall)
 	}
 }

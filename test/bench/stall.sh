@@ -11,12 +11,14 @@
 # timer worker reads the link before it runs timers that fire late
 # (rnic's stallLate and Device.catchUp, counted as rx_batches_caught_up),
 # so it should probe little. The other side saw its peer fall silent for
-# STOP_MS, longer than its probe timeout: its probe and go-back are what
-# the probe is for, and stay.
+# STOP_MS, longer than its probe timeout: it probes and goes back, and
+# then finds both answered twice (spurious_probes) and waits longer before
+# it probes again, so only the first few stops draw them.
 #
 # For each round and each side stopped it prints both sides' tail probes,
-# go-back-N retransmissions (completer_retry_err), caught-up batches, and
-# the client's round trip. Root (a network namespace).
+# those found spurious, go-back-N retransmissions (completer_retry_err),
+# caught-up batches, and the client's round trip. Root (a network
+# namespace).
 #
 #   sudo test/bench/stall.sh      ROUNDS=3 ITERS=100000 STOP_MS=20 TEST=write_lat
 #
@@ -58,15 +60,15 @@ run() {
 	wait $sp
 	printf '%-8s' "$victim"
 	for f in client server; do
-		printf ' %8s %8s %8s' "$(counter "$tmp/$f" tail_probes)" "$(counter "$tmp/$f" completer_retry_err)" "$(counter "$tmp/$f" rx_batches_caught_up)"
+		printf ' %8s %8s %8s %8s' "$(counter "$tmp/$f" tail_probes)" "$(counter "$tmp/$f" spurious_probes)" "$(counter "$tmp/$f" completer_retry_err)" "$(counter "$tmp/$f" rx_batches_caught_up)"
 	done
 	awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ { printf " %9s %9s %9s\n", $5, $8, $4; exit }' "$tmp/client"
 }
 
 echo "gorxe $test over udp, $iters round trips, one side stopped ${stop} ms every 100 ms ($(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg))"
-printf '%-8s %26s %26s %29s\n' "" "client" "server" "round trip, usec"
+printf '%-8s %35s %35s %29s\n' "" "client" "server" "round trip, usec"
 printf '%-8s' stopped
-for _ in client server; do printf ' %8s %8s %8s' probes go-backs caughtup; done
+for _ in client server; do printf ' %8s %8s %8s %8s' probes spurious go-backs caughtup; done
 printf ' %9s %9s %9s\n' typical p99 max
 for _ in $(seq "$rounds"); do
 	run client

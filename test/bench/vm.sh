@@ -8,8 +8,8 @@
 # messages), t_typical and the 99th percentile for write_lat, read_lat and
 # send_lat (2 bytes), all at path MTU 4096; and the retransmissions of each
 # run, both sides summed: rxe's completer_retry_err (from its
-# hw_counters), and gorxe's go-back-N retransmissions, tail-loss probes and
-# local ACK timeouts (gorxe --counters). Then the floor under a user
+# hw_counters), and gorxe's go-back-N retransmissions, tail-loss probes,
+# local ACK timeouts and probes found spurious (gorxe --counters). Then the floor under a user
 # process's latency in these VMs: a UDP ping-pong between two Go programs
 # (test/bench/udpraw, sleeping in the runtime's poller), its median and
 # 99th percentile round trip, and each read_lat's t_typical and p99 as
@@ -222,7 +222,7 @@ rawresult() {
 counter() { awk -v k="$2" '$1 == k {v = $2} END {print v + 0}' "$1" 2>/dev/null || echo 0; }
 # retx N: run N's retransmissions, both sides.
 retx() {
-	local impl=${runs[$1]%% *} v s=0 r=0 p=0 to=0
+	local impl=${runs[$1]%% *} v s=0 r=0 p=0 to=0 sp=0
 	if [ "$impl" = rxe ]; then
 		for v in a b; do
 			s=$((s + $(counter "$run/$v/rxe.$1.after" completer_retry_err) - $(counter "$run/$v/rxe.$1.before" completer_retry_err)))
@@ -233,8 +233,9 @@ retx() {
 			r=$((r + $(counter "$run/$v/out.$1" completer_retry_err)))
 			p=$((p + $(counter "$run/$v/out.$1" tail_probes)))
 			to=$((to + $(counter "$run/$v/out.$1" retransmit_timeouts)))
+			sp=$((sp + $(counter "$run/$v/out.$1" spurious_probes)))
 		done
-		echo "$r/$p/$to"
+		echo "$r/$p/$to/$sp"
 	fi
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b / a; else print "-" }'; }
@@ -242,7 +243,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 {
 	echo "gorxe beside kernel rxe between two 1-vCPU VMs ($(sed -n 's/^=== versions: //p' "$run/a/vm.out"); $(date -u +%Y-%m-%d), $rev)"
 	echo "bw: 65536 B x $bw_iters, BW average MB/s; lat: 2 B x $lat_iters, usec; path MTU 4096"
-	echo "retransmissions, both sides: rxe completer_retry_err; gorxe go-back-N/tail probes/ACK timeouts"
+	echo "retransmissions, both sides: rxe completer_retry_err; gorxe go-back-N/tail probes/ACK timeouts/probes found spurious"
 	printf '%-22s %10s %10s %10s %8s %10s\n' test rxe gorxe gorxe/rxe "rxe retx" "gorxe retx"
 	lx=(- -) lg=(- -)
 	k=${#impls[@]}
