@@ -363,3 +363,36 @@ func rewriteSLL2(t *testing.T, file []byte, edit func(h []byte)) []byte {
 	}
 	return out
 }
+
+// TestResendNotNeeded: a requester resends after a silence (a tail-loss
+// probe, or its ACK timer), and the PSN it resent is then acknowledged
+// twice: the first ACK answered the original, late, and the second the
+// copy, so the resend was not needed, and explain says so of the second.
+// One ACK, or a repeat after a later PSN's, proves nothing.
+func TestResendNotNeeded(t *testing.T) {
+	pkt, req := packets(t)
+	w := func(psn bth.PSN) []byte { return req(bth.RCRDMAWriteOnly, psn, 64) }
+	ack := func(psn bth.PSN) []byte { return pkt(true, bth.RCAcknowledge, psn, 0) }
+	for _, tc := range []struct {
+		name string
+		pkts [][]byte
+		want int // the packet told as the copy's answer, or -1
+	}{
+		{"timeout, answered twice", [][]byte{w(10), ack(10), w(11), w(11), ack(11), ack(11)}, 5},
+		{"probe, answered twice", [][]byte{w(10), w(11), w(11), ack(11), ack(11)}, 4},
+		{"answered once", [][]byte{w(10), ack(10), w(11), w(11), ack(11), w(12), ack(12)}, -1},
+		{"a repeat after a later PSN's answer", [][]byte{w(10), w(11), w(11), ack(11), w(12), ack(12), ack(11)}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Read(bytes.NewReader(rawCapture(tc.pkts...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, p := range r.Packets {
+				if got := strings.Contains(p.Text, "was not needed"); got != (k == tc.want) {
+					t.Errorf("packet %d (%s): told as the copy's answer %v, want %v: %q", k, p.Opcode, got, k == tc.want, p.Text)
+				}
+			}
+		})
+	}
+}

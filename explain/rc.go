@@ -111,6 +111,13 @@ type requester struct {
 	// A go-back-N run in progress resends runNext next.
 	resending bool
 	runNext   uint32
+	// The last resend after a silence (a tail-loss probe or a timeout)
+	// resent probed, in the packet probeAt (0 when none is in question);
+	// probeAnswered is the ACK that first covered it. A second ACK of it
+	// means the first was late, not lost.
+	probed        uint32
+	probeAt       int
+	probeAnswered int
 }
 
 // sentAs is what a request packet was when first sent: its opcode and
@@ -567,12 +574,14 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 	case psn != q.una && psnAdd(psn, span) == q.next:
 		// Only the last packet again, not the oldest unacknowledged: a probe.
 		ev = trace.Event{Kind: trace.Probe, QP: s.QPN, PSN: psn, Wait: gap}
+		q.probed, q.probeAt, q.probeAnswered = psn, i, 0
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
 		why = fmt.Sprintf("A tail-loss probe: after %s with no ACK, %s resends only its last packet, to learn from the answer what the responder has.", seconds(gap), s.label())
 		q.resending = false
 	default:
 		ev.Reason = trace.GoBackTimeout
+		q.probed, q.probeAt, q.probeAnswered = psn, i, 0
 		m.event(i, trace.Event{Kind: trace.Timeout, QP: s.QPN, PSN: q.una})
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
@@ -810,7 +819,19 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 		return fmt.Sprintf("ACK of every request up to PSN %d, none of them in the capture; %s.%s", psn, msn, credits)
 	}
 	if psnDiff(psn, q.una) < 0 {
+		if q.probeAnswered != 0 && psnDiff(psn, q.probed) >= 0 {
+			first, copy := m.pkt(q.probeAnswered).Index, m.pkt(q.probeAt).Index
+			q.probeAt, q.probeAnswered = 0, 0
+			return fmt.Sprintf("ACK of PSN %d again, the answer to its copy (packet %d): the ACK of packet %d answered the original, late but not lost, so the resend after the silence was not needed (a gorxe requester learns from this to wait longer before it probes); %s.%s",
+				psn, copy, first, msn, credits)
+		}
 		return fmt.Sprintf("ACK of PSN %d, which %s has had acknowledged already: the answer to a duplicate request, or a repeat, and changes nothing; %s.%s", psn, r.label(), msn, credits)
+	}
+	switch {
+	case q.probeAt != 0 && q.probeAnswered == 0 && psnDiff(psn, q.probed) >= 0:
+		q.probeAnswered = i
+	case q.probeAnswered != 0 && psnDiff(psn, q.probed) > 0:
+		q.probeAt, q.probeAnswered = 0, 0 // a later PSN's answer: the probe's came with the first, or never
 	}
 	unseen := ""
 	if psnDiff(psn, q.next) >= 0 {
