@@ -382,6 +382,12 @@ func TestResendNotNeeded(t *testing.T) {
 		{"probe, answered twice", [][]byte{w(10), w(11), w(11), ack(11), ack(11)}, 4},
 		{"answered once", [][]byte{w(10), ack(10), w(11), w(11), ack(11), w(12), ack(12)}, -1},
 		{"a repeat after a later PSN's answer", [][]byte{w(10), w(11), w(11), ack(11), w(12), ack(12), ack(11)}, -1},
+		// The WRITE's LAST was lost: the resent FIRST and MIDDLE are
+		// duplicates, each acknowledged, but the resend was needed.
+		{"a tail lost, the rest resent", [][]byte{
+			req(bth.RCRDMAWriteFirst, 10, 1024), req(bth.RCRDMAWriteMiddle, 11, 1024),
+			req(bth.RCRDMAWriteFirst, 10, 1024), req(bth.RCRDMAWriteMiddle, 11, 1024), req(bth.RCRDMAWriteLast, 12, 64),
+			ack(11), ack(11), ack(12)}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Read(bytes.NewReader(rawCapture(tc.pkts...)))

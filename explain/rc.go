@@ -111,10 +111,12 @@ type requester struct {
 	// A go-back-N run in progress resends runNext next.
 	resending bool
 	runNext   uint32
-	// The last resend after a silence (a tail-loss probe or a timeout)
-	// resent probed, in the packet probeAt (0 when none is in question);
-	// probeAnswered is the ACK that first covered it. A second ACK of it
-	// means the first was late, not lost.
+	// The last resend after a silence (a tail-loss probe or a timeout),
+	// which began with the packet probeAt (0 when none is in question),
+	// resent up to probed, the last PSN sent before it; probeAnswered is
+	// the ACK that first covered probed. A second ACK of probed or later
+	// means the responder had all of the originals: the first ACK was
+	// late, not lost.
 	probed        uint32
 	probeAt       int
 	probeAnswered int
@@ -528,6 +530,22 @@ func (q *requester) remember(psn uint32, a sentAs) {
 	}
 }
 
+// watchResend follows the answers to the resend after a silence that
+// begins with packet i, when the last request sent before it ended a
+// message and so asked for an ACK: ACKed twice, it shows the responder
+// had every original. (An ACK of a PSN inside a message answers a
+// duplicate, but the packets after it may have been lost before the
+// capture point.)
+func (q *requester) watchResend(i int) {
+	q.probeAt, q.probeAnswered = 0, 0
+	last := psnAdd(q.next, -1)
+	if o, ok := q.orig[last]; ok {
+		if _, pos := classify(o.op); pos == wire.Last || pos == wire.Only {
+			q.probed, q.probeAt = last, i
+		}
+	}
+}
+
 // resent updates the requester s for a request it sent again and returns
 // the sentence that says why it did.
 func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p *wire.Packet, gap time.Duration) string {
@@ -553,6 +571,7 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		return fmt.Sprintf("Resent, go-back-N: %s goes on resending everything after the PSN it went back to.", s.label())
 	}
 	q.resending, q.runNext = true, psnAdd(psn, span)
+	q.probeAt, q.probeAnswered = 0, 0 // a new run: its copies' answers say nothing of the last one's need
 	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
 	var why string
 	switch {
@@ -574,14 +593,14 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 	case psn != q.una && psnAdd(psn, span) == q.next:
 		// Only the last packet again, not the oldest unacknowledged: a probe.
 		ev = trace.Event{Kind: trace.Probe, QP: s.QPN, PSN: psn, Wait: gap}
-		q.probed, q.probeAt, q.probeAnswered = psn, i, 0
+		q.watchResend(i)
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
 		why = fmt.Sprintf("A tail-loss probe: after %s with no ACK, %s resends only its last packet, to learn from the answer what the responder has.", seconds(gap), s.label())
 		q.resending = false
 	default:
 		ev.Reason = trace.GoBackTimeout
-		q.probed, q.probeAt, q.probeAnswered = psn, i, 0
+		q.watchResend(i)
 		m.event(i, trace.Event{Kind: trace.Timeout, QP: s.QPN, PSN: q.una})
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
@@ -822,7 +841,7 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 		if q.probeAnswered != 0 && psnDiff(psn, q.probed) >= 0 {
 			first, copy := m.pkt(q.probeAnswered).Index, m.pkt(q.probeAt).Index
 			q.probeAt, q.probeAnswered = 0, 0
-			return fmt.Sprintf("ACK of PSN %d again, the answer to its copy (packet %d): the ACK of packet %d answered the original, late but not lost, so the resend after the silence was not needed (a gorxe requester learns from this to wait longer before it probes); %s.%s",
+			return fmt.Sprintf("ACK of PSN %d again, the answer to a copy from the resend at packet %d: the ACK of packet %d answered the original, late but not lost, so the resend after the silence was not needed (a gorxe requester learns from this to wait longer before it probes); %s.%s",
 				psn, copy, first, msn, credits)
 		}
 		return fmt.Sprintf("ACK of PSN %d, which %s has had acknowledged already: the answer to a duplicate request, or a repeat, and changes nothing; %s.%s", psn, r.label(), msn, credits)

@@ -243,10 +243,13 @@ func TestRNRRetryExhausted(t *testing.T) {
 
 // TestTailLossProbe: the last packet of a WRITE is lost, so no later packet
 // reveals the gap; the requester's probe resends it long before the local
-// ACK timeout would.
+// ACK timeout would. (A WRITE before it measures the round trip: no probe
+// is armed before one is, TestSlowFirstAnswer.)
 func TestTailLossProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3}) // 4.3 s
+		a.postSend(t, writeWR(0, a, b, 4096, 64))
+		status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
 		a.dropNth(bth.RCRDMAWriteLast, 1)
 		fill(a.buf[:3000], 21)
 		start := time.Now()
@@ -310,6 +313,30 @@ func TestSpuriousProbe(t *testing.T) {
 	})
 }
 
+// TestSlowFirstAnswer: a QP's first answer comes 40 ms late (a peer just
+// started, as in make bench-vm's emulated VMs), with no round trip
+// measured yet to time a probe by: the requester waits for it without a
+// probe or a go-back.
+func TestSlowFirstAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
+		var first atomic.Bool
+		b.link.SetFaults(mem.Faults{DelayFunc: func(pkt []byte) time.Duration {
+			if o, _ := opOf(pkt); o == bth.RCAcknowledge && first.CompareAndSwap(false, true) {
+				return 40 * time.Millisecond
+			}
+			return 0
+		}})
+		for i := range 3 {
+			a.postSend(t, writeWR(uint64(i), a, b, 0, 64))
+			status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
+		}
+		if sa := a.stats(); sa.TailProbes != 0 || sa.CompleterRetryErr != 0 || sa.RetransmitTimeouts != 0 {
+			t.Fatalf("%d probes, %d go-backs, %d timeouts; want none\n%s", sa.TailProbes, sa.CompleterRetryErr, sa.RetransmitTimeouts, a.traceText())
+		}
+	})
+}
+
 // TestProbeSlowPeer: a responder that takes its time to answer (every ACK
 // of B lost for 200 ms, as a soft-RoCE peer in an emulated VM answers
 // seconds late when duplicates queue up) gets one probe and one go-back
@@ -318,10 +345,12 @@ func TestSpuriousProbe(t *testing.T) {
 func TestProbeSlowPeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 16, retryCnt: 7}) // 268 ms
+		a.postSend(t, writeWR(1, a, b, 0, 64)) // a round trip measured: the probe times from it
+		status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
 		quietUntil := time.Now().Add(200 * time.Millisecond)
 		b.link.SetFaults(mem.Faults{DropFunc: func([]byte, uint64) bool { return time.Now().Before(quietUntil) }})
 		fill(a.buf[:64<<10], 5)
-		a.postSend(t, writeWR(1, a, b, 0, 64<<10))
+		a.postSend(t, writeWR(2, a, b, 0, 64<<10))
 		status(t, wait(t, a.scq, 1, 3*time.Second), cq.StatusSuccess)
 		if !bytes.Equal(a.buf[:64<<10], b.buf[:64<<10]) {
 			t.Fatal("data differs")

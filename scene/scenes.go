@@ -39,7 +39,7 @@ var Scenes = []Scene{
 		Teaches: "The fabric drops one packet of an 8-packet WRITE. The responder NAKs the first later packet once (PSN sequence error) and drops the rest; the requester goes back to the PSN the NAK names and resends everything from there.",
 		play:    loss},
 	{Name: "tail-loss", Title: "Tail loss and the probe",
-		Teaches: "The fabric drops the last packet of a WRITE, so nothing comes after it to show the gap and no NAK can come. With no ACK, the requester resends its last packet (a tail-loss probe) rather than wait out the whole ACK timeout.",
+		Teaches: "The fabric drops the last packet of a WRITE, so nothing comes after it to show the gap and no NAK can come. With no ACK, the requester resends its last packet (a tail-loss probe) rather than wait out the whole ACK timeout. It waits a few round trips for that, as measured by an earlier WRITE.",
 		play:    tailLoss},
 	{Name: "rnr", Title: "Receiver not ready",
 		Teaches: "A SEND arrives before B has posted a receive. B answers with an RNR NAK carrying its RNR timer; A waits that long and sends again, until B has posted one. RNR waits do not count against the retry count, but against rnr_retry.",
@@ -194,8 +194,13 @@ func loss(st *Stage) error {
 }
 
 func tailLoss(st *Stage) error {
-	psn := st.A.PSN.Add(3)
-	st.A.link.drop = once(psn, false)
+	a, b := st.A, st.B
+	st.say("A WRITEs 64 bytes to B: the round trip it measures times the probe, and no probe is armed before one is")
+	if _, err := st.sendOK(a, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, SGList: a.sge(0, 64), RemoteAddr: b.va(0), RKey: b.MR.RKey()}); err != nil {
+		return err
+	}
+	psn := a.PSN.Add(4)
+	a.link.drop = once(psn, false)
 	st.say("A WRITEs 4096 bytes to B (4 packets); the fabric will drop the last, PSN %d", psn)
 	return st.writeCheck(4096)
 }

@@ -165,7 +165,9 @@ func (t *timers) onAcked(oldest bth.PSN) {
 		return
 	}
 	t.rttPending = false
-	sample := t.q.port.Now().Sub(t.rttSent)
+	// At least 1 ns: a round trip on a fake clock can take no time, and
+	// srtt 0 means none measured.
+	sample := max(t.q.port.Now().Sub(t.rttSent), time.Nanosecond)
 	if t.srtt == 0 {
 		t.srtt, t.rttvar, t.rttMax = sample, sample/2, sample
 		return
@@ -217,22 +219,29 @@ const rttMaxDecay = 64
 // mean deviations when the round trip varies more than that, or twice the
 // longest recent round trip (rttMax) when that is longer still, at least
 // 1 ms, or what spurious probes taught (onDuplicateAck), and at most half
-// the local ACK timeout; 10 ms until a round trip has been measured. On a loaded or one-CPU host the round trips have a
-// tail that the mean deviation, gone within a few samples, does not
-// cover: there, a probe timed by it fired on merely slow answers, a few
-// in every thousand round trips, and its second timeout sent the window
-// again. A probe that was not needed costs a duplicate packet.
+// the local ACK timeout.
+//
+// On a loaded or one-CPU host the round trips have a tail that the mean
+// deviation, gone within a few samples, does not cover: there, a probe
+// timed by it fired on merely slow answers, a few in every thousand round
+// trips, and its second timeout sent the window again. A probe that was
+// not needed costs a duplicate packet.
+//
+// No probe is armed until a round trip has been measured (armProbe), as
+// Linux TCP's probe waits as long as its retransmission timeout until its
+// first sample: a QP's first exchange can
+// be slow where nothing after it is (a peer just started, its memory not
+// yet touched: 30 to 60 ms in the emulated VMs of make bench-vm, where a
+// fixed first wait of 10 ms probed and went back at the start of every
+// run). The local ACK timeout recovers a first message lost.
 func (t *timers) probeTimeout() time.Duration {
-	d := 10 * time.Millisecond
-	if t.srtt > 0 {
-		d = max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
-	}
+	d := max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
 	return min(max(d, t.probeFloor), t.ackTimeout()/2)
 }
 
 func (t *timers) armProbe(now monotime.Time) {
 	q := t.q
-	if q.noProbe || t.probeState == probeSpent || t.ackTimeout() == 0 || !q.req.unanswered() {
+	if q.noProbe || t.probeState == probeSpent || t.srtt == 0 || t.ackTimeout() == 0 || !q.req.unanswered() {
 		t.probe = 0
 		return
 	}
