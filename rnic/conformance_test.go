@@ -345,7 +345,7 @@ func TestSlowFirstAnswer(t *testing.T) {
 func TestProbeSlowPeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 16, retryCnt: 7}) // 268 ms
-		a.postSend(t, writeWR(1, a, b, 0, 64)) // a round trip measured: the probe times from it
+		a.postSend(t, writeWR(1, a, b, 0, 64))                 // a round trip measured: the probe times from it
 		status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
 		quietUntil := time.Now().Add(200 * time.Millisecond)
 		b.link.SetFaults(mem.Faults{DropFunc: func([]byte, uint64) bool { return time.Now().Before(quietUntil) }})
