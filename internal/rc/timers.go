@@ -229,11 +229,11 @@ const rttMaxDecay = 64
 //
 // No probe is armed until a round trip has been measured (armProbe), as
 // Linux TCP's probe waits as long as its retransmission timeout until its
-// first sample: a QP's first exchange can
-// be slow where nothing after it is (a peer just started, its memory not
-// yet touched: 30 to 60 ms in the emulated VMs of make bench-vm, where a
-// fixed first wait of 10 ms probed and went back at the start of every
-// run). The local ACK timeout recovers a first message lost.
+// first sample: a QP's first exchange can be slow where nothing after it
+// is (a peer just started, its memory not yet touched: 30 to 60 ms in the
+// emulated VMs of make bench-vm, where a fixed first wait of 10 ms probed
+// and went back at the start of every run). The local ACK timeout
+// recovers a first message lost.
 func (t *timers) probeTimeout() time.Duration {
 	d := max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
 	return min(max(d, t.probeFloor), t.ackTimeout()/2)
