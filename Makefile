@@ -9,7 +9,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./wire/cm:FuzzCM ./cm:FuzzLiveQP1 ./rnic:FuzzResponder ./explain:FuzzExplain ./pingpong:FuzzParseMessage ./link/tap:FuzzInput
 
-.PHONY: all build test deps check vet fmt race fuzz interop interop-full interop-flags router bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-stall bench-instr bench-cc sim-figures
+.PHONY: all build test deps check vet fmt race router-test fuzz interop interop-full interop-flags router bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-stall bench-instr bench-cc sim-figures
 
 all: build
 
@@ -21,7 +21,7 @@ build:
 # root it first installs what the integration tests under test/ run (they
 # build hosts from network namespaces and need root); the interop harness
 # installs qemu and debootstrap itself.
-test: deps check race
+test: deps check race router-test
 	$(MAKE) fuzz FUZZTIME=200000x
 	$(MAKE) interop
 
@@ -83,11 +83,18 @@ fmt:
 vet:
 	$(GO) vet ./...
 
-# The integration tests in test/ boot a VM (TestRouter), building its
-# image first on a fresh clone: more than go test's default 10 minutes
-# may pass in that package.
+# race runs every test but TestRouter, which router-test runs after it on
+# an otherwise idle machine: its router is a VM under qemu's emulation,
+# which forwards below its 30 Mbit/s when the race-detected tests of
+# other packages hold the CPUs, and then its queue overflows whatever the
+# senders do (CI35 on 2026-12-02: DCQCN's drops 1.5% of --cc none's, the
+# limit being 1%). TestRouter builds the VM image first on a fresh clone:
+# more than go test's default 10 minutes may pass.
 race:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m -skip '^TestRouter$$' ./...
+
+router-test:
+	$(GO) test -count=1 -timeout 30m -run '^TestRouter$$' ./test
 
 # fuzz runs every fuzz target for FUZZTIME (default 1000000 executions each).
 fuzz:
