@@ -535,9 +535,8 @@ func (q *requester) remember(psn uint32, a sentAs) {
 // message and so asked for an ACK: ACKed twice, it shows the responder
 // had every original. (An ACK of a PSN inside a message answers a
 // duplicate, but the packets after it may have been lost before the
-// capture point.)
+// capture point.) resent has cleared the last run's watch.
 func (q *requester) watchResend(i int) {
-	q.probeAt, q.probeAnswered = 0, 0
 	last := psnAdd(q.next, -1)
 	if o, ok := q.orig[last]; ok {
 		if _, pos := classify(o.op); pos == wire.Last || pos == wire.Only {

@@ -198,10 +198,7 @@ func (t *timers) onDuplicateAck(psn bth.PSN) {
 		return
 	}
 	t.watch = watchNone
-	t.probeFloor = max(2*t.late, 2*max(t.probeFloor, minProbeTimeout))
-	if at := t.ackTimeout() / 2; t.probeFloor > at {
-		t.probeFloor = at
-	}
+	t.probeFloor = min(max(2*t.late, 2*max(t.probeFloor, minProbeTimeout)), t.ackTimeout()/2)
 	q := t.q
 	q.stats.SpuriousProbes++
 	q.event(trace.Event{Kind: trace.ProbeSpurious, PSN: uint32(t.probed), Wait: t.probeTimeout()})
@@ -330,7 +327,7 @@ func (t *timers) expiredProbe(now monotime.Time) {
 	if q.req.resendLast() {
 		t.probed, t.probedSince, t.watch = q.req.sentMax.Add(bth.PSNMask), t.probeArmedAt, watchAnswer
 		q.stats.TailProbes++
-		q.event(trace.Event{Kind: trace.Probe, PSN: uint32(q.req.sentMax.Add(bth.PSNMask)), Wait: t.probeTimeout()})
+		q.event(trace.Event{Kind: trace.Probe, PSN: uint32(t.probed), Wait: t.probeTimeout()})
 	}
 	t.probeState = probeSent
 	t.armProbe(now)

@@ -24,8 +24,8 @@ const ReorderFlush = 200 * time.Microsecond
 // corruption, then duplication of the result; then the reorder window;
 // then pacing and delay.
 //
-// Filter, DropFunc and DelayFunc are called with the link's send lock held: they must
-// not call the link's methods.
+// Filter, DropFunc and DelayFunc are called with the link's send lock
+// held: they must not call the link's methods.
 type Faults struct {
 	// Drop is the probability that a packet is dropped.
 	Drop float64
