@@ -337,6 +337,37 @@ func TestSlowFirstAnswer(t *testing.T) {
 	})
 }
 
+// TestLossyStartProbes: a QP's very first packet is lost, so its first
+// message completes by a go-back, which voids the round-trip sample under
+// way (Karn's rule) and leaves no round trip measured. The answer that
+// drew the go-back still bounds one, so the next message's lost tail is
+// found by a probe, not by the local ACK timeout.
+func TestLossyStartProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
+		a.dropNth(bth.RCRDMAWriteFirst, 1)
+		fill(a.buf[:3000], 7)
+		a.postSend(t, writeWR(0, a, b, 0, 3000))
+		status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
+		if sa := a.stats(); sa.CompleterRetryErr != 1 || sa.RetransmitTimeouts != 0 {
+			t.Fatalf("the first message: %d go-backs, %d timeouts; want 1 (the NAK's), 0\n%s", sa.CompleterRetryErr, sa.RetransmitTimeouts, a.traceText())
+		}
+		a.dropNth(bth.RCRDMAWriteLast, 1)
+		fill(a.buf[:3000], 8)
+		start := time.Now()
+		a.postSend(t, writeWR(1, a, b, 0, 3000))
+		status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
+		el, sa := time.Since(start), a.stats()
+		if sa.TailProbes != 1 || sa.RetransmitTimeouts != 0 || el > 10*time.Millisecond {
+			t.Fatalf("a lost tail after a lossy start: %d probes, %d timeouts, recovered in %v; want 1, 0, at most 10ms\n%s",
+				sa.TailProbes, sa.RetransmitTimeouts, el, a.traceText())
+		}
+		if !bytes.Equal(a.buf[:3000], b.buf[:3000]) {
+			t.Fatal("data differs")
+		}
+	})
+}
+
 // TestProbeSlowPeer: a responder that takes its time to answer (every ACK
 // of B lost for 200 ms, as a soft-RoCE peer in an emulated VM answers
 // seconds late when duplicates queue up) gets one probe and one go-back

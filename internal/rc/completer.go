@@ -60,6 +60,7 @@ func (c *completer) handleResponse(p *wire.Packet) {
 		q.event(trace.Event{Kind: trace.Dropped, PSN: uint32(psn), Opcode: p.BTH.Opcode().String(), Reason: "ghost response: nothing was sent at this PSN"})
 		return
 	}
+	q.tm.onAnswer()
 	switch p.BTH.Opcode() {
 	case bth.RCAcknowledge:
 		c.handleAck(psn, p.AETH.Syndrome())

@@ -39,6 +39,12 @@ type timers struct {
 	rttPSN     bth.PSN
 	rttSent    monotime.Time // zero until settle stamps it
 
+	// Until a round trip is measured: when the QP first sent, and whether
+	// the estimate is the bound its first answer gave (onAnswer), which the
+	// first clean sample replaces.
+	firstSent monotime.Time
+	seeded    bool
+
 	// Probes found not needed. probeArmedAt is when the probe timer was
 	// last armed. A probe resends probed, whose wait began at probedSince
 	// (the probe timer's arming), and watch follows its answers: late is
@@ -118,6 +124,24 @@ func (t *timers) onPacketSent(psn bth.PSN, ackReq, fresh bool) {
 	}
 }
 
+// onAnswer notes a response (an ACK, a NAK, a READ response or an atomic
+// ACK) to a PSN the requester sent. If no round trip is measured yet, the
+// first one seeds the estimate with the time since the QP's first packet
+// went out: the packet that drew the answer left no earlier, so that time
+// is at least a round trip, an estimate a probe can only wait too long by.
+// Without it, a QP that loses packets from its start never measures one:
+// every go-back voids the sample under way (Karn's rule), and while
+// packets are lost a go-back comes within every round trip of a window, so
+// no probe is armed and every lost tail costs the local ACK timeout (at 5%
+// loss, write_bw of 64 KiB ran at a third of its rate with a probe).
+func (t *timers) onAnswer() {
+	if t.srtt != 0 || t.firstSent.IsZero() {
+		return
+	}
+	bound := max(t.q.port.Now().Sub(t.firstSent), time.Nanosecond)
+	t.srtt, t.rttvar, t.rttMax, t.seeded = bound, bound/2, bound, true
+}
+
 // onRetransmit notes a go-back-N, which why names (a trace.GoBack
 // reason): no round-trip sample is taken across a retransmission (Karn's
 // rule). A probe's own go-back keeps watching for the probe's answers: if
@@ -147,6 +171,9 @@ func (t *timers) settle() {
 	if t.rttPending && t.rttSent.IsZero() {
 		t.rttSent = now
 	}
+	if t.srtt == 0 && t.firstSent.IsZero() {
+		t.firstSent = now
+	}
 	t.armProbe(now)
 }
 
@@ -168,8 +195,8 @@ func (t *timers) onAcked(oldest bth.PSN) {
 	// At least 1 ns: a round trip on a fake clock can take no time, and
 	// srtt 0 means none measured.
 	sample := max(t.q.port.Now().Sub(t.rttSent), time.Nanosecond)
-	if t.srtt == 0 {
-		t.srtt, t.rttvar, t.rttMax = sample, sample/2, sample
+	if t.srtt == 0 || t.seeded {
+		t.srtt, t.rttvar, t.rttMax, t.seeded = sample, sample/2, sample, false
 		return
 	}
 	dev := t.srtt - sample
@@ -224,13 +251,14 @@ const rttMaxDecay = 64
 // trips, and its second timeout sent the window again. A probe that was
 // not needed costs a duplicate packet.
 //
-// No probe is armed until a round trip has been measured (armProbe), as
-// Linux TCP's probe waits as long as its retransmission timeout until its
-// first sample: a QP's first exchange can be slow where nothing after it
-// is (a peer just started, its memory not yet touched: 30 to 60 ms in the
-// emulated VMs of make bench-vm, where a fixed first wait of 10 ms probed
-// and went back at the start of every run). The local ACK timeout
-// recovers a first message lost.
+// No probe is armed until a round trip has been measured or the first
+// answer has bounded one (armProbe, onAnswer), as Linux TCP's probe waits
+// as long as its retransmission timeout until its first sample: a QP's
+// first exchange can be slow where nothing after it is (a peer just
+// started, its memory not yet touched: 30 to 60 ms in the emulated VMs of
+// make bench-vm, where a fixed first wait of 10 ms probed and went back at
+// the start of every run). The local ACK timeout recovers a first message
+// lost whole.
 func (t *timers) probeTimeout() time.Duration {
 	d := max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
 	return min(max(d, t.probeFloor), t.ackTimeout()/2)

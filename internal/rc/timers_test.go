@@ -89,3 +89,42 @@ func TestSpuriousProbeFloor(t *testing.T) {
 		t.Errorf("a repeated answer after a later PSN's counted as spurious: timeout %v", d)
 	}
 }
+
+// TestFirstAnswerBoundsRoundTrip: with no round trip measured, the first
+// answer sets the estimate to the time since the QP first sent, which
+// arms the probe; the first clean sample then replaces that bound rather
+// than averaging with it, and later answers leave it alone.
+func TestFirstAnswerBoundsRoundTrip(t *testing.T) {
+	q, _ := newTestQP(t)
+	q.attr.Timeout = 14
+	port := q.port.(*fakePort)
+	tm := &q.tm
+	tm.onAnswer() // nothing sent yet: nothing to bound
+	if tm.srtt != 0 {
+		t.Fatalf("an answer before any packet set srtt %v", tm.srtt)
+	}
+	tm.unsettled = true
+	tm.settle() // the first packets leave
+	port.advance(3 * time.Millisecond)
+	tm.onAnswer()
+	if tm.srtt != 3*time.Millisecond || tm.probeTimeout() != 12*time.Millisecond {
+		t.Fatalf("after a first answer 3ms on: srtt %v, probe timeout %v; want 3ms, 12ms", tm.srtt, tm.probeTimeout())
+	}
+	port.advance(time.Millisecond)
+	tm.onAnswer()
+	if tm.srtt != 3*time.Millisecond {
+		t.Errorf("a second answer moved the bound to %v", tm.srtt)
+	}
+	tm.rttPending, tm.rttPSN, tm.rttSent = true, 1, port.Now()
+	port.advance(200 * time.Microsecond)
+	tm.onAcked(2)
+	if tm.srtt != 200*time.Microsecond || tm.rttMax != 200*time.Microsecond {
+		t.Errorf("the first clean sample of 200µs gave srtt %v, rttMax %v; want both 200µs", tm.srtt, tm.rttMax)
+	}
+	tm.rttPending, tm.rttPSN, tm.rttSent = true, 3, port.Now()
+	port.advance(400 * time.Microsecond)
+	tm.onAcked(4)
+	if tm.srtt != 225*time.Microsecond {
+		t.Errorf("the second sample of 400µs gave srtt %v; want 225µs (an eighth of the way)", tm.srtt)
+	}
+}
