@@ -39,11 +39,10 @@ type timers struct {
 	rttPSN     bth.PSN
 	rttSent    monotime.Time // zero until settle stamps it
 
-	// Until a round trip is measured: when the QP first sent, and whether
-	// the estimate is the bound its first answer gave (onAnswer), which the
-	// first clean sample replaces.
+	// When the QP first sent, kept until the first clean sample: while it
+	// is set, srtt is zero or the bound the first answer gave (onAnswer),
+	// which that sample replaces.
 	firstSent monotime.Time
-	seeded    bool
 
 	// Probes found not needed. probeArmedAt is when the probe timer was
 	// last armed. A probe resends probed, whose wait began at probedSince
@@ -139,7 +138,7 @@ func (t *timers) onAnswer() {
 		return
 	}
 	bound := max(t.q.port.Now().Sub(t.firstSent), time.Nanosecond)
-	t.srtt, t.rttvar, t.rttMax, t.seeded = bound, bound/2, bound, true
+	t.srtt, t.rttvar, t.rttMax = bound, bound/2, bound
 }
 
 // onRetransmit notes a go-back-N, which why names (a trace.GoBack
@@ -195,8 +194,8 @@ func (t *timers) onAcked(oldest bth.PSN) {
 	// At least 1 ns: a round trip on a fake clock can take no time, and
 	// srtt 0 means none measured.
 	sample := max(t.q.port.Now().Sub(t.rttSent), time.Nanosecond)
-	if t.srtt == 0 || t.seeded {
-		t.srtt, t.rttvar, t.rttMax, t.seeded = sample, sample/2, sample, false
+	if t.srtt == 0 || !t.firstSent.IsZero() {
+		t.srtt, t.rttvar, t.rttMax, t.firstSent = sample, sample/2, sample, 0
 		return
 	}
 	dev := t.srtt - sample
