@@ -11,6 +11,8 @@
 #   options: --duration SECS  --stagger SECS  --rate RATE (30mbit)
 #            --limit BYTES (RED's)  --window PSNS (gorxe's)  --suite SUITE
 #            --only dcqcn|none  --cc-args "DCQCN options for every side"
+#            --stall MS (stop the router's VM for MS ms a second after s2
+#            starts, in each run: the pause its emulation sometimes makes)
 #            --args "more gorxe options for every side, both runs"
 #
 #       s1 10.19.1.11 ─┐                                ┌─ r 10.19.2.20 (server 1)
@@ -29,7 +31,7 @@
 # np_cnp_sent (the servers) and rp_cnp_handled (the clients).
 #
 # It exits non-zero unless: with DCQCN the capture has CNPs, the router
-# dropped nothing (or at most 1% of what it dropped with --cc none), the
+# dropped nothing (or at most 3% of what it dropped with --cc none), the
 # two flows' goodputs are within 20% of each other and both clients exit
 # 0; with --cc none the router dropped packets and both clients still
 # exited 0 having moved data (go-back-N recovered). Logs, captures (r.pcap),
@@ -41,7 +43,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] || { echo "router.sh: needs root (qemu, TAP, namespaces)" >&2; exit 1; }
 
-duration=30 stagger=5 rate=30mbit limit=140000 window=96 suite=bookworm only="" extra=""
+duration=30 stagger=5 rate=30mbit limit=140000 window=96 suite=bookworm only="" extra="" stall=0
 # DCQCN's tuning for this path (see "DCQCN for a 30 Mb/s path" below).
 ccargs="--cc-param rpg_max_rate=50,dce_tcp_rtt=1000,rate_reduce_monitor_period=4000,rpg_time_reset=20000,rpg_ai_rate=1,rpg_hai_rate=5"
 while [ $# -gt 0 ]; do
@@ -56,6 +58,7 @@ while [ $# -gt 0 ]; do
 	--only) only=$2; shift ;;
 	--cc-args) ccargs=$2; shift ;;
 	--args) extra=$2; shift ;;
+	--stall) stall=$2; shift ;;
 	*) echo "router.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -64,7 +67,10 @@ done
 cache=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}
 . test/interop/lib.sh
 vm_image "$suite" # sets img
-command -v tshark >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null; }
+need=""
+command -v tshark >/dev/null || need="$need tshark"
+command -v ping >/dev/null || need="$need iputils-ping"
+[ -z "$need" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null; }
 
 rcache=${GORXE_ROUTER_CACHE:-$PWD/test/router/cache}
 run=$rcache/last
@@ -294,7 +300,7 @@ onerun() {
 	grep -q "=== exit 0" "$o/router.setup" || { cat "$o/router.setup"; echo "router.sh: resetting the router's qdisc failed" >&2; exit 1; }
 	local in0
 	in0=$(tapdrops)
-	ip netns exec $r tcpdump -i eth0 -s 0 --immediate-mode -U -w "$o/r.pcap" udp port 4791 > "$o/tcpdump.log" 2>&1 &
+	ip netns exec $r tcpdump -i eth0 -s 0 -B 16384 --immediate-mode -U -w "$o/r.pcap" udp port 4791 > "$o/tcpdump.log" 2>&1 &
 	local dump=$!
 	sleep 1
 	# -Q 1: a completion per message, so that the BW average counts
@@ -319,6 +325,12 @@ onerun() {
 	sleep "$stagger"
 	ip netns exec $s2 $g write_bw $common -p 18516 10.19.2.21 > "$o/client2.out" 2> "$o/client2.err" &
 	local c2=$!
+	if [ "$stall" != 0 ]; then
+		sleep 1
+		kill -STOP "$vm_pid"
+		sleep "$(awk -v ms="$stall" 'BEGIN {print ms / 1000}')"
+		kill -CONT "$vm_pid"
+	fi
 	local rc1=0 rc2=0
 	wait $c1 || rc1=$?
 	wait $c2 || rc2=$?
@@ -399,8 +411,21 @@ ge() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a + 0 >= b + 0)}'; }
 		ge "$(ratio "${res[dcqcn,bw1]}" "${res[dcqcn,bw2]}" | tr -d -)" 0.8; check $? "dcqcn: the flows' goodputs within 20% of each other (${res[dcqcn,bw1]} and ${res[dcqcn,bw2]} Mb/s)"
 		[ "${res[dcqcn,rc1]}/${res[dcqcn,rc2]}" = 0/0 ]; check $? "dcqcn: both clients exit 0"
 		if [[ " $modes " == *" none "* ]]; then
-			[ "${res[dcqcn,drops]}" = 0 ] || ge "${res[none,drops]}" "$((100 * ${res[dcqcn,drops]:-1}))"
-			check $? "dcqcn: router drops ${res[dcqcn,drops]}, 0 or at most 1% of --cc none's ${res[none,drops]}"
+			# At most 3%: DCQCN keeps the queue under its limit, but not
+			# through the emulated router's own stalls. The router is one
+			# vCPU under qemu's TCG on a host of two CPUs that its senders,
+			# receiver and capture share; now and then it forwards nothing
+			# for 30-60 ms, or well below 30 Mb/s for a few hundred ms,
+			# and what the senders sent meanwhile, at the rate the marks
+			# before it set, meets the queue at once. Measured on --short
+			# runs: DCQCN's drops 0 in most, 2-30 in some, 120 (0.7%)
+			# with --stall 60, 204 (1.2%) in a CI run with a 34 ms pause,
+			# while DCQCN with ConnectX's timers on this path (only
+			# rpg_max_rate=50 of the tuning) dropped 9984 against
+			# --cc none's 17639 (57%), and one that never cut would
+			# drop as much as --cc none.
+			[ "${res[dcqcn,drops]}" = 0 ] || ge "$((3 * ${res[none,drops]:-0}))" "$((100 * ${res[dcqcn,drops]:-1}))"
+			check $? "dcqcn: router drops ${res[dcqcn,drops]}, 0 or at most 3% of --cc none's ${res[none,drops]}"
 		else
 			[ "${res[dcqcn,drops]}" = 0 ]; check $? "dcqcn: router drops ${res[dcqcn,drops]} (no --cc none run to compare with: want 0)"
 		fi
