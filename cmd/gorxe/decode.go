@@ -79,6 +79,29 @@ func openCapture(name string) (*os.File, error) {
 	return f, err
 }
 
+// parseCaptureArgs parses decode's or explain's command line: the flags,
+// then exactly one capture FILE. It returns the file's name, or ok false
+// and the exit code when there is nothing to read (help asked for, or a
+// usage error, already reported on stderr).
+func parseCaptureArgs(flags *flag.FlagSet, args []string, port *uint, stderr io.Writer) (name string, code int, ok bool) {
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", exitOK, false
+		}
+		return "", exitUsage, false
+	}
+	if *port == 0 || *port > 65535 {
+		fmt.Fprintf(stderr, "gorxe %s: --roce-port %d: not a UDP port\n", flags.Name(), *port)
+		return "", exitUsage, false
+	}
+	if flags.NArg() != 1 {
+		fmt.Fprintf(stderr, "gorxe %s: want exactly one FILE\n", flags.Name())
+		flags.Usage()
+		return "", exitUsage, false
+	}
+	return flags.Arg(0), exitOK, true
+}
+
 // runDecode is the decode subcommand.
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("decode", flag.ContinueOnError)
@@ -89,22 +112,10 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(flags.Output(), decodeUsage)
 		flags.PrintDefaults()
 	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	name, code, ok := parseCaptureArgs(flags, args, port, stderr)
+	if !ok {
+		return code
 	}
-	if *port == 0 || *port > 65535 {
-		fmt.Fprintf(stderr, "gorxe decode: --roce-port %d: not a UDP port\n", *port)
-		return exitUsage
-	}
-	if flags.NArg() != 1 {
-		fmt.Fprintln(stderr, "gorxe decode: want exactly one FILE")
-		flags.Usage()
-		return exitUsage
-	}
-	name := flags.Arg(0)
 	f, err := openCapture(name)
 	if err != nil {
 		fmt.Fprintf(stderr, "gorxe decode: %s: %v\n", name, err)

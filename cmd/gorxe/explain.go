@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -47,22 +46,10 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(flags.Output(), explainUsage)
 		flags.PrintDefaults()
 	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	name, code, ok := parseCaptureArgs(flags, args, port, stderr)
+	if !ok {
+		return code
 	}
-	if *port == 0 || *port > 65535 {
-		fmt.Fprintf(stderr, "gorxe explain: --roce-port %d: not a UDP port\n", *port)
-		return exitUsage
-	}
-	if flags.NArg() != 1 {
-		fmt.Fprintln(stderr, "gorxe explain: want exactly one FILE")
-		flags.Usage()
-		return exitUsage
-	}
-	name := flags.Arg(0)
 	r, err := explainFile(name, uint16(*port))
 	if err != nil {
 		fmt.Fprintf(stderr, "gorxe explain: %s: %v\n", name, err)
