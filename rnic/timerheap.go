@@ -130,7 +130,11 @@ func (w *worker) arm(e *timerEntry, at int64) {
 // (Device.catchUp). Go's timers fire within tens of microseconds on an
 // idle host; a timer later than this says the process or the machine
 // was not scheduled. A catch-up costs one system call when nothing is
-// waiting.
+// waiting. A timer that would retransmit reads the link first however
+// late it fires: the answer may have come and be waiting unread, the
+// receive goroutine not yet run after it (seen in an interop run on a
+// loaded host: rxe's ACK crossed the bridge a millisecond before the
+// tail-loss probe it made needless).
 const stallLate = 250 * time.Microsecond
 
 // runTimers runs the QPs whose items have come up by now and whose
@@ -151,12 +155,12 @@ func (w *worker) runTimers(now monotime.Time) {
 	caughtUp := w.loop != nil // a device on a Loop is never stopped
 	for _, e := range w.due {
 		d := e.q.Deadline()
-		if !caughtUp && !d.IsZero() && now.Sub(d) > stallLate {
-			// The device was not running when this timer fell due: the
-			// process or its machine was stopped or not scheduled. What
-			// the timer waits for may be waiting on the link, read by
-			// nobody yet: read it first, so that a stall on this side
-			// does not fire a probe or a go-back at an answer that came.
+		if !caughtUp && !d.IsZero() && (now.Sub(d) > stallLate || e.q.Resends(now)) {
+			// The device was not running when this timer fell due (the
+			// process or its machine was stopped or not scheduled), or
+			// the timer would send again: what it waits for may be
+			// waiting on the link, read by nobody yet. Read it first, so
+			// that no probe or go-back goes out at an answer that came.
 			w.dev.catchUp()
 			caughtUp = true
 			d = e.q.Deadline()

@@ -116,15 +116,19 @@ func TestWorkerTimers(t *testing.T) {
 	}
 }
 
-// stubRunner is a QP's engine as the worker sees it: a deadline, and
-// how often it ran.
+// stubRunner is a QP's engine as the worker sees it: a deadline, whether
+// running then would retransmit, and how often it ran.
 type stubRunner struct {
 	deadline monotime.Time
+	resend   bool
 	runs     int
 }
 
 func (r *stubRunner) Run()                    { r.runs++; r.deadline = 0 }
 func (r *stubRunner) Deadline() monotime.Time { return r.deadline }
+func (r *stubRunner) Resends(now monotime.Time) bool {
+	return r.resend && !r.deadline.IsZero() && !now.Before(r.deadline)
+}
 
 // answeringPoller is a link.Poller on which the answer a runner's timer
 // waits for is waiting: reading the link (TryReceive) disarms the timer,
@@ -142,10 +146,11 @@ func (p *answeringPoller) TryReceive([][]byte, []int) (int, error) {
 }
 
 // TestLateTimersReadFirst: a timer that fires more than stallLate after
-// it fell due (the device was stopped) reads the link first, once, and
-// does not fire if what it waited for was there; one on time, or as late
-// as Go's timers run on a busy machine, fires without reading; a timer
-// item the QP has moved later, or disarmed, reads nothing.
+// it fell due (the device was stopped), or one that would retransmit,
+// reads the link first, once, and does not fire if what it waited for
+// was there; any other on time, or as late as Go's timers run on a busy
+// machine, fires without reading; a timer item the QP has moved later,
+// or disarmed, reads nothing.
 func TestLateTimersReadFirst(t *testing.T) {
 	d := &Device{clock: monotime.NewClock(), mrs: mr.NewTable()}
 	w := newWorker(d)
@@ -155,20 +160,24 @@ func TestLateTimersReadFirst(t *testing.T) {
 	e := &timerEntry{q: r}
 	for _, tc := range []struct {
 		late        time.Duration
+		resend      bool
 		reads, runs int
 	}{
-		{0, 0, 1},
-		{stallLate / 2, 0, 1},
-		{stallLate + time.Microsecond, 1, 0},
-		{time.Second, 1, 0},
+		{0, false, 0, 1},
+		{stallLate / 2, false, 0, 1},
+		{stallLate + time.Microsecond, false, 1, 0},
+		{time.Second, false, 1, 0},
+		{0, true, 1, 0},
+		{stallLate / 2, true, 1, 0},
+		{time.Second, true, 1, 0},
 	} {
-		p.tries, r.runs = 0, 0
+		p.tries, r.runs, r.resend = 0, 0, tc.resend
 		r.deadline = d.clock.Now().Add(time.Hour) // far from the real clock: only runTimers's now matters
 		w.arm(e, int64(r.deadline))
 		w.runTimers(r.deadline.Add(tc.late))
 		if p.tries != tc.reads || r.runs != tc.runs {
-			t.Errorf("a timer run %v after it fell due: the link was read %d times and the QP ran %d; want %d and %d",
-				tc.late, p.tries, r.runs, tc.reads, tc.runs)
+			t.Errorf("a timer run %v after it fell due (retransmitting %v): the link was read %d times and the QP ran %d; want %d and %d",
+				tc.late, tc.resend, p.tries, r.runs, tc.reads, tc.runs)
 		}
 		if len(w.timers) != 0 {
 			t.Fatalf("%d timer items left after the turn", len(w.timers))

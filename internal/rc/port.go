@@ -67,6 +67,11 @@ type Runner interface {
 	// Deadline returns when Run is next needed for a timer, or the zero
 	// Time when no timer is armed.
 	Deadline() monotime.Time
+	// Resends reports whether Run at now would send again what the peer
+	// has not acknowledged: the local ACK timeout or the tail-loss probe
+	// has expired. The device reads the link first, as the answer may be
+	// waiting there, unread.
+	Resends(now monotime.Time) bool
 }
 
 // TxDesc is a packet's transmit descriptor: where it goes and how, beyond

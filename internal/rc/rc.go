@@ -591,6 +591,14 @@ func (q *QP) Deadline() monotime.Time {
 	return q.tm.next()
 }
 
+// Resends reports whether Run at now would retransmit: the local ACK
+// timeout or the tail-loss probe has expired.
+func (q *QP) Resends(now monotime.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.tm.resends(now)
+}
+
 // txDesc returns the transmit descriptor of packets to the peer, from the
 // address vector and the QPNs. Its UDP source port is the one rdma-core,
 // the kernel's rxe and mlx5 and irdma all derive from the flow label, or

@@ -297,6 +297,12 @@ func (t *timers) startRNRWait(timer aeth.RNRTimer) {
 	t.retransmit, t.probe = 0, 0
 }
 
+// resends reports whether run at now would retransmit: the local ACK
+// timeout or the tail-loss probe has expired.
+func (t *timers) resends(now monotime.Time) bool {
+	return !t.retransmit.IsZero() && !now.Before(t.retransmit) || !t.probe.IsZero() && !now.Before(t.probe)
+}
+
 // rnrWaiting reports whether the requester is waiting out an RNR NAK.
 func (t *timers) rnrWaiting() bool { return !t.rnr.IsZero() }
 

@@ -541,6 +541,9 @@ func (q *UD) Run() {}
 // Deadline returns the zero Time: no timer is ever armed.
 func (q *UD) Deadline() monotime.Time { return 0 }
 
+// Resends is false: a UD QP sends nothing again.
+func (q *UD) Resends(monotime.Time) bool { return false }
+
 // HandleCNP ignores a CNP: gorxe paces connected QPs only.
 func (q *UD) HandleCNP() {}
 
