@@ -313,6 +313,39 @@ func TestSpuriousProbe(t *testing.T) {
 	})
 }
 
+// TestProbeTakesNoSample: lost tails, each recovered by a probe after the
+// 1 ms floor, a few messages apart. The answer to a probe's copy is no
+// round trip of the original (Karn's rule): taken as one, each recovery
+// counted its own wait as a round trip and doubled the next one's.
+func TestProbeTakesNoSample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
+		next := uint64(0)
+		write := func() time.Duration {
+			start := time.Now()
+			a.postSend(t, writeWR(next, a, b, 0, 64))
+			next++
+			status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
+			return time.Since(start)
+		}
+		for range 5 {
+			write()
+		}
+		for i := range 8 {
+			a.dropNth(bth.RCRDMAWriteOnly, 1)
+			if el := write(); el > 1500*time.Microsecond {
+				t.Fatalf("lost tail %d recovered in %v, want the 1ms floor\n%s", i+1, el, a.traceText())
+			}
+			for range 5 {
+				write()
+			}
+		}
+		if sa := a.stats(); sa.TailProbes != 8 || sa.RetransmitTimeouts != 0 {
+			t.Errorf("%d probes, %d timeouts; want 8, 0", sa.TailProbes, sa.RetransmitTimeouts)
+		}
+	})
+}
+
 // TestSlowFirstAnswer: a QP's first answer comes 40 ms late (a peer just
 // started, as in make bench-vm's emulated VMs), with no round trip
 // measured yet to time a probe by: the requester waits for it without a

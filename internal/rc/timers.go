@@ -358,6 +358,10 @@ func (t *timers) expiredProbe(now monotime.Time) {
 		return
 	}
 	if q.req.resendLast() {
+		// Karn's rule, as for a go-back: the answer may be the copy's, and
+		// a sample taken from it counts the probe's wait as a round trip,
+		// twice which (2 x rttMax) became the next probe's wait.
+		t.rttPending = false
 		t.probed, t.probedSince, t.watch = q.req.sentMax.Add(bth.PSNMask), t.probeArmedAt, watchAnswer
 		q.stats.TailProbes++
 		q.event(trace.Event{Kind: trace.Probe, PSN: uint32(t.probed), Wait: t.probeTimeout()})
