@@ -363,8 +363,8 @@ func (t *timers) expiredProbe(now monotime.Time) {
 	}
 	if q.req.resendLast() {
 		// Karn's rule, as for a go-back: the answer may be the copy's, and
-		// a sample taken from it counts the probe's wait as a round trip,
-		// twice which (2 x rttMax) became the next probe's wait.
+		// a sample taken from it counted the probe's wait as a round trip,
+		// and twice that (2 x rttMax) became the next probe's wait.
 		t.rttPending = false
 		t.probed, t.probedSince, t.watch = q.req.sentMax.Add(bth.PSNMask), t.probeArmedAt, watchAnswer
 		q.stats.TailProbes++
