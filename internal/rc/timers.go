@@ -142,9 +142,10 @@ func (t *timers) onAnswer() {
 }
 
 // onRetransmit notes a go-back-N, which why names (a trace.GoBack
-// reason): no round-trip sample is taken across a retransmission (Karn's
-// rule). A probe's own go-back keeps watching for the probe's answers: if
-// they come twice, both were spurious.
+// reason), or a probe's resend (trace.GoBackProbe): no round-trip sample
+// is taken across a retransmission (Karn's rule). A probe and its own
+// go-back keep watching for the probe's answers: if they come twice, both
+// were spurious.
 func (t *timers) onRetransmit(why string) {
 	t.rttPending = false
 	if why != trace.GoBackProbe {
@@ -362,10 +363,9 @@ func (t *timers) expiredProbe(now monotime.Time) {
 		return
 	}
 	if q.req.resendLast() {
-		// Karn's rule, as for a go-back: the answer may be the copy's, and
-		// a sample taken from it counted the probe's wait as a round trip,
-		// and twice that (2 x rttMax) became the next probe's wait.
-		t.rttPending = false
+		// The answer may be the copy's: a sample taken from it counted the
+		// probe's wait as a round trip, and twice that the next one's.
+		t.onRetransmit(trace.GoBackProbe)
 		t.probed, t.probedSince, t.watch = q.req.sentMax.Add(bth.PSNMask), t.probeArmedAt, watchAnswer
 		q.stats.TailProbes++
 		q.event(trace.Event{Kind: trace.Probe, PSN: uint32(t.probed), Wait: t.probeTimeout()})
