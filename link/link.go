@@ -43,6 +43,13 @@ const (
 	// the ICRC covers, is unknown and the ICRC of IPv4 packets cannot be
 	// checked on receive.
 	FlagNoIPv4ICRC Flags = 1 << iota
+
+	// FlagCheapPoll means the link's TryReceive (Poller) finds an empty
+	// link without a system call, in a ring it shares with the kernel
+	// (AF_XDP): polling it costs the polling CPU and nothing else, so a
+	// receiver may keep polling for a while before it sleeps in the
+	// kernel, where each wake-up costs the sender's CPU too.
+	FlagCheapPoll
 )
 
 // Link moves batches of IP packets. Send and Receive may be called from

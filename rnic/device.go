@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,19 @@ type Config struct {
 	// back its receive path: its receive goroutine handles packets again,
 	// and sends what Poll left pending. DefaultPollGrace when zero.
 	PollGrace time.Duration
+	// BusyPoll is how long the receive goroutine keeps polling the link
+	// after a batch before it sleeps in the kernel, on a link whose polls
+	// cost no system call (link.FlagCheapPoll: the xdp link's rings), as
+	// Linux's busy_poll keeps polling a socket's queue. A peer streaming
+	// to a device whose program does not poll it (a passive ib_write_bw
+	// server) then wakes no thread here per batch: on AF_XDP the sender's
+	// CPU pays for that wake-up. Zero means DefaultBusyPoll when Go runs
+	// goroutines on two CPUs or more (GOMAXPROCS), and none on one, where
+	// polling would take the only CPU from the program; negative means
+	// never. The receive goroutine stops as soon as a program polls or
+	// waits on the device (Poll, Drive), and lets other goroutines run
+	// as it polls.
+	BusyPoll time.Duration
 	// PacketTrace, when set, sees every RoCE packet the device sends and
 	// receives, from its IP header on, before it is sent or after its ICRC
 	// was checked. It must not keep the slice.
@@ -185,6 +199,7 @@ type Device struct {
 	events    events // asynchronous events (GetAsyncEvent)
 	rx        receiver
 	pollGrace time.Duration
+	busyPoll  time.Duration // the receive goroutine's (Config.BusyPoll), 0 for none
 	clock     *monotime.Clock
 
 	done chan struct{}
@@ -253,6 +268,7 @@ func Open(cfg Config) (*Device, error) {
 		}
 	}
 	d.pollGrace = cmp.Or(cfg.PollGrace, DefaultPollGrace)
+	d.busyPoll = busyPollFor(cfg, runtime.GOMAXPROCS(0))
 	d.rx.init(d, cfg.Link)
 	if notifier != nil {
 		notifier.Notify(d.notified)
@@ -585,14 +601,17 @@ type Counters struct {
 	AddrMismatch   uint64 // dropped for IP addresses other than the QP's peer and GID
 	PKeyViolations uint64 // dropped for a P_Key the QP's partition does not admit
 	// RxBatches says who processed the batches of packets received:
-	// the device's own receive goroutine (or its Loop), a wake-up each;
+	// the device's own receive goroutine (or its Loop), a wake-up each,
+	// or the same goroutine polling a while before it sleeps, none each;
 	// a program busy polling (Device.Poll); a goroutine waiting on a CQ
 	// (Device.Drive). A program that means to answer without wake-ups
 	// sees its batches counted as polled. CaughtUp counts the own
 	// batches the timer worker read before running timers that fired
 	// late: the device had been stopped, and the answers they waited
 	// for were waiting on the link.
-	RxBatches struct{ Own, Polled, Driven, CaughtUp uint64 }
+	// BusyPolled counts the batches the receive goroutine found while it
+	// kept polling the link (Config.BusyPoll), with no wake-up.
+	RxBatches struct{ Own, BusyPolled, Polled, Driven, CaughtUp uint64 }
 	// Link are the link's own counters, if it keeps any
 	// (link.Counterer): udp_..., tap_..., xdp_....
 	Link []link.Counter
@@ -610,6 +629,7 @@ func (c *Counters) Named() []qp.NamedCounter {
 		qp.NamedCounter{Name: "addr_mismatch", Value: c.AddrMismatch},
 		qp.NamedCounter{Name: "pkey_violations", Value: c.PKeyViolations},
 		qp.NamedCounter{Name: "rx_batches_own", Value: c.RxBatches.Own},
+		qp.NamedCounter{Name: "rx_batches_busy_polled", Value: c.RxBatches.BusyPolled},
 		qp.NamedCounter{Name: "rx_batches_polled", Value: c.RxBatches.Polled},
 		qp.NamedCounter{Name: "rx_batches_driven", Value: c.RxBatches.Driven},
 		qp.NamedCounter{Name: "rx_batches_caught_up", Value: c.RxBatches.CaughtUp},
@@ -648,6 +668,7 @@ func (d *Device) Counters() Counters {
 	c.AddrMismatch = d.addrMismatch.Load()
 	c.PKeyViolations = d.pkeyViolations.Load()
 	c.RxBatches.Own = d.rx.ownBatches.Load()
+	c.RxBatches.BusyPolled = d.rx.busyPolledBatches.Load()
 	c.RxBatches.Polled = d.rx.polledBatches.Load()
 	c.RxBatches.Driven = d.rx.drivenBatches.Load()
 	c.RxBatches.CaughtUp = d.rx.caughtUp.Load()

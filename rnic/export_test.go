@@ -17,3 +17,7 @@ func (d *Device) Drives() uint64 { return d.rx.drivenBatches.Load() }
 // CatchUp reads and processes what waits on the link, as the timer worker
 // does before it runs timers that fired late.
 func (d *Device) CatchUp() { d.catchUp() }
+
+// BusyPollFor is busyPollFor: how long the receive goroutine of a device
+// opened with cfg busy polls, where Go runs on procs CPUs.
+var BusyPollFor = busyPollFor

@@ -63,6 +63,11 @@ type pairOpts struct {
 	// deferA, with udp, becomes side A's link around its UDP link: a
 	// link.Deferrer.
 	deferA *deferringLink
+	// cheapPollB, with udp, becomes side B's link around its UDP link:
+	// one whose polls say they are cheap (link.FlagCheapPoll).
+	cheapPollB *cheapPollLink
+	// busyPoll is both devices' rnic.Config.BusyPoll.
+	busyPoll time.Duration
 	// noTrace leaves the devices without a Trace function, as a program
 	// that does not trace runs them.
 	noTrace bool
@@ -133,6 +138,10 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 			o.deferA.Link = links[0].(*udp.Link)
 			links[0] = o.deferA
 		}
+		if o.cheapPollB != nil {
+			o.cheapPollB.Link = links[1].(*udp.Link)
+			links[1] = o.cheapPollB
+		}
 	}
 	sides := make([]*side, 2)
 	for i := range sides {
@@ -146,7 +155,7 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 			s.link, l = ml, ml
 		}
 		name := []string{"A", "B"}[i]
-		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, PollGrace: o.pollGrace,
+		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, PollGrace: o.pollGrace, BusyPoll: o.busyPoll,
 			CC: o.cc, CCParams: o.ccParams, LineRate: o.lineRate, Trace: func(ev trace.Event) {
 				s.traceM.Lock()
 				s.trace = append(s.trace, ev)

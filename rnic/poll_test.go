@@ -409,3 +409,104 @@ func TestErrSendsOwedAck(t *testing.T) {
 	must(t, a.qp.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState))
 	status(t, wait(t, b.scq, 1, 5*time.Second), cq.StatusSuccess)
 }
+
+// cheapPollLink is a UDP link that says its polls are cheap
+// (link.FlagCheapPoll), as the xdp link's are, and counts the receive
+// goroutine's sleeps in WaitReceive.
+type cheapPollLink struct {
+	*udp.Link
+	waits atomic.Int64
+}
+
+func (l *cheapPollLink) Flags() link.Flags { return l.Link.Flags() | link.FlagCheapPoll }
+
+func (l *cheapPollLink) WaitReceive() error {
+	l.waits.Add(1)
+	return l.Link.WaitReceive()
+}
+
+// TestBusyPoll: on a link whose polls are cheap, the receive goroutine of
+// a device whose program does not poll keeps polling after a batch
+// (Config.BusyPoll), so that a WRITE arriving after a quiet spell is
+// taken with no sleep in the kernel, and is counted as busy polled;
+// with BusyPoll negative it sleeps and is woken.
+func TestBusyPoll(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		busy time.Duration
+	}{{"on", time.Minute}, {"off", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := &cheapPollLink{}
+			a, b := newPair(t, pairOpts{udp: true, cheapPollB: cl, busyPoll: c.busy})
+			for i := range 2 {
+				time.Sleep(5 * time.Millisecond) // B's device quiet
+				a.postSend(t, writeWR(uint64(i), a, b, 0, 8))
+				status(t, wait(t, a.scq, 1, 5*time.Second), cq.StatusSuccess)
+			}
+			got := b.dev.Counters().RxBatches
+			waits := cl.waits.Load()
+			switch {
+			case c.busy > 0 && (waits != 0 || got.Own != 0 || got.BusyPolled < 2):
+				t.Fatalf("busy polling: %d sleeps in WaitReceive, %d batches woken for, %d busy polled; want none, none and both WRITEs'",
+					waits, got.Own, got.BusyPolled)
+			case c.busy < 0 && (waits == 0 || got.Own < 2 || got.BusyPolled != 0):
+				t.Fatalf("no busy polling: %d sleeps in WaitReceive, %d batches woken for, %d busy polled; want sleeps, both WRITEs' and none",
+					waits, got.Own, got.BusyPolled)
+			}
+		})
+	}
+}
+
+// TestBusyPollYields: a program that polls takes the link from a receive
+// goroutine busy polling it: every batch after its first Poll is its own.
+func TestBusyPollYields(t *testing.T) {
+	cl := &cheapPollLink{}
+	a, b := newPair(t, pairOpts{udp: true, cheapPollB: cl, busyPoll: time.Minute, pollGrace: time.Minute})
+	b.dev.Poll() // from here on B's program polls
+	time.Sleep(5 * time.Millisecond)
+	before := b.dev.Counters().RxBatches
+	for i := range 4 {
+		seen := b.mr.Writes()
+		a.postSend(t, writeWR(uint64(i), a, b, 0, 8))
+		pollUntil(t, b.dev, func() bool { return b.mr.Writes() != seen })
+	}
+	b.dev.Flush()
+	status(t, wait(t, a.scq, 4, 5*time.Second), cq.StatusSuccess, cq.StatusSuccess, cq.StatusSuccess, cq.StatusSuccess)
+	got := b.dev.Counters().RxBatches
+	if got.BusyPolled != before.BusyPolled || got.Own != before.Own || got.Polled-before.Polled < 4 {
+		t.Fatalf("while the program polled: %d batches busy polled by the device, %d woken for, %d polled by the program; want 0, 0 and 4 or more",
+			got.BusyPolled-before.BusyPolled, got.Own-before.Own, got.Polled-before.Polled)
+	}
+}
+
+// flagsLink is a link that only says what it can do.
+type flagsLink struct {
+	link.Link
+	flags link.Flags
+}
+
+func (l flagsLink) Flags() link.Flags { return l.flags }
+
+// TestBusyPollFor: busy polling is for links whose polls are cheap, on by
+// default only where Go has two CPUs or more, and as long as asked when
+// asked.
+func TestBusyPollFor(t *testing.T) {
+	cheap, plain := flagsLink{flags: link.FlagCheapPoll}, flagsLink{flags: link.FlagNoIPv4ICRC}
+	for _, c := range []struct {
+		link  link.Link
+		busy  time.Duration
+		procs int
+		want  time.Duration
+	}{
+		{cheap, 0, 2, rnic.DefaultBusyPoll},
+		{cheap, 0, 1, 0},
+		{cheap, 50 * time.Microsecond, 1, 50 * time.Microsecond},
+		{cheap, -1, 8, 0},
+		{plain, 0, 8, 0},
+		{plain, time.Millisecond, 8, 0},
+	} {
+		if got := rnic.BusyPollFor(rnic.Config{Link: c.link, BusyPoll: c.busy}, c.procs); got != c.want {
+			t.Errorf("flags %b, BusyPoll %v, %d CPUs: %v, want %v", c.link.Flags(), c.busy, c.procs, got, c.want)
+		}
+	}
+}

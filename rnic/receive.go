@@ -37,9 +37,9 @@ type receiver struct {
 	timed   link.TimedPoller
 
 	// Where the batches were processed (Counters.RxBatches): on the
-	// device's own goroutine, or its Loop's turns, in a program's Poll,
-	// in a CQ waiter's Drive.
-	ownBatches, polledBatches, drivenBatches atomic.Uint64
+	// device's own goroutine, or its Loop's turns, woken or polling
+	// (busyPolled), in a program's Poll, in a CQ waiter's Drive.
+	ownBatches, busyPolledBatches, polledBatches, drivenBatches atomic.Uint64
 	// caughtUp counts the batches of those own ones that the timer
 	// worker read when its timers fired late (catchUp).
 	caughtUp atomic.Uint64
@@ -237,18 +237,30 @@ func (d *Device) receiveLoop() {
 			// Wait for the link only when it may be empty: the wait costs
 			// a system call of its own. Read under the lock, so that this
 			// batch cannot pass one a polling program read before it.
-			if !full && r.poller.WaitReceive() != nil || !d.standAside() {
-				return
+			polled := false
+			if !full && d.busyPoll > 0 {
+				n, err = d.pollAwhile()
+				polled = n > 0 || err != nil
 			}
-			r.mu.Lock()
-			n, err = r.poller.TryReceive(r.bufs, r.sizes)
+			if !polled {
+				if !full && r.poller.WaitReceive() != nil || !d.standAside() {
+					return
+				}
+				r.mu.Lock()
+				n, err = r.poller.TryReceive(r.bufs, r.sizes)
+			}
 			full = n == len(r.bufs)
+			if n > 0 && polled {
+				r.busyPolledBatches.Add(1)
+			} else if n > 0 {
+				r.ownBatches.Add(1)
+			}
 		} else {
 			n, err = d.link.Receive(r.bufs, r.sizes)
 			r.mu.Lock()
-		}
-		if n > 0 {
-			r.ownBatches.Add(1)
+			if n > 0 {
+				r.ownBatches.Add(1)
+			}
 		}
 		r.wakes.Begin()
 		d.process(n)
@@ -275,6 +287,70 @@ func (d *Device) receiveLoop() {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// DefaultBusyPoll is Config.BusyPoll when it is zero and Go runs
+// goroutines on two CPUs or more: long enough to span the gaps between a
+// streaming peer's batches on a loaded machine (docs/performance.md has
+// the durations tried).
+const DefaultBusyPoll = 200 * time.Microsecond
+
+// busyPollFor returns how long the receive goroutine of a device opened
+// with cfg polls its link before it sleeps (Config.BusyPoll), where Go
+// runs goroutines on procs CPUs: 0 for never.
+func busyPollFor(cfg Config, procs int) time.Duration {
+	switch {
+	case cfg.BusyPoll < 0 || cfg.Loop != nil || cfg.Link.Flags()&link.FlagCheapPoll == 0:
+		return 0
+	case cfg.BusyPoll > 0:
+		return cfg.BusyPoll
+	case procs < 2:
+		return 0
+	}
+	return DefaultBusyPoll
+}
+
+// busyPollCheck is how many empty polls pollAwhile makes between two
+// looks at the clock, at each of which it lets other goroutines run: a
+// clock read costs as much as an empty poll of a ring.
+const busyPollCheck = 16
+
+// pollAwhile polls the link for up to Config.BusyPoll, while no program
+// polls or waits on the device, and returns the first batch it finds with
+// d.rx.mu held; or 0 and no error, without the lock, if none came.
+func (d *Device) pollAwhile() (int, error) {
+	r := &d.rx
+	var until monotime.Time
+	for i := 0; ; i++ {
+		if d.programPolls() {
+			if d.graceLeft() > 0 {
+				return 0, nil // the program's turn: stand aside
+			}
+			d.forgetPolls() // marks of a program long gone
+		}
+		if i%busyPollCheck == 0 {
+			now := d.clock.Now()
+			select {
+			case <-d.done:
+				return 0, nil
+			default:
+			}
+			switch {
+			case i == 0:
+				until = now.Add(d.busyPoll)
+			case !now.Before(until):
+				return 0, nil
+			default:
+				runtime.Gosched()
+			}
+		}
+		r.mu.Lock()
+		n, err := r.poller.TryReceive(r.bufs, r.sizes)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		r.mu.Unlock()
 	}
 }
 

@@ -319,7 +319,7 @@ func (s *demoSide) open(fabric *mem.Fabric, log *demoLog, peer string) error {
 	// The demo shows the IBTA's recovery, NAK and timer; gorxe's tail-loss
 	// probe, which could fire on a busy machine before a NAK arrives, is off.
 	cfg := rnic.Config{Link: s.link, Name: s.name, Trace: log.event, NoTailProbe: true}
-	log.cc.applyCC(&cfg)
+	log.cc.applyDevice(&cfg)
 	s.dev, err = rnic.Open(cfg)
 	if err != nil {
 		s.link.Close()

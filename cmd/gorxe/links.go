@@ -63,6 +63,8 @@ type linkFlags struct {
 	ccSets    [][2]string
 	lineRate  congestion.Rate
 	burst     int // --pacing-burst, bytes
+
+	busyPoll time.Duration // --busy-poll, as rnic.Config.BusyPoll
 }
 
 // setQueue takes --queue: a receive queue's number, or all.
@@ -211,9 +213,27 @@ func (l *linkFlags) validateCC() error {
 	return nil
 }
 
-// applyCC gives cfg the congestion control the flags ask for.
-func (l *linkFlags) applyCC(cfg *rnic.Config) {
+// applyDevice gives cfg what the flags ask of the device: its congestion
+// control, and how long it busy polls.
+func (l *linkFlags) applyDevice(cfg *rnic.Config) {
 	cfg.CC, cfg.CCParams, cfg.LineRate, cfg.PacingBurst = l.cc, l.ccParams, l.lineRate, l.burst
+	cfg.BusyPoll = l.busyPoll
+}
+
+// setBusyPoll takes --busy-poll: a duration, 0 or off for none.
+func (l *linkFlags) setBusyPoll(v string) error {
+	if v == "off" {
+		v = "0"
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return errors.New("want a duration such as 200us, or 0 (or off) for none")
+	}
+	if d == 0 {
+		d = -1 // rnic.Config's never; its 0 is the default
+	}
+	l.busyPoll = d
+	return nil
 }
 
 // ccHelp, ccProfileHelp, ccParamHelp, burstHelp and lineRateHelp
@@ -459,7 +479,7 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 		return err
 	}
 	cfg := rnic.Config{Name: name, Link: l, Port: uint16(lf.port), Window: r.p.Window}
-	lf.applyCC(&cfg)
+	lf.applyDevice(&cfg)
 	cfg.Trace = lf.deviceTrace()
 	if ep.dev, err = rnic.Open(cfg); err != nil {
 		l.Close()

@@ -4,6 +4,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // TestLinkPortTaken: a udp link on an address and port something already
@@ -24,6 +27,34 @@ func TestLinkPortTaken(t *testing.T) {
 	for _, want := range []string{"address already in use", "another RoCE device", "--ip", "--roce-port"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q: want %q in it", err, want)
+		}
+	}
+}
+
+// TestBusyPollFlag: --busy-poll takes a duration, and 0 or off for never,
+// which rnic.Config says with a negative one (its 0 is the default).
+func TestBusyPollFlag(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"200us", 200 * time.Microsecond, true},
+		{"1ms", time.Millisecond, true},
+		{"0", -1, true},
+		{"off", -1, true},
+		{"-5us", 0, false},
+		{"soon", 0, false},
+	} {
+		var lf linkFlags
+		err := lf.setBusyPoll(c.v)
+		if (err == nil) != c.ok || c.ok && lf.busyPoll != c.want {
+			t.Errorf("--busy-poll %s: %v, error %v; want %v, ok %v", c.v, lf.busyPoll, err, c.want, c.ok)
+		}
+		var cfg rnic.Config
+		lf.applyDevice(&cfg)
+		if cfg.BusyPoll != lf.busyPoll {
+			t.Errorf("--busy-poll %s: rnic.Config.BusyPoll %v, want %v", c.v, cfg.BusyPoll, lf.busyPoll)
 		}
 	}
 }

@@ -156,6 +156,7 @@ func linkOptions[R any](lf func(*R) *linkFlags, kindHelp, ipHelp string) []toolO
 		{0, "bridge", req, honoured, true, "attach the TAP device to this bridge (tap link)", setString(func(r *R) *string { return &lf(r).bridge })},
 		{0, "dev", req, honoured, true, "the network interface the xdp link runs on; its addresses are the GIDs", setString(func(r *R) *string { return &lf(r).dev })},
 		{0, "queue", req, honoured, true, "xdp link: the receive queue to bind, or all (the default): RoCE flows spread over every queue", func(r *R, v string) error { return lf(r).setQueue(v) }},
+		{0, "busy-poll", req, honoured, true, "xdp link: how long the device keeps polling its rings after a batch before it sleeps, sparing the sender a wake-up per batch (default 200us where Go has two CPUs or more, else 0); 0 or off for never", func(r *R, v string) error { return lf(r).setBusyPoll(v) }},
 		{0, "xdp-mode", req, honoured, true, "xdp link: where the XDP program runs: auto (driver, else generic), driver or generic", func(r *R, v string) error { return lf(r).setXDPMode(v) }},
 		{0, "roce-port", req, honoured, true, "UDP port of RoCE v2 (4791)", func(r *R, v string) error {
 			var n int

@@ -398,7 +398,7 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 		return nil, err
 	}
 	cfg := rnic.Config{Name: cmp.Or(r.device, "gorxe0"), Link: l, Port: uint16(lf.port)}
-	lf.applyCC(&cfg)
+	lf.applyDevice(&cfg)
 	cfg.Trace = lf.deviceTrace()
 	dev, err := rnic.Open(cfg)
 	if err != nil {

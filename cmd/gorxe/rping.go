@@ -213,7 +213,7 @@ func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, 
 		return nil, nil, err
 	}
 	cfg := rnic.Config{Link: l, Port: uint16(lf.port)}
-	lf.applyCC(&cfg)
+	lf.applyDevice(&cfg)
 	cfg.Trace = lf.deviceTrace()
 	dev, err := rnic.Open(cfg)
 	if err != nil {

@@ -348,8 +348,10 @@ func (l *Link) Addrs() []netip.Addr { return append([]netip.Addr(nil), l.addrs..
 // MTU returns the interface's MTU: the largest IP packet.
 func (l *Link) MTU() int { return l.mtu }
 
-// Flags returns 0: the link sees and writes whole IP headers.
-func (l *Link) Flags() link.Flags { return 0 }
+// Flags says that polling the link is cheap (link.FlagCheapPoll): a poll
+// that finds nothing reads the RX rings and makes no system call. The
+// link sees and writes whole IP headers, so IPv4 ICRCs are checked.
+func (l *Link) Flags() link.Flags { return link.FlagCheapPoll }
 
 // Name returns the interface's name.
 func (l *Link) Name() string { return l.name }
