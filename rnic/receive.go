@@ -233,11 +233,11 @@ func (d *Device) receiveLoop() {
 	for {
 		var n int
 		var err error
+		polled := false // the batch came while busy polling, not a wake-up
 		if r.poller != nil {
 			// Wait for the link only when it may be empty: the wait costs
 			// a system call of its own. Read under the lock, so that this
 			// batch cannot pass one a polling program read before it.
-			polled := false
 			if !full && d.busyPoll > 0 {
 				n, err = d.pollAwhile()
 				polled = n > 0 || err != nil
@@ -250,17 +250,15 @@ func (d *Device) receiveLoop() {
 				n, err = r.poller.TryReceive(r.bufs, r.sizes)
 			}
 			full = n == len(r.bufs)
-			if n > 0 && polled {
-				r.busyPolledBatches.Add(1)
-			} else if n > 0 {
-				r.ownBatches.Add(1)
-			}
 		} else {
 			n, err = d.link.Receive(r.bufs, r.sizes)
 			r.mu.Lock()
-			if n > 0 {
-				r.ownBatches.Add(1)
-			}
+		}
+		switch {
+		case n > 0 && polled:
+			r.busyPolledBatches.Add(1)
+		case n > 0:
+			r.ownBatches.Add(1)
 		}
 		r.wakes.Begin()
 		d.process(n)
