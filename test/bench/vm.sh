@@ -18,7 +18,11 @@
 # the host has tcpdump, and split into each side's turnaround
 # (test/bench/turnaround): the time from the peer's message passing the
 # bridge to the answer passing it, which shows on which side a slow round
-# trip spent its time. Nothing is meant to drop packets
+# trip spent its time. For every run it also prints each VM's CPU
+# (busy, and the shares of user, system and softirq time, from /proc/stat)
+# and the context switches the VM made, the two things that set a
+# user-space transport's cost under the VMs' emulation against rxe's in
+# the kernel. Nothing is meant to drop packets
 # here, so a retransmission is spurious unless the VMs' UDP receive
 # buffers overflowed: the run keeps their counters (net.N) to tell.
 #
@@ -130,6 +134,7 @@ vmscript() {
 		fi
 		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.1; done"
 		echo "echo '=== run $n: $impl $t'"
+		echo "grep -E '^(cpu|ctxt) ' /proc/stat > /mnt/stat.$n.before"
 		[ "$impl" = rxe ] && echo "counters > /mnt/rxe.$n.before"
 		if [ "$role" = server ]; then
 			echo "timeout 300 $cmd > /mnt/out.$n 2>&1 & pid=\$!"
@@ -140,6 +145,7 @@ vmscript() {
 		else
 			echo "timeout 300 $cmd $peer > /mnt/out.$n 2>&1; echo \"=== exit $n \$?\""
 		fi
+		echo "grep -E '^(cpu|ctxt) ' /proc/stat > /mnt/stat.$n.after"
 		[ "$impl" = rxe ] && echo "counters > /mnt/rxe.$n.after"
 		# Where packets were dropped, if they were: the VM's UDP and NIC.
 		echo "{ grep Udp: /proc/net/snmp; ip -s link show eth0; } > /mnt/net.$n"
@@ -238,6 +244,21 @@ retx() {
 		echo "$r/$p/$to/$sp"
 	fi
 }
+# cpuuse V N: VM V's CPU during run N, from its /proc/stat before and
+# after: busy% (user%/system%/softirq%), user counting nice, system irq,
+# and the context switches the VM made.
+cpuuse() {
+	cat "$run/$1/stat.$2.before" "$run/$1/stat.$2.after" 2>/dev/null | awk '
+		$1 == "cpu" { c++; for (i = 2; i <= 9; i++) v[c, i] = $i }
+		$1 == "ctxt" { x[++k] = $2 }
+		END {
+			if (c != 2) { print "-"; exit }
+			for (i = 2; i <= 9; i++) { d[i] = v[2, i] - v[1, i]; t += d[i] }
+			if (t <= 0) { print "-"; exit }
+			u = d[2] + d[3]; s = d[4] + d[7]; q = d[8]
+			printf "%.0f (%.0f/%.0f/%.0f) %d cs", 100 * (t - d[5] - d[6]) / t, 100 * u / t, 100 * s / t, 100 * q / t, x[2] - x[1]
+		}'
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b / a; else print "-" }'; }
 
 {
@@ -271,6 +292,13 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 				printf '%-22s %10s %10s %10s\n' "$t p99$tag" "${x[1]}" "${g[1]}" "$(ratio "${x[1]}" "${g[1]}")"
 			fi
 		done
+	done
+	# Where each VM's one CPU went during each run: busy (%) and, of the
+	# run's time, user, system and softirq (%): whether a side was short
+	# of CPU, and whether it spent it in a user process or in the kernel.
+	echo "CPU during each run, % of the VM's one CPU: busy (user/system/softirq), and context switches; client, server"
+	for ((n = 0; n < ${#runs[@]}; n++)); do
+		printf '%-22s %-30s %s\n' "${runs[$n]#* } ${runs[$n]%% *}" "$(cpuuse b $n)" "$(cpuuse a $n)"
 	done
 	# Where the round trips went: each side's turnaround at the bridge.
 	if compgen -G "$run/cap.*.pcap" >/dev/null; then
