@@ -29,7 +29,8 @@
 #   sudo test/bench/vm.sh            (make bench-vm)
 #
 # BW_ITERS (default 1000) and LAT_ITERS (default 2000) set -n; ROUNDS
-# (default 1) repeats the whole sequence in the same VMs; TESTS (default
+# (default 1) repeats the whole sequence in the same VMs, and then prints
+# each row's ratios side by side with their median; TESTS (default
 # all six) names the tests to run; GORXE_BIN runs that gorxe binary (a
 # static one) instead of one built from the tree, to compare two builds;
 # GORXE_FLAGS are added to gorxe's command lines (a file named in them is
@@ -267,6 +268,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 	echo "retransmissions, both sides: rxe completer_retry_err; gorxe go-back-N/tail probes/ACK timeouts/probes found spurious"
 	printf '%-22s %10s %10s %10s %8s %10s\n' test rxe gorxe gorxe/rxe "rxe retx" "gorxe retx"
 	lx=(- -) lg=(- -)
+	declare -A rs=() # each row's gorxe/rxe ratios, a round's each
+	labels=()
+	row() { # row LABEL RATIO: remembers RATIO under LABEL
+		[ -n "${rs[$1]+x}" ] || labels+=("$1")
+		rs[$1]+=" $2"
+	}
 	k=${#impls[@]}
 	for ((n = 0; n < ${#runs[@]}; n += k)); do
 		t=${runs[$n]#* }
@@ -287,12 +294,24 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 			[ "$t$tag" = read_lat ] && lx=("${x[@]}") lg=("${g[@]}")
 			if [[ $t == *_bw ]]; then
 				printf '%-22s %10s %10s %10s %8s %10s\n' "$t BW$tag" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + j)))"
+				row "$t BW$tag" "$(ratio "${x[0]}" "${g[0]}")"
 			else
 				printf '%-22s %10s %10s %10s %8s %10s\n' "$t t_typical$tag" "${x[0]}" "${g[0]}" "$(ratio "${x[0]}" "${g[0]}")" "$(retx $n)" "$(retx $((n + j)))"
 				printf '%-22s %10s %10s %10s\n' "$t p99$tag" "${x[1]}" "${g[1]}" "$(ratio "${x[1]}" "${g[1]}")"
+				row "$t t_typical$tag" "$(ratio "${x[0]}" "${g[0]}")"
+				row "$t p99$tag" "$(ratio "${x[1]}" "${g[1]}")"
 			fi
 		done
 	done
+	# With several rounds, each row's ratios side by side and their
+	# median: one round's figures move by half with the host's load.
+	if [ "$rounds" -gt 1 ]; then
+		echo "gorxe/rxe over the $rounds rounds: each round's, and the median"
+		for l in "${labels[@]}"; do
+			printf '%-22s %s  median %s\n' "$l" "${rs[$l]# }" "$(tr ' ' '\n' <<<"${rs[$l]}" | grep -E '^[0-9.]+$' | sort -n |
+				awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')"
+		done
+	fi
 	# Where each VM's one CPU went during each run: busy (%) and, of the
 	# run's time, user, system and softirq (%): whether a side was short
 	# of CPU, and whether it spent it in a user process or in the kernel.
