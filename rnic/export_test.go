@@ -21,3 +21,7 @@ func (d *Device) CatchUp() { d.catchUp() }
 // BusyPollFor is busyPollFor: how long the receive goroutine of a device
 // opened with cfg busy polls, where Go runs on procs CPUs.
 var BusyPollFor = busyPollFor
+
+// WorkReady is workReady: how many QPs wait in the device's workers'
+// lists for a turn they asked for.
+func (d *Device) WorkReady() int { return d.workReady() }

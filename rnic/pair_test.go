@@ -66,6 +66,9 @@ type pairOpts struct {
 	// cheapPollB, with udp, becomes side B's link around its UDP link:
 	// one whose polls say they are cheap (link.FlagCheapPoll).
 	cheapPollB *cheapPollLink
+	// watchB, with udp, becomes side B's link around its UDP link: one
+	// that calls a function before each sleep in WaitReceive.
+	watchB *waitWatchLink
 	// busyPoll is both devices' rnic.Config.BusyPoll.
 	busyPoll time.Duration
 	// noTrace leaves the devices without a Trace function, as a program
@@ -141,6 +144,10 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		if o.cheapPollB != nil {
 			o.cheapPollB.Link = links[1].(*udp.Link)
 			links[1] = o.cheapPollB
+		}
+		if o.watchB != nil {
+			o.watchB.Link = links[1].(*udp.Link)
+			links[1] = o.watchB
 		}
 	}
 	sides := make([]*side, 2)

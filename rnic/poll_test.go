@@ -510,3 +510,47 @@ func TestBusyPollFor(t *testing.T) {
 		}
 	}
 }
+
+// waitWatchLink is a UDP link that calls watch, once set, before each of
+// the receive goroutine's sleeps in WaitReceive.
+type waitWatchLink struct {
+	*udp.Link
+	watch atomic.Pointer[func()]
+}
+
+func (l *waitWatchLink) WaitReceive() error {
+	if f := l.watch.Load(); f != nil {
+		(*f)()
+	}
+	return l.Link.WaitReceive()
+}
+
+// TestOnePWorkBeforeWait: where Go has one P, the receive goroutine lets
+// what its batch made ready run before it sleeps in the link. A READ's
+// responses go out in bursts, the first from the batch that brought the
+// request and the others from the worker; a receive goroutine that went
+// straight back to poll(2) would hold the only P there, and the worker
+// would send them only once the runtime took the P back.
+func TestOnePWorkBeforeWait(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	wl := &waitWatchLink{}
+	a, b := newPair(t, pairOpts{udp: true, watchB: wl})
+	var waits, early atomic.Int64
+	watch := func() {
+		waits.Add(1)
+		if b.dev.WorkReady() > 0 {
+			early.Add(1)
+		}
+	}
+	wl.watch.Store(&watch)
+	for i := range 4 {
+		a.postSend(t, readWR(uint64(i), a, b, 0, 256<<10))
+		status(t, wait(t, a.scq, 1, 10*time.Second), cq.StatusSuccess)
+	}
+	if waits.Load() == 0 {
+		t.Fatal("B's receive goroutine never slept in WaitReceive")
+	}
+	if n := early.Load(); n != 0 {
+		t.Fatalf("B's receive goroutine slept in WaitReceive %d times of %d with work ready for the worker", n, waits.Load())
+	}
+}

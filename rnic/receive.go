@@ -243,6 +243,9 @@ func (d *Device) receiveLoop() {
 				polled = n > 0 || err != nil
 			}
 			if !polled {
+				if !full {
+					d.yieldBeforeWait()
+				}
 				if !full && r.poller.WaitReceive() != nil || !d.standAside() {
 					return
 				}
@@ -286,6 +289,40 @@ func (d *Device) receiveLoop() {
 			return
 		}
 	}
+}
+
+// yieldBeforeWait lets the goroutines that are ready run before this one
+// sleeps in the link, where Go runs goroutines on one P (GOMAXPROCS 1, a
+// one-CPU machine). A wait in poll(2) keeps the only P while it blocks:
+// what the last batch made ready (the bursts of a READ's responses that
+// the worker sends after the first, a program its completions woke) would
+// wait until the runtime's monitor takes the P back, 20 µs to 10 ms
+// later, at the price of a thread woken to look for work, on every wait.
+// One Gosched may come back before the worker has run (the scheduler
+// looks at its global queue first now and then), so it yields again, a
+// few times at most, while a QP waits for the worker's turn.
+func (d *Device) yieldBeforeWait() {
+	if runtime.GOMAXPROCS(0) != 1 {
+		return
+	}
+	for range 4 {
+		runtime.Gosched()
+		if d.workReady() == 0 {
+			return
+		}
+	}
+}
+
+// workReady returns how many QPs wait in the workers' lists for a turn
+// they asked for (worker.Schedule).
+func (d *Device) workReady() int {
+	n := 0
+	for _, w := range d.workers {
+		w.mu.Lock()
+		n += len(w.order)
+		w.mu.Unlock()
+	}
+	return n
 }
 
 // DefaultBusyPoll is Config.BusyPoll when it is zero and Go runs
@@ -509,6 +546,7 @@ func (d *Device) Drive() bool {
 	d.flushAcks() // nobody will post them before this wait ends
 	d.tx.flush()
 	r.mu.Unlock()
+	d.yieldBeforeWait()
 	ready, err := r.timed.WaitReceiveFor(driveWait)
 	if err != nil || !ready {
 		return false
