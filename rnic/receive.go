@@ -245,8 +245,11 @@ func (d *Device) receiveLoop() {
 			if !polled {
 				if !full {
 					d.yieldBeforeWait()
+					if r.poller.WaitReceive() != nil {
+						return
+					}
 				}
-				if !full && r.poller.WaitReceive() != nil || !d.standAside() {
+				if !d.standAside() {
 					return
 				}
 				r.mu.Lock()
