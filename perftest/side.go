@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -156,7 +155,8 @@ func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
 			l.buf, l.mr, l.src, l.dst = s.qps[0].buf, s.qps[0].mr, i*region, (n+i)*region
 		}
 		if l.mr == nil {
-			touch(l.buf)
+			// RegMR makes every page present, as perftest's filled
+			// buffers and rxe's pinned ones are.
 			if l.mr, err = dev.RegMR(s.PD, l.buf, access); err != nil {
 				return s, err
 			}
@@ -208,21 +208,6 @@ func (s *Side) slot(i int) int { return (i % s.Slots) * (max(s.Size, 8) + s.grh)
 // offset off in it.
 func (s *Side) src(i, off, n int) []byte { l := s.qps[i]; return l.buf[l.src+off : l.src+off+n] }
 func (s *Side) dst(i, off, n int) []byte { l := s.qps[i]; return l.buf[l.dst+off : l.dst+off+n] }
-
-// touch writes a zero into every page of b, fresh memory, so that a run
-// does not fault its pages in one at a time as messages first reach
-// them: perftest fills its buffers before a run, and registering memory
-// with rxe pins it, every page present. In the emulated 1-vCPU VMs of
-// make bench-vm the first window of a read_bw waited 43 to 57 ms on each
-// side (docs/performance.md), long enough with a slow start to outlast
-// the local ACK timeout.
-func touch(b []byte) {
-	for i := 0; i < len(b); i += pageSize {
-		b[i] = 0
-	}
-}
-
-var pageSize = os.Getpagesize()
 
 // peekDst returns a copy of n bytes of QP i's target region from offset
 // off, read as a CPU reads memory a NIC writes (mr.MR.Peek): the peer's

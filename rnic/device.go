@@ -46,6 +46,7 @@ import (
 	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/internal/pages"
 	"github.com/gorxe/gorxe/internal/rc"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/mr"
@@ -326,13 +327,20 @@ func (d *Device) AllocPD() *mr.PD { return d.mrs.AllocPD() }
 
 // RegMR registers buf as a memory region in pd with the given access
 // rights. Its IOVA is the slice's address, as a C program's would be.
+// Every page of buf is made present, as rxe's and a NIC's registration
+// pins them (internal/pages), so that the first packets to reach a page
+// do not wait for it to be faulted in; what buf holds is unchanged.
 func (d *Device) RegMR(pd *mr.PD, buf []byte, access mr.Access) (*mr.MR, error) {
-	return d.mrs.Register(pd, buf, 0, access)
+	return d.RegMRIOVA(pd, buf, 0, access)
 }
 
-// RegMRIOVA registers buf with an explicit IOVA.
+// RegMRIOVA registers buf with an explicit IOVA, as RegMR does.
 func (d *Device) RegMRIOVA(pd *mr.PD, buf []byte, iova uint64, access mr.Access) (*mr.MR, error) {
-	return d.mrs.Register(pd, buf, iova, access)
+	m, err := d.mrs.Register(pd, buf, iova, access)
+	if err == nil {
+		pages.Populate(buf) // best effort: without it, only slower
+	}
+	return m, err
 }
 
 // CreateCQ creates a completion queue of depth entries.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
+	"github.com/gorxe/gorxe/internal/pages"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/wire"
 )
@@ -71,6 +72,7 @@ func (r *receiver) init(d *Device, l link.Link) {
 	r.bufs = make([][]byte, link.BatchSize)
 	for i := range r.bufs {
 		r.bufs[i] = getBuffer()
+		pages.Populate(r.bufs[i]) // the first batch writes them all
 	}
 	r.sizes = make([]int, link.BatchSize)
 	r.noV4ICRC = l.Flags()&link.FlagNoIPv4ICRC != 0

@@ -30,8 +30,8 @@ var layers = []struct{ pkg, may string }{
 	{"wire/...", "wire/..."},                                                // pure encoding
 	{"link", ""},                                                            // the Link interface
 	{"link/internal/...", "link"},                                           // shared by the links
-	{"link/xdp", "link link/internal/... wire/... internal/xdpprog internal/xsk"}, // AF_XDP: the program and the sockets
-	{"link/...", "link link/internal/... wire/..."},                               // links, test doubles, conformance suite
+	{"link/xdp", "link link/internal/... wire/... internal/xdpprog internal/xsk internal/pages"}, // AF_XDP: the program and the sockets
+	{"link/...", "link link/internal/... wire/... internal/pages"},                               // links, test doubles, conformance suite
 	{"cq", "internal/..."},                     // completion queues
 	{"mr", "internal/... wire/..."},            // memory regions; keys are wire's
 	{"qp", "mr cq wire/..."},                   // the verbs' types

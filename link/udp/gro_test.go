@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gorxe/gorxe/internal/pages"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/udp"
 	"github.com/gorxe/gorxe/wire"
@@ -149,5 +150,25 @@ func TestJoinedTooLong(t *testing.T) {
 	sameRoCE(t, got[0], ok[link.Headroom:])
 	if s := b.Stats(); s.Truncated != 1 || s.Received != 1 {
 		t.Errorf("Stats = %+v, want 1 truncated, 1 received", s)
+	}
+}
+
+// TestSpillPresent: the area a batch of joined datagrams spills into,
+// megabytes of fresh memory, has every page present once the link is
+// open, so that the first burst does not fault it in page by page.
+func TestSpillPresent(t *testing.T) {
+	e := newEnv(t)
+	lo := netip.MustParseAddr("127.0.0.1")
+	l := e.open(t, udp.Config{Addr: lo, Port: e.freePort(t, lo)})
+	spill := udp.Spill(l)
+	if len(spill) == 0 {
+		t.Fatal("the socket does not join datagrams (UDP_GRO): no spill area")
+	}
+	present, n, err := pages.Resident(spill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if present != n {
+		t.Errorf("%d of the spill area's %d pages present, want all", present, n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gorxe/gorxe/internal/pages"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/wire"
 )
@@ -152,6 +153,9 @@ func (r *rxScratch) grow(n int) {
 	r.oob = make([][rxOOBWords]uint64, n)
 	if r.gro {
 		r.spill = make([]byte, n*spillSize)
+		// Present now, not page by page inside the first burst of
+		// joined datagrams (internal/pages).
+		pages.Populate(r.spill)
 	}
 	for i := range r.hdrs {
 		h := &r.hdrs[i].hdr

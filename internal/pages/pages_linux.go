@@ -1,0 +1,47 @@
+package pages
+
+import (
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+var pageSize = uintptr(os.Getpagesize())
+
+func populate(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	// madvise wants a page-aligned start: the range grows to the whole
+	// pages b touches, all mapped as b's first and last bytes are.
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := start + uintptr(len(b))
+	start &^= pageSize - 1
+	_, _, errno := unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_POPULATE_WRITE)
+	runtime.KeepAlive(b)
+	if errno != 0 {
+		return os.NewSyscallError("madvise MADV_POPULATE_WRITE", errno)
+	}
+	return nil
+}
+
+func resident(b []byte) (present, pages int, err error) {
+	if len(b) == 0 {
+		return 0, 0, nil
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := start + uintptr(len(b))
+	start &^= pageSize - 1
+	vec := make([]byte, (end-start+pageSize-1)/pageSize)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, start, end-start, uintptr(unsafe.Pointer(&vec[0])))
+	runtime.KeepAlive(b)
+	if errno != 0 {
+		return 0, len(vec), os.NewSyscallError("mincore", errno)
+	}
+	for _, v := range vec {
+		present += int(v & 1)
+	}
+	return present, len(vec), nil
+}

@@ -1,0 +1,5 @@
+package udp
+
+// Spill is the link's area for the part of joined datagrams that does not
+// fit their buffers, nil when the socket does not join them.
+func Spill(l *Link) []byte { return l.rx.spill }
