@@ -22,7 +22,10 @@
 # (busy, and the shares of user, system and softirq time, from /proc/stat)
 # and the context switches the VM made, the two things that set a
 # user-space transport's cost under the VMs' emulation against rxe's in
-# the kernel. Nothing is meant to drop packets
+# the kernel. Each bandwidth run is captured too, for the time its
+# server took to answer the first window: an answer later than the ACK
+# timeout (67 ms) is what makes a requester resend in a lossless run.
+# Nothing is meant to drop packets
 # here, so a retransmission is spurious unless the VMs' UDP receive
 # buffers overflowed: the run keeps their counters (net.N) to tell.
 #
@@ -112,6 +115,11 @@ vmscript() {
 		[ -n "\$gid" ] && break; sleep 0.1
 	done
 	echo "=== rxe GID index \$gid"
+	# The programs run from the VM's own disk, as a user's would: run from
+	# the 9p share, each page of their code would be read from the host the
+	# first time it runs, under emulation, inside the first run's first
+	# round trips.
+	cp /mnt/gorxe /mnt/udpraw /usr/local/bin/
 	counters() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "\$(basename \$f) \$(cat \$f)"; done; }
 	EOF
 	for n in "${!runs[@]}"; do
@@ -120,9 +128,9 @@ vmscript() {
 		if [ "$impl" = raw ]; then
 			port=9001
 			if [ "$role" = server ]; then
-				cmd="/mnt/udpraw pong -addr $addr:$port"
+				cmd="/usr/local/bin/udpraw pong -addr $addr:$port"
 			else
-				cmd="/mnt/udpraw ping -addr $peer:$port -size 30 -n $lat_iters"
+				cmd="/usr/local/bin/udpraw ping -addr $peer:$port -size 30 -n $lat_iters"
 			fi
 		elif [ "$impl" = rxe ]; then
 			port=18515
@@ -131,7 +139,7 @@ vmscript() {
 			port=18516
 			link="--link udp --ip $addr"
 			[ "${GORXE_LINK:-udp}" = xdp ] || [ "$impl" = gorxe-xdp ] && link="--link xdp --dev eth0"
-			cmd="/mnt/gorxe $t $link --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t") ${GORXE_FLAGS:-}"
+			cmd="/usr/local/bin/gorxe $t $link --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t") ${GORXE_FLAGS:-}"
 		fi
 		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.1; done"
 		echo "echo '=== run $n: $impl $t'"
@@ -185,12 +193,13 @@ waitfor() {
 	return 1
 }
 for n in "${!runs[@]}"; do
-	# A latency run is captured on the bridge (the headers only), for
-	# each side's turnaround (test/bench/turnaround); in immediate mode,
-	# or the packets of the last buffer's timeout would be lost when it
-	# is stopped.
+	# Each run of a transport is captured on the bridge (the headers
+	# only), for each side's turnaround in a latency run and the server's
+	# first answer in a bandwidth run (test/bench/turnaround); in
+	# immediate mode, or the packets of the last buffer's timeout would be
+	# lost when it is stopped.
 	cap=""
-	if [[ ${runs[$n]} == *_lat ]] && command -v tcpdump >/dev/null; then
+	if [[ ${runs[$n]} != raw* ]] && command -v tcpdump >/dev/null; then
 		ip netns exec $ns tcpdump -Z root --immediate-mode -i br0 -s 80 -U -w "$run/cap.$n.pcap" 'udp port 4791 or udp port 4792' 2>/dev/null &
 		cap=$!
 		# It writes the file's header once it listens: a short run
@@ -319,15 +328,19 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", b 
 	for ((n = 0; n < ${#runs[@]}; n++)); do
 		printf '%-22s %-30s %s\n' "${runs[$n]#* } ${runs[$n]%% *}" "$(cpuuse b $n)" "$(cpuuse a $n)"
 	done
-	# Where the round trips went: each side's turnaround at the bridge.
-	if compgen -G "$run/cap.*.pcap" >/dev/null; then
-		echo "turnaround at the bridge, usec p50/p99/count over 2 ms: client, server"
-	fi
-	for ((n = 0; n < ${#runs[@]}; n++)); do
-		[ -f "$run/cap.$n.pcap" ] || continue
-		set -- ${runs[$n]}
-		port=4792
-		[ "$1" = rxe ] && port=4791
-		printf '%-22s %s\n' "$2 $1" "$("$run/turnaround" -short -port $port -client 10.9.0.3 "$run/cap.$n.pcap" 2>&1)"
+	# Where the round trips went: each side's turnaround at the bridge;
+	# and how long each bandwidth run's server took to answer its first
+	# window, the wait that outlasts an ACK timeout if any does.
+	for kind in lat bw; do
+		heading="turnaround at the bridge, usec p50/p99/count over 2 ms: client, server" mode=-short
+		[ $kind = bw ] && heading="first window at the bridge: the server's first packet, ms after the client's first / client packets before it" mode=-first
+		for ((n = 0; n < ${#runs[@]}; n++)); do
+			[ -f "$run/cap.$n.pcap" ] && [[ ${runs[$n]} == *_$kind ]] || continue
+			[ -n "$heading" ] && echo "$heading" && heading=""
+			set -- ${runs[$n]}
+			port=4792
+			[ "$1" = rxe ] && port=4791
+			printf '%-22s %s\n' "$2 $1" "$("$run/turnaround" $mode -port $port -client 10.9.0.3 "$run/cap.$n.pcap" 2>&1)"
+		done
 	done
 } | tee "$run/table.txt"

@@ -14,6 +14,13 @@
 // no new turnaround. It prints, per side, the median, 90th, 99th and 99.9th
 // percentiles and the longest, in µs, and how many exceeded -slow; with
 // -short, one line: "P50/P99/SLOW P50/P99/SLOW", the client's first.
+//
+// With -first it reads a bandwidth test's capture instead and prints how
+// long the server took to send anything at all, ACKs included: "MS/N",
+// the milliseconds from the client's first packet to the server's first,
+// and the client packets sent before it. A run's first window is its
+// slowest answer: a server that answers later than the requester's ACK
+// timeout (67 ms at perftest's default) makes it resend in a lossless run.
 package main
 
 import (
@@ -42,45 +49,98 @@ func main() {
 	client := flag.String("client", "", "the client's IP address (the side that sends first)")
 	slow := flag.Duration("slow", 2*time.Millisecond, "count turnarounds longer than this")
 	short := flag.Bool("short", false, "print one line: each side's p50/p99/count over -slow, the client's first")
+	first := flag.Bool("first", false, "print the server's first answer: ms after the client's first packet / client packets before it")
 	flag.Parse()
 	if flag.NArg() != 1 || *client == "" {
 		fmt.Fprintln(os.Stderr, "usage: turnaround [-port N] [-slow D] -client ADDR CAPTURE")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), uint16(*port), *client, *slow, *short); err != nil {
+	do := func() error { return run(flag.Arg(0), uint16(*port), *client, *slow, *short) }
+	if *first {
+		do = func() error { return runFirst(flag.Arg(0), uint16(*port), *client) }
+	}
+	if err := do(); err != nil {
 		fmt.Fprintln(os.Stderr, "turnaround:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path string, port uint16, client string, slow time.Duration, short bool) error {
-	f, err := os.Open(path)
+// packets calls f with the side, the time and the BTH opcode of every
+// RoCE v2 packet to port in the capture at path.
+func packets(path string, port uint16, client string, f func(side int, at time.Time, op byte)) error {
+	file, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	defer file.Close()
+	r, err := pcapgo.NewReader(file)
 	if err != nil {
 		return err
 	}
-	sp := splitter{last: -1}
 	for {
 		data, ci, err := r.ReadPacketData()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
 			return err
 		}
 		src, op, ok := message(data, r.LinkType(), port)
-		if !ok || op == opAck || op == opCNP {
+		if !ok {
 			continue
 		}
 		side := server
 		if src == client {
 			side = clientSide
 		}
-		sp.add(side, ci.Timestamp)
+		f(side, ci.Timestamp, op)
+	}
+}
+
+// runFirst prints the server's first answer in the capture at path.
+func runFirst(path string, port uint16, client string) error {
+	var fa firstAnswer
+	if err := packets(path, port, client, func(side int, at time.Time, _ byte) { fa.add(side, at) }); err != nil {
+		return err
+	}
+	if !fa.answered {
+		fmt.Println("-")
+		return nil
+	}
+	fmt.Printf("%.1f/%d\n", float64(fa.wait)/float64(time.Millisecond), fa.before)
+	return nil
+}
+
+// firstAnswer finds the server's first packet after the client's first.
+type firstAnswer struct {
+	start    time.Time // the client's first packet
+	wait     time.Duration
+	before   int // client packets before the server's first
+	answered bool
+}
+
+func (f *firstAnswer) add(side int, at time.Time) {
+	switch {
+	case f.answered:
+	case side == clientSide:
+		if f.before == 0 {
+			f.start = at
+		}
+		f.before++
+	case f.before > 0:
+		f.wait, f.answered = at.Sub(f.start), true
+	}
+}
+
+func run(path string, port uint16, client string, slow time.Duration, short bool) error {
+	sp := splitter{last: -1}
+	err := packets(path, port, client, func(side int, at time.Time, op byte) {
+		if op != opAck && op != opCNP {
+			sp.add(side, at)
+		}
+	})
+	if err != nil {
+		return err
 	}
 	turns := sp.turns
 	var line []string

@@ -32,3 +32,29 @@ func TestSplitter(t *testing.T) {
 		t.Errorf("server turnarounds %v, want %v", s.turns[server], want)
 	}
 }
+
+// TestFirstAnswer: the server's first packet counts from the client's
+// first, with the client packets before it; a server packet before the
+// client's first (a stray from before the run) and everything after the
+// answer change nothing.
+func TestFirstAnswer(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var f firstAnswer
+	for _, m := range []struct{ side, ms int }{
+		{server, 1},
+		{clientSide, 10}, {clientSide, 20}, {clientSide, 40},
+		{server, 95},
+		{clientSide, 96}, {server, 97},
+	} {
+		f.add(m.side, at(m.ms))
+	}
+	if !f.answered || f.wait != 85*time.Millisecond || f.before != 3 {
+		t.Errorf("first answer %v after %d client packets (answered %v), want 85ms after 3", f.wait, f.before, f.answered)
+	}
+	var none firstAnswer
+	none.add(clientSide, at(1))
+	if none.answered {
+		t.Error("a capture with no server packet answered")
+	}
+}
