@@ -154,8 +154,9 @@ func TestJoinedTooLong(t *testing.T) {
 }
 
 // TestSpillPresent: the area a batch of joined datagrams spills into,
-// megabytes of fresh memory, has every page present once the link is
-// open, so that the first burst does not fault it in page by page.
+// megabytes of fresh memory, and a batch's worth of buffers for the
+// packets it holds have every page present once the link is open, so
+// that the first burst does not fault them in page by page.
 func TestSpillPresent(t *testing.T) {
 	e := newEnv(t)
 	lo := netip.MustParseAddr("127.0.0.1")
@@ -170,5 +171,17 @@ func TestSpillPresent(t *testing.T) {
 	}
 	if present != n {
 		t.Errorf("%d of the spill area's %d pages present, want all", present, n)
+	}
+	free := udp.HeldFree(l)
+	if len(free) < link.BatchSize {
+		t.Fatalf("%d buffers ready for held packets, want a batch's worth, %d", len(free), link.BatchSize)
+	}
+	for i, b := range free {
+		if len(b) != link.BufferSize {
+			t.Fatalf("held buffer %d is %d bytes, want %d", i, len(b), link.BufferSize)
+		}
+		if present, n, err := pages.Resident(b); err != nil || present != n {
+			t.Fatalf("held buffer %d: %d of %d pages present (%v), want all", i, present, n, err)
+		}
 	}
 }

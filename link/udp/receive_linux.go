@@ -154,8 +154,14 @@ func (r *rxScratch) grow(n int) {
 	if r.gro {
 		r.spill = make([]byte, n*spillSize)
 		// Present now, not page by page inside the first burst of
-		// joined datagrams (internal/pages).
+		// joined datagrams (internal/pages); as are the buffers that
+		// burst's held packets take, a batch's worth, from one slab.
 		pages.Populate(r.spill)
+		slab := make([]byte, n*link.BufferSize)
+		pages.Populate(slab)
+		for i := range n {
+			r.held.free = append(r.held.free, slab[i*link.BufferSize:(i+1)*link.BufferSize:(i+1)*link.BufferSize])
+		}
 	}
 	for i := range r.hdrs {
 		h := &r.hdrs[i].hdr
