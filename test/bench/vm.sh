@@ -40,7 +40,9 @@
 # in the VM's share, /mnt, left in the run's a/ and b/); GORXE_LINK=xdp
 # runs gorxe over its xdp link on the VMs' eth0 (AF_XDP, an XDP program
 # steering UDP 4792 to it) instead of its udp link, and GORXE_LINK=both
-# runs each test over both, udp then xdp, the xdp rows marked "(xdp)". The
+# runs each test over both, udp then xdp, the xdp rows marked "(xdp)";
+# VM_THP (always, madvise or never) sets the VMs' transparent huge pages
+# (their Debian kernel's default is always). The
 # xdp link takes a kernel with AF_XDP multi-buffer for the VMs' 9000-byte
 # MTU: VM_SUITE=trixie (Linux 6.12) rather than the default bookworm (6.1). Under emulation
 # the run takes about 5 minutes. Both VMs share the machine's CPUs with
@@ -120,6 +122,7 @@ vmscript() {
 	# first time it runs, under emulation, inside the first run's first
 	# round trips.
 	cp /mnt/gorxe /mnt/udpraw /usr/local/bin/
+	${VM_THP:+echo $VM_THP > /sys/kernel/mm/transparent_hugepage/enabled; echo "=== THP \$(cat /sys/kernel/mm/transparent_hugepage/enabled)"}
 	counters() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "\$(basename \$f) \$(cat \$f)"; done; }
 	EOF
 	for n in "${!runs[@]}"; do
