@@ -329,7 +329,8 @@ func (d *Device) AllocPD() *mr.PD { return d.mrs.AllocPD() }
 // rights. Its IOVA is the slice's address, as a C program's would be.
 // Every page of buf is made present, as rxe's and a NIC's registration
 // pins them (internal/pages), so that the first packets to reach a page
-// do not wait for it to be faulted in; what buf holds is unchanged.
+// do not wait for it to be faulted in; what buf holds is unchanged. A
+// region larger than populateMax is left to fault in as it is used.
 func (d *Device) RegMR(pd *mr.PD, buf []byte, access mr.Access) (*mr.MR, error) {
 	return d.RegMRIOVA(pd, buf, 0, access)
 }
@@ -337,11 +338,18 @@ func (d *Device) RegMR(pd *mr.PD, buf []byte, access mr.Access) (*mr.MR, error) 
 // RegMRIOVA registers buf with an explicit IOVA, as RegMR does.
 func (d *Device) RegMRIOVA(pd *mr.PD, buf []byte, iova uint64, access mr.Access) (*mr.MR, error) {
 	m, err := d.mrs.Register(pd, buf, iova, access)
-	if err == nil {
+	if err == nil && uint64(len(buf)) <= populateMax {
 		pages.Populate(buf) // best effort: without it, only slower
 	}
 	return m, err
 }
+
+// populateMax is the largest region RegMR makes present: a quarter of
+// the machine's memory. A program may register a mapping far larger
+// than what it touches (a reserved window it fills sparsely); making all
+// of it present could bring the kernel's OOM killer, where rxe would
+// refuse to pin it (RLIMIT_MEMLOCK) and a NIC's driver would fail.
+var populateMax = pages.Memory() / 4
 
 // CreateCQ creates a completion queue of depth entries.
 // A goroutine that waits on it (cq.CQ.Wait) runs the device's receive

@@ -25,3 +25,11 @@ var BusyPollFor = busyPollFor
 // WorkReady is workReady: how many QPs wait in the device's workers'
 // lists for a turn they asked for.
 func (d *Device) WorkReady() int { return d.workReady() }
+
+// SetPopulateMax sets the largest region RegMR makes present, until the
+// test ends.
+func SetPopulateMax(t interface{ Cleanup(func()) }, n uint64) {
+	old := populateMax
+	populateMax = n
+	t.Cleanup(func() { populateMax = old })
+}

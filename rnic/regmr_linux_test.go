@@ -8,11 +8,13 @@ import (
 
 	"github.com/gorxe/gorxe/internal/pages"
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // TestRegMRPopulates registers memory fresh from the kernel, a few of its
 // pages written: after RegMR every page is present, as rxe's registration
-// pins them, and what was written is still there.
+// pins them, and what was written is still there; memory over the
+// largest region RegMR populates stays as it was.
 func TestRegMRPopulates(t *testing.T) {
 	a, _ := newPair(t, pairOpts{})
 	const size = 4 << 20
@@ -42,5 +44,21 @@ func TestRegMRPopulates(t *testing.T) {
 	}
 	if !bytes.Equal(m, want) {
 		t.Error("RegMR changed what the region held")
+	}
+
+	// A region larger than RegMR populates is registered as it is.
+	rnic.SetPopulateMax(t, size/2)
+	big, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(big)
+	region, err = a.dev.RegMR(a.pd, big, mr.LocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer region.Deregister()
+	if present, n, err := pages.Resident(big); err != nil || present != 0 {
+		t.Errorf("a region over the limit: %d of %d pages present after RegMR (%v), want none", present, n, err)
 	}
 }

@@ -22,3 +22,7 @@ func Populate(b []byte) error { return populate(b) }
 // and how many it spans (mincore(2) where the system has it; elsewhere an
 // error). Tests use it to see that memory was populated.
 func Resident(b []byte) (present, pages int, err error) { return resident(b) }
+
+// Memory returns the machine's memory in bytes, or 0 where it cannot
+// tell (sysinfo(2) on Linux).
+func Memory() uint64 { return memory() }

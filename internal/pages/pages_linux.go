@@ -45,3 +45,11 @@ func resident(b []byte) (present, pages int, err error) {
 	}
 	return present, len(vec), nil
 }
+
+func memory() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
+}

@@ -68,3 +68,19 @@ func TestPopulateKeepsContents(t *testing.T) {
 		t.Errorf("Populate(nil): %v", err)
 	}
 }
+
+// TestMemory: the machine's memory is told, and is at least what this
+// process has mapped.
+func TestMemory(t *testing.T) {
+	m := Memory()
+	if m < 64<<20 {
+		t.Fatalf("Memory() = %d bytes, want the machine's memory", m)
+	}
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		t.Fatal(err)
+	}
+	if free := uint64(si.Freeram) * uint64(si.Unit); free > m {
+		t.Errorf("free memory %d over Memory() %d", free, m)
+	}
+}

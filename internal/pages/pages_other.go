@@ -14,3 +14,5 @@ func populate(b []byte) error {
 func resident(b []byte) (present, pages int, err error) {
 	return 0, 0, errors.ErrUnsupported
 }
+
+func memory() uint64 { return 0 }
