@@ -18,11 +18,7 @@ import (
 func TestRegMRPopulates(t *testing.T) {
 	a, _ := newPair(t, pairOpts{})
 	const size = 4 << 20
-	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
+	m := freshMemory(t, size)
 	want := make([]byte, size)
 	for i := 0; i < size; i += 1 << 18 {
 		m[i+5], want[i+5] = byte(i>>18)|0x80, byte(i>>18)|0x80
@@ -48,11 +44,7 @@ func TestRegMRPopulates(t *testing.T) {
 
 	// A region larger than RegMR populates is registered as it is.
 	rnic.SetPopulateMax(t, size/2)
-	big, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(big)
+	big := freshMemory(t, size)
 	region, err = a.dev.RegMR(a.pd, big, mr.LocalWrite)
 	if err != nil {
 		t.Fatal(err)
@@ -61,4 +53,16 @@ func TestRegMRPopulates(t *testing.T) {
 	if present, n, err := pages.Resident(big); err != nil || present != 0 {
 		t.Errorf("a region over the limit: %d of %d pages present after RegMR (%v), want none", present, n, err)
 	}
+}
+
+// freshMemory maps size bytes straight from the kernel, none of its pages
+// present yet, unmapped when the test ends.
+func freshMemory(t *testing.T, size int) []byte {
+	t.Helper()
+	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(m) })
+	return m
 }

@@ -10,16 +10,22 @@ import (
 
 var pageSize = uintptr(os.Getpagesize())
 
+// span returns the whole pages b touches, from a page-aligned start, as
+// madvise and mincore want them: all mapped, as b's first and last bytes
+// are. b is not empty.
+func span(b []byte) (start, length uintptr) {
+	start = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := start + uintptr(len(b))
+	start &^= pageSize - 1
+	return start, end - start
+}
+
 func populate(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	// madvise wants a page-aligned start: the range grows to the whole
-	// pages b touches, all mapped as b's first and last bytes are.
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	end := start + uintptr(len(b))
-	start &^= pageSize - 1
-	_, _, errno := unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_POPULATE_WRITE)
+	start, length := span(b)
+	_, _, errno := unix.Syscall(unix.SYS_MADVISE, start, length, unix.MADV_POPULATE_WRITE)
 	runtime.KeepAlive(b)
 	if errno != 0 {
 		return os.NewSyscallError("madvise MADV_POPULATE_WRITE", errno)
@@ -31,11 +37,9 @@ func resident(b []byte) (present, pages int, err error) {
 	if len(b) == 0 {
 		return 0, 0, nil
 	}
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	end := start + uintptr(len(b))
-	start &^= pageSize - 1
-	vec := make([]byte, (end-start+pageSize-1)/pageSize)
-	_, _, errno := unix.Syscall(unix.SYS_MINCORE, start, end-start, uintptr(unsafe.Pointer(&vec[0])))
+	start, length := span(b)
+	vec := make([]byte, (length+pageSize-1)/pageSize)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, start, length, uintptr(unsafe.Pointer(&vec[0])))
 	runtime.KeepAlive(b)
 	if errno != 0 {
 		return 0, len(vec), os.NewSyscallError("mincore", errno)
