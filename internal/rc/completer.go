@@ -33,6 +33,17 @@ const (
 	// answer has shown progress since. Further gaps in READ responses
 	// (the rest of the lost burst) start no other retransmission.
 	recoveryGoBackN
+	// recoveryTimeout: the local ACK timer fired, and the requester has
+	// gone back, but resends only the oldest unanswered packet until an
+	// answer shows what the responder holds. A timeout can be a late
+	// answer rather than a loss (a peer just started, its first window
+	// slow to come through: 96 ms in the emulated VMs of make bench-vm,
+	// past a 67 ms timeout), and then costs one duplicate, not the
+	// window again. An answer that shows progress, or a NAK, ends it and
+	// go-back-N goes on from there: a window lost whole costs one round
+	// trip more than it would have. TCP restarts from one segment after
+	// its retransmission timeout (RFC 5681) for the same reason.
+	recoveryTimeout
 )
 
 // start resets the completer for a requester starting at psn.
@@ -311,7 +322,8 @@ func (c *completer) handleAtomicAck(r bth.PSN, orig uint64) {
 }
 
 // expiredRetransmit handles a local ACK timeout: the requester goes back to
-// the oldest unacknowledged PSN, unless retry_cnt is used up.
+// the oldest unacknowledged PSN, unless retry_cnt is used up, and sends
+// that one packet until it is answered (recoveryTimeout).
 func (c *completer) expiredRetransmit() {
 	q := c.q
 	if !q.req.outstanding() || !q.canSend() {
@@ -319,9 +331,18 @@ func (c *completer) expiredRetransmit() {
 	}
 	q.stats.RetransmitTimeouts++
 	q.event(trace.Event{Kind: trace.Timeout, PSN: uint32(c.psn)})
-	c.retransmit(c.psn, trace.GoBackTimeout)
+	if !c.useRetry() {
+		return
+	}
+	c.goBack(c.psn, trace.GoBackTimeout)
+	c.state = recoveryTimeout
+	q.tm.restartRetransmit()
 	q.req.sendSome()
 }
+
+// resendingOne reports whether the requester, after a local ACK timeout,
+// sends only the packet at the oldest unanswered PSN (recoveryTimeout).
+func (c *completer) resendingOne() bool { return c.state == recoveryTimeout }
 
 // useRetry takes one retry from retry_cnt (7 is unlimited, as rxe), or
 // fails the oldest work request with RETRY_EXC_ERR when none are left.

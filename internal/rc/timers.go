@@ -263,6 +263,10 @@ const rttMaxDecay = 256
 // make bench-vm, where a fixed first wait of 10 ms probed and went back at
 // the start of every run). The local ACK timeout recovers a first message
 // lost whole.
+//
+// Nor is one armed while the requester resends one packet after a local
+// ACK timeout (recoveryTimeout): the retransmit timer waits for its answer,
+// and a probe's go-back would send the window the timeout held back.
 func (t *timers) probeTimeout() time.Duration {
 	d := max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
 	return min(max(d, t.probeFloor), t.ackTimeout()/2)
@@ -270,7 +274,7 @@ func (t *timers) probeTimeout() time.Duration {
 
 func (t *timers) armProbe(now monotime.Time) {
 	q := t.q
-	if q.noProbe || t.probeState == probeSpent || t.srtt == 0 || t.ackTimeout() == 0 || !q.req.unanswered() {
+	if q.noProbe || t.probeState == probeSpent || t.srtt == 0 || t.ackTimeout() == 0 || !q.req.unanswered() || q.comp.resendingOne() {
 		t.probe = 0
 		return
 	}
