@@ -402,3 +402,43 @@ func TestResendNotNeeded(t *testing.T) {
 		})
 	}
 }
+
+// TestOneResendAtTimeout: after a silence the requester resends the
+// oldest packet alone, and the rest of the WRITE once that is
+// acknowledged, as gorxe's does after a local ACK timeout. explain tells
+// the timeout at the first resend, one timeout in all, and at the
+// second, that the run went on after the one packet's answer.
+func TestOneResendAtTimeout(t *testing.T) {
+	pkt, req := packets(t)
+	ack := func(psn bth.PSN) []byte { return pkt(true, bth.RCAcknowledge, psn, 0) }
+	first := func() []byte { return req(bth.RCRDMAWriteFirst, 10, 1024) }
+	middle := func() []byte { return req(bth.RCRDMAWriteMiddle, 11, 1024) }
+	last := func() []byte { return req(bth.RCRDMAWriteLast, 12, 64) }
+	for _, tc := range []struct {
+		name string
+		pkts [][]byte
+		want int // the packet told as going on after the one packet's answer, or -1
+	}{
+		{"one, then the rest", [][]byte{first(), middle(), last(), first(), ack(10), middle(), last(), ack(12)}, 5},
+		{"all at once", [][]byte{first(), middle(), last(), first(), middle(), last(), ack(12)}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Read(bytes.NewReader(rawCapture(tc.pkts...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, p := range r.Packets {
+				if got := strings.Contains(p.Text, "and the rest only after the ACK of packet 5"); got != (k == tc.want) {
+					t.Errorf("packet %d (%s): told as the run after one packet's answer %v, want %v: %q", k, p.Opcode, got, k == tc.want, p.Text)
+				}
+			}
+			if !strings.Contains(r.Packets[3].Text, "local ACK timer fired") {
+				t.Errorf("packet 3 not told as the timeout's: %q", r.Packets[3].Text)
+			}
+			sum := r.Conns[0].Summary
+			if sum.Timeouts[0] != 1 || sum.Retransmissions[0] != 3 {
+				t.Errorf("timeouts %d, retransmissions %d; want 1 and 3", sum.Timeouts[0], sum.Retransmissions[0])
+			}
+		})
+	}
+}

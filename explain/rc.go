@@ -120,6 +120,13 @@ type requester struct {
 	probed        uint32
 	probeAt       int
 	probeAnswered int
+	// A timeout's resend that has sent one packet, oneAt (0 when none),
+	// at PSN onePSN; oneAnswered is the ACK that covered it, if one came
+	// before the run went on. A requester that resends one packet at a
+	// timeout and the rest once it is answered (gorxe's) shows so.
+	oneAt       int
+	onePSN      uint32
+	oneAnswered int
 }
 
 // sentAs is what a request packet was when first sent: its opcode and
@@ -567,9 +574,16 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		// The run goes on; a PSN it skipped was resent and lost before
 		// the capture point.
 		q.runNext = psnAdd(psn, span)
+		one, answered := q.oneAt, q.oneAnswered
+		q.oneAt, q.oneAnswered = 0, 0
+		if one != 0 && answered != 0 {
+			return fmt.Sprintf("Resent, go-back-N: at its timeout %s resent one packet (packet %d), and the rest only after the ACK of packet %d answered it, which showed what the responder holds (gorxe's requester resends so, as TCP restarts from one segment after a timeout).",
+				s.label(), m.pkt(one).Index, m.pkt(answered).Index)
+		}
 		return fmt.Sprintf("Resent, go-back-N: %s goes on resending everything after the PSN it went back to.", s.label())
 	}
 	q.resending, q.runNext = true, psnAdd(psn, span)
+	q.oneAt, q.oneAnswered = 0, 0
 	q.probeAt, q.probeAnswered = 0, 0 // a new run: its copies' answers say nothing of the last one's need
 	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
 	var why string
@@ -600,6 +614,7 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 	default:
 		ev.Reason = trace.GoBackTimeout
 		q.watchResend(i)
+		q.oneAt, q.onePSN = i, psn
 		m.event(i, trace.Event{Kind: trace.Timeout, QP: s.QPN, PSN: q.una})
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
@@ -844,6 +859,9 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 				psn, copy, first, msn, credits)
 		}
 		return fmt.Sprintf("ACK of PSN %d, which %s has had acknowledged already: the answer to a duplicate request, or a repeat, and changes nothing; %s.%s", psn, r.label(), msn, credits)
+	}
+	if q.oneAt != 0 && q.oneAnswered == 0 && psnDiff(psn, q.onePSN) >= 0 {
+		q.oneAnswered = i
 	}
 	switch {
 	case q.probeAt != 0 && q.probeAnswered == 0 && psnDiff(psn, q.probed) >= 0:
