@@ -37,7 +37,8 @@
 # all six) names the tests to run; GORXE_BIN runs that gorxe binary (a
 # static one) instead of one built from the tree, to compare two builds;
 # GORXE_FLAGS are added to gorxe's command lines (a file named in them is
-# in the VM's share, /mnt, left in the run's a/ and b/); GORXE_LINK=xdp
+# in the VM's share, /mnt, left in the run's a/ and b/); GORXE_ENV sets
+# gorxe's environment in the VMs (GORXE_ENV=GOMAXPROCS=2); GORXE_LINK=xdp
 # runs gorxe over its xdp link on the VMs' eth0 (AF_XDP, an XDP program
 # steering UDP 4792 to it) instead of its udp link, and GORXE_LINK=both
 # runs each test over both, udp then xdp, the xdp rows marked "(xdp)";
@@ -142,7 +143,7 @@ vmscript() {
 			port=18516
 			link="--link udp --ip $addr"
 			[ "${GORXE_LINK:-udp}" = xdp ] || [ "$impl" = gorxe-xdp ] && link="--link xdp --dev eth0"
-			cmd="/usr/local/bin/gorxe $t $link --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t") ${GORXE_FLAGS:-}"
+			cmd="env ${GORXE_ENV:-} /usr/local/bin/gorxe $t $link --roce-port 4792 -p $port --give-up 30s --counters $(flags "$t") ${GORXE_FLAGS:-}"
 		fi
 		echo "while [ ! -f /mnt/go.$n ]; do sleep 0.1; done"
 		echo "echo '=== run $n: $impl $t'"
