@@ -42,7 +42,8 @@
 # runs gorxe over its xdp link on the VMs' eth0 (AF_XDP, an XDP program
 # steering UDP 4792 to it) instead of its udp link, and GORXE_LINK=both
 # runs each test over both, udp then xdp, the xdp rows marked "(xdp)";
-# VM_THP (always, madvise or never) sets the VMs' transparent huge pages
+# VM_SYSCTL sets kernel parameters in both VMs (sysctl -w: VM_SYSCTL=
+# "net.core.busy_read=50"); VM_THP (always, madvise or never) sets the VMs' transparent huge pages
 # (their Debian kernel's default is always). The
 # xdp link takes a kernel with AF_XDP multi-buffer for the VMs' 9000-byte
 # MTU: VM_SUITE=trixie (Linux 6.12) rather than the default bookworm (6.1). Under emulation
@@ -124,6 +125,7 @@ vmscript() {
 	# round trips.
 	cp /mnt/gorxe /mnt/udpraw /usr/local/bin/
 	${VM_THP:+echo $VM_THP > /sys/kernel/mm/transparent_hugepage/enabled; echo "=== THP \$(cat /sys/kernel/mm/transparent_hugepage/enabled)"}
+	${VM_SYSCTL:+sysctl -w $VM_SYSCTL}
 	counters() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "\$(basename \$f) \$(cat \$f)"; done; }
 	EOF
 	for n in "${!runs[@]}"; do
