@@ -163,10 +163,7 @@ func TestOpcodeSequence(t *testing.T) {
 		{"captured from the middle", [][]byte{req(bth.RCRDMAWriteMiddle, 7, 1024), req(bth.RCRDMAWriteLast, 8, 1024), req(bth.RCSendOnly, 9, 8)}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Read(bytes.NewReader(rawCapture(tc.pkts...)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := readPackets(t, tc.pkts...)
 			for k, p := range r.Packets {
 				bad := p.Anomaly == "error" && strings.Contains(p.Text, "breaks the sequence")
 				if bad != (k == tc.bad) {
@@ -199,10 +196,7 @@ func TestResendMismatch(t *testing.T) {
 		{"shorter", [][]byte{req(bth.RCSendMiddle, 101, 1024), req(bth.RCSendLast, 102, 256)}, []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Read(bytes.NewReader(rawCapture(append(slices.Clone(sent), tc.resent...)...)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := readPackets(t, append(slices.Clone(sent), tc.resent...)...)
 			if len(r.Packets) != len(sent)+len(tc.resent) {
 				t.Fatalf("%d packets, want %d", len(r.Packets), len(sent)+len(tc.resent))
 			}
@@ -272,10 +266,7 @@ func TestReadLostBeforeCapture(t *testing.T) {
 	pkts = append(pkts, read(132), read(148))
 	pkts = append(pkts, answers(132)...)
 	pkts = append(pkts, answers(148)...)
-	r, err := Read(bytes.NewReader(rawCapture(pkts...)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := readPackets(t, pkts...)
 	var got []trace.Event
 	for _, p := range r.Packets {
 		for _, e := range p.Events {
@@ -390,10 +381,7 @@ func TestResendNotNeeded(t *testing.T) {
 			ack(11), ack(11), ack(12)}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Read(bytes.NewReader(rawCapture(tc.pkts...)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := readPackets(t, tc.pkts...)
 			for k, p := range r.Packets {
 				if got := strings.Contains(p.Text, "was not needed"); got != (k == tc.want) {
 					t.Errorf("packet %d (%s): told as the copy's answer %v, want %v: %q", k, p.Opcode, got, k == tc.want, p.Text)
@@ -423,10 +411,7 @@ func TestOneResendAtTimeout(t *testing.T) {
 		{"all at once", [][]byte{first(), middle(), last(), first(), middle(), last(), ack(12)}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Read(bytes.NewReader(rawCapture(tc.pkts...)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := readPackets(t, tc.pkts...)
 			for k, p := range r.Packets {
 				if got := strings.Contains(p.Text, "and the rest only after the ACK of packet 5"); got != (k == tc.want) {
 					t.Errorf("packet %d (%s): told as the run after one packet's answer %v, want %v: %q", k, p.Opcode, got, k == tc.want, p.Text)
@@ -441,4 +426,14 @@ func TestOneResendAtTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readPackets explains a capture of the IP packets pkts.
+func readPackets(t *testing.T, pkts ...[]byte) *Report {
+	t.Helper()
+	r, err := Read(bytes.NewReader(rawCapture(pkts...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

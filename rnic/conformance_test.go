@@ -47,6 +47,18 @@ func (s *side) dropNth(op bth.Opcode, nth int) *atomic.Int32 {
 
 func (s *side) stats() rnic.Counters { return s.dev.Counters() }
 
+// delayFirstAck holds the first ACK the side sends for d, as a host that
+// stalls before its first answer would.
+func (s *side) delayFirstAck(d time.Duration) {
+	var first atomic.Bool
+	s.link.SetFaults(mem.Faults{DelayFunc: func(pkt []byte) time.Duration {
+		if o, _ := opOf(pkt); o == bth.RCAcknowledge && first.CompareAndSwap(false, true) {
+			return d
+		}
+		return 0
+	}})
+}
+
 // checkEvents checks, once the bubble's devices are idle, that each
 // side's trace tells of every recovery and answer its counters count,
 // once: as many events of each kind as the counter that counts the same
@@ -111,6 +123,19 @@ func status(t testing.TB, wcs []cq.WC, want ...cq.Status) {
 	}
 }
 
+// writeChecked fills n bytes of a's buffer from seed, WRITEs them to the
+// start of b's as work request id, and fails the test unless the WRITE
+// completes successfully within timeout with b holding the same bytes.
+func writeChecked(t testing.TB, a, b *side, id uint64, n int, seed uint64, timeout time.Duration) {
+	t.Helper()
+	fill(a.buf[:n], seed)
+	a.postSend(t, writeWR(id, a, b, 0, n))
+	status(t, wait(t, a.scq, 1, timeout), cq.StatusSuccess)
+	if !bytes.Equal(a.buf[:n], b.buf[:n]) {
+		t.Fatal("data differs")
+	}
+}
+
 func writeWR(id uint64, a, b *side, off, n int) qp.SendWR {
 	return qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
 		SGList: []qp.SGE{a.sge(off, n)}, RemoteAddr: b.addr(off), RKey: b.mr.RKey()}
@@ -154,12 +179,7 @@ func TestAckTimeoutRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: true}) // 67 ms
 		b.dropNth(bth.RCAcknowledge, 1)
-		fill(a.buf[:3000], 2)
-		a.postSend(t, writeWR(1, a, b, 0, 3000))
-		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-		if !bytes.Equal(a.buf[:3000], b.buf[:3000]) {
-			t.Fatal("data differs")
-		}
+		writeChecked(t, a, b, 1, 3000, 2, 2*time.Second)
 		sa, sb := a.stats(), b.stats()
 		if sa.RetransmitTimeouts != 1 || sa.CompleterRetryErr != 1 || sb.DuplicateRequest != 1 {
 			t.Fatalf("timeouts %d retries %d duplicates %d; want 1, 1, 1", sa.RetransmitTimeouts, sa.CompleterRetryErr, sb.DuplicateRequest)
@@ -176,20 +196,9 @@ func TestAckTimeoutRetry(t *testing.T) {
 func TestAckTimeoutLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
-		var first atomic.Bool
-		b.link.SetFaults(mem.Faults{DelayFunc: func(pkt []byte) time.Duration {
-			if o, _ := opOf(pkt); o == bth.RCAcknowledge && first.CompareAndSwap(false, true) {
-				return 100 * time.Millisecond
-			}
-			return 0
-		}})
+		b.delayFirstAck(100 * time.Millisecond)
 		const n = 64 * 1024 // 64 packets of 1 KiB
-		fill(a.buf[:n], 4)
-		a.postSend(t, writeWR(1, a, b, 0, n))
-		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-		if !bytes.Equal(a.buf[:n], b.buf[:n]) {
-			t.Fatal("data differs")
-		}
+		writeChecked(t, a, b, 1, n, 4, 2*time.Second)
 		sa, sb := a.stats(), b.stats()
 		if sa.RetransmitTimeouts != 1 || sb.DuplicateRequest != 1 {
 			t.Fatalf("timeouts %d, duplicates at the responder %d; want 1 and 1\n%s", sa.RetransmitTimeouts, sb.DuplicateRequest, a.traceText())
@@ -206,12 +215,7 @@ func TestAckTimeoutLostWindow(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: true}) // 67 ms
 		const n = 32 * 1024
 		a.link.SetFaults(mem.Faults{DropFunc: func(_ []byte, seq uint64) bool { return seq < n/1024 }})
-		fill(a.buf[:n], 5)
-		a.postSend(t, writeWR(1, a, b, 0, n))
-		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-		if !bytes.Equal(a.buf[:n], b.buf[:n]) {
-			t.Fatal("data differs")
-		}
+		writeChecked(t, a, b, 1, n, 5, 2*time.Second)
 		sa, sb := a.stats(), b.stats()
 		if sa.RetransmitTimeouts != 1 || sb.DuplicateRequest != 0 || sb.OutOfSeqRequest != 0 || sa.SentPkts != 2*n/1024 {
 			t.Fatalf("timeouts %d, duplicates %d, out of sequence %d, sent %d; want 1, 0, 0, %d\n%s",
@@ -226,12 +230,7 @@ func TestPSNSequenceError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 20, retryCnt: 3})
 		a.dropNth(bth.RCRDMAWriteMiddle, 1)
-		fill(a.buf[:8*1024], 3)
-		a.postSend(t, writeWR(1, a, b, 0, 8*1024)) // 8 packets: FIRST, 6 MIDDLE, LAST
-		status(t, wait(t, a.scq, 1, 2*time.Second), cq.StatusSuccess)
-		if !bytes.Equal(a.buf[:8*1024], b.buf[:8*1024]) {
-			t.Fatal("data differs")
-		}
+		writeChecked(t, a, b, 1, 8*1024, 3, 2*time.Second) // 8 packets: FIRST, 6 MIDDLE, LAST
 		sa, sb := a.stats(), b.stats()
 		if sa.RcvdSeqErr != 1 || sa.CompleterRetryErr != 1 || sa.RetransmitTimeouts != 0 {
 			t.Fatalf("requester: %d sequence NAKs, %d go-back-N, %d timeouts; want 1, 1, 0", sa.RcvdSeqErr, sa.CompleterRetryErr, sa.RetransmitTimeouts)
@@ -406,13 +405,7 @@ func TestProbeTakesNoSample(t *testing.T) {
 func TestSlowFirstAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
-		var first atomic.Bool
-		b.link.SetFaults(mem.Faults{DelayFunc: func(pkt []byte) time.Duration {
-			if o, _ := opOf(pkt); o == bth.RCAcknowledge && first.CompareAndSwap(false, true) {
-				return 40 * time.Millisecond
-			}
-			return 0
-		}})
+		b.delayFirstAck(40 * time.Millisecond)
 		for i := range 3 {
 			a.postSend(t, writeWR(uint64(i), a, b, 0, 64))
 			status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
@@ -466,12 +459,7 @@ func TestProbeSlowPeer(t *testing.T) {
 		status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
 		quietUntil := time.Now().Add(200 * time.Millisecond)
 		b.link.SetFaults(mem.Faults{DropFunc: func([]byte, uint64) bool { return time.Now().Before(quietUntil) }})
-		fill(a.buf[:64<<10], 5)
-		a.postSend(t, writeWR(2, a, b, 0, 64<<10))
-		status(t, wait(t, a.scq, 1, 3*time.Second), cq.StatusSuccess)
-		if !bytes.Equal(a.buf[:64<<10], b.buf[:64<<10]) {
-			t.Fatal("data differs")
-		}
+		writeChecked(t, a, b, 2, 64<<10, 5, 3*time.Second)
 		sa := a.stats()
 		if sa.TailProbes > 2 || sa.CompleterRetryErr > 2 {
 			t.Fatalf("%d probes and %d go-backs for one 200 ms silence; want at most 2 of each\n%s", sa.TailProbes, sa.CompleterRetryErr, a.traceText())
