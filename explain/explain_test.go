@@ -391,38 +391,46 @@ func TestResendNotNeeded(t *testing.T) {
 	}
 }
 
-// TestOneResendAtTimeout: after a silence the requester resends the
-// oldest packet alone, and the rest of the WRITE once that is
+// TestFewResentAtTimeout: after a silence the requester resends a few
+// packets from the oldest, and the rest of the WRITE once they are
 // acknowledged, as gorxe's does after a local ACK timeout. explain tells
-// the timeout at the first resend, one timeout in all, and at the
-// second, that the run went on after the one packet's answer.
-func TestOneResendAtTimeout(t *testing.T) {
+// the timeout at the first resend, one timeout in all, and at the first
+// packet after the answer, that the run went on after it.
+func TestFewResentAtTimeout(t *testing.T) {
 	pkt, req := packets(t)
 	ack := func(psn bth.PSN) []byte { return pkt(true, bth.RCAcknowledge, psn, 0) }
 	first := func() []byte { return req(bth.RCRDMAWriteFirst, 10, 1024) }
-	middle := func() []byte { return req(bth.RCRDMAWriteMiddle, 11, 1024) }
-	last := func() []byte { return req(bth.RCRDMAWriteLast, 12, 64) }
+	middle := func(psn bth.PSN) []byte { return req(bth.RCRDMAWriteMiddle, psn, 1024) }
+	last := func() []byte { return req(bth.RCRDMAWriteLast, 15, 64) }
+	window := [][]byte{first(), middle(11), middle(12), middle(13), middle(14), last()}
 	for _, tc := range []struct {
-		name string
-		pkts [][]byte
-		want int // the packet told as going on after the one packet's answer, or -1
+		name   string
+		resend [][]byte
+		want   int    // the packet told as going on after the answer, or -1
+		text   string // what it says
 	}{
-		{"one, then the rest", [][]byte{first(), middle(), last(), first(), ack(10), middle(), last(), ack(12)}, 5},
-		{"all at once", [][]byte{first(), middle(), last(), first(), middle(), last(), ack(12)}, -1},
+		{"one, then the rest", [][]byte{first(), ack(10), middle(11), middle(12), middle(13), middle(14), last(), ack(15)},
+			8, "resent 1 packet from packet 7, and the rest only after the ACK of packet 8"},
+		{"four, then the rest", [][]byte{first(), middle(11), middle(12), middle(13), ack(13), middle(14), last(), ack(15)},
+			11, "resent 4 packets from packet 7, and the rest only after the ACK of packet 11"},
+		{"all at once", [][]byte{first(), middle(11), middle(12), middle(13), middle(14), last(), ack(15)}, -1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := readPackets(t, tc.pkts...)
+			r := readPackets(t, append(slices.Clone(window), tc.resend...)...)
 			for k, p := range r.Packets {
-				if got := strings.Contains(p.Text, "and the rest only after the ACK of packet 5"); got != (k == tc.want) {
-					t.Errorf("packet %d (%s): told as the run after one packet's answer %v, want %v: %q", k, p.Opcode, got, k == tc.want, p.Text)
+				if got := strings.Contains(p.Text, "only after the ACK"); got != (k == tc.want) {
+					t.Errorf("packet %d (%s): told as the run after the answer %v, want %v: %q", k, p.Opcode, got, k == tc.want, p.Text)
+				}
+				if k == tc.want && !strings.Contains(p.Text, tc.text) {
+					t.Errorf("packet %d: %q, want it to say %q", k, p.Text, tc.text)
 				}
 			}
-			if !strings.Contains(r.Packets[3].Text, "local ACK timer fired") {
-				t.Errorf("packet 3 not told as the timeout's: %q", r.Packets[3].Text)
+			if !strings.Contains(r.Packets[len(window)].Text, "local ACK timer fired") {
+				t.Errorf("packet %d not told as the timeout's: %q", len(window), r.Packets[len(window)].Text)
 			}
 			sum := r.Conns[0].Summary
-			if sum.Timeouts[0] != 1 || sum.Retransmissions[0] != 3 {
-				t.Errorf("timeouts %d, retransmissions %d; want 1 and 3", sum.Timeouts[0], sum.Retransmissions[0])
+			if sum.Timeouts[0] != 1 || sum.Retransmissions[0] != len(window) {
+				t.Errorf("timeouts %d, retransmissions %d; want 1 and %d", sum.Timeouts[0], sum.Retransmissions[0], len(window))
 			}
 		})
 	}

@@ -120,13 +120,15 @@ type requester struct {
 	probed        uint32
 	probeAt       int
 	probeAnswered int
-	// A timeout's resend that has sent one packet, oneAt (0 when none),
-	// at PSN onePSN; oneAnswered is the ACK that covered it, if one came
-	// before the run went on. A requester that resends one packet at a
-	// timeout and the rest once it is answered (gorxe's) shows so.
-	oneAt       int
-	onePSN      uint32
-	oneAnswered int
+	// The run a timeout began with the packet fewAt (0 when none), at PSN
+	// fewPSN, fewSent packets so far; fewAnswered is the ACK that covered
+	// its first PSN, if one came before the run went on. A requester that
+	// resends a few packets at a timeout and the rest once they are
+	// answered (gorxe's) shows so.
+	fewAt       int
+	fewPSN      uint32
+	fewSent     int
+	fewAnswered int
 }
 
 // sentAs is what a request packet was when first sent: its opcode and
@@ -519,6 +521,11 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 	return why
 }
 
+// maxFew is the most packets a run after a timeout may have resent
+// before it waits for their answer, for explain to tell the wait: a run
+// that resends a whole window has answers come in between by chance.
+const maxFew = 8
+
 // origWindow is how many PSNs back a requester's first transmissions are
 // remembered.
 const origWindow = 1 << 15
@@ -574,16 +581,17 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		// The run goes on; a PSN it skipped was resent and lost before
 		// the capture point.
 		q.runNext = psnAdd(psn, span)
-		one, answered := q.oneAt, q.oneAnswered
-		q.oneAt, q.oneAnswered = 0, 0
-		if one != 0 && answered != 0 {
-			return fmt.Sprintf("Resent, go-back-N: at its timeout %s resent one packet (packet %d), and the rest only after the ACK of packet %d answered it, which showed what the responder holds (gorxe's requester resends so, as TCP restarts from one segment after a timeout).",
-				s.label(), m.pkt(one).Index, m.pkt(answered).Index)
+		if q.fewAt != 0 && q.fewAnswered != 0 && q.fewSent <= maxFew {
+			first, n, answered := q.fewAt, q.fewSent, q.fewAnswered
+			q.fewAt, q.fewAnswered = 0, 0
+			return fmt.Sprintf("Resent, go-back-N: at its timeout %s resent %s from packet %d, and the rest only after the ACK of packet %d answered them, which showed what the responder holds (gorxe's requester resends so, as TCP restarts from one segment after a timeout).",
+				s.label(), plural(n, "packet"), m.pkt(first).Index, m.pkt(answered).Index)
 		}
+		q.fewSent++
 		return fmt.Sprintf("Resent, go-back-N: %s goes on resending everything after the PSN it went back to.", s.label())
 	}
 	q.resending, q.runNext = true, psnAdd(psn, span)
-	q.oneAt, q.oneAnswered = 0, 0
+	q.fewAt, q.fewAnswered = 0, 0
 	q.probeAt, q.probeAnswered = 0, 0 // a new run: its copies' answers say nothing of the last one's need
 	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
 	var why string
@@ -614,7 +622,7 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 	default:
 		ev.Reason = trace.GoBackTimeout
 		q.watchResend(i)
-		q.oneAt, q.onePSN = i, psn
+		q.fewAt, q.fewPSN, q.fewSent = i, psn, 1
 		m.event(i, trace.Event{Kind: trace.Timeout, QP: s.QPN, PSN: q.una})
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
@@ -860,8 +868,8 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 		}
 		return fmt.Sprintf("ACK of PSN %d, which %s has had acknowledged already: the answer to a duplicate request, or a repeat, and changes nothing; %s.%s", psn, r.label(), msn, credits)
 	}
-	if q.oneAt != 0 && q.oneAnswered == 0 && psnDiff(psn, q.onePSN) >= 0 {
-		q.oneAnswered = i
+	if q.fewAt != 0 && q.fewAnswered == 0 && psnDiff(psn, q.fewPSN) >= 0 {
+		q.fewAnswered = i
 	}
 	switch {
 	case q.probeAt != 0 && q.probeAnswered == 0 && psnDiff(psn, q.probed) >= 0:

@@ -171,18 +171,19 @@ func TestImpliedNAK(t *testing.T) {
 	})
 }
 
-// TestAckTimeoutRetry: the only ACK is lost; the local ACK timer fires,
-// the WRITE's first packet is sent again, the responder acknowledges the
-// duplicate with the WRITE's last PSN, and nothing more goes: the rest had
-// arrived. (The tail-loss probe, which would recover sooner, is off.)
+// TestAckTimeoutRetry: the only ACK of an 8-packet WRITE is lost; the
+// local ACK timer fires, the WRITE's first four packets are sent again
+// (timeoutResend), the responder acknowledges each duplicate with the
+// WRITE's last PSN, and nothing more goes: the rest had arrived. (The
+// tail-loss probe, which would recover sooner, is off.)
 func TestAckTimeoutRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: true}) // 67 ms
 		b.dropNth(bth.RCAcknowledge, 1)
-		writeChecked(t, a, b, 1, 3000, 2, 2*time.Second)
+		writeChecked(t, a, b, 1, 8*1024, 2, 2*time.Second)
 		sa, sb := a.stats(), b.stats()
-		if sa.RetransmitTimeouts != 1 || sa.CompleterRetryErr != 1 || sb.DuplicateRequest != 1 {
-			t.Fatalf("timeouts %d retries %d duplicates %d; want 1, 1, 1", sa.RetransmitTimeouts, sa.CompleterRetryErr, sb.DuplicateRequest)
+		if sa.RetransmitTimeouts != 1 || sa.CompleterRetryErr != 1 || sb.DuplicateRequest != 4 {
+			t.Fatalf("timeouts %d retries %d duplicates %d; want 1, 1, 4", sa.RetransmitTimeouts, sa.CompleterRetryErr, sb.DuplicateRequest)
 		}
 		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.GoBack, Reason: trace.GoBackTimeout})
 	})
@@ -191,8 +192,9 @@ func TestAckTimeoutRetry(t *testing.T) {
 // TestAckTimeoutLate: the responder's host stalls before its first answer
 // (a peer just started in a one-CPU VM), past the local ACK timeout, with
 // all 64 packets of a WRITE arrived. The timer fires, and the requester
-// resends only the oldest packet: when the late answers come, they cover
-// the whole WRITE, and the timeout has cost one duplicate, not 64.
+// resends only the first four packets from the oldest (timeoutResend):
+// when the late answers come, they cover the whole WRITE, and the timeout
+// has cost four duplicates, not 64.
 func TestAckTimeoutLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
@@ -200,16 +202,16 @@ func TestAckTimeoutLate(t *testing.T) {
 		const n = 64 * 1024 // 64 packets of 1 KiB
 		writeChecked(t, a, b, 1, n, 4, 2*time.Second)
 		sa, sb := a.stats(), b.stats()
-		if sa.RetransmitTimeouts != 1 || sb.DuplicateRequest != 1 {
-			t.Fatalf("timeouts %d, duplicates at the responder %d; want 1 and 1\n%s", sa.RetransmitTimeouts, sb.DuplicateRequest, a.traceText())
+		if sa.RetransmitTimeouts != 1 || sb.DuplicateRequest != 4 {
+			t.Fatalf("timeouts %d, duplicates at the responder %d; want 1 and 4\n%s", sa.RetransmitTimeouts, sb.DuplicateRequest, a.traceText())
 		}
 	})
 }
 
 // TestAckTimeoutLostWindow: a whole window is lost, every packet of it.
-// After the local ACK timeout the requester resends the oldest packet
-// alone, and once it is acknowledged, the rest, go-back-N: every byte
-// arrives, with no second timeout.
+// After the local ACK timeout the requester resends the first four
+// packets from the oldest, and once they are acknowledged, the rest,
+// go-back-N: every byte arrives, with no second timeout.
 func TestAckTimeoutLostWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: true}) // 67 ms

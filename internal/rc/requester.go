@@ -106,8 +106,8 @@ func (r *requester) windowRoom() bool {
 		return true // nothing is acknowledged, so nothing holds a window open
 	}
 	oldest := r.q.comp.oldest()
-	if r.q.comp.resendingOne() && r.psn != oldest {
-		return false // one packet after a timeout, until it is answered
+	if r.q.comp.resendingFew() && r.psn.Diff(oldest) >= timeoutResend {
+		return false // a few packets after a timeout, until one is answered
 	}
 	room := int32(r.q.window) - r.psn.Diff(oldest)
 	switch {
@@ -173,7 +173,7 @@ func (r *requester) startWQE(w *sendWQE) bool {
 }
 
 // sendPacket builds and transmits packet r.pkt of w. A probe asks for an
-// ACK whatever its place in the window, and so do the one packet resent
+// ACK whatever its place in the window, and so do the few packets resent
 // after a local ACK timeout (recoveryTimeout) and the last packet of a
 // burst that pacing ends: the burst is then acknowledged while the
 // requester waits for the next, and the local ACK timer and the tail-loss
@@ -218,7 +218,7 @@ func (r *requester) sendPacket(w *sendWQE, probe bool) {
 	r.noAck++
 	if q.uc {
 		// UC asks for no acknowledgement (rxe sets AckReq for RC only).
-	} else if last || r.noAck >= r.ackInterval() || probe || q.comp.resendingOne() || q.cc.lastOfBurst(h.Len()+int(payload)+wire.PadLen(int(payload))) {
+	} else if last || r.noAck >= r.ackInterval() || probe || q.comp.resendingFew() || q.cc.lastOfBurst(h.Len()+int(payload)+wire.PadLen(int(payload))) {
 		h.BTH.AckReq = true
 		r.noAck = 0
 	}

@@ -264,9 +264,10 @@ const rttMaxDecay = 256
 // the start of every run). The local ACK timeout recovers a first message
 // lost whole.
 //
-// Nor is one armed while the requester resends one packet after a local
-// ACK timeout (recoveryTimeout): the retransmit timer waits for its answer,
-// and a probe's go-back would send the window the timeout held back.
+// Nor is one armed while the requester resends a few packets after a
+// local ACK timeout (recoveryTimeout): the retransmit timer waits for
+// their answer, and a probe's go-back would send the window the timeout
+// held back.
 func (t *timers) probeTimeout() time.Duration {
 	d := max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
 	return min(max(d, t.probeFloor), t.ackTimeout()/2)
@@ -274,7 +275,7 @@ func (t *timers) probeTimeout() time.Duration {
 
 func (t *timers) armProbe(now monotime.Time) {
 	q := t.q
-	if q.noProbe || t.probeState == probeSpent || t.srtt == 0 || t.ackTimeout() == 0 || !q.req.unanswered() || q.comp.resendingOne() {
+	if q.noProbe || t.probeState == probeSpent || t.srtt == 0 || t.ackTimeout() == 0 || !q.req.unanswered() || q.comp.resendingFew() {
 		t.probe = 0
 		return
 	}
