@@ -116,3 +116,4 @@ func BenchmarkDeviceWrite(b *testing.B) {
 		}
 	}
 }
+
