@@ -116,4 +116,3 @@ func BenchmarkDeviceWrite(b *testing.B) {
 		}
 	}
 }
-
