@@ -348,8 +348,8 @@ func (c *completer) expiredRetransmit() {
 // of the packets lost each way, 20 WRITEs of 64 KiB over the in-memory
 // fabric (40 seeds, a fake clock: TestHeavyLoss's runs) took 2011
 // timeouts in all resending one packet, 1755 resending four, and 1534
-// going back N; with a tenth lost, 206, 191 and 178. Four, each asking
-// for an ACK, all go unanswered about a hundredth as often as one does.
+// going back N; with a tenth lost, 206, 191 and 178. Four packets, each
+// asking for an ACK, go unanswered far less often than one.
 const timeoutResend = 4
 
 // resendingFew reports whether the requester, after a local ACK timeout,
