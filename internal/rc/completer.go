@@ -178,12 +178,17 @@ func (c *completer) retransmit(psn bth.PSN, why string) {
 
 // goBack starts a go-back-N from psn, whatever retries are left: the
 // requester resends from there, and the completer notes the recovery.
-// why is what made it, a trace.GoBack reason.
+// why is what made it, a trace.GoBack reason; a local ACK timeout's
+// recovery resends only a few packets until one is answered
+// (recoveryTimeout).
 func (c *completer) goBack(psn bth.PSN, why string) {
 	q := c.q
 	q.req.goBack(psn)
 	q.tm.onRetransmit(why)
 	c.state = recoveryGoBackN
+	if why == trace.GoBackTimeout {
+		c.state = recoveryTimeout
+	}
 	q.stats.CompleterRetryErr++
 	q.event(trace.Event{Kind: trace.GoBack, PSN: uint32(psn), Reason: why})
 }
@@ -332,12 +337,7 @@ func (c *completer) expiredRetransmit() {
 	}
 	q.stats.RetransmitTimeouts++
 	q.event(trace.Event{Kind: trace.Timeout, PSN: uint32(c.psn)})
-	if !c.useRetry() {
-		return
-	}
-	c.goBack(c.psn, trace.GoBackTimeout)
-	c.state = recoveryTimeout
-	q.tm.restartRetransmit()
+	c.retransmit(c.psn, trace.GoBackTimeout)
 	q.req.sendSome()
 }
 
