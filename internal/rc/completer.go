@@ -346,10 +346,12 @@ func (c *completer) expiredRetransmit() {
 // late answer costs; but where packets are lost, the one packet or its
 // ACK is lost too, and each such loss costs another timeout. With a fifth
 // of the packets lost each way, 20 WRITEs of 64 KiB over the in-memory
-// fabric (40 seeds, a fake clock: TestHeavyLoss's runs) took 2011
-// timeouts in all resending one packet, 1755 resending four, and 1534
-// going back N; with a tenth lost, 206, 191 and 178. Four packets, each
-// asking for an ACK, go unanswered far less often than one.
+// fabric (40 seeds, a fake clock: TestHeavyLoss's runs, three times each,
+// which move by a few percent as ready goroutines run in no fixed order)
+// took 1989-2085 timeouts in all resending one packet, 1758-1779
+// resending four, and 1489-1551 going back N; with a tenth lost, 195-225,
+// 185-203 and 165-188. Four packets, each asking for an ACK, go
+// unanswered far less often than one.
 const timeoutResend = 4
 
 // resendingFew reports whether the requester, after a local ACK timeout,
