@@ -43,8 +43,8 @@
 # steering UDP 4792 to it) instead of its udp link, and GORXE_LINK=both
 # runs each test over both, udp then xdp, the xdp rows marked "(xdp)";
 # VM_SYSCTL sets kernel parameters in both VMs (sysctl -w: VM_SYSCTL=
-# "net.core.busy_read=50"); VM_THP (always, madvise or never) sets the VMs' transparent huge pages
-# (their Debian kernel's default is always). The
+# "net.core.busy_read=50"); VM_THP (always, madvise or never) sets the
+# VMs' transparent huge pages (their Debian kernel's default is always). The
 # xdp link takes a kernel with AF_XDP multi-buffer for the VMs' 9000-byte
 # MTU: VM_SUITE=trixie (Linux 6.12) rather than the default bookworm (6.1). Under emulation
 # the run takes about 5 minutes. Both VMs share the machine's CPUs with
