@@ -46,7 +46,10 @@ func connectQP(t *testing.T, q *rnic.QP, s, peer *side, typ qp.Type, dest bth.QP
 	rts := qp.Attr{State: qp.StateRTS, SQPSN: psn}
 	rtsMask := qp.AttrState | qp.AttrSQPSN
 	if typ == qp.TypeRC {
-		rtr.MaxDestRdAtomic, rts.Timeout, rts.RetryCnt, rts.MaxRdAtomic = 1, 10, 1, 1
+		// newPair's timeout and retry count, perftest's: a 4 ms timeout
+		// with one retry fails when the race detector and a loaded
+		// machine hold a device off for 10 ms.
+		rtr.MaxDestRdAtomic, rts.Timeout, rts.RetryCnt, rts.MaxRdAtomic = 1, 14, 7, 1
 		rtrMask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
 		rtsMask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
 	}
