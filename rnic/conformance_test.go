@@ -876,12 +876,10 @@ func TestHeavyLoss(t *testing.T) {
 				}
 				start := time.Now()
 				a.postSend(t, wrs...)
-				for got := 0; got < n; {
-					wcs := wait(t, a.scq, 1, 10*time.Minute)
-					if len(wcs) == 0 || wcs[0].Status != cq.StatusSuccess {
-						t.Fatalf("loss %v, seed %d: after %d completions: %v", loss, seed, got, wcs)
+				for i, wc := range wait(t, a.scq, n, 10*time.Minute) {
+					if wc.Status != cq.StatusSuccess {
+						t.Fatalf("loss %v, seed %d: completion %d: %v", loss, seed, i, wc)
 					}
-					got += len(wcs)
 				}
 				took += time.Since(start)
 				timeouts += a.stats().RetransmitTimeouts
