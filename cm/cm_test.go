@@ -388,7 +388,7 @@ func rejSeen(l *mem.Link) func() []wcm.RejReason {
 func rawREQ(a, b *host, commID uint32, qpn uint32) []byte {
 	src, dst := a.dev.GIDs()[0].Unmap(), b.dev.GIDs()[0].Unmap()
 	req := &wcm.REQ{LocalCommID: commID, ServiceID: wcm.ServiceID(wcm.PortSpaceTCP, 7174), LocalCAGUID: 0x1234,
-		LocalQPN: bth.QPN(qpn), TransportType: wcm.TransportRC, StartingPSN: 1, PKey: 0xffff, PathMTU: wcm.MTU1024,
+		LocalQPN: bth.QPN(qpn), TransportType: wcm.TransportRC, StartingPSN: 1, PKey: 0xffff, PathMTU: qp.MTU1024,
 		RetryCount: 7, RNRRetryCount: 7, RemoteCMResponseTimeout: 12, LocalCMResponseTimeout: 12,
 		Primary: wcm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: src, RemoteGID: dst, HopLimit: 64, LocalACKTimeout: 14}}
 	hdr := wcm.CMAHeader{SrcPort: 40000, Src: src, Dst: dst}

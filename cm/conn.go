@@ -224,7 +224,7 @@ func (m *Manager) Connect(raddr netip.AddrPort, p ConnParams) (*Conn, error) {
 		LocalCMResponseTimeout:  m.cfg.ResponseTimeout,
 		RetryCount:              p.RetryCount,
 		PKey:                    bth.DefaultPKey,
-		PathMTU:                 cm.MTU(mtu),
+		PathMTU:                 mtu,
 		RNRRetryCount:           p.RNRRetryCount,
 		MaxCMRetries:            m.cfg.MaxRetries,
 		Primary: cm.Path{
@@ -341,7 +341,7 @@ func (c *Conn) handleREP(rep *cm.REP) {
 	}
 	c.stop()
 	c.remoteID, c.remoteGUID, c.remoteQP, c.rep = rep.LocalCommID, rep.LocalCAGUID, rep.LocalQPN, rep
-	mtu := min(c.cp.mtu, qp.MTU(c.req.PathMTU))
+	mtu := min(c.cp.mtu, c.req.PathMTU)
 	// A REQ's starting PSN is the one its sender receives from, and the
 	// REP's the one the passive side receives from (the kernel's CM:
 	// each side's rq_psn is the PSN it announced, its sq_psn the peer's).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire/cm"
 )
 
@@ -177,7 +176,7 @@ func (r *Request) Accept(p ConnParams) (*Conn, error) {
 		// The path's, as the kernel's passive side takes it from the REQ.
 		c.cp.tclass = req.Primary.TrafficClass
 	}
-	mtu := min(m.dev.MTU(), c.cp.mtu, qp.MTU(req.PathMTU))
+	mtu := min(m.dev.MTU(), c.cp.mtu, req.PathMTU)
 	psn := m.randomPSN()
 	c.remoteQP = req.LocalQPN
 	err = c.toRTS(req.LocalQPN, psn, req.StartingPSN, mtu, c.cp.resp, min(c.cp.init, req.ResponderResources),

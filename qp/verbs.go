@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
@@ -12,7 +13,7 @@ import (
 // enum ibv_qp_type.
 type Type uint8
 
-// Queue pair types. gorxe implements RC and UD.
+// Queue pair types: the three gorxe implements.
 const (
 	TypeRC Type = 2 // IBV_QPT_RC
 	TypeUC Type = 3 // IBV_QPT_UC
@@ -73,35 +74,21 @@ const (
 	AttrDestQPN          AttrMask = 1 << 20
 )
 
-// MTU is a path MTU as enum ibv_mtu encodes it: 1 is 256 bytes, 5 is 4096.
-type MTU uint8
+// MTU is a path MTU as enum ibv_mtu encodes it: 1 is 256 bytes, 5 is 4096
+// (wire.MTU, which the connection manager's messages carry too).
+type MTU = wire.MTU
 
 // Path MTUs.
 const (
-	MTU256  MTU = 1
-	MTU512  MTU = 2
-	MTU1024 MTU = 3
-	MTU2048 MTU = 4
-	MTU4096 MTU = 5
+	MTU256  = wire.MTU256
+	MTU512  = wire.MTU512
+	MTU1024 = wire.MTU1024
+	MTU2048 = wire.MTU2048
+	MTU4096 = wire.MTU4096
 )
 
-// Bytes returns the MTU in bytes, or 0 for an invalid value.
-func (m MTU) Bytes() int {
-	if m < MTU256 || m > MTU4096 {
-		return 0
-	}
-	return 128 << m
-}
-
 // MTUFromBytes returns the MTU of n bytes (256, 512, ..., 4096), or 0.
-func MTUFromBytes(n int) MTU {
-	for m := MTU256; m <= MTU4096; m++ {
-		if m.Bytes() == n {
-			return m
-		}
-	}
-	return 0
-}
+func MTUFromBytes(n int) MTU { return wire.MTUFromBytes(n) }
 
 // AddressVector says where a connected QP's packets go: ibv_ah_attr with
 // its GRH, which RoCE always uses.

@@ -46,7 +46,7 @@ func TestKernelCapture(t *testing.T) {
 		if rep.RemoteCommID != req.LocalCommID || rtu.LocalCommID != req.LocalCommID || rtu.RemoteCommID != rep.LocalCommID {
 			t.Fatalf("handshake %d: comm IDs REQ %#x, REP %#x->%#x, RTU %#x->%#x", i/3, req.LocalCommID, rep.LocalCommID, rep.RemoteCommID, rtu.LocalCommID, rtu.RemoteCommID)
 		}
-		if req.ServiceID != cm.ServiceID(cm.PortSpaceTCP, 18515) || req.TransportType != cm.TransportRC || req.PathMTU != cm.MTU4096 {
+		if req.ServiceID != cm.ServiceID(cm.PortSpaceTCP, 18515) || req.TransportType != cm.TransportRC || req.PathMTU != wire.MTU4096 {
 			t.Fatalf("REQ %v: want perftest's service ID, RC, MTU 4096", req)
 		}
 		hdr, err := cm.ParseCMAHeader(req.PrivateData[:])

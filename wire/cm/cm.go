@@ -141,36 +141,6 @@ func newMessage(a mad.AttrID) Message {
 	return nil
 }
 
-// MTU is a path MTU as the CM carries it in a 4-bit field, the IBTA enum
-// also used by ibv_mtu: 1 is 256 bytes, 5 is 4096.
-type MTU uint8
-
-// Path MTUs.
-const (
-	MTU256  MTU = 1
-	MTU512  MTU = 2
-	MTU1024 MTU = 3
-	MTU2048 MTU = 4
-	MTU4096 MTU = 5
-)
-
-// Bytes returns the MTU in bytes, or 0 for a value that names none.
-func (m MTU) Bytes() int {
-	if m < MTU256 || m > MTU4096 {
-		return 0
-	}
-	return 128 << m
-}
-
-// String returns the MTU in bytes, like "1024", or "mtu(7)" for a value
-// that names none.
-func (m MTU) String() string {
-	if n := m.Bytes(); n != 0 {
-		return fmt.Sprint(n)
-	}
-	return fmt.Sprintf("mtu(%d)", uint8(m))
-}
-
 // MsgType names the message that a REJ rejects or an MRA acknowledges, a
 // 2-bit field (enum cm_msg_response in Linux).
 type MsgType uint8

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/cm"
 	"github.com/gorxe/gorxe/wire/mad"
 )
@@ -88,7 +89,7 @@ var vectors = []struct {
 			LocalCommID: 0x1234abcd, ServiceID: 0x0000000001061c06, LocalCAGUID: 0x505400fffe123456,
 			LocalQPN: 0x11, ResponderResources: 16, InitiatorDepth: 16, RemoteCMResponseTimeout: 20,
 			TransportType: cm.TransportRC, StartingPSN: 0x123456, LocalCMResponseTimeout: 20, RetryCount: 7,
-			PKey: 0xffff, PathMTU: cm.MTU1024, RNRRetryCount: 7, MaxCMRetries: 15,
+			PKey: 0xffff, PathMTU: wire.MTU1024, RNRRetryCount: 7, MaxCMRetries: 15,
 			Primary: cm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: ip1, RemoteGID: ip2,
 				FlowLabel: 0x12345, Rate: 3, TrafficClass: 0x0a, HopLimit: 64, SL: 5, LocalACKTimeout: 14},
 			PrivateData: [92]byte(concat(reqCMA, zeros(92-len(reqCMA)))),
@@ -115,7 +116,7 @@ var vectors = []struct {
 		msg: &cm.REQ{
 			LocalCommID: 0xfffffffe, LocalQKey: 0x80010000, LocalEECN: 0xabcdef, RemoteEECN: 0x123456,
 			RemoteCMResponseTimeout: 1, TransportType: cm.TransportUC, EndToEndFlowControl: true,
-			PKey: 0x7fff, PathMTU: cm.MTU4096, RDCExists: true, SRQ: true, ExtTransportType: cm.ExtTransportXRC,
+			PKey: 0x7fff, PathMTU: wire.MTU4096, RDCExists: true, SRQ: true, ExtTransportType: cm.ExtTransportXRC,
 			Primary: cm.Path{LocalGID: ll1, RemoteGID: ll2, SubnetLocal: true},
 			Alternate: cm.Path{LocalLID: 1, RemoteLID: 2, LocalGID: ll2, FlowLabel: 0xfffff, Rate: 63,
 				TrafficClass: 0xff, HopLimit: 1, SL: 15, SubnetLocal: true, LocalACKTimeout: 31},
@@ -469,10 +470,6 @@ func TestEnumStrings(t *testing.T) {
 		{cm.RejVendorOptionNotSupported, "vendor option not supported"},
 		{cm.RejReason(34), "reason 34"},
 		{cm.RejReason(0), "reason 0"},
-		{cm.MTU256, "256"},
-		{cm.MTU4096, "4096"},
-		{cm.MTU(0), "mtu(0)"},
-		{cm.MTU(6), "mtu(6)"},
 		{cm.MsgType(3), "msg(3)"},
 		{cm.SIDRUnsupportedVersion, "unsupported version"},
 		{cm.SIDRStatus(6), "status(6)"},

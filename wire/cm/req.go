@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
 	"github.com/gorxe/gorxe/wire/mad"
 )
@@ -93,7 +94,7 @@ type REQ struct {
 	LocalCMResponseTimeout  uint8 // 5 bits
 	RetryCount              uint8 // 3 bits
 	PKey                    uint16
-	PathMTU                 MTU // 4 bits
+	PathMTU                 wire.MTU // 4 bits
 	RDCExists               bool
 	RNRRetryCount           uint8 // 3 bits, 7 = retry forever
 	MaxCMRetries            uint8 // 4 bits
@@ -172,7 +173,7 @@ func (m *REQ) get(b []byte) {
 		LocalCMResponseTimeout:  b[47] >> 3,
 		RetryCount:              b[47] & 0x07,
 		PKey:                    binary.BigEndian.Uint16(b[48:]),
-		PathMTU:                 MTU(b[50] >> 4),
+		PathMTU:                 wire.MTU(b[50] >> 4),
 		RDCExists:               b[50]&0x08 != 0,
 		RNRRetryCount:           b[50] & 0x07,
 		MaxCMRetries:            b[51] >> 4,
