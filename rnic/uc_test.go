@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
@@ -65,95 +66,99 @@ func ucOpcode(pkt []byte) bth.Opcode { return bth.Opcode(pkt[wire.IPv4Len+wire.U
 // whole (the receive WQE the lost one had begun to fill takes the next),
 // every send work request completes, and the responder sends nothing.
 func TestUCLoss(t *testing.T) {
-	a, b := newPair(t, pairOpts{bufSize: 1 << 20})
-	const psn = 0x100
-	qa, qb := createQP(t, a, qp.TypeUC), createQP(t, b, qp.TypeUC)
-	connectQP(t, qa, a, b, qp.TypeUC, qb.Num(), psn)
-	connectQP(t, qb, b, a, qp.TypeUC, qa.Num(), psn)
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{bufSize: 1 << 20})
+		const psn = 0x100
+		qa, qb := createQP(t, a, qp.TypeUC), createQP(t, b, qp.TypeUC)
+		connectQP(t, qa, a, b, qp.TypeUC, qb.Num(), psn)
+		connectQP(t, qb, b, a, qp.TypeUC, qa.Num(), psn)
 
-	var ucSent, middles, fromB atomic.Int64
-	a.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
-		op := ucOpcode(pkt)
-		if op.Service() != bth.ServiceUC {
-			return false
-		}
-		ucSent.Add(1)
-		return op == bth.UCSendMiddle && middles.Add(1) == 2 // the MIDDLE of the second SEND
-	}})
-	b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool { fromB.Add(1); return false }})
+		var ucSent, middles, fromB atomic.Int64
+		a.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
+			op := ucOpcode(pkt)
+			if op.Service() != bth.ServiceUC {
+				return false
+			}
+			ucSent.Add(1)
+			return op == bth.UCSendMiddle && middles.Add(1) == 2 // the MIDDLE of the second SEND
+		}})
+		b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool { fromB.Add(1); return false }})
 
-	const n, size, slot = 6, 3 * 1024, 4096
-	fill(a.buf[:n*slot], 7)
-	for i := range n {
-		if _, err := qb.PostRecv([]qp.RecvWR{{WRID: uint64(100 + i), SGList: []qp.SGE{b.sge(i*slot, slot)}}}); err != nil {
-			t.Fatal(err)
+		const n, size, slot = 6, 3 * 1024, 4096
+		fill(a.buf[:n*slot], 7)
+		for i := range n {
+			if _, err := qb.PostRecv([]qp.RecvWR{{WRID: uint64(100 + i), SGList: []qp.SGE{b.sge(i*slot, slot)}}}); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	for i := range n {
-		if _, err := qa.PostSend([]qp.SendWR{{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.SendSignaled,
-			SGList: []qp.SGE{a.sge(i*slot, size)}}}); err != nil {
-			t.Fatal(err)
+		for i := range n {
+			if _, err := qa.PostSend([]qp.SendWR{{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.SendSignaled,
+				SGList: []qp.SGE{a.sge(i*slot, size)}}}); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	for i, wc := range wait(t, a.scq, n, 5*time.Second) {
-		if wc.WRID != uint64(i) || wc.Status != cq.StatusSuccess {
-			t.Fatalf("send completion %d: %v", i, wc)
+		for i, wc := range wait(t, a.scq, n, 5*time.Second) {
+			if wc.WRID != uint64(i) || wc.Status != cq.StatusSuccess {
+				t.Fatalf("send completion %d: %v", i, wc)
+			}
 		}
-	}
-	wcs := wait(t, b.rcq, n-1, 5*time.Second)
-	expectNone(t, b.rcq, 50*time.Millisecond)
-	for j, wc := range wcs {
-		msg := j // receive j holds message j, and after the lost second one, message j+1
-		if j >= 1 {
-			msg = j + 1
+		wcs := wait(t, b.rcq, n-1, 5*time.Second)
+		expectNone(t, b.rcq, 50*time.Millisecond)
+		for j, wc := range wcs {
+			msg := j // receive j holds message j, and after the lost second one, message j+1
+			if j >= 1 {
+				msg = j + 1
+			}
+			if wc.WRID != uint64(100+j) || wc.Status != cq.StatusSuccess || wc.ByteLen != size {
+				t.Fatalf("receive %d: %v", j, wc)
+			}
+			if !bytes.Equal(b.buf[j*slot:j*slot+size], a.buf[msg*slot:msg*slot+size]) {
+				t.Fatalf("receive %d does not hold message %d", j, msg)
+			}
 		}
-		if wc.WRID != uint64(100+j) || wc.Status != cq.StatusSuccess || wc.ByteLen != size {
-			t.Fatalf("receive %d: %v", j, wc)
+		if got := ucSent.Load(); got != 3*n {
+			t.Fatalf("A sent %d UC packets for %d 3-packet messages: something was sent again", got, n)
 		}
-		if !bytes.Equal(b.buf[j*slot:j*slot+size], a.buf[msg*slot:msg*slot+size]) {
-			t.Fatalf("receive %d does not hold message %d", j, msg)
+		if got := fromB.Load(); got != 0 {
+			t.Fatalf("B sent %d packets; a UC responder answers nothing", got)
 		}
-	}
-	if got := ucSent.Load(); got != 3*n {
-		t.Fatalf("A sent %d UC packets for %d 3-packet messages: something was sent again", got, n)
-	}
-	if got := fromB.Load(); got != 0 {
-		t.Fatalf("B sent %d packets; a UC responder answers nothing", got)
-	}
-	st := qb.Stats()
-	if st.OutOfSeqRequest != 1 || st.UCDroppedMsgs != 1 {
-		t.Fatalf("B's out_of_seq_request %d, uc_dropped_msgs %d; want 1 and 1", st.OutOfSeqRequest, st.UCDroppedMsgs)
-	}
+		st := qb.Stats()
+		if st.OutOfSeqRequest != 1 || st.UCDroppedMsgs != 1 {
+			t.Fatalf("B's out_of_seq_request %d, uc_dropped_msgs %d; want 1 and 1", st.OutOfSeqRequest, st.UCDroppedMsgs)
+		}
+	})
 }
 
 // TestUCServiceMismatch: UC packets to an RC QP and RC packets to a UC QP
 // are dropped by the device and counted as bad_opcode (rxe
 // check_type_state); neither QP executes them.
 func TestUCServiceMismatch(t *testing.T) {
-	a, b := newPair(t, pairOpts{})
-	ucB := newUCQP(t, b, a, qp.TypeUC, 0, 1)
-	ucToRC := newUCQP(t, a, b, qp.TypeUC, b.qp.Num(), 1) // UC sender, RC receiver
-	rcToUC := newUCQP(t, a, b, qp.TypeRC, ucB.Num(), 1)  // RC sender, UC receiver
-	b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{b.sge(0, 64)}})
-	if _, err := ucB.PostRecv([]qp.RecvWR{{WRID: 2, SGList: []qp.SGE{b.sge(64, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	send := []qp.SendWR{{WRID: 9, Opcode: qp.WRSend, SGList: []qp.SGE{a.sge(0, 16)}}}
-	if _, err := ucToRC.PostSend(send); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rcToUC.PostSend(send); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for b.dev.Counters().BadOpcode < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("bad_opcode %d, want at least 2", b.dev.Counters().BadOpcode)
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{})
+		ucB := newUCQP(t, b, a, qp.TypeUC, 0, 1)
+		ucToRC := newUCQP(t, a, b, qp.TypeUC, b.qp.Num(), 1) // UC sender, RC receiver
+		rcToUC := newUCQP(t, a, b, qp.TypeRC, ucB.Num(), 1)  // RC sender, UC receiver
+		b.postRecv(t, qp.RecvWR{WRID: 1, SGList: []qp.SGE{b.sge(0, 64)}})
+		if _, err := ucB.PostRecv([]qp.RecvWR{{WRID: 2, SGList: []qp.SGE{b.sge(64, 64)}}}); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	expectNone(t, b.rcq, 20*time.Millisecond)
-	if b.qp.Stats().RcvdPkts != 0 || ucB.Stats().RcvdPkts != 0 {
-		t.Fatalf("a QP took a packet of the other service: RC %d, UC %d", b.qp.Stats().RcvdPkts, ucB.Stats().RcvdPkts)
-	}
+		send := []qp.SendWR{{WRID: 9, Opcode: qp.WRSend, SGList: []qp.SGE{a.sge(0, 16)}}}
+		if _, err := ucToRC.PostSend(send); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rcToUC.PostSend(send); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for b.dev.Counters().BadOpcode < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("bad_opcode %d, want at least 2", b.dev.Counters().BadOpcode)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		expectNone(t, b.rcq, 20*time.Millisecond)
+		if b.qp.Stats().RcvdPkts != 0 || ucB.Stats().RcvdPkts != 0 {
+			t.Fatalf("a QP took a packet of the other service: RC %d, UC %d", b.qp.Stats().RcvdPkts, ucB.Stats().RcvdPkts)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
@@ -139,35 +140,37 @@ func TestUDSendRecv(t *testing.T) {
 // the message. A privileged Q_Key (high bit) in the work request stands
 // for the sender's own.
 func TestUDDrops(t *testing.T) {
-	f := mem.NewFabric()
-	a, b := newUDSide(t, f, "10.0.0.1", udQKey), newUDSide(t, f, "10.0.0.2", udQKey)
-	ah := a.ahTo(t, b)
-	noWC := func(what string) {
-		t.Helper()
-		time.Sleep(50 * time.Millisecond)
-		var wc [1]cq.WC
-		if n, _ := b.rcq.Poll(wc[:]); n != 0 {
-			t.Fatalf("%s: completion %v, want none", what, wc[0])
+	synctest.Test(t, func(t *testing.T) {
+		f := mem.NewFabric()
+		a, b := newUDSide(t, f, "10.0.0.1", udQKey), newUDSide(t, f, "10.0.0.2", udQKey)
+		ah := a.ahTo(t, b)
+		noWC := func(what string) {
+			t.Helper()
+			time.Sleep(50 * time.Millisecond)
+			var wc [1]cq.WC
+			if n, _ := b.rcq.Poll(wc[:]); n != 0 {
+				t.Fatalf("%s: completion %v, want none", what, wc[0])
+			}
 		}
-	}
-	a.send(t, ah, b, udQKey, 1, 0, 16, false) // no receive posted
-	noWC("no receive")
-	b.postRecv(t, 7, 0, 40+16)
-	a.send(t, ah, b, 0x22222222, 2, 0, 16, false) // wrong Q_Key
-	noWC("wrong Q_Key")
-	a.send(t, ah, b, udQKey, 3, 0, 17, false) // one byte too many
-	noWC("too long")
-	a.send(t, ah, b, 0x80000000, 4, 0, 16, false) // privileged: a's own, which is b's
-	if wc := wait(t, b.rcq, 1, 5*time.Second)[0]; wc.WRID != 7 || wc.Status != cq.StatusSuccess || wc.ByteLen != 56 {
-		t.Fatalf("completion %v, want receive 7 with the last message", wc)
-	}
-	st := b.qp.Stats()
-	if st.QKeyViolations != 1 || st.UDDropped != 2 {
-		t.Fatalf("counters: %d Q_Key violations, %d dropped; want 1 and 2", st.QKeyViolations, st.UDDropped)
-	}
-	if st.SentPkts != 0 {
-		t.Fatalf("the UD QP sent %d packets: it answers nothing", st.SentPkts)
-	}
+		a.send(t, ah, b, udQKey, 1, 0, 16, false) // no receive posted
+		noWC("no receive")
+		b.postRecv(t, 7, 0, 40+16)
+		a.send(t, ah, b, 0x22222222, 2, 0, 16, false) // wrong Q_Key
+		noWC("wrong Q_Key")
+		a.send(t, ah, b, udQKey, 3, 0, 17, false) // one byte too many
+		noWC("too long")
+		a.send(t, ah, b, 0x80000000, 4, 0, 16, false) // privileged: a's own, which is b's
+		if wc := wait(t, b.rcq, 1, 5*time.Second)[0]; wc.WRID != 7 || wc.Status != cq.StatusSuccess || wc.ByteLen != 56 {
+			t.Fatalf("completion %v, want receive 7 with the last message", wc)
+		}
+		st := b.qp.Stats()
+		if st.QKeyViolations != 1 || st.UDDropped != 2 {
+			t.Fatalf("counters: %d Q_Key violations, %d dropped; want 1 and 2", st.QKeyViolations, st.UDDropped)
+		}
+		if st.SentPkts != 0 {
+			t.Fatalf("the UD QP sent %d packets: it answers nothing", st.SentPkts)
+		}
+	})
 }
 
 // TestUDLongerThanMTU: a message longer than the port's MTU sends nothing
@@ -245,28 +248,30 @@ func TestUDVerbs(t *testing.T) {
 // TestUDServiceChecks: a UD packet to an RC QP, and an RC one to a UD QP,
 // are dropped as bad opcodes before they reach the QP.
 func TestUDServiceChecks(t *testing.T) {
-	f := mem.NewFabric()
-	a, b := newUDSide(t, f, "10.0.0.1", udQKey), newUDSide(t, f, "10.0.0.2", udQKey)
-	pd := b.dev.AllocPD()
-	c, _ := b.dev.CreateCQ(4)
-	rcq, err := b.dev.CreateQP(qp.InitAttr{Type: qp.TypeRC, PD: pd, SendCQ: c, RecvCQ: c, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := b.dev.Counters().BadOpcode
-	wr := qp.SendWR{Opcode: qp.WRSend, Flags: qp.SendSignaled, AH: a.ahTo(t, b), RemoteQPN: rcq.Num(), RemoteQKey: udQKey,
-		SGList: []qp.SGE{{Addr: a.mr.IOVA(), Length: 8, LKey: a.mr.LKey()}}}
-	if _, err := a.qp.PostSend([]qp.SendWR{wr}); err != nil {
-		t.Fatal(err)
-	}
-	wait(t, a.scq, 1, 5*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for b.dev.Counters().BadOpcode == before {
-		if time.Now().After(deadline) {
-			t.Fatal("a UD SEND to an RC QP was not dropped as a bad opcode")
+	synctest.Test(t, func(t *testing.T) {
+		f := mem.NewFabric()
+		a, b := newUDSide(t, f, "10.0.0.1", udQKey), newUDSide(t, f, "10.0.0.2", udQKey)
+		pd := b.dev.AllocPD()
+		c, _ := b.dev.CreateCQ(4)
+		rcq, err := b.dev.CreateQP(qp.InitAttr{Type: qp.TypeRC, PD: pd, SendCQ: c, RecvCQ: c, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		before := b.dev.Counters().BadOpcode
+		wr := qp.SendWR{Opcode: qp.WRSend, Flags: qp.SendSignaled, AH: a.ahTo(t, b), RemoteQPN: rcq.Num(), RemoteQKey: udQKey,
+			SGList: []qp.SGE{{Addr: a.mr.IOVA(), Length: 8, LKey: a.mr.LKey()}}}
+		if _, err := a.qp.PostSend([]qp.SendWR{wr}); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, a.scq, 1, 5*time.Second)
+		deadline := time.Now().Add(5 * time.Second)
+		for b.dev.Counters().BadOpcode == before {
+			if time.Now().After(deadline) {
+				t.Fatal("a UD SEND to an RC QP was not dropped as a bad opcode")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
 }
 
 // TestGSI: QP 1 exists once CreateGSI makes it, sends with source QP 1,

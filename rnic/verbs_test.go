@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorxe/gorxe/cq"
@@ -146,12 +147,14 @@ func TestSendWithInv(t *testing.T) {
 // TestUnsignaled: unsignaled successes produce no completion, but the
 // signaled one after them does, in order.
 func TestUnsignaled(t *testing.T) {
-	a, b := newPair(t, pairOpts{})
-	w1, w2, w3 := writeWR(1, a, b, 0, 10), writeWR(2, a, b, 0, 10), writeWR(3, a, b, 0, 10)
-	w1.Flags, w2.Flags = 0, 0
-	a.postSend(t, w1, w2, w3)
-	if wc := wait(t, a.scq, 1, 2*time.Second)[0]; wc.WRID != 3 {
-		t.Fatalf("completion %+v, want wr_id 3", wc)
-	}
-	expectNone(t, a.scq, 10*time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{})
+		w1, w2, w3 := writeWR(1, a, b, 0, 10), writeWR(2, a, b, 0, 10), writeWR(3, a, b, 0, 10)
+		w1.Flags, w2.Flags = 0, 0
+		a.postSend(t, w1, w2, w3)
+		if wc := wait(t, a.scq, 1, 2*time.Second)[0]; wc.WRID != 3 {
+			t.Fatalf("completion %+v, want wr_id 3", wc)
+		}
+		expectNone(t, a.scq, 10*time.Millisecond)
+	})
 }
