@@ -50,7 +50,7 @@ func ReadPort(r io.Reader, port uint16) (*Report, error) {
 	}
 	m.finish()
 	m.r.Counts = Counts{RoCE: counts.RoCE, Other: counts.Other, BadICRC: counts.BadICRC, Malformed: counts.Malformed,
-		Cut: counts.Cut, Unread: counts.Unread, Twice: n, Elsewhere: counts.Elsewhere}
+		Cut: counts.Cut, Unread: counts.Unread, Twice: n, Elsewhere: counts.Elsewhere, V1: counts.V1}
 	return m.r, err
 }
 

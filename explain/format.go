@@ -27,7 +27,7 @@ func WriteText(w io.Writer, r *Report) error {
 		writeConn(bw, k, &r.Conns[k])
 	}
 	c := r.Counts
-	cc := capture.Counts{RoCE: c.RoCE, Other: c.Other, BadICRC: c.BadICRC, Malformed: c.Malformed, Cut: c.Cut, Unread: c.Unread, Elsewhere: c.Elsewhere}
+	cc := capture.Counts{RoCE: c.RoCE, Other: c.Other, BadICRC: c.BadICRC, Malformed: c.Malformed, Cut: c.Cut, Unread: c.Unread, Elsewhere: c.Elsewhere, V1: c.V1}
 	fmt.Fprintf(bw, "\n%v", cc)
 	if c.Twice > 0 {
 		fmt.Fprintf(bw, "; %d of the RoCE packets seen twice by the capture, left out", c.Twice)

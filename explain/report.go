@@ -43,6 +43,9 @@ type Counts struct {
 	// Elsewhere counts, by UDP port, the RoCE v2 packets the capture has
 	// on other ports than the one read (another --roce-port's).
 	Elsewhere map[uint16]int `json:"roce_elsewhere,omitempty"`
+	// V1 counts the RoCE v1 frames (EtherType 0x8915) among the other
+	// frames: the model reads RoCE v2 only.
+	V1 int `json:"roce_v1_frames,omitempty"`
 }
 
 // Packet is one RoCE packet of the capture and what it did.

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -803,5 +804,31 @@ func TestDecodeOtherPortHint(t *testing.T) {
 	var ex bytes.Buffer
 	if code := run([]string{"explain", path}, &ex, io.Discard); code != exitOK || !strings.HasSuffix(ex.String(), "\n"+hint+".\n") {
 		t.Errorf("explain: exit %d, report ends %q", code, ex.String()[max(0, ex.Len()-200):])
+	}
+}
+
+// TestDecodeRoCEv1Hint: a capture of RoCE v1 frames (a sender that chose a
+// RoCE v1 GID index) has no RoCE v2 packet; decode says on stderr what the
+// frames are and what would put them on UDP, and explain ends its report
+// with the same.
+func TestDecodeRoCEv1Hint(t *testing.T) {
+	c := readCapture(t, mtu1024)
+	v1 := 0
+	for k, f := range c.Frames {
+		if roceUDPPayload(f) >= 0 {
+			c.Frames[k] = pcaptest.RoCEv1(f)
+			v1++
+		}
+	}
+	path := writePcap(t, c)
+	hint := fmt.Sprintf("%d RoCE v1 frames (EtherType 0x8915: a GRH and a BTH, no IP or UDP), which gorxe does not read: "+
+		"their sender chose a RoCE v1 GID index; a RoCE v2 one (show_gids' v2 rows) puts the traffic on UDP port 4791", v1)
+	code, out, errOut := runDecodeFile(t, path)
+	if code != exitOK || !strings.HasPrefix(out, fmt.Sprintf("0 RoCE packets, %d other frames", len(c.Frames))) || errOut != "gorxe decode: "+hint+"\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var ex bytes.Buffer
+	if code := run([]string{"explain", path}, &ex, io.Discard); code != exitOK || !strings.HasSuffix(ex.String(), "\n"+hint+".\n") {
+		t.Errorf("explain: exit %d, report ends %q", code, ex.String()[max(0, ex.Len()-300):])
 	}
 }

@@ -36,6 +36,12 @@ type Counts struct {
 
 	GSOPackets int `json:"-"` // the RoCE packets the GSO datagrams held
 
+	// V1 counts the RoCE v1 frames among the others: EtherType 0x8915,
+	// an InfiniBand GRH and a BTH with no IP or UDP header between. gorxe,
+	// like rxe, speaks only RoCE v2 and reads none of them; a program that
+	// chose a RoCE v1 GID index on a NIC that offers both sends them.
+	V1 int `json:"roce_v1_frames,omitempty"`
+
 	// Elsewhere counts, by UDP destination port, the datagrams to other
 	// ports than the RoCE port asked for that are RoCE v2 packets all the
 	// same: they parse, and their ICRC verifies. A capture of a device on
@@ -48,8 +54,16 @@ type Counts struct {
 // "RoCE v2 packets on other UDP ports (their ICRCs verify): 69 to port
 // 4792; --roce-port 4792 reads them".
 func (s Counts) Hint() string {
+	v1 := ""
+	if s.V1 > 0 {
+		v1 = fmt.Sprintf("%d RoCE v1 frames (EtherType 0x8915: a GRH and a BTH, no IP or UDP), which gorxe does not read: "+
+			"their sender chose a RoCE v1 GID index; a RoCE v2 one (show_gids' v2 rows) puts the traffic on UDP port %d", s.V1, wire.UDPPort)
+	}
 	if len(s.Elsewhere) == 0 {
-		return ""
+		return v1
+	}
+	if v1 != "" {
+		v1 = "; " + v1
 	}
 	ports := make([]uint16, 0, len(s.Elsewhere))
 	for p := range s.Elsewhere {
@@ -63,8 +77,8 @@ func (s Counts) Hint() string {
 	for k, p := range ports {
 		parts[k] = fmt.Sprintf("%d to port %d", s.Elsewhere[p], p)
 	}
-	return fmt.Sprintf("RoCE v2 packets on other UDP ports (their ICRCs verify): %s; --roce-port %d reads them",
-		strings.Join(parts, ", "), ports[0])
+	return fmt.Sprintf("RoCE v2 packets on other UDP ports (their ICRCs verify): %s; --roce-port %d reads them%s",
+		strings.Join(parts, ", "), ports[0], v1)
 }
 
 // String formats the counts as decode's summary line.
@@ -254,6 +268,9 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 		f, ok := roceIP(data, linkType(ci), port)
 		if !ok {
 			sum.Other++
+			if f.v1 {
+				sum.V1++
+			}
 			if f.otherPort != 0 && ci.CaptureLength == ci.Length {
 				if n := roceElsewhere(f.ip); n > 0 {
 					if sum.Elsewhere == nil {
@@ -319,6 +336,19 @@ type roceFrame struct {
 	// port of its innermost UDP datagram (ip is that datagram's packet),
 	// or 0.
 	otherPort uint16
+	v1        bool // a RoCE v1 frame (and no RoCE v2 packet)
+}
+
+// etherTypeRoCEv1 is the EtherType of RoCE v1 (IBTA Annex A16): the
+// InfiniBand GRH and transport headers straight after the Ethernet header.
+const etherTypeRoCEv1 layers.EthernetType = 0x8915
+
+// isRoCEv1 reports whether the payload of an EtherType 0x8915 header looks
+// like RoCE v1: a GRH (IP version 6, next header 0x1B, the IBTA's for a
+// BTH) followed by a BTH of transport version 0 and an ICRC.
+func isRoCEv1(b []byte) bool {
+	const grhLen, nextBTH = 40, 0x1b
+	return len(b) >= grhLen+12+wire.ICRCLen && b[0]>>4 == 6 && b[6] == nextBTH && maybeBTH(b[grhLen:])
 }
 
 // roceElsewhere returns how many RoCE v2 packets ip, an IP packet with a
@@ -347,6 +377,13 @@ func roceIP(data []byte, lt layers.LinkType, port uint16) (roceFrame, bool) {
 		switch l := l.(type) {
 		case *layers.LinuxSLL2:
 			f.ifIndex = int(l.InterfaceIndex)
+			f.v1 = f.v1 || l.ProtocolType == etherTypeRoCEv1 && isRoCEv1(l.LayerPayload())
+		case *layers.LinuxSLL:
+			f.v1 = f.v1 || l.EthernetType == etherTypeRoCEv1 && isRoCEv1(l.LayerPayload())
+		case *layers.Ethernet:
+			f.v1 = f.v1 || l.EthernetType == etherTypeRoCEv1 && isRoCEv1(l.LayerPayload())
+		case *layers.Dot1Q:
+			f.v1 = f.v1 || l.Type == etherTypeRoCEv1 && isRoCEv1(l.LayerPayload())
 		case *layers.ERSPANII:
 			f.mirrorCut = l.IsTruncated
 		case *erspan3:
@@ -371,7 +408,7 @@ func roceIP(data []byte, lt layers.LinkType, port uint16) (roceFrame, bool) {
 			f.otherPort = uint16(l.DstPort)
 		}
 	}
-	return roceFrame{ip: f.ip, otherPort: f.otherPort}, false
+	return roceFrame{ip: f.ip, otherPort: f.otherPort, v1: f.v1}, false
 }
 
 // maybeBTH reports whether a UDP payload could be a RoCE v2 packet: a

@@ -9,6 +9,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -400,5 +401,59 @@ func TestTrafficClass(t *testing.T) {
 		if got := strings.SplitN(fields, " reth(", 2)[0]; got != c.want {
 			t.Errorf("TOS %#x: %q before the RETH, want %q", c.tos, got, c.want)
 		}
+	}
+}
+
+// TestRoCEv1: RoCE v1 frames (EtherType 0x8915), bare, behind a VLAN tag
+// or in a Linux cooked capture, are counted apart among the other frames
+// and named in the hint; a frame of that EtherType that holds no GRH and
+// BTH is not; the RoCE v2 packets beside them read as before.
+func TestRoCEv1(t *testing.T) {
+	frames := readFrames(t, rxeCapture)
+	want, wantN := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, frames, 0))
+	mixed := slices.Clone(frames) // the v1 frames after them, so that their times stay
+	v1 := 0
+	for k, f := range frames {
+		if !isRoCE(f) {
+			continue
+		}
+		g := pcaptest.RoCEv1(f)
+		if k%3 == 1 { // behind an 802.1Q tag
+			g = append(append(bytes.Clone(g[:12]), 0x81, 0x00, 0x00, 0x05), g[12:]...)
+		}
+		mixed = append(mixed, g)
+		v1++
+	}
+	notV1 := append(bytes.Clone(frames[0][:12]), 0x89, 0x15)
+	notV1 = append(notV1, make([]byte, 80)...) // version 0, next header 0
+	mixed = append(mixed, notV1)
+
+	got, n := decodeLines(t, writeCapture(t, layers.LinkTypeEthernet, mixed, 0))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || n.RoCE != wantN.RoCE {
+		t.Fatalf("the RoCE v2 packets beside the v1 frames: %d read, want %d, lines equal: %v", n.RoCE, wantN.RoCE, strings.Join(got, "\n") == strings.Join(want, "\n"))
+	}
+	if n.V1 != v1 || n.Other != wantN.Other+v1+1 {
+		t.Fatalf("%d RoCE v1 frames and %d other frames counted, want %d and %d", n.V1, n.Other, v1, wantN.Other+v1+1)
+	}
+	if h := n.Hint(); !strings.HasPrefix(h, fmt.Sprintf("%d RoCE v1 frames (EtherType 0x8915", v1)) || !strings.Contains(h, "UDP port 4791") {
+		t.Errorf("hint %q", h)
+	}
+	if wantN.V1 != 0 || wantN.Hint() != "" {
+		t.Errorf("the capture without them: %d RoCE v1 frames, hint %q", wantN.V1, wantN.Hint())
+	}
+
+	// The same frames as tcpdump -i any writes them: a Linux cooked (v1)
+	// header in place of the Ethernet one.
+	var cooked [][]byte
+	for _, f := range mixed {
+		h := make([]byte, 16)
+		binary.BigEndian.PutUint16(h[2:], 1) // ARPHRD_ETHER
+		binary.BigEndian.PutUint16(h[4:], 6)
+		copy(h[6:], f[6:12])
+		copy(h[14:], f[12:14])
+		cooked = append(cooked, append(h, f[14:]...))
+	}
+	if _, n := decodeLines(t, writeCapture(t, layers.LinkTypeLinuxSLL, cooked, 0)); n.V1 != v1 || n.RoCE != wantN.RoCE {
+		t.Errorf("Linux cooked: %d RoCE v1 frames, %d RoCE packets; want %d and %d", n.V1, n.RoCE, v1, wantN.RoCE)
 	}
 }
