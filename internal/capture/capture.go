@@ -50,7 +50,8 @@ type Counts struct {
 }
 
 // Hint returns a line that says where else the capture has RoCE v2
-// packets, and the flag that reads them, or "" if it has none elsewhere:
+// packets, and the flag that reads them, and how many RoCE v1 frames it
+// has and what would have put them on RoCE v2; or "" if it has neither:
 // "RoCE v2 packets on other UDP ports (their ICRCs verify): 69 to port
 // 4792; --roce-port 4792 reads them".
 func (s Counts) Hint() string {
