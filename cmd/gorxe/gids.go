@@ -109,25 +109,46 @@ func ifaceTable(ifi *net.Interface) ([]gidEntry, error) {
 	return buildGIDTable(ifi.Name, ifi.HardwareAddr, addrs), nil
 }
 
-// interfaceOf returns the name of the interface that holds addr.
-func interfaceOf(addr netip.Addr) (string, error) {
+// localGIDs returns the name and GID table of the interface that holds
+// addr. An address of the loopback range that no interface lists (Linux
+// takes all of 127.0.0.0/8 as this host's, lo holding 127.0.0.1/8) is
+// added at the end of lo's table, the slot it would take had it been
+// added to lo, so that two programs on one host can each have one of
+// their own (--ip 127.0.0.2, --ip 127.0.0.3).
+func localGIDs(addr netip.Addr) (string, []gidEntry, error) {
 	ifis, err := net.Interfaces()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	want := addr.Unmap().WithZone("")
-	for _, ifi := range ifis {
+	var loop *net.Interface // the loopback interface whose range holds want
+	for i, ifi := range ifis {
 		ifas, err := ifi.Addrs()
 		if err != nil {
 			continue
 		}
 		for _, ifa := range ifas {
-			if p, err := netip.ParsePrefix(ifa.String()); err == nil && p.Addr() == want {
-				return ifi.Name, nil
+			p, err := netip.ParsePrefix(ifa.String())
+			if err != nil {
+				continue
+			}
+			if p.Addr() == want {
+				t, err := ifaceTable(&ifis[i])
+				return ifi.Name, t, err
+			}
+			if ifi.Flags&net.FlagLoopback != 0 && ifi.Flags&net.FlagUp != 0 && want.IsLoopback() && p.Contains(want) {
+				loop = &ifis[i]
 			}
 		}
 	}
-	return "", fmt.Errorf("no interface holds %s", want)
+	if loop == nil {
+		return "", nil, fmt.Errorf("no interface holds %s", want)
+	}
+	t, err := ifaceTable(loop)
+	if err != nil {
+		return "", nil, err
+	}
+	return loop.Name, append(t, gidEntry{GID: netip.AddrFrom16(want.As16()), Iface: loop.Name, Usable: true}), nil
 }
 
 // bestGID returns the index perftest picks without -x

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The table of the interop VM's eth0 as rxe showed it (show_gids on the
@@ -108,5 +110,61 @@ func TestShowGids(t *testing.T) {
 	}
 	if code := run([]string{"show_gids", "nosuchif0"}, &out, &errOut); code != exitError {
 		t.Errorf("show_gids nosuchif0: exit %d", code)
+	}
+}
+
+// TestLocalGIDs: an address an interface holds names that interface's
+// table; one of the loopback range that no interface lists (Linux takes
+// all of 127.0.0.0/8 as local) takes the next slot of lo's table; any
+// other address is refused.
+func TestLocalGIDs(t *testing.T) {
+	iface, held, err := localGIDs(netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(held, func(e gidEntry) bool { return e.GID == netip.MustParseAddr("::ffff:127.0.0.1") }); i < 0 || !held[i].Usable {
+		t.Fatalf("127.0.0.1: %s's table %v does not hold it", iface, held)
+	}
+	name, t2, err := localGIDs(netip.MustParseAddr("127.0.0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != iface || len(t2) != len(held)+1 || !slices.Equal(t2[:len(held)], held) {
+		t.Fatalf("127.0.0.2: %s %v, want %s's table %v and one more", name, t2, iface, held)
+	}
+	if last := t2[len(t2)-1]; last != (gidEntry{GID: netip.MustParseAddr("::ffff:127.0.0.2"), Iface: iface, Usable: true}) {
+		t.Errorf("127.0.0.2's entry: %+v", last)
+	}
+	for _, a := range []string{"192.0.2.250", "fd00::fe:1", "::2"} {
+		if _, _, err := localGIDs(netip.MustParseAddr(a)); err == nil || !strings.Contains(err.Error(), "no interface holds "+a) {
+			t.Errorf("%s: %v, want no interface holds it", a, err)
+		}
+	}
+}
+
+// TestPerfLoopbackPair: a perftest server and client on one host over the
+// udp link, each on an address of the loopback range of its own, as a
+// user without root runs them as two processes.
+func TestPerfLoopbackPair(t *testing.T) {
+	common := []string{"write_bw", "--roce-port", freePort(t, "udp"), "-p", freePort(t, "tcp"), "-n", "20", "-s", "10000", "--check", "--give-up", "5s"}
+	done := make(chan ran, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := run(append(slices.Clone(common), "--ip", "127.0.0.2"), &out, &errOut)
+		done <- ran{code, out.String(), errOut.String()}
+	}()
+	var out, errOut bytes.Buffer
+	code := run(append(slices.Clone(common), "--ip", "127.0.0.3", "127.0.0.2"), &out, &errOut)
+	cli := ran{code, out.String(), errOut.String()}
+	var srv ran
+	select {
+	case srv = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the server did not finish; client: %+v", cli)
+	}
+	for who, r := range map[string]ran{"server": srv, "client": cli} {
+		if r.code != 0 || !strings.Contains(r.out, "data check: ok") || !strings.Contains(r.out, "GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:02") {
+			t.Errorf("%s: exit %d\n%s\nstderr: %s", who, r.code, r.out, r.errOut)
+		}
 	}
 }

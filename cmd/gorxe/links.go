@@ -318,7 +318,11 @@ func (l *linkFlags) open() (link.Link, error) {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			// Two tools on one host, each taking its address from the
 			// same route, is the usual way to get here.
-			err = fmt.Errorf("%w: another RoCE device (a gorxe, or kernel rxe on %v) has UDP port %d there; give this one another address (--ip) or RoCE port (--roce-port)", err, addr, l.port)
+			other := "--ip"
+			if next := addr.Next(); addr.Is4() && addr.IsLoopback() && next.IsLoopback() {
+				other = fmt.Sprintf("--ip %v: all of 127.0.0.0/8 is this host's", next)
+			}
+			err = fmt.Errorf("%w: another RoCE device (a gorxe, or kernel rxe on %v) has UDP port %d there; give this one another address (%s) or RoCE port (--roce-port)", err, addr, l.port, other)
 		}
 		return lk, err
 	case "tap":
@@ -438,12 +442,9 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 		default:
 			return fmt.Errorf("--link udp needs --ip, or the server's name")
 		}
-		iface, err := interfaceOf(at)
+		iface, table, err := localGIDs(at)
 		if err != nil {
 			return fmt.Errorf("%v: gorxe's udp link needs an address of this host", err)
-		}
-		if table, err = interfaceGIDs(iface); err != nil {
-			return err
 		}
 		if lf.ip != "" {
 			ep.gidIndex = slices.IndexFunc(table, func(e gidEntry) bool { return e.GID == netip.AddrFrom16(at.As16()) })

@@ -24,7 +24,7 @@ func TestLinkPortTaken(t *testing.T) {
 		l.Close()
 		t.Fatal("a link opened on a taken port")
 	}
-	for _, want := range []string{"address already in use", "another RoCE device", "--ip", "--roce-port"} {
+	for _, want := range []string{"address already in use", "another RoCE device", "--ip 127.0.0.2: all of 127.0.0.0/8 is this host's", "--roce-port"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q: want %q in it", err, want)
 		}

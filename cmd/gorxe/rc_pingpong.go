@@ -361,13 +361,9 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 			}
 			at = a
 		}
-		iface, err := interfaceOf(at)
+		iface, table, err := localGIDs(at)
 		if err != nil {
 			return nil, fmt.Errorf("%v: gorxe's udp link needs an address of this host", err)
-		}
-		table, err := interfaceGIDs(iface)
-		if err != nil {
-			return nil, err
 		}
 		if lf.ip != "" {
 			if i := slices.IndexFunc(table, func(e gidEntry) bool { return e.GID == netip.AddrFrom16(at.As16()) }); i != r.gidIndex {
