@@ -144,27 +144,41 @@ func TestLocalGIDs(t *testing.T) {
 
 // TestPerfLoopbackPair: a perftest server and client on one host over the
 // udp link, each on an address of the loopback range of its own, as a
-// user without root runs them as two processes.
+// user without root runs them as two processes: given with --ip, or the
+// server's taken from where the client reached it (127.0.0.2) and the
+// client's from its route there (127.0.0.1).
 func TestPerfLoopbackPair(t *testing.T) {
-	common := []string{"write_bw", "--roce-port", freePort(t, "udp"), "-p", freePort(t, "tcp"), "-n", "20", "-s", "10000", "--check", "--give-up", "5s"}
-	done := make(chan ran, 1)
-	go func() {
+	for _, tc := range []struct {
+		server, client []string
+		gids           [2]string // the server's, the client's
+	}{
+		{[]string{"--ip", "127.0.0.2"}, []string{"--ip", "127.0.0.3", "127.0.0.2"}, [2]string{"127:00:00:02", "127:00:00:03"}},
+		{nil, []string{"127.0.0.2"}, [2]string{"127:00:00:02", "127:00:00:01"}},
+	} {
+		common := []string{"write_bw", "--roce-port", freePort(t, "udp"), "-p", freePort(t, "tcp"), "-n", "20", "-s", "10000", "--check", "--give-up", "5s"}
+		done := make(chan ran, 1)
+		go func() {
+			var out, errOut bytes.Buffer
+			code := run(append(slices.Clone(common), tc.server...), &out, &errOut)
+			done <- ran{code, out.String(), errOut.String()}
+		}()
 		var out, errOut bytes.Buffer
-		code := run(append(slices.Clone(common), "--ip", "127.0.0.2"), &out, &errOut)
-		done <- ran{code, out.String(), errOut.String()}
-	}()
-	var out, errOut bytes.Buffer
-	code := run(append(slices.Clone(common), "--ip", "127.0.0.3", "127.0.0.2"), &out, &errOut)
-	cli := ran{code, out.String(), errOut.String()}
-	var srv ran
-	select {
-	case srv = <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("the server did not finish; client: %+v", cli)
-	}
-	for who, r := range map[string]ran{"server": srv, "client": cli} {
-		if r.code != 0 || !strings.Contains(r.out, "data check: ok") || !strings.Contains(r.out, "GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:02") {
-			t.Errorf("%s: exit %d\n%s\nstderr: %s", who, r.code, r.out, r.errOut)
+		code := run(append(slices.Clone(common), tc.client...), &out, &errOut)
+		cli := ran{code, out.String(), errOut.String()}
+		var srv ran
+		select {
+		case srv = <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%v: the server did not finish; client: %+v", tc.client, cli)
+		}
+		for who, r := range map[string]ran{"server": srv, "client": cli} {
+			ok := r.code == 0 && strings.Contains(r.out, "data check: ok")
+			for _, g := range tc.gids {
+				ok = ok && strings.Contains(r.out, " GID: 00:00:00:00:00:00:00:00:00:00:255:255:"+g+"\n")
+			}
+			if !ok {
+				t.Errorf("%v / %v: %s: exit %d\n%s\nstderr: %s", tc.server, tc.client, who, r.code, r.out, r.errOut)
+			}
 		}
 	}
 }
