@@ -791,10 +791,18 @@ func (c *conn) describe(p *wire.Packet, s, r *end) string {
 			return fmt.Sprintf("Last %d bytes of the SEND%s: the receive completes.%s", n, imm, ack)
 		}
 	case opRead:
-		span := c.readSpan(p.RETH.DMALen())
+		n := p.RETH.DMALen()
+		span := c.readSpan(n)
+		read := fmt.Sprintf("RDMA READ of %d bytes at %#x (rkey %#x)", n, p.RETH.VA(), uint32(p.RETH.RKey()))
+		if most := max(1, int((n+4095)/4096)); c.mtu == 0 && span != most {
+			// No packet has shown the path MTU yet: the span is a guess,
+			// and the responses' PSNs will tell.
+			return fmt.Sprintf("%s: it takes a PSN for each READ response the responder will send, from %d on: %d at a path MTU of %d, %d at 4096 (no packet has shown the path MTU yet). It counts as a message (C9-148).",
+				read, p.BTH.PSN(), span, c.pmtu(), most)
+		}
 		last := psnAdd(uint32(p.BTH.PSN()), span-1)
-		return fmt.Sprintf("RDMA READ of %d bytes at %#x (rkey %#x): it takes PSNs %d to %d, the %d READ responses the responder will send, and counts as a message (C9-148).",
-			p.RETH.DMALen(), p.RETH.VA(), uint32(p.RETH.RKey()), p.BTH.PSN(), last, span)
+		return fmt.Sprintf("%s: it takes PSNs %d to %d, the %d READ responses the responder will send, and counts as a message (C9-148).",
+			read, p.BTH.PSN(), last, span)
 	case opAtomic:
 		a := p.AtomicETH
 		if op&0x1f == 0x13 {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/internal/capture"
 	"github.com/gorxe/gorxe/trace"
@@ -99,7 +100,10 @@ func TestRxeLossCounters(t *testing.T) {
 //     NAK the VM's TAP dropped (below): at most, and with exact (for the
 //     stored captures, where nothing was dropped), equal;
 //   - the go-back runs explain infers for rxe's requester (after a NAK or
-//     a timeout) are rxe's completer_retry_err;
+//     a timeout) are rxe's completer_retry_err, but for those whose first
+//     copy netem dropped before the capture point with nothing behind it
+//     (the capture holds only the resend, a new request to explain): at
+//     most, and at least less netem's drops; with exact, equal;
 //   - the duplicate requests explain sees reach rxe are rxe's
 //     duplicate_request, unless rxe failed to send (send_err), which
 //     leaves it skipping the PSN check of the next request. The capture
@@ -155,8 +159,13 @@ func checkRxeCase(t *testing.T, pcap string, hw, net map[string]int, exact bool)
 			}
 		}
 	}
-	if resends != hw["completer_retry_err"] {
-		t.Errorf("explain infers %d go-backs of rxe's requester, rxe's completer_retry_err is %d", resends, hw["completer_retry_err"])
+	// A request of rxe's that netem dropped before the capture point and
+	// that nothing after it made gorxe miss (the last one outstanding) is
+	// resent at rxe's timeout, and the capture holds the resend alone,
+	// a first transmission to anyone reading it: each of netem's drops
+	// may hide one go-back.
+	if retry := hw["completer_retry_err"]; resends > retry || retry > resends+net["netem_dropped"] || exact && resends != retry {
+		t.Errorf("explain infers %d go-backs of rxe's requester, rxe's completer_retry_err is %d (netem dropped %d of rxe's packets before the capture)", resends, retry, net["netem_dropped"])
 	}
 	dropped := net["vmtap0_tx_dropped"]
 	if dup := hw["duplicate_request"]; (dup > duplicates || dup < duplicates-dropped-unanswered) && hw["send_err"] == 0 {
@@ -236,6 +245,43 @@ func retransmittedInCapture(t *testing.T, path string) [2]int {
 		}
 	}
 	return out
+}
+
+// TestHiddenTimeout explains an interop capture in which netem, in the
+// VM, dropped the last of rxe's READ requests before the capture point
+// (testdata/interop/hidden-timeout): gorxe never saw it, so nothing
+// answered, and rxe resent it at its ACK timeout, 70 ms later. The capture
+// holds the resend alone, a new READ to explain; rxe counts a go-back
+// (completer_retry_err 1) that no reading of the capture can find, which
+// checkRxeCase allows for each of netem's drops. The stored capture starts
+// at a READ, before any packet shows the path MTU, which explain says.
+func TestHiddenTimeout(t *testing.T) {
+	dir := "../testdata/interop/hidden-timeout"
+	pcap := filepath.Join(dir, "case27-trixie-read_bw-udp-loss.pcap")
+	hw, net := counters(t, filepath.Join(dir, "case27-rxe-hw_counters.txt")), counters(t, filepath.Join(dir, "case27-net.txt"))
+	checkRxeCase(t, pcap, hw, net, false)
+	r := read(t, pcap)
+	var gap time.Duration
+	resend := -1
+	for i := 1; i < len(r.Packets); i++ {
+		if d := r.Packets[i].Time - r.Packets[i-1].Time; d > gap {
+			gap, resend = d, i
+		}
+	}
+	if p := r.Packets[resend]; gap < 60*time.Millisecond || !strings.Contains(p.Text, "RDMA READ of 65536 bytes") || len(p.Events) != 0 {
+		t.Errorf("the longest silence, %v, ends at packet %d: %q %v; want rxe's resent READ after about 70 ms, explained as a new one", gap, p.Index, p.Text, p.Events)
+	}
+	if hw["completer_retry_err"] != 1 || net["netem_dropped"] != 1 {
+		t.Errorf("counters %v, %v: want the one go-back and the one drop the capture does not show", hw, net)
+	}
+	for i, want := range []string{
+		"it takes a PSN for each READ response the responder will send, from 13492338 on: 64 at a path MTU of 1024, 16 at 4096 (no packet has shown the path MTU yet)",
+		"READ response 1 of 16 for the READ at PSN 13492338",
+	} {
+		if !strings.Contains(r.Packets[i].Text, want) {
+			t.Errorf("packet %d: %q, want %q in it", i+1, r.Packets[i].Text, want)
+		}
+	}
 }
 
 // TestLateNAK explains an interop capture in which rxe, far behind in a
