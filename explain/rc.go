@@ -794,7 +794,7 @@ func (c *conn) describe(p *wire.Packet, s, r *end) string {
 		n := p.RETH.DMALen()
 		span := c.readSpan(n)
 		read := fmt.Sprintf("RDMA READ of %d bytes at %#x (rkey %#x)", n, p.RETH.VA(), uint32(p.RETH.RKey()))
-		if most := max(1, int((n+4095)/4096)); c.mtu == 0 && span != most {
+		if most := max(1, int((uint64(n)+4095)/4096)); c.mtu == 0 && span != most {
 			// No packet has shown the path MTU yet: the span is a guess,
 			// and the responses' PSNs will tell.
 			return fmt.Sprintf("%s: it takes a PSN for each READ response the responder will send, from %d on: %d at a path MTU of %d, %d at 4096 (no packet has shown the path MTU yet). It counts as a message (C9-148).",
