@@ -151,6 +151,16 @@ func localGIDs(addr netip.Addr) (string, []gidEntry, error) {
 	return loop.Name, append(t, gidEntry{GID: netip.AddrFrom16(want.As16()), Iface: loop.Name, Usable: true}), nil
 }
 
+// gidsHint says where a user finds entry i of iface's table t: show_gids,
+// or for an address of lo's range that lo does not list (localGIDs), the
+// slot after what show_gids lists.
+func gidsHint(iface string, t []gidEntry, i int) string {
+	if own, err := interfaceGIDs(iface); err == nil && i >= len(own) && i < len(t) {
+		return fmt.Sprintf("gorxe show_gids %s lists %d; %v takes the next", iface, len(own), t[i].GID.Unmap())
+	}
+	return "gorxe show_gids " + iface
+}
+
 // bestGID returns the index perftest picks without -x
 // (perftest_communication.c, get_best_gid_index and compute_gid_score):
 // the first entry with the highest score, where an address of the wanted

@@ -449,7 +449,7 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 		if lf.ip != "" {
 			ep.gidIndex = slices.IndexFunc(table, func(e gidEntry) bool { return e.GID == netip.AddrFrom16(at.As16()) })
 			if r.gidIndex >= 0 && r.gidIndex != ep.gidIndex {
-				return fmt.Errorf("-x %d names GID %d of %s, but --ip %s is GID %d (gorxe show_gids %s); give one of them", r.gidIndex, r.gidIndex, iface, lf.ip, ep.gidIndex, iface)
+				return fmt.Errorf("-x %d names GID %d of %s, but --ip %s is GID %d (%s); give one of them", r.gidIndex, r.gidIndex, iface, lf.ip, ep.gidIndex, gidsHint(iface, table, ep.gidIndex))
 			}
 		} else {
 			e, i, err := pickGID(table, r.gidIndex, r.ipv6, reached)

@@ -367,7 +367,7 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 		}
 		if lf.ip != "" {
 			if i := slices.IndexFunc(table, func(e gidEntry) bool { return e.GID == netip.AddrFrom16(at.As16()) }); i != r.gidIndex {
-				return nil, fmt.Errorf("-g %d names GID %d of %s, but --ip %s is GID %d (gorxe show_gids %s); give one of them", r.gidIndex, r.gidIndex, iface, lf.ip, i, iface)
+				return nil, fmt.Errorf("-g %d names GID %d of %s, but --ip %s is GID %d (%s); give one of them", r.gidIndex, r.gidIndex, iface, lf.ip, i, gidsHint(iface, table, i))
 			}
 		} else {
 			e, _, err := pickGID(table, r.gidIndex, false, netip.Addr{})

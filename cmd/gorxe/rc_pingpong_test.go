@@ -219,7 +219,10 @@ func TestRCPingpongOpenErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--ip", "127.0.0.1", "-g", "0"}, "-g 0 names GID 0 of lo, but --ip 127.0.0.1 is GID 1"},
+		{[]string{"--ip", "127.0.0.1", "-g", "0"}, "-g 0 names GID 0 of lo, but --ip 127.0.0.1 is GID 1 (gorxe show_gids lo); give one of them"},
+		// An address of lo's range that lo does not list takes the slot
+		// after what show_gids lists, which the error says.
+		{[]string{"--ip", "127.0.0.2", "-g", "1"}, "127.0.0.2 takes the next); give one of them"},
 		{[]string{"--ip", "127.0.0.1", "-m", "4096", "--link-mtu", "1500"}, "path MTU 4096 is more than gorxe0's link carries (1024)"},
 		{[]string{"-g", "99", "127.0.0.1"}, "GID index 99: lo's table has"},
 		{[]string{"--ip", "127.0.0.1", "--trace-json", "/nonexistent/events.jsonl"}, "--trace-json: open /nonexistent/events.jsonl"},
