@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -652,5 +653,54 @@ func (x connCtx) Err() error {
 		return context.Canceled
 	default:
 		return nil
+	}
+}
+
+// TestPathMTU: the passive side takes the REQ's path MTU as the path's,
+// whatever its own device carries beyond it, so that both ends send
+// packets of one size (C9-92); a REQ whose path MTU is more than the
+// passive side may use is refused, not met with a smaller MTU.
+func TestPathMTU(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	l, err := b.m.Listen(netip.Addr{}, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	capped := make(chan *cm.Conn, 1)
+	go func() {
+		for _, limit := range []qp.MTU{0, qp.MTU1024} {
+			r, err := l.Accept(ctxFor(t, 10*time.Second))
+			if err != nil {
+				accepted <- err
+				return
+			}
+			p := b.params("")
+			p.MTU = limit
+			c, err := r.Accept(p)
+			if limit == 0 {
+				capped <- c
+			}
+			accepted <- err
+		}
+	}()
+	p := a.params("")
+	p.MTU = qp.MTU2048
+	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 5000), p)
+	if err != nil || <-accepted != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	cb := <-capped
+	if ga, gb := ca.QP().Query().PathMTU, cb.QP().Query().PathMTU; ga != qp.MTU2048 || gb != qp.MTU2048 {
+		t.Fatalf("path MTUs %v and %v, want the REQ's, 2048, on both", ga, gb)
+	}
+	_, err = a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 5000), p)
+	var rej *cm.Rejected
+	if !errors.As(err, &rej) {
+		t.Fatalf("a REQ for more than the passive side's MTU: Dial = %v, want a REJ", err)
+	}
+	if err := <-accepted; err == nil || !strings.Contains(err.Error(), "path MTU 2048 is more than this side carries (1024)") {
+		t.Fatalf("Accept = %v", err)
 	}
 }

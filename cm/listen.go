@@ -176,7 +176,18 @@ func (r *Request) Accept(p ConnParams) (*Conn, error) {
 		// The path's, as the kernel's passive side takes it from the REQ.
 		c.cp.tclass = req.Primary.TrafficClass
 	}
-	mtu := min(m.dev.MTU(), c.cp.mtu, req.PathMTU)
+	// The REQ's path MTU is the path's: both ends must send with it
+	// (C9-92 holds every packet but a message's last to it exactly), so
+	// a passive side that cannot carry it refuses rather than send with
+	// a smaller one.
+	mtu := req.PathMTU
+	if carried := min(m.dev.MTU(), c.cp.mtu); mtu > carried {
+		release(q, p)
+		c.reject(cm.RejConsumerDefined, cm.MsgREQ, nil)
+		err := fmt.Errorf("the REQ's path MTU %d is more than this side carries (%d)", mtu.Bytes(), carried.Bytes())
+		c.endLocked(err)
+		return nil, fmt.Errorf("cm: accept: %w", err)
+	}
 	psn := m.randomPSN()
 	c.remoteQP = req.LocalQPN
 	err = c.toRTS(req.LocalQPN, psn, req.StartingPSN, mtu, c.cp.resp, min(c.cp.init, req.ResponderResources),

@@ -6,3 +6,6 @@ func Spill(l *Link) []byte { return l.rx.spill }
 
 // HeldFree is the buffers waiting for packets the link will hold.
 func HeldFree(l *Link) [][]byte { return l.rx.held.free }
+
+// InterfaceMTU is the MTU a link on addr takes by default.
+var InterfaceMTU = interfaceMTU

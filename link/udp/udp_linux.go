@@ -217,6 +217,15 @@ func interfaceMTU(addr netip.Addr) int {
 			}
 		}
 	}
+	if addr.IsLoopback() {
+		// Linux takes all of 127.0.0.0/8 as this host's, on lo, which
+		// lists 127.0.0.1 only.
+		for _, ifc := range ifs {
+			if ifc.Flags&net.FlagLoopback != 0 {
+				return ifc.MTU
+			}
+		}
+	}
 	return 1500
 }
 

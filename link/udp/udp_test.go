@@ -433,3 +433,16 @@ func TestLoopbackPair(t *testing.T) {
 	}
 	sameRoCE(t, collect(t, b, 1)[0], want[0][link.Headroom:])
 }
+
+// TestLoopbackMTU: an address of 127.0.0.0/8 that lo does not list is
+// lo's all the same, and a link on it takes lo's MTU, as one on
+// 127.0.0.1 does: two programs on one host then agree on the path MTU.
+func TestLoopbackMTU(t *testing.T) {
+	lo := udp.InterfaceMTU(netip.MustParseAddr("127.0.0.1"))
+	if got := udp.InterfaceMTU(netip.MustParseAddr("127.0.0.2")); got != lo {
+		t.Fatalf("127.0.0.2's MTU is %d, 127.0.0.1's %d", got, lo)
+	}
+	if got := udp.InterfaceMTU(netip.MustParseAddr("192.0.2.77")); got != 1500 {
+		t.Fatalf("an address no interface has: MTU %d, want 1500", got)
+	}
+}
