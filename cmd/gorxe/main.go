@@ -10,6 +10,7 @@
 //	gorxe srq_pingpong [HOST]    rdma-core's ibv_srq_pingpong, either side
 //	gorxe rping -s|-c -a ADDR    librdmacm's rping, either side, over rdma_cm
 //	gorxe rdma_server, rdma_client, ucmatose   librdmacm's examples, over rdma_cm
+//	gorxe qperf [SERVER -cm1 TEST ...]  qperf's RC tests, either side
 //
 // Run "gorxe help" for the list.
 package main
@@ -60,6 +61,7 @@ var commands = []command{
 	{"rdma_client", "-s SERVER [-p PORT]", "librdmacm's rdma_client, against rdma_server or gorxe's", runRdmaClient},
 	{"ucmatose", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's ucmatose: SENDs both ways over several rdma_cm connections", runUCMATose},
 	{"udaddy", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's udaddy: UD SENDs both ways to QPs found with SIDR", runUDAddy},
+	{"qperf", "[SERVER -cm1 [-m SIZE] [-t TIME] ... TEST ...]", "qperf's RC tests (rc_bw, rc_lat, rc_rdma_read_bw ...) over rdma_cm, either side, against stock qperf", runQperf},
 }
 
 // Names of other tools that gorxe answers to, as "gorxe NAME" or as a
