@@ -891,3 +891,40 @@ func TestHeavyLoss(t *testing.T) {
 		t.Logf("loss %v each way, 10 seeds: %d local ACK timeouts, %.1f s of virtual time", loss, timeouts, took.Seconds())
 	}
 }
+
+// TestProbeSlowDrain: a responder behind a slow link (a soft-RoCE peer in
+// an emulated VM drains a deep queue at a packet a millisecond) answers
+// all along, but each answer comes only once the packets before it have
+// gone through. The round trip measured before the queue built was short;
+// a probe timed by it fires, and its go-back sends the window again into
+// the queue, which voids every sample (Karn's rule) and keeps the short
+// estimate. The probe's wait doubles at each go-back it makes until a
+// clean sample comes (RFC 6298's backoff), as does each probe after the
+// first, so that a few go-backs at most, not one every few milliseconds,
+// are spent before the requester learns the round trip.
+func TestProbeSlowDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 18, mtu: qp.MTU4096, bufSize: 4 << 20}) // 1.07 s
+		a.postSend(t, writeWR(1, a, b, 0, 64))                                       // a short round trip measured
+		status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
+		a.link.SetFaults(mem.Faults{Bandwidth: 4 << 20}) // 4 MB/s: a 4 KiB packet a millisecond
+		const msgs, size = 32, 64 << 10
+		wrs := make([]qp.SendWR, msgs)
+		for i := range wrs {
+			wrs[i] = writeWR(uint64(2+i), a, b, i*size, size)
+		}
+		fill(a.buf[:msgs*size], 9)
+		a.postSend(t, wrs...)
+		wait(t, a.scq, msgs, 10*time.Second)
+		if !bytes.Equal(a.buf[:msgs*size], b.buf[:msgs*size]) {
+			t.Fatal("data differs")
+		}
+		sa := a.stats()
+		// Each go-back sends up to a window (256 packets) again: before
+		// the backoff, 32 go-backs sent 6561 packets for these 512.
+		if sa.CompleterRetryErr > 4 || sa.SentPkts > 3*msgs*size/4096 {
+			t.Fatalf("%d go-backs and %d packets sent for %d; want at most 4, and at most three times as many\n%s",
+				sa.CompleterRetryErr, sa.SentPkts, msgs*size/4096, a.traceText())
+		}
+	})
+}

@@ -55,6 +55,12 @@ type timers struct {
 	watch        probeWatch
 	late         time.Duration
 	probeFloor   time.Duration
+	// backoff doubles the probe timeout for each go-back a probe made,
+	// and each probe after the first, since the last clean round-trip
+	// sample (expiredProbe, onAcked); probedSinceSample says a probe has
+	// gone out since that sample.
+	backoff           uint8
+	probedSinceSample bool
 
 	// unsettled says packets went out since settle last armed the
 	// timers for them.
@@ -192,6 +198,7 @@ func (t *timers) onAcked(oldest bth.PSN) {
 		return
 	}
 	t.rttPending = false
+	t.backoff, t.probedSinceSample = 0, false
 	// At least 1 ns: a round trip on a fake clock can take no time, and
 	// srtt 0 means none measured.
 	sample := max(t.q.port.Now().Sub(t.rttSent), time.Nanosecond)
@@ -268,10 +275,23 @@ const rttMaxDecay = 256
 // local ACK timeout (recoveryTimeout): the retransmit timer waits for
 // their answer, and a probe's go-back would send the window the timeout
 // held back.
+//
+// Each go-back a probe made, and each probe after the first, doubles it
+// until a clean sample comes, as
+// TCP backs its retransmission timer off (RFC 6298, 5.5): a responder that
+// answers all along, but late, behind a queue (soft-RoCE in an emulated
+// VM, draining a window a packet a millisecond) leaves every answer
+// after a go-back, which voids every sample (Karn's rule), so that the
+// estimate measured before the queue built would otherwise time every
+// probe, and each go-back would send the window into the queue again.
 func (t *timers) probeTimeout() time.Duration {
 	d := max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
-	return min(max(d, t.probeFloor), t.ackTimeout()/2)
+	return min(max(d, t.probeFloor)<<t.backoff, t.ackTimeout()/2)
 }
+
+// maxProbeBackoff bounds the doublings: past it, half the local ACK
+// timeout is the bound anyway.
+const maxProbeBackoff = 16
 
 func (t *timers) armProbe(now monotime.Time) {
 	q := t.q
@@ -363,10 +383,15 @@ func (t *timers) expiredProbe(now monotime.Time) {
 	if t.probeState == probeSent {
 		t.probeState = probeSpent
 		t.probe = 0
+		t.backoff = min(t.backoff+1, maxProbeBackoff)
 		q.comp.goBack(q.comp.oldest(), trace.GoBackProbe)
 		q.req.sendSome()
 		return
 	}
+	if t.probedSinceSample {
+		t.backoff = min(t.backoff+1, maxProbeBackoff)
+	}
+	t.probedSinceSample = true
 	if q.req.resendLast() {
 		// The answer may be the copy's: a sample taken from it counted the
 		// probe's wait as a round trip, and twice that the next one's.

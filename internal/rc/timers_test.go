@@ -140,3 +140,30 @@ func TestFirstAnswerBoundsRoundTrip(t *testing.T) {
 		t.Errorf("the second sample of 400µs gave srtt %v; want 225µs (an eighth of the way)", tm.srtt)
 	}
 }
+
+// TestProbeBackoff: each doubling backoff counts doubles the probe
+// timeout, up to half the local ACK timeout, and a clean round-trip
+// sample ends the backoff.
+func TestProbeBackoff(t *testing.T) {
+	q, _ := newTestQP(t)
+	q.attr.Timeout = 14 // local ACK timeout 67.1 ms
+	port := q.port.(*fakePort)
+	tm := &q.tm
+	tm.srtt, tm.rttMax = 100*time.Microsecond, 100*time.Microsecond
+	for _, c := range []struct {
+		backoff uint8
+		want    time.Duration
+	}{{0, time.Millisecond}, {1, 2 * time.Millisecond}, {3, 8 * time.Millisecond}, {maxProbeBackoff, time.Duration(4096<<14) / 2}} {
+		tm.backoff = c.backoff
+		if d := tm.probeTimeout(); d != c.want {
+			t.Errorf("backoff %d: probe timeout %v, want %v", c.backoff, d, c.want)
+		}
+	}
+	tm.probedSinceSample = true
+	tm.rttPending, tm.rttPSN, tm.rttSent = true, 1, port.Now()
+	port.advance(100 * time.Microsecond)
+	tm.onAcked(bth.PSN(2))
+	if tm.backoff != 0 || tm.probedSinceSample || tm.probeTimeout() != time.Millisecond {
+		t.Fatalf("after a clean sample: backoff %d, probed %v, timeout %v", tm.backoff, tm.probedSinceSample, tm.probeTimeout())
+	}
+}
