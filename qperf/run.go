@@ -135,7 +135,7 @@ func (c *Command) clientTest(ctx context.Context, test string, env Env, sh *show
 		return err
 	}
 	defer ct.close()
-	s := &side{client: true, test: test, req: p.local(index), ctl: ct, open: c.open(env), debugf: c.debugf(env), stat: newStat()}
+	s := &side{client: true, test: test, req: p.local(index), ctl: ct, open: env.Open, debugf: c.debugf(env), stat: newStat()}
 	err = t.client(ctx, s)
 	if err == nil {
 		s.stop()
@@ -153,10 +153,6 @@ func (c *Command) clientTest(ctx context.Context, test string, env Env, sh *show
 	}
 	s.close()
 	return err
-}
-
-func (c *Command) open(env Env) Opener {
-	return env.Open
 }
 
 func (c *Command) debugf(env Env) func(string, ...any) {
