@@ -17,6 +17,7 @@
 #                                           librdmacm's rping (IPv4, IPv6, and a
 #                                           REJ each way), rdma_server/rdma_client,
 #                                           ucmatose and udaddy (SIDR), both ways;
+#                                           qperf's RC tests (-cm1), both ways;
 #                                           ibv_srq_pingpong both ways; and
 #                                           perftest -R (rdma_cm), also with
 #                                           -c UD (SIDR), both ways
@@ -252,6 +253,16 @@ if ! $flags && ! $full; then
 			"$dir send_bw udp 1024 4 1024 0 -R,-c,UD,-b")
 	done
 fi
+# qperf's RC tests over rdma_cm (-cm1), stock qperf against gorxe qperf,
+# both ways, 2 s each; the client's quit then ends the server. Last, so
+# that the numbers of the cases before them stay.
+if ! $flags && ! $full; then
+	for dir in rxe-server gorxe-server; do
+		for t in rc_bw rc_rdma_write_bw rc_rdma_read_lat rc_rdma_write_poll_lat ver_rc_compare_swap; do
+			cases+=("$dir qperf:$t udp 1024 4 0 0")
+		done
+	done
+fi
 # --only takes the other cases out and leaves these their numbers, so that
 # case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
 # list.
@@ -340,7 +351,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | ucmatose | udaddy) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-rej | rdma_cm | ucmatose | udaddy | qperf:*) return 0 ;; esac; return 1; }
 
 # vm_cm DIRECTION TEST IP SIZE: the VM's command for an rdma_cm case. As
 # server it listens on its own address (rping-rej: nothing listens, and
@@ -360,6 +371,8 @@ vm_cm() {
 	gorxe-server/ucmatose) echo "ucmatose -s $gx -c 2 -S $4" ;;
 	rxe-server/udaddy) echo "udaddy -c 2 -S $4" ;;
 	gorxe-server/udaddy) echo "udaddy -s $gx -c 2 -S $4" ;;
+	rxe-server/qperf:*) echo "qperf" ;;
+	gorxe-server/qperf:*) echo "qperf $gx -cm1 -t 2 ${2#qperf:} quit" ;;
 	esac
 }
 
@@ -379,6 +392,8 @@ host_cm() {
 	gorxe-server/ucmatose) echo "ucmatose -c 2 -S $4 --ip $own" ;;
 	rxe-server/udaddy) echo "udaddy -s $vm -c 2 -S $4 --ip $own" ;;
 	gorxe-server/udaddy) echo "udaddy -c 2 -S $4 --ip $own" ;;
+	rxe-server/qperf:*) echo "qperf $vm -cm1 -t 2 ${2#qperf:} quit" ;;
+	gorxe-server/qperf:*) echo "qperf" ;;
 	esac
 }
 
@@ -570,6 +585,12 @@ session() {
 			local pings
 			pings=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "ping data: rdma-ping-" || true)
 			[ "$pings" = 200 ] || verdict=FAIL note=" ($pings ping lines, want 100 each side)"
+		fi
+		# qperf's client prints the test's figure, once.
+		if [[ $t == qperf:* ]] && [ $verdict = pass ]; then
+			local figs
+			figs=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -cE '^    (bw|latency|msg_rate) +=  +[0-9]' || true)
+			[ "$figs" = 1 ] || verdict=FAIL note=" ($figs lines with the test's figure, want the client's one)"
 		fi
 		# perftest's and gorxe's tables of the same run have the same
 		# columns in the same units (perftest 6.2x says MiB for the MB

@@ -24,7 +24,7 @@ vm_image() {
 	fi
 	# The packages the image holds; an image built with others is built
 	# again.
-	local pkgs=rdma-core,ibverbs-utils,perftest,rdmacm-utils,iproute2,kmod,linux-image-amd64,procps
+	local pkgs=rdma-core,ibverbs-utils,perftest,rdmacm-utils,iproute2,kmod,linux-image-amd64,procps,qperf
 	[ -f "$img/rootfs.img" ] && [ "$(cat "$img/packages" 2>/dev/null)" = "$pkgs" ] && return 0
 
 	local mirror
