@@ -11,6 +11,8 @@
 // "synchronization before test" each way, run for the test's time, and the
 // server sends its counters (a 256-byte STAT) from which the client
 // reckons and prints the figures. PROTOCOL.md has each message's layout.
+// The TCP and UDP tests (tcp_bw ...) run between the two kernels instead,
+// on a socket whose port the server sends in place of rdma_cm's.
 package qperf
 
 import (

@@ -293,9 +293,9 @@ func TestRefusals(t *testing.T) {
 	if err == nil || !strings.Contains(out, "use -cm1") {
 		t.Fatalf("without -cm1: %v\n%s", err, out)
 	}
-	out, errs, err := runClient(t, f, port, "tcp_bw")
+	out, errs, err := runClient(t, f, port, "sctp_bw")
 	if err == nil || !strings.Contains(out+errs, "not this one") {
-		t.Fatalf("tcp_bw: %v\n%s%s", err, out, errs)
+		t.Fatalf("sctp_bw: %v\n%s%s", err, out, errs)
 	}
 	// A stock client without -cm1 reaches the server's refusal.
 	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.2", itoa(port)))
@@ -330,5 +330,29 @@ func TestConfAndQuit(t *testing.T) {
 	}
 	if _, _, err := runClient(t, f, port, "conf"); err == nil {
 		t.Fatal("the server still answers after quit")
+	}
+}
+
+// qperf's TCP and UDP tests, between the hosts' kernels: each prints its
+// figures, the UDP bandwidth test both the sent and the received.
+func TestSocketTests(t *testing.T) {
+	f := mem.NewFabric()
+	port, _ := startServer(t, f)
+	out, errs, err := runClient(t, f, port, "-t", "1", "-vvs", "tcp_bw", "tcp_lat", "udp_bw", "udp_lat", "-sb", "256K")
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, errs)
+	}
+	for _, want := range []string{
+		`(?m)^tcp_bw:\n    bw +=  +[0-9.,]+ [KMG]B/sec\n`,
+		`(?m)^tcp_lat:\n    latency +=  +[0-9.,]+ us\n`,
+		`(?m)^udp_bw:\n    send_bw +=  +[0-9.,]+ [KMG]B/sec\n    recv_bw +=  +[0-9.,]+ [KMG]B/sec\n`,
+		`(?m)^udp_lat:\n    latency +=  +[0-9.,]+ us\n`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("no %s in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "warning") || regexp.MustCompile(`errors +=  +[1-9]`).MatchString(out) {
+		t.Errorf("warnings or errors:\n%s", out)
 	}
 }

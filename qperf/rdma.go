@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -61,6 +62,8 @@ type side struct {
 	msgSize int
 	lnode   Node
 	rnode   Node
+
+	peer net.Addr // a UDP latency test's client, as its last message came from
 
 	stat   Stat
 	cancel context.CancelFunc

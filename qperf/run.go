@@ -105,26 +105,40 @@ func (c *Command) clientTest(ctx context.Context, test string, env Env, sh *show
 		defer ct.close()
 		return ct.sync(syncBefore)
 	}
-	t, ok := rdmaTests[test]
-	if !ok {
-		return fmt.Errorf("%s: gorxe's qperf runs the RC tests (rc_*, ver_rc_*), conf and quit; not this one", test)
-	}
-	// rd_params
-	p.use(parUseCM)
-	if p.loc[parUseCM].n == 0 {
-		return errNeedCM
-	}
-	if t.msgSize != 0 {
-		p.setDefault(parMsgSize, t.msgSize)
-	}
-	if t.poll {
-		p.use(parPollMode)
-	}
-	if t.atomic {
-		p.use(parRdAtomic)
-	}
-	for _, k := range t.uses {
-		p.use(k)
+	var body func(context.Context, *side) error
+	var m measure
+	if st, ok := socketTests[test]; ok {
+		// ip_parameters
+		p.setDefault(parMsgSize, st.msgSize)
+		p.use(parPort)
+		p.use(parSockBufSize)
+		if st.accessRecv {
+			p.use(parAccessRecv)
+		}
+		body, m = st.run, st.measure
+	} else {
+		t, ok := rdmaTests[test]
+		if !ok {
+			return fmt.Errorf("%s: %s", test, notRun)
+		}
+		// rd_params
+		p.use(parUseCM)
+		if p.loc[parUseCM].n == 0 {
+			return errNeedCM
+		}
+		if t.msgSize != 0 {
+			p.setDefault(parMsgSize, t.msgSize)
+		}
+		if t.poll {
+			p.use(parPollMode)
+		}
+		if t.atomic {
+			p.use(parRdAtomic)
+		}
+		for _, k := range t.uses {
+			p.use(k)
+		}
+		body, m = t.client, t.measure
 	}
 	p.check(env.Stdout, test)
 	if p.loc[parTime].n == 0 && !p.loc[parNoMsgs].used {
@@ -136,13 +150,13 @@ func (c *Command) clientTest(ctx context.Context, test string, env Env, sh *show
 	}
 	defer ct.close()
 	s := &side{client: true, test: test, req: p.local(index), ctl: ct, open: env.Open, debugf: c.debugf(env), stat: newStat()}
-	err = t.client(ctx, s)
+	err = body(ctx, s)
 	if err == nil {
 		s.stop()
 		var rstat Stat
 		if rstat, err = s.exchange(); err == nil {
 			s.close()
-			sh.report(t.measure, &s.stat, &rstat, p)
+			sh.report(m, &s.stat, &rstat, p)
 			return nil
 		}
 	}
@@ -154,6 +168,9 @@ func (c *Command) clientTest(ctx context.Context, test string, env Env, sh *show
 	s.close()
 	return err
 }
+
+// notRun says which of qperf's tests gorxe runs.
+const notRun = "gorxe's qperf runs the RC tests (rc_*, ver_rc_*), tcp_bw, tcp_lat, udp_bw, udp_lat, conf and quit; not this one"
 
 func (c *Command) debugf(env Env) func(string, ...any) {
 	return func(format string, args ...any) {
@@ -197,11 +214,7 @@ func (c *Command) dial(ctx context.Context, req Request) (*ctl, error) {
 // until ctx ends or a client runs the quit test. It prints nothing but
 // the errors of the tests it runs (and with -D what it does).
 func Server(ctx context.Context, c *Command, env Env) error {
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1) })
-		return err
-	}}
+	lc := net.ListenConfig{Control: reuseAddr}
 	ln, err := lc.Listen(ctx, "tcp", fmt.Sprintf(":%d", c.ListenPort))
 	if err != nil {
 		return fmt.Errorf("unable to bind to listen port: %w", err)
@@ -282,14 +295,18 @@ func serve(ctx context.Context, conn *net.TCPConn, c *Command, env Env) (quit bo
 		ct.c.Read(one[:])
 		return true, nil
 	}
-	t, ok := rdmaTests[test]
-	if !ok {
-		err := fmt.Errorf("%s: gorxe's qperf server runs the RC tests (rc_*, ver_rc_*), conf and quit; not this one", test)
+	var body func(context.Context, *side) error
+	if st, ok := socketTests[test]; ok {
+		body = st.run
+	} else if t, ok := rdmaTests[test]; ok {
+		body = t.server
+	} else {
+		err := fmt.Errorf("%s: %s", test, notRun)
 		ct.sendError(err)
 		return false, err
 	}
 	s := &side{test: test, req: req, ctl: ct, open: env.Open, debugf: c.debugf(env), stat: newStat()}
-	err = t.server(ctx, s)
+	err = body(ctx, s)
 	s.stop()
 	if err == nil {
 		if _, err = s.exchange(); err == nil {

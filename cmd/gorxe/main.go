@@ -61,7 +61,7 @@ var commands = []command{
 	{"rdma_client", "-s SERVER [-p PORT]", "librdmacm's rdma_client, against rdma_server or gorxe's", runRdmaClient},
 	{"ucmatose", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's ucmatose: SENDs both ways over several rdma_cm connections", runUCMATose},
 	{"udaddy", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's udaddy: UD SENDs both ways to QPs found with SIDR", runUDAddy},
-	{"qperf", "[SERVER -cm1 [-m SIZE] [-t TIME] ... TEST ...]", "qperf's RC tests (rc_bw, rc_lat, rc_rdma_read_bw ...) over rdma_cm, either side, against stock qperf", runQperf},
+	{"qperf", "[SERVER -cm1 [-m SIZE] [-t TIME] ... TEST ...]", "qperf's RC tests (rc_bw, rc_lat, rc_rdma_read_bw ...) over rdma_cm, and its TCP and UDP ones, either side, against stock qperf", runQperf},
 }
 
 // Names of other tools that gorxe answers to, as "gorxe NAME" or as a

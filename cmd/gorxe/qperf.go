@@ -68,13 +68,14 @@ qperf's RDMA tests over RC, against stock qperf (0.4) on kernel rxe or a RoCE
 NIC, or gorxe's: rc_bw, rc_bi_bw, rc_lat, rc_rdma_read_bw, rc_rdma_read_lat,
 rc_rdma_write_bw, rc_rdma_write_lat, rc_rdma_write_poll_lat,
 rc_compare_swap_mr, rc_fetch_add_mr, ver_rc_compare_swap, ver_rc_fetch_add;
-and conf and quit. On RoCE qperf connects its QPs with rdma_cm: give -cm1.
+the kernel's tcp_bw, tcp_lat, udp_bw and udp_lat; and conf and quit. On RoCE
+qperf connects its QPs with rdma_cm: give -cm1.
 
 qperf's options, as qperf takes them (gorxe qperf --help options lists them
 all): -cm1, -m SIZE, -t TIME, -n COUNT (rc_bw), -oo VAR:INIT:LAST:INCR, -to,
 -ws, -lp, -e, -ub, -uu, -un, -v, -vv and their kinds, -D, -V; and with
-loc_/rem_ halves those that have them. Those of the tests gorxe does not run
-(-sb, -ip, -f) and of connecting without rdma_cm (-mt, -sl, -sr, -i) are taken
+loc_/rem_ halves those that have them, -sb and -ip for the socket tests.
+Those of connecting without rdma_cm (-mt, -sl, -sr, -i, -ap) and -f are taken
 and reported unused, as qperf reports them.
 `)
 	printOptions(w, qperfOptions(), "qperf")
