@@ -253,12 +253,12 @@ if ! $flags && ! $full; then
 			"$dir send_bw udp 1024 4 1024 0 -R,-c,UD,-b")
 	done
 fi
-# qperf's RC tests over rdma_cm (-cm1), stock qperf against gorxe qperf,
-# both ways, 2 s each; the client's quit then ends the server. Last, so
-# that the numbers of the cases before them stay.
+# qperf's RC tests over rdma_cm (-cm1), and two of its socket tests, stock
+# qperf against gorxe qperf, both ways, 2 s each; the client's quit then
+# ends the server. Last, so that the numbers of the cases before them stay.
 if ! $flags && ! $full; then
 	for dir in rxe-server gorxe-server; do
-		for t in rc_bw rc_rdma_write_bw rc_rdma_read_lat rc_rdma_write_poll_lat ver_rc_compare_swap; do
+		for t in rc_bw rc_rdma_write_bw rc_rdma_read_lat rc_rdma_write_poll_lat ver_rc_compare_swap tcp_lat udp_bw; do
 			cases+=("$dir qperf:$t udp 1024 4 0 0")
 		done
 	done
@@ -589,7 +589,7 @@ session() {
 		# qperf's client prints the test's figure, once.
 		if [[ $t == qperf:* ]] && [ $verdict = pass ]; then
 			local figs
-			figs=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -cE '^    (bw|latency|msg_rate) +=  +[0-9]' || true)
+			figs=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -cE '^    (bw|send_bw|latency|msg_rate) +=  +[0-9]' || true)
 			[ "$figs" = 1 ] || verdict=FAIL note=" ($figs lines with the test's figure, want the client's one)"
 		fi
 		# perftest's and gorxe's tables of the same run have the same
