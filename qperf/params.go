@@ -340,28 +340,45 @@ type Command struct {
 	Warnings      []string
 	p             params
 	loops         []loop
+	steps         []step
 }
 
 // ErrUsage marks a command line qperf would refuse.
 var ErrUsage = errors.New("qperf: bad command line")
 
+// step is one argument of a client's command line, in order: an option
+// to apply, or a test to run. qperf runs each test as its parser meets
+// it, with the options before it: in "HOST rc_bw -m 4K rc_lat" only rc_lat
+// sends 4 KB messages.
+type step struct {
+	apply func(*Command) error
+	test  string
+}
+
+func newCommand() *Command { return &Command{ListenPort: DefaultPort, Precision: 3, WaitServer: 5} }
+
 // Parse parses a qperf command line: options, the server's name, then
-// tests, in any order, as qperf's do_args takes them.
+// tests, in any order, as qperf's do_args takes them. It checks every
+// argument before any test runs, where qperf stops at a bad one after
+// running the tests before it.
 func Parse(args []string) (*Command, error) {
-	c := &Command{ListenPort: DefaultPort, Precision: 3, WaitServer: 5}
+	c := newCommand()
 	client := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") {
 			client = true
 			if c.Host == "" {
-				c.Host = a
+				host := a
+				c.Host = host
+				c.steps = append(c.steps, step{apply: func(c *Command) error { c.Host = host; return nil }})
 				continue
 			}
 			if testIndex(a) < 0 {
 				return nil, fmt.Errorf("%w: %s: bad test; try: qperf --help tests", ErrUsage, a)
 			}
 			c.Tests = append(c.Tests, a)
+			c.steps = append(c.steps, step{test: a})
 			continue
 		}
 		name := a
@@ -383,6 +400,7 @@ func Parse(args []string) (*Command, error) {
 			i++
 			return args[i], nil
 		}
+		var apply func(c *Command) error
 		switch o.kind {
 		case optHelp:
 			c.HelpWanted, c.Help = true, "main"
@@ -394,13 +412,13 @@ func Parse(args []string) (*Command, error) {
 			c.Version = true
 			return c, nil
 		case optDebug:
-			c.Debug = true
+			apply = func(c *Command) error { c.Debug = true; return nil }
 		case optHost:
 			v, err := value()
 			if err != nil {
 				return nil, err
 			}
-			c.Host = v
+			apply = func(c *Command) error { c.Host = v; return nil }
 		case optLoop:
 			v, err := value()
 			if err != nil {
@@ -410,7 +428,7 @@ func Parse(args []string) (*Command, error) {
 			if err != nil {
 				return nil, err
 			}
-			c.loops = append(c.loops, l)
+			apply = func(c *Command) error { c.loops = append(c.loops, l); return nil }
 		case optListenPort, optPrecision, optWait:
 			v, err := value()
 			if err != nil {
@@ -430,20 +448,20 @@ func Parse(args []string) (*Command, error) {
 				if n == 0 || n > 65535 {
 					return nil, fmt.Errorf("%w: %s %d: not a TCP port", ErrUsage, a, n)
 				}
-				c.ListenPort = int(n)
+				apply = func(c *Command) error { c.ListenPort = int(n); return nil }
 			case optPrecision:
-				c.Precision = int(min(n, 20))
+				apply = func(c *Command) error { c.Precision = int(min(n, 20)); return nil }
 			case optWait:
-				c.WaitServer = int(n)
+				apply = func(c *Command) error { c.WaitServer = int(n); return nil }
 			}
 		case optBits:
-			c.Bits = true
+			apply = func(c *Command) error { c.Bits = true; return nil }
 		case optUnifyNodes:
-			c.UnifyNodes = true
+			apply = func(c *Command) error { c.UnifyNodes = true; return nil }
 		case optUnifyUnits:
-			c.UnifyUnits = true
+			apply = func(c *Command) error { c.UnifyUnits = true; return nil }
 		case optVerbose:
-			c.Verbose.set(o.verbose)
+			apply = func(c *Command) error { c.Verbose.set(o.verbose); return nil }
 		default:
 			v := "1"
 			if o.kind != optSet1 {
@@ -452,10 +470,12 @@ func Parse(args []string) (*Command, error) {
 					return nil, err
 				}
 			}
-			if err := c.setParam(o, v); err != nil {
-				return nil, err
-			}
+			apply = func(c *Command) error { return c.setParam(o, v) }
 		}
+		if err := apply(c); err != nil {
+			return nil, err
+		}
+		c.steps = append(c.steps, step{apply: apply})
 	}
 	switch {
 	case !client:

@@ -223,11 +223,10 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func runClient(t *testing.T, f *mem.Fabric, port int, args ...string) (string, string, error) {
 	t.Helper()
-	c, err := Parse(append([]string{"127.0.0.2"}, args...))
+	c, err := Parse(append([]string{"127.0.0.2", "-lp", strconv.Itoa(port), "-ws", "0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ListenPort, c.WaitServer = port, 0
 	var out, errs bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -354,5 +353,21 @@ func TestSocketTests(t *testing.T) {
 	}
 	if strings.Contains(out, "warning") || regexp.MustCompile(`errors +=  +[1-9]`).MatchString(out) {
 		t.Errorf("warnings or errors:\n%s", out)
+	}
+}
+
+// Options apply to the tests after them, as qperf runs each test when
+// its parser meets it: the first tcp_lat runs with 1-byte messages and
+// shows no parameters, the second with 100 bytes, shown by -vu.
+func TestOptionsApplyInOrder(t *testing.T) {
+	f := mem.NewFabric()
+	port, _ := startServer(t, f)
+	out, errs, err := runClient(t, f, port, "-t", "1", "tcp_lat", "-m", "100", "-vu", "tcp_lat")
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, errs)
+	}
+	blocks := strings.Split(out, "tcp_lat:\n")
+	if len(blocks) != 3 || strings.Contains(blocks[1], "msg_size") || !regexp.MustCompile(`msg_size +=  +100 bytes`).MatchString(blocks[2]) {
+		t.Fatalf("output:\n%s", out)
 	}
 }

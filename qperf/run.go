@@ -29,9 +29,17 @@ func Client(ctx context.Context, c *Command, env Env) error {
 	for _, w := range c.Warnings {
 		fmt.Fprintln(env.Stdout, w)
 	}
-	for _, test := range c.Tests {
-		err := c.runs(func() error { return c.runTest(ctx, test, env) })
-		if err != nil {
+	// The options, applied in order, and each test run as it comes, with
+	// those before it.
+	r := newCommand()
+	for _, st := range c.steps {
+		if st.test == "" {
+			if err := st.apply(r); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.runs(func() error { return r.runTest(ctx, st.test, env) }); err != nil {
 			return err
 		}
 	}
