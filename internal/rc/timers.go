@@ -55,12 +55,13 @@ type timers struct {
 	watch        probeWatch
 	late         time.Duration
 	probeFloor   time.Duration
-	// backoff doubles the probe timeout for each go-back a probe made,
-	// and each probe after the first, since the last clean round-trip
-	// sample (expiredProbe, onAcked); probedSinceSample says a probe has
-	// gone out since that sample.
-	backoff           uint8
-	probedSinceSample bool
+	// backoff doubles the probe timeout once for each go-back of a
+	// probe's that the responder answered only after a probe timeout
+	// (goBackAt is when the last one went, until the responder's next
+	// progress); an answer within it, or a clean round-trip sample, ends
+	// the backoff.
+	backoff  uint8
+	goBackAt monotime.Time
 
 	// unsettled says packets went out since settle last armed the
 	// timers for them.
@@ -188,6 +189,14 @@ func (t *timers) settle() {
 // shows progress, lets the probe fire again.
 func (t *timers) onAcked(oldest bth.PSN) {
 	t.probeState = probeArmed
+	if !t.goBackAt.IsZero() {
+		if t.q.port.Now().Sub(t.goBackAt) > t.probeTimeout() {
+			t.backoff = min(t.backoff+1, maxProbeBackoff)
+		} else {
+			t.backoff = 0
+		}
+		t.goBackAt = 0
+	}
 	switch {
 	case t.watch == watchAnswer && oldest.After(t.probed):
 		t.watch, t.late = watchDuplicate, t.q.port.Now().Sub(t.probedSince)
@@ -198,7 +207,7 @@ func (t *timers) onAcked(oldest bth.PSN) {
 		return
 	}
 	t.rttPending = false
-	t.backoff, t.probedSinceSample = 0, false
+	t.backoff = 0
 	// At least 1 ns: a round trip on a fake clock can take no time, and
 	// srtt 0 means none measured.
 	sample := max(t.q.port.Now().Sub(t.rttSent), time.Nanosecond)
@@ -276,14 +285,16 @@ const rttMaxDecay = 256
 // their answer, and a probe's go-back would send the window the timeout
 // held back.
 //
-// Each go-back a probe made, and each probe after the first, doubles it
-// until a clean sample comes, as
-// TCP backs its retransmission timer off (RFC 6298, 5.5): a responder that
-// answers all along, but late, behind a queue (soft-RoCE in an emulated
-// VM, draining a window a packet a millisecond) leaves every answer
-// after a go-back, which voids every sample (Karn's rule), so that the
-// estimate measured before the queue built would otherwise time every
-// probe, and each go-back would send the window into the queue again.
+// It doubles for each go-back of a probe's that the responder answered
+// only after a probe timeout, until one is answered within it or a
+// clean sample comes, as TCP backs its retransmission timer off (RFC 6298,
+// 5.5). A responder that answers all along, but late, behind a queue
+// (soft-RoCE in an emulated VM, draining a window a packet a
+// millisecond), leaves every answer after a go-back, which voids every
+// sample (Karn's rule): without the backoff the round trip measured
+// before the queue built timed every probe, and each go-back sent the
+// window into the queue again. After a loss, the go-back is answered
+// within a round trip, and the backoff ends.
 func (t *timers) probeTimeout() time.Duration {
 	d := max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
 	return min(max(d, t.probeFloor)<<t.backoff, t.ackTimeout()/2)
@@ -383,15 +394,11 @@ func (t *timers) expiredProbe(now monotime.Time) {
 	if t.probeState == probeSent {
 		t.probeState = probeSpent
 		t.probe = 0
-		t.backoff = min(t.backoff+1, maxProbeBackoff)
+		t.goBackAt = now
 		q.comp.goBack(q.comp.oldest(), trace.GoBackProbe)
 		q.req.sendSome()
 		return
 	}
-	if t.probedSinceSample {
-		t.backoff = min(t.backoff+1, maxProbeBackoff)
-	}
-	t.probedSinceSample = true
 	if q.req.resendLast() {
 		// The answer may be the copy's: a sample taken from it counted the
 		// probe's wait as a round trip, and twice that the next one's.

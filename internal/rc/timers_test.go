@@ -141,29 +141,39 @@ func TestFirstAnswerBoundsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestProbeBackoff: each doubling backoff counts doubles the probe
-// timeout, up to half the local ACK timeout, and a clean round-trip
-// sample ends the backoff.
+// TestProbeBackoff: a go-back of a probe's that the responder answers
+// only after a probe timeout doubles the probe timeout, each such one
+// again, up to half the local ACK timeout; one answered within the
+// timeout ends the backoff, and so does a clean round-trip sample.
 func TestProbeBackoff(t *testing.T) {
 	q, _ := newTestQP(t)
 	q.attr.Timeout = 14 // local ACK timeout 67.1 ms
 	port := q.port.(*fakePort)
 	tm := &q.tm
 	tm.srtt, tm.rttMax = 100*time.Microsecond, 100*time.Microsecond
-	for _, c := range []struct {
-		backoff uint8
-		want    time.Duration
-	}{{0, time.Millisecond}, {1, 2 * time.Millisecond}, {3, 8 * time.Millisecond}, {maxProbeBackoff, time.Duration(4096<<14) / 2}} {
-		tm.backoff = c.backoff
-		if d := tm.probeTimeout(); d != c.want {
-			t.Errorf("backoff %d: probe timeout %v, want %v", c.backoff, d, c.want)
+	late := func(d time.Duration) {
+		tm.goBackAt = port.Now()
+		port.advance(d)
+		tm.onAcked(bth.PSN(2))
+	}
+	for i, want := range []time.Duration{2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond} {
+		late(10 * time.Millisecond)
+		if d := tm.probeTimeout(); d != want {
+			t.Fatalf("after %d late answers to go-backs, probe timeout %v, want %v", i+1, d, want)
 		}
 	}
-	tm.probedSinceSample = true
+	late(100 * time.Microsecond) // answered within the timeout
+	if d := tm.probeTimeout(); d != time.Millisecond {
+		t.Fatalf("after a go-back answered at once, probe timeout %v, want 1ms", d)
+	}
+	tm.backoff = maxProbeBackoff
+	if d := tm.probeTimeout(); d != time.Duration(4096<<14)/2 {
+		t.Fatalf("at most backoff, probe timeout %v, want half the ACK timeout", d)
+	}
 	tm.rttPending, tm.rttPSN, tm.rttSent = true, 1, port.Now()
 	port.advance(100 * time.Microsecond)
 	tm.onAcked(bth.PSN(2))
-	if tm.backoff != 0 || tm.probedSinceSample || tm.probeTimeout() != time.Millisecond {
-		t.Fatalf("after a clean sample: backoff %d, probed %v, timeout %v", tm.backoff, tm.probedSinceSample, tm.probeTimeout())
+	if d := tm.probeTimeout(); d != time.Millisecond {
+		t.Fatalf("after a clean sample, probe timeout %v, want 1ms", d)
 	}
 }
