@@ -73,11 +73,16 @@ func (p *params) half(local bool) *[nPar]parValue {
 // setDefault gives both halves of k the value v unless an option set them
 // (setp_u32 with no name), and marks them in use.
 func (p *params) setDefault(k par, v uint32) {
-	for _, h := range []*parValue{&p.loc[k], &p.rem[k]} {
-		h.used, h.inuse = true, true
-		if h.setBy == "" {
-			h.n = v
-		}
+	p.setDefaultHalf(true, k, v)
+	p.setDefaultHalf(false, k, v)
+}
+
+// setDefaultHalf is setDefault for one half.
+func (p *params) setDefaultHalf(local bool, k par, v uint32) {
+	h := &p.half(local)[k]
+	h.used, h.inuse = true, true
+	if h.setBy == "" {
+		h.n = v
 	}
 }
 

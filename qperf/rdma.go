@@ -63,7 +63,8 @@ type side struct {
 	lnode   Node
 	rnode   Node
 
-	peer net.Addr // a UDP latency test's client, as its last message came from
+	peer    net.Addr // a UDP latency test's client, as its last message came from
+	scratch []byte   // what -ar reads a received message into
 
 	stat   Stat
 	cancel context.CancelFunc
@@ -296,6 +297,28 @@ func (s *side) close() {
 	}
 }
 
+// run runs body, this side's part of the test, then ends it as qperf's
+// tests do: the clock stopped, the stats exchanged (the server's come
+// back to a client), the device closed. An error of this side's goes to
+// the peer.
+func (s *side) run(ctx context.Context, body func(context.Context, *side) error) (Stat, error) {
+	err := body(ctx, s)
+	s.stop()
+	var rstat Stat
+	if err == nil {
+		if rstat, err = s.exchange(); err == nil {
+			s.close()
+			return rstat, nil
+		}
+	}
+	var pe *PeerError
+	if !errors.As(err, &pe) {
+		s.ctl.sendError(err)
+	}
+	s.close()
+	return Stat{}, err
+}
+
 // poll waits for completions into wcs; done is true when the test's time
 // is up (or the program is stopping), as qperf's loops test Finished.
 func (s *side) poll(ctx context.Context, wcs []cq.WC) (n int, done bool, err error) {
@@ -310,9 +333,23 @@ func (s *side) poll(ctx context.Context, wcs []cq.WC) (n int, done bool, err err
 	return n, false, nil
 }
 
-// cqError is a completion's error as qperf reports it: fatal.
-func (s *side) cqError(st cq.Status) error {
-	return fmt.Errorf("%s failed: %s", s.test, statusText(st))
+// setup is qperf's rd_open and rd_prep: the QP connected, and a buffer
+// of size bytes (the message size for 0) registered and traded.
+func (s *side) setup(ctx context.Context, maxSend, maxRecv, size int) error {
+	if err := s.openQP(ctx, maxSend, maxRecv); err != nil {
+		return err
+	}
+	return s.prep(size)
+}
+
+// check returns nil for a successful completion; for a failed one it
+// counts an error in u and returns it as qperf reports it, fatal.
+func (s *side) check(wc cq.WC, u *UStat) error {
+	if wc.Status == cq.StatusSuccess {
+		return nil
+	}
+	u.Errs++
+	return fmt.Errorf("%s failed: %s", s.test, statusText(wc.Status))
 }
 
 // statusText returns qperf's words for a completion status.

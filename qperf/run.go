@@ -8,8 +8,9 @@ import (
 	"net"
 	"os"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Env is what a qperf run needs of the program around it.
@@ -74,14 +75,6 @@ func (c *Command) runTest(ctx context.Context, test string, env Env) error {
 		}
 	}
 	return err
-}
-
-func (p *params) setDefaultHalf(local bool, k par, v uint32) {
-	h := &p.half(local)[k]
-	h.used, h.inuse = true, true
-	if h.setBy == "" {
-		h.n = v
-	}
 }
 
 func (c *Command) clientTest(ctx context.Context, test string, env Env, sh *shower) error {
@@ -158,23 +151,12 @@ func (c *Command) clientTest(ctx context.Context, test string, env Env, sh *show
 	}
 	defer ct.close()
 	s := &side{client: true, test: test, req: p.local(index), ctl: ct, open: env.Open, debugf: c.debugf(env), stat: newStat()}
-	err = body(ctx, s)
-	if err == nil {
-		s.stop()
-		var rstat Stat
-		if rstat, err = s.exchange(); err == nil {
-			s.close()
-			sh.report(m, &s.stat, &rstat, p)
-			return nil
-		}
+	rstat, err := s.run(ctx, body)
+	if err != nil {
+		return err
 	}
-	s.stop()
-	var pe *PeerError
-	if !errors.As(err, &pe) {
-		ct.sendError(err)
-	}
-	s.close()
-	return err
+	sh.report(m, &s.stat, &rstat, p)
+	return nil
 }
 
 // notRun says which of qperf's tests gorxe runs.
@@ -222,7 +204,7 @@ func (c *Command) dial(ctx context.Context, req Request) (*ctl, error) {
 // until ctx ends or a client runs the quit test. It prints nothing but
 // the errors of the tests it runs (and with -D what it does).
 func Server(ctx context.Context, c *Command, env Env) error {
-	lc := net.ListenConfig{Control: reuseAddr}
+	var lc net.ListenConfig // Go sets SO_REUSEADDR, as qperf does
 	ln, err := lc.Listen(ctx, "tcp", fmt.Sprintf(":%d", c.ListenPort))
 	if err != nil {
 		return fmt.Errorf("unable to bind to listen port: %w", err)
@@ -314,37 +296,16 @@ func serve(ctx context.Context, conn *net.TCPConn, c *Command, env Env) (quit bo
 		return false, err
 	}
 	s := &side{test: test, req: req, ctl: ct, open: env.Open, debugf: c.debugf(env), stat: newStat()}
-	err = body(ctx, s)
-	s.stop()
-	if err == nil {
-		if _, err = s.exchange(); err == nil {
-			s.close()
-			return false, nil
-		}
-	}
-	var pe *PeerError
-	if !errors.As(err, &pe) {
-		ct.sendError(err)
-	}
-	s.close()
+	_, err = s.run(ctx, body)
 	return false, err
 }
 
 // localConf is this host's answer to the conf test.
 func localConf() Conf {
-	var u syscall.Utsname
-	syscall.Uname(&u)
-	str := func(b [65]int8) string {
-		var s strings.Builder
-		for _, c := range b {
-			if c == 0 {
-				break
-			}
-			s.WriteByte(byte(c))
-		}
-		return s.String()
-	}
-	return Conf{Node: str(u.Nodename), CPU: cpuName(), OS: str(u.Sysname) + " " + str(u.Release),
+	var u unix.Utsname
+	unix.Uname(&u)
+	str := unix.ByteSliceToString
+	return Conf{Node: str(u.Nodename[:]), CPU: cpuName(), OS: str(u.Sysname[:]) + " " + str(u.Release[:]),
 		Qperf: fmt.Sprintf("%d.%d.%d", VerMajor, VerMinor, VerInc)}
 }
 

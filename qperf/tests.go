@@ -40,18 +40,17 @@ var rdmaTests = map[string]rdmaTest{
 // touch reads what a receive brought, for -ar (access_recv).
 func (s *side) touch() {
 	if s.req.AccessRecv != 0 {
-		scratch := make([]byte, s.msgSize)
-		s.mr.Peek(s.mr.IOVA(), scratch)
+		if len(s.scratch) != s.msgSize {
+			s.scratch = make([]byte, s.msgSize)
+		}
+		s.mr.Peek(s.mr.IOVA(), s.scratch)
 	}
 }
 
 // clientBW is qperf's rd_client_bw: SENDs kept posted, NCQE at a time,
 // until the time is up or -n messages are sent.
 func clientBW(ctx context.Context, s *side) error {
-	if err := s.openQP(ctx, ncqe, 0); err != nil {
-		return err
-	}
-	if err := s.prep(0); err != nil {
+	if err := s.setup(ctx, ncqe, 0, 0); err != nil {
 		return err
 	}
 	ctx, err := s.start(ctx)
@@ -78,9 +77,11 @@ func clientBW(ctx context.Context, s *side) error {
 			return err
 		}
 		for _, wc := range wcs[:n] {
-			if wc.WRID == wridSend && wc.Status != cq.StatusSuccess {
-				s.stat.S.Errs++
-				return s.cqError(wc.Status)
+			if wc.WRID != wridSend {
+				continue
+			}
+			if err := s.check(wc, &s.stat.S); err != nil {
+				return err
 			}
 		}
 		if s.req.NoMsgs != 0 {
@@ -99,10 +100,7 @@ func clientBW(ctx context.Context, s *side) error {
 // serverDef is qperf's rd_server_def: receives kept posted, each
 // completion counted as a message of the test's size.
 func serverDef(ctx context.Context, s *side) error {
-	if err := s.openQP(ctx, 0, ncqe); err != nil {
-		return err
-	}
-	if err := s.prep(0); err != nil {
+	if err := s.setup(ctx, 0, ncqe, 0); err != nil {
 		return err
 	}
 	if err := s.postRecvs(ncqe); err != nil {
@@ -119,9 +117,8 @@ func serverDef(ctx context.Context, s *side) error {
 			return err
 		}
 		for _, wc := range wcs[:n] {
-			if wc.Status != cq.StatusSuccess {
-				s.stat.R.Errs++
-				return s.cqError(wc.Status)
+			if err := s.check(wc, &s.stat.R); err != nil {
+				return err
 			}
 			s.stat.R.Bytes += uint64(s.msgSize)
 			s.stat.R.Msgs++
@@ -138,10 +135,7 @@ func serverDef(ctx context.Context, s *side) error {
 
 // biBW is qperf's rd_bi_bw: both sides send and receive at once.
 func biBW(ctx context.Context, s *side) error {
-	if err := s.openQP(ctx, ncqe, ncqe); err != nil {
-		return err
-	}
-	if err := s.prep(0); err != nil {
+	if err := s.setup(ctx, ncqe, ncqe, 0); err != nil {
 		return err
 	}
 	if err := s.postRecvs(ncqe); err != nil {
@@ -164,15 +158,13 @@ func biBW(ctx context.Context, s *side) error {
 		for _, wc := range wcs[:n] {
 			switch wc.WRID {
 			case wridSend:
-				if wc.Status != cq.StatusSuccess {
-					s.stat.S.Errs++
-					return s.cqError(wc.Status)
+				if err := s.check(wc, &s.stat.S); err != nil {
+					return err
 				}
 				sent++
 			case wridRecv:
-				if wc.Status != cq.StatusSuccess {
-					s.stat.R.Errs++
-					return s.cqError(wc.Status)
+				if err := s.check(wc, &s.stat.R); err != nil {
+					return err
 				}
 				s.stat.R.Bytes += uint64(s.msgSize)
 				s.stat.R.Msgs++
@@ -194,10 +186,7 @@ func biBW(ctx context.Context, s *side) error {
 // answers once its last message completed and the peer's arrived.
 func ppLat(rdma bool) func(ctx context.Context, s *side) error {
 	return func(ctx context.Context, s *side) error {
-		if err := s.openQP(ctx, 1, 1); err != nil {
-			return err
-		}
-		if err := s.prep(0); err != nil {
+		if err := s.setup(ctx, 1, 1, 0); err != nil {
 			return err
 		}
 		if err := s.postRecvs(1); err != nil {
@@ -229,15 +218,13 @@ func ppLat(rdma bool) func(ctx context.Context, s *side) error {
 			for _, wc := range wcs[:n] {
 				switch wc.WRID {
 				case wridSend, wridRDMA:
-					if wc.Status != cq.StatusSuccess {
-						s.stat.S.Errs++
-						return s.cqError(wc.Status)
+					if err := s.check(wc, &s.stat.S); err != nil {
+						return err
 					}
 					pending |= 1
 				case wridRecv:
-					if wc.Status != cq.StatusSuccess {
-						s.stat.R.Errs++
-						return s.cqError(wc.Status)
+					if err := s.check(wc, &s.stat.R); err != nil {
+						return err
 					}
 					s.stat.R.Bytes += uint64(s.msgSize)
 					s.stat.R.Msgs++
@@ -268,10 +255,7 @@ func ppLat(rdma bool) func(ctx context.Context, s *side) error {
 // program writes.
 func writePollLat(ctx context.Context, s *side) error {
 	const clientMark, serverMark = 0x55, 0xaa
-	if err := s.openQP(ctx, ncqe, 0); err != nil {
-		return err
-	}
-	if err := s.prep(0); err != nil {
+	if err := s.setup(ctx, ncqe, 0, 0); err != nil {
 		return err
 	}
 	mine, theirs := byte(serverMark), byte(clientMark)
@@ -322,9 +306,8 @@ func writePollLat(ctx context.Context, s *side) error {
 				return fmt.Errorf("CQ poll failed: %w", err)
 			}
 			for _, wc := range wcs[:n] {
-				if wc.Status != cq.StatusSuccess {
-					s.stat.S.Errs++
-					return s.cqError(wc.Status)
+				if err := s.check(wc, &s.stat.S); err != nil {
+					return err
 				}
 			}
 		}
@@ -349,10 +332,7 @@ func writePollLat(ctx context.Context, s *side) error {
 
 // readLat is qperf's rd_client_rdma_read_lat: one RDMA READ at a time.
 func readLat(ctx context.Context, s *side) error {
-	if err := s.openQP(ctx, 1, 0); err != nil {
-		return err
-	}
-	if err := s.prep(0); err != nil {
+	if err := s.setup(ctx, 1, 0, 0); err != nil {
 		return err
 	}
 	ctx, err := s.start(ctx)
@@ -371,9 +351,8 @@ func readLat(ctx context.Context, s *side) error {
 		if n == 0 {
 			continue
 		}
-		if wcs[0].Status != cq.StatusSuccess {
-			s.stat.S.Errs++
-			return s.cqError(wcs[0].Status)
+		if err := s.check(wcs[0], &s.stat.S); err != nil {
+			return err
 		}
 		s.countRead()
 		if err := s.postRDMA(qp.WRRDMARead, 1); err != nil {
@@ -394,10 +373,7 @@ func (s *side) countRead() {
 // immediate kept posted, NCQE at a time.
 func clientRDMABW(op qp.WROpcode) func(ctx context.Context, s *side) error {
 	return func(ctx context.Context, s *side) error {
-		if err := s.openQP(ctx, ncqe, 0); err != nil {
-			return err
-		}
-		if err := s.prep(0); err != nil {
+		if err := s.setup(ctx, ncqe, 0, 0); err != nil {
 			return err
 		}
 		ctx, err := s.start(ctx)
@@ -414,9 +390,8 @@ func clientRDMABW(op qp.WROpcode) func(ctx context.Context, s *side) error {
 				return err
 			}
 			for _, wc := range wcs[:n] {
-				if wc.Status != cq.StatusSuccess {
-					s.stat.S.Errs++
-					return s.cqError(wc.Status)
+				if err := s.check(wc, &s.stat.S); err != nil {
+					return err
 				}
 				if op == qp.WRRDMARead {
 					s.countRead()
@@ -435,10 +410,7 @@ func clientRDMABW(op qp.WROpcode) func(ctx context.Context, s *side) error {
 // time is up.
 func nop(size int) func(ctx context.Context, s *side) error {
 	return func(ctx context.Context, s *side) error {
-		if err := s.openQP(ctx, 0, 1); err != nil {
-			return err
-		}
-		if err := s.prep(size); err != nil {
+		if err := s.setup(ctx, 0, 1, size); err != nil {
 			return err
 		}
 		ctx, err := s.start(ctx)
@@ -454,10 +426,7 @@ func nop(size int) func(ctx context.Context, s *side) error {
 // kept posted, NCQE at a time.
 func atomicRate(op qp.WROpcode) func(ctx context.Context, s *side) error {
 	return func(ctx context.Context, s *side) error {
-		if err := s.openQP(ctx, ncqe, 0); err != nil {
-			return err
-		}
-		if err := s.prep(8); err != nil {
+		if err := s.setup(ctx, ncqe, 0, 8); err != nil {
 			return err
 		}
 		ctx, err := s.start(ctx)
@@ -476,9 +445,8 @@ func atomicRate(op qp.WROpcode) func(ctx context.Context, s *side) error {
 				return err
 			}
 			for _, wc := range wcs[:n] {
-				if wc.Status != cq.StatusSuccess {
-					s.stat.S.Errs++
-					return s.cqError(wc.Status)
+				if err := s.check(wc, &s.stat.S); err != nil {
+					return err
 				}
 				s.stat.RemR.Bytes += 8
 				s.stat.RemR.Msgs++
@@ -539,9 +507,8 @@ func verifyAtomic(op qp.WROpcode) func(ctx context.Context, s *side) error {
 				return err
 			}
 			for _, wc := range wcs[:n] {
-				if wc.Status != cq.StatusSuccess {
-					s.stat.S.Errs++
-					return s.cqError(wc.Status)
+				if err := s.check(wc, &s.stat.S); err != nil {
+					return err
 				}
 				s.stat.RemR.Bytes += 8
 				s.stat.RemR.Msgs++
