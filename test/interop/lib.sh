@@ -74,10 +74,25 @@ INIT
 # the disk is a snapshot, so several VMs can share the image. With TAP2
 # and MAC2 the VM has a second virtio NIC on TAP2 (eth1; the init leaves
 # it down). It sets vm_pid to qemu's process and returns once the VM's
-# init says VM READY, or fails after two minutes.
+# init says VM READY. A VM not up after two minutes is stopped and booted
+# once more (its console kept in LOG.1): an emulated boot has stalled
+# after the firmware now and then. It fails after the second.
 vm_boot() {
-	local ns=$1 tap=$2 mac=$3 share=$4 log=$5 nic2=()
+	local ns=$1 tap=$2 mac=$3 share=$4 log=$5 nic2=() try _
 	[ -n "${6:-}" ] && nic2=(-netdev tap,id=n1,ifname="$6",script=no,downscript=no -device virtio-net-pci,netdev=n1,mac="$7")
+	for try in 1 2; do
+		vm_start
+		for _ in $(seq 1 120); do grep -q "VM READY" "$log" && return 0; sleep 1; done
+		kill "$vm_pid" 2>/dev/null || true
+		wait "$vm_pid" 2>/dev/null || true
+		[ $try = 1 ] && mv "$log" "$log.1" && echo "the VM did not come up in two minutes; booting it again (the first console: $log.1)" >&2
+	done
+	echo "the VM did not come up; see $log" >&2
+	return 1
+}
+
+# vm_start: vm_boot's qemu, with vm_boot's variables.
+vm_start() {
 	ip netns exec "$ns" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 1 \
 		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
 		-append "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 init=/sbin/gorxe-init" \
@@ -87,8 +102,4 @@ vm_boot() {
 		-virtfs local,path="$share",mount_tag=share,security_model=none \
 		-nographic -no-reboot > "$log" 2>&1 &
 	vm_pid=$!
-	local _
-	for _ in $(seq 1 120); do grep -q "VM READY" "$log" && return 0; sleep 1; done
-	echo "the VM did not come up; see $log" >&2
-	return 1
 }
