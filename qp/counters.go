@@ -20,6 +20,7 @@ type Counters struct {
 	RetransmitTimeouts uint64 // local ACK timeouts (not an rxe counter)
 	TailProbes         uint64 // tail-loss probes sent (not an rxe counter)
 	SpuriousProbes     uint64 // tail-loss probes found not needed: their packet was answered twice (not an rxe counter)
+	SpuriousGoBacks    uint64 // go-backs after silence undone: a packet sent before them was answered first (not an rxe counter)
 	QKeyViolations     uint64 // UD packets dropped for a wrong Q_Key (ibv_port_attr's qkey_viol_cntr)
 	UDDropped          uint64 // UD messages dropped: no receive posted, or too long for it (not an rxe counter)
 	OutOfBuffer        uint64 // out_of_buffer: UC messages dropped for want of a receive WQE (mlx5's name; rxe counts none)
@@ -44,6 +45,7 @@ func (c *Counters) Add(o *Counters) {
 	c.RetransmitTimeouts += o.RetransmitTimeouts
 	c.TailProbes += o.TailProbes
 	c.SpuriousProbes += o.SpuriousProbes
+	c.SpuriousGoBacks += o.SpuriousGoBacks
 	c.QKeyViolations += o.QKeyViolations
 	c.UDDropped += o.UDDropped
 	c.OutOfBuffer += o.OutOfBuffer
@@ -69,6 +71,7 @@ func (c *Counters) Named() []NamedCounter {
 		{"retransmit_timeouts", c.RetransmitTimeouts},
 		{"tail_probes", c.TailProbes},
 		{"spurious_probes", c.SpuriousProbes},
+		{"spurious_go_backs", c.SpuriousGoBacks},
 		{"qkey_violations", c.QKeyViolations},
 		{"ud_dropped", c.UDDropped},
 		{"out_of_buffer", c.OutOfBuffer},

@@ -80,6 +80,12 @@ const (
 	// answered twice, so the first answer was late, not lost. Probes wait
 	// at least Wait from now on.
 	ProbeSpurious
+	// GoBackUndone: during the recovery from a local ACK timeout or an
+	// unanswered probe, the responder answered PSN, which the requester
+	// had sent before it went back and not since: the packets sent
+	// before are arriving, and sending resumes at Expected, after the
+	// last of them.
+	GoBackUndone
 	// RNRWaitOver: the RNR wait ended; sending resumes from PSN.
 	RNRWaitOver
 	// WRFailed: the work request WRID (Opcode) completed with Status, an
@@ -114,6 +120,7 @@ var kindNames = [kinds]string{
 	Timeout:        "timeout",
 	Probe:          "probe",
 	ProbeSpurious:  "probe_spurious",
+	GoBackUndone:   "go_back_undone",
 	RNRWaitOver:    "rnr_wait_over",
 	WRFailed:       "wr_failed",
 	CNPReceived:    "cnp_received",
@@ -237,6 +244,7 @@ var kindFields = [kinds]field{
 	Timeout:        fPSN,
 	Probe:          fPSN | fWait,
 	ProbeSpurious:  fPSN | fWait,
+	GoBackUndone:   fPSN | fExpected,
 	RNRWaitOver:    fPSN,
 	WRFailed:       fWRID | fOpcode | fStatus,
 	CNPReceived:    fRate,
@@ -325,6 +333,11 @@ func (e Event) appendText(b []byte) []byte {
 		b = psn(b)
 		b = append(b, " was not needed (answered twice): probes now wait "...)
 		b = append(b, e.Wait.String()...)
+	case GoBackUndone:
+		b = append(b, "go-back undone: PSN "...)
+		b = psn(b)
+		b = append(b, " answered before it was sent again; resuming at PSN "...)
+		b = strconv.AppendUint(b, uint64(e.Expected), 10)
 	case RNRWaitOver:
 		b = append(b, "RNR wait over, resending from PSN "...)
 		b = psn(b)

@@ -32,6 +32,7 @@ var examples = []struct {
 	{Event{Kind: Timeout, PSN: 21}, "local ACK timeout at PSN 21"},
 	{Event{Kind: Probe, PSN: 30, Wait: 2 * time.Millisecond}, "no ACK for 2ms: probing with PSN 30"},
 	{Event{Kind: ProbeSpurious, PSN: 30, Wait: 9 * time.Millisecond}, "probe with PSN 30 was not needed (answered twice): probes now wait 9ms"},
+	{Event{Kind: GoBackUndone, PSN: 40, Expected: 300}, "go-back undone: PSN 40 answered before it was sent again; resuming at PSN 300"},
 	{Event{Kind: RNRWaitOver, PSN: 8}, "RNR wait over, resending from PSN 8"},
 	{Event{Kind: WRFailed, WRID: 9, Opcode: "RDMA_WRITE", Status: "transport retry counter exceeded"},
 		"work request 9 (RDMA_WRITE) failed: transport retry counter exceeded"},
@@ -173,7 +174,7 @@ func TestParseKind(t *testing.T) {
 	if s := Kind(0).String(); s != "kind(0)" {
 		t.Errorf("Kind(0).String() = %q", s)
 	}
-	if s := kinds.String(); s != "kind(19)" {
+	if s := kinds.String(); s != "kind(20)" {
 		t.Errorf("an unknown kind's String is %q", s)
 	}
 	var ev Event

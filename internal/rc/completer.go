@@ -33,18 +33,23 @@ const (
 	// answer has shown progress since. Further gaps in READ responses
 	// (the rest of the lost burst) start no other retransmission.
 	recoveryGoBackN
-	// recoveryTimeout: the local ACK timer fired, and the requester has
-	// gone back, but resends only the first timeoutResend packets from
-	// the oldest unanswered PSN, each asking for an ACK, until an answer
-	// shows what the responder holds. A timeout can be a late answer
+	// recoveryFew: the local ACK timer fired, or the tail-loss probe
+	// went unanswered (timers.expiredProbe), and the requester has gone
+	// back, but resends only the first timeoutResend packets from the
+	// oldest unanswered PSN, each asking for an ACK, until an answer
+	// shows what the responder holds. Silence can be a late answer
 	// rather than a loss (a peer just started, its first window slow to
 	// come through: 96 ms in the emulated VMs of make bench-vm, past a
-	// 67 ms timeout), and then costs those few duplicates, not the window
-	// again. An answer that shows progress, or a NAK, ends it and
-	// go-back-N goes on from there: a window lost whole costs one round
-	// trip more than it would have. TCP restarts from one segment after
-	// its retransmission timeout (RFC 5681) for the same reason.
-	recoveryTimeout
+	// 67 ms timeout; a soft-RoCE peer draining a queue), and then costs
+	// those few duplicates, not the window again. An answer that shows
+	// progress, or a NAK, ends it and go-back-N goes on from there: a
+	// window lost whole costs one round trip more than it would have.
+	// TCP restarts from one segment after its retransmission timeout
+	// (RFC 5681) for the same reason. An answer for a PSN the requester
+	// has not sent again since it went back shows the packets sent
+	// before arriving after all: the requester then resumes where it was
+	// (onProgress).
+	recoveryFew
 )
 
 // start resets the completer for a requester starting at psn.
@@ -178,16 +183,17 @@ func (c *completer) retransmit(psn bth.PSN, why string) {
 
 // goBack starts a go-back-N from psn, whatever retries are left: the
 // requester resends from there, and the completer notes the recovery.
-// why is what made it, a trace.GoBack reason; a local ACK timeout's
-// recovery resends only a few packets until one is answered
-// (recoveryTimeout).
+// why is what made it, a trace.GoBack reason; the recovery from a local
+// ACK timeout or an unanswered probe, which know of no loss, only of
+// silence, resends only a few packets until one is answered
+// (recoveryFew).
 func (c *completer) goBack(psn bth.PSN, why string) {
 	q := c.q
 	q.req.goBack(psn)
-	q.tm.onRetransmit(why)
+	q.tm.onRetransmit(psn, why)
 	c.state = recoveryGoBackN
-	if why == trace.GoBackTimeout {
-		c.state = recoveryTimeout
+	if why == trace.GoBackTimeout || why == trace.GoBackProbe {
+		c.state = recoveryFew
 	}
 	q.stats.CompleterRetryErr++
 	q.event(trace.Event{Kind: trace.GoBack, PSN: uint32(psn), Reason: why})
@@ -232,13 +238,30 @@ func (c *completer) retire(a bth.PSN) *sendWQE {
 // onProgress runs after the completer moved its PSN forward: retries are
 // restored, the recovery is over, the timers restart, and a requester
 // left behind by a retransmission skips what is already acknowledged.
+//
+// An answer during a recovery from silence (recoveryFew) for a PSN the
+// requester has not yet sent again shows that the packets it sent before
+// it went back are arriving: the silence was a late answer, not a loss.
+// The requester then resumes after the last packet it had sent, rather
+// than send them all again behind the originals (the go-back is undone,
+// as TCP undoes a spurious retransmission, RFC 3522): a soft-RoCE peer
+// answering from behind a queue of a window, a millisecond a packet,
+// would otherwise get every packet twice. Were some of those packets
+// lost after all, the responder NAKs the gap, or the probe finds it.
 func (c *completer) onProgress() {
 	q := c.q
 	q.tm.onAcked(c.psn)
 	c.retryLeft = q.attr.RetryCnt
 	c.rnrLeft = q.attr.RNRRetry
+	few := c.state == recoveryFew
 	c.state = recoveryNone
-	q.req.skipTo(c.psn)
+	if few && q.req.psn.Before(c.psn) && c.psn.Before(q.req.sentMax) {
+		q.stats.SpuriousGoBacks++
+		q.event(trace.Event{Kind: trace.GoBackUndone, PSN: uint32(c.psn.Add(bth.PSNMask)), Expected: uint32(q.req.sentMax)})
+		q.req.skipTo(q.req.sentMax)
+	} else {
+		q.req.skipTo(c.psn)
+	}
 	q.tm.restartRetransmit()
 }
 
@@ -329,7 +352,7 @@ func (c *completer) handleAtomicAck(r bth.PSN, orig uint64) {
 
 // expiredRetransmit handles a local ACK timeout: the requester goes back to
 // the oldest unacknowledged PSN, unless retry_cnt is used up, and sends
-// the first few packets from there until one is answered (recoveryTimeout).
+// the first few packets from there until one is answered (recoveryFew).
 func (c *completer) expiredRetransmit() {
 	q := c.q
 	if !q.req.outstanding() || !q.canSend() {
@@ -342,7 +365,7 @@ func (c *completer) expiredRetransmit() {
 }
 
 // timeoutResend is how many packets the requester resends after a local
-// ACK timeout before an answer comes. One, as TCP sends, is the least a
+// ACK timeout, or an unanswered probe, before an answer comes. One, as TCP sends, is the least a
 // late answer costs; but where packets are lost, the one packet or its
 // ACK is lost too, and each such loss costs another timeout. With a fifth
 // of the packets lost each way, 20 WRITEs of 64 KiB over the in-memory
@@ -354,10 +377,10 @@ func (c *completer) expiredRetransmit() {
 // unanswered far less often than one.
 const timeoutResend = 4
 
-// resendingFew reports whether the requester, after a local ACK timeout,
-// sends only the first timeoutResend packets from the oldest unanswered
-// PSN (recoveryTimeout).
-func (c *completer) resendingFew() bool { return c.state == recoveryTimeout }
+// resendingFew reports whether the requester, after a local ACK timeout
+// or an unanswered probe, sends only the first timeoutResend packets
+// from the oldest unanswered PSN (recoveryFew).
+func (c *completer) resendingFew() bool { return c.state == recoveryFew }
 
 // useRetry takes one retry from retry_cnt (7 is unlimited, as rxe), or
 // fails the oldest work request with RETRY_EXC_ERR when none are left.

@@ -174,7 +174,7 @@ func (r *requester) startWQE(w *sendWQE) bool {
 
 // sendPacket builds and transmits packet r.pkt of w. A probe asks for an
 // ACK whatever its place in the window, and so do the few packets resent
-// after a local ACK timeout (recoveryTimeout) and the last packet of a
+// after a local ACK timeout or an unanswered probe (recoveryFew) and the last packet of a
 // burst that pacing ends: the burst is then acknowledged while the
 // requester waits for the next, and the local ACK timer and the tail-loss
 // probe never take the wait for a loss.

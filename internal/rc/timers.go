@@ -56,12 +56,8 @@ type timers struct {
 	late         time.Duration
 	probeFloor   time.Duration
 	// backoff doubles the probe timeout once for each go-back of a
-	// probe's that the responder answered only after a probe timeout
-	// (goBackAt is when the last one went, until the responder's next
-	// progress); an answer within it, or a clean round-trip sample, ends
-	// the backoff.
-	backoff  uint8
-	goBackAt monotime.Time
+	// probe's, until a clean round-trip sample ends it.
+	backoff uint8
 
 	// unsettled says packets went out since settle last armed the
 	// timers for them.
@@ -74,11 +70,9 @@ type probeState uint8
 const (
 	// probeArmed: the probe fires after probeTimeout without news.
 	probeArmed probeState = iota
-	// probeSent: a probe is out; the next probe timeout goes back N.
+	// probeSent: a probe is out, or the probe's go-back; the next probe
+	// timeout goes back (again).
 	probeSent
-	// probeSpent: the probe went back N without progress; no more probes
-	// until the responder shows progress.
-	probeSpent
 )
 
 // probeWatch is what the requester knows of its last probe's need.
@@ -148,13 +142,21 @@ func (t *timers) onAnswer() {
 	t.srtt, t.rttvar, t.rttMax = bound, bound/2, bound
 }
 
-// onRetransmit notes a go-back-N, which why names (a trace.GoBack
-// reason), or a probe's resend (trace.GoBackProbe): no round-trip sample
-// is taken across a retransmission (Karn's rule). A probe and its own
-// go-back keep watching for the probe's answers: if they come twice, both
-// were spurious.
-func (t *timers) onRetransmit(why string) {
-	t.rttPending = false
+// onRetransmit notes a go-back-N from PSN from, which why names (a
+// trace.GoBack reason), or a probe's resend of PSN from
+// (trace.GoBackProbe): no round-trip sample is taken of a packet sent
+// again (Karn's rule), as its answer may be the copy's. A go-back that
+// starts past the sampled PSN leaves the sample alone: under steady loss
+// a go-back comes within most round trips of a window, and a sample
+// voided by every one of them would hardly ever be taken. A probe's
+// answer voids the sample whatever its PSN: the probe asks for an ACK,
+// and that ACK, covering the sampled PSN, would count the probe's wait
+// as a round trip. A probe and its own go-back keep watching for the
+// probe's answers: if they come twice, both were spurious.
+func (t *timers) onRetransmit(from bth.PSN, why string) {
+	if why == trace.GoBackProbe || !t.rttPSN.Before(from) {
+		t.rttPending = false
+	}
 	if why != trace.GoBackProbe {
 		t.watch = watchNone
 	}
@@ -189,14 +191,6 @@ func (t *timers) settle() {
 // shows progress, lets the probe fire again.
 func (t *timers) onAcked(oldest bth.PSN) {
 	t.probeState = probeArmed
-	if !t.goBackAt.IsZero() {
-		if t.q.port.Now().Sub(t.goBackAt) > t.probeTimeout() {
-			t.backoff = min(t.backoff+1, maxProbeBackoff)
-		} else {
-			t.backoff = 0
-		}
-		t.goBackAt = 0
-	}
 	switch {
 	case t.watch == watchAnswer && oldest.After(t.probed):
 		t.watch, t.late = watchDuplicate, t.q.port.Now().Sub(t.probedSince)
@@ -280,21 +274,18 @@ const rttMaxDecay = 256
 // the start of every run). The local ACK timeout recovers a first message
 // lost whole.
 //
-// Nor is one armed while the requester resends a few packets after a
-// local ACK timeout (recoveryTimeout): the retransmit timer waits for
-// their answer, and a probe's go-back would send the window the timeout
-// held back.
-//
-// It doubles for each go-back of a probe's that the responder answered
-// only after a probe timeout, until one is answered within it or a
-// clean sample comes, as TCP backs its retransmission timer off (RFC 6298,
-// 5.5). A responder that answers all along, but late, behind a queue
-// (soft-RoCE in an emulated VM, draining a window a packet a
-// millisecond), leaves every answer after a go-back, which voids every
-// sample (Karn's rule): without the backoff the round trip measured
-// before the queue built timed every probe, and each go-back sent the
-// window into the queue again. After a loss, the go-back is answered
-// within a round trip, and the backoff ends.
+// It doubles for each go-back of the probe's, and stays doubled until a
+// clean round-trip sample comes, as TCP backs its retransmission timer
+// off (RFC 6298, 5.5 and 5.7). A responder that answers all along, but
+// late, behind a queue (soft-RoCE in an emulated VM, draining a window a
+// packet a millisecond), leaves every answer after a go-back, which
+// voids the sample under way (Karn's rule): without the backoff the
+// round trip measured before the queue built timed every probe. Answers
+// that come within the probe timeout of a go-back do not end the
+// backoff: they may answer packets queued before it, and say nothing of
+// how long the responder now takes. An earlier rule ended it there, and
+// a 4 MB/s link that lost one packet went back 32 times for 2048
+// packets and sent 7195 duplicates (rnic's TestProbeSlowDrain).
 func (t *timers) probeTimeout() time.Duration {
 	d := max(4*t.srtt, t.srtt+4*t.rttvar, 2*t.rttMax, minProbeTimeout)
 	return min(max(d, t.probeFloor)<<t.backoff, t.ackTimeout()/2)
@@ -306,7 +297,7 @@ const maxProbeBackoff = 16
 
 func (t *timers) armProbe(now monotime.Time) {
 	q := t.q
-	if q.noProbe || t.probeState == probeSpent || t.srtt == 0 || t.ackTimeout() == 0 || !q.req.unanswered() || q.comp.resendingFew() {
+	if q.noProbe || t.srtt == 0 || t.ackTimeout() == 0 || !q.req.unanswered() {
 		t.probe = 0
 		return
 	}
@@ -383,18 +374,20 @@ func (t *timers) rnrWaitOver() {
 // back to it at once, instead of after the local ACK timeout. Neither uses
 // up retry_cnt, which counts local ACK timeouts.
 //
-// That go-back is the probe's last word until the responder shows
-// progress: if it does not answer, it may be slow rather than silent (a
-// soft-RoCE peer in an emulated VM, with seconds of duplicates queued),
-// and a requester that sent its window again every two probe timeouts
-// would bury it in more. Only the local ACK timeout, which counts
-// against retry_cnt, goes back after that.
+// The responder may be slow rather than silent (a soft-RoCE peer in an
+// emulated VM, with a queue of a window to drain), so the go-back resends
+// only a few packets until one is answered (recoveryFew), and an answer
+// for a packet sent before it undoes it (completer.onProgress). Each
+// further probe timeout without progress goes back again, the timeout
+// doubled each time (probeTimeout): a few packets on a doubling clock
+// neither bury a slow responder nor leave a lost resend to the local ACK
+// timeout (1/256 loss in sim's parking lot starved a flow to 2.4 of
+// 10 Gb/s when the probe went back only once).
 func (t *timers) expiredProbe(now monotime.Time) {
 	q := t.q
 	if t.probeState == probeSent {
-		t.probeState = probeSpent
 		t.probe = 0
-		t.goBackAt = now
+		t.backoff = min(t.backoff+1, maxProbeBackoff)
 		q.comp.goBack(q.comp.oldest(), trace.GoBackProbe)
 		q.req.sendSome()
 		return
@@ -402,7 +395,7 @@ func (t *timers) expiredProbe(now monotime.Time) {
 	if q.req.resendLast() {
 		// The answer may be the copy's: a sample taken from it counted the
 		// probe's wait as a round trip, and twice that the next one's.
-		t.onRetransmit(trace.GoBackProbe)
+		t.onRetransmit(q.req.sentMax.Add(bth.PSNMask), trace.GoBackProbe)
 		t.probed, t.probedSince, t.watch = q.req.sentMax.Add(bth.PSNMask), t.probeArmedAt, watchAnswer
 		q.stats.TailProbes++
 		q.event(trace.Event{Kind: trace.Probe, PSN: uint32(t.probed), Wait: t.probeTimeout()})

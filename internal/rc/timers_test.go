@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire/bth"
 )
 
@@ -141,39 +142,66 @@ func TestFirstAnswerBoundsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestProbeBackoff: a go-back of a probe's that the responder answers
-// only after a probe timeout doubles the probe timeout, each such one
-// again, up to half the local ACK timeout; one answered within the
-// timeout ends the backoff, and so does a clean round-trip sample.
+// TestProbeBackoff: each go-back of a probe's doubles the probe timeout,
+// up to half the local ACK timeout, and answers do not end the backoff
+// (they may answer packets queued before the go-back, which says nothing
+// of how long the responder takes now); a clean round-trip sample does.
 func TestProbeBackoff(t *testing.T) {
 	q, _ := newTestQP(t)
 	q.attr.Timeout = 14 // local ACK timeout 67.1 ms
 	port := q.port.(*fakePort)
 	tm := &q.tm
 	tm.srtt, tm.rttMax = 100*time.Microsecond, 100*time.Microsecond
-	late := func(d time.Duration) {
-		tm.goBackAt = port.Now()
-		port.advance(d)
-		tm.onAcked(bth.PSN(2))
+	goBack := func() {
+		tm.probeState = probeSent
+		tm.expiredProbe(port.Now())
+		port.advance(100 * time.Microsecond)
+		tm.onAcked(bth.PSN(2)) // an answer at once
 	}
 	for i, want := range []time.Duration{2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond} {
-		late(10 * time.Millisecond)
+		goBack()
 		if d := tm.probeTimeout(); d != want {
-			t.Fatalf("after %d late answers to go-backs, probe timeout %v, want %v", i+1, d, want)
+			t.Fatalf("after %d go-backs of probes, probe timeout %v, want %v", i+1, d, want)
 		}
 	}
-	late(100 * time.Microsecond) // answered within the timeout
-	if d := tm.probeTimeout(); d != time.Millisecond {
-		t.Fatalf("after a go-back answered at once, probe timeout %v, want 1ms", d)
+	if q.stats.CompleterRetryErr != 3 {
+		t.Fatalf("%d go-backs counted, want 3", q.stats.CompleterRetryErr)
 	}
-	tm.backoff = maxProbeBackoff
-	if d := tm.probeTimeout(); d != time.Duration(4096<<14)/2 {
-		t.Fatalf("at most backoff, probe timeout %v, want half the ACK timeout", d)
+	tm.backoff = maxProbeBackoff - 1
+	goBack()
+	goBack()
+	if d := tm.probeTimeout(); d != time.Duration(4096<<14)/2 || tm.backoff != maxProbeBackoff {
+		t.Fatalf("at most backoff (%d), probe timeout %v, want half the ACK timeout", tm.backoff, d)
 	}
 	tm.rttPending, tm.rttPSN, tm.rttSent = true, 1, port.Now()
 	port.advance(100 * time.Microsecond)
 	tm.onAcked(bth.PSN(2))
 	if d := tm.probeTimeout(); d != time.Millisecond {
 		t.Fatalf("after a clean sample, probe timeout %v, want 1ms", d)
+	}
+}
+
+// TestGoBackVoidsSample: a go-back voids the round-trip sample under way
+// if it sends the sampled packet again, not if it starts past it; a
+// probe voids it whatever PSN it resends.
+func TestGoBackVoidsSample(t *testing.T) {
+	q, _ := newTestQP(t)
+	tm := &q.tm
+	for _, c := range []struct {
+		from    bth.PSN
+		why     string
+		pending bool
+	}{
+		{9, trace.GoBackNAK, false},
+		{10, trace.GoBackNAK, false},
+		{11, trace.GoBackNAK, true},
+		{11, trace.GoBackTimeout, true},
+		{20, trace.GoBackProbe, false},
+	} {
+		tm.rttPending, tm.rttPSN = true, 10
+		tm.onRetransmit(c.from, c.why)
+		if tm.rttPending != c.pending {
+			t.Errorf("sample of PSN 10, go-back from %d (%s): pending %v, want %v", c.from, c.why, tm.rttPending, c.pending)
+		}
 	}
 }
