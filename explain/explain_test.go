@@ -436,6 +436,44 @@ func TestFewResentAtTimeout(t *testing.T) {
 	}
 }
 
+// TestGoBackUndone: after a silence the requester resends a few packets
+// from the oldest, and an ACK then covers a PSN past them: the originals
+// are arriving. A requester that sends new requests next (gorxe's) has
+// undone its go-back, and explain says so; one that goes on resending
+// (rxe's) has not.
+func TestGoBackUndone(t *testing.T) {
+	pkt, req := packets(t)
+	ack := func(psn bth.PSN) []byte { return pkt(true, bth.RCAcknowledge, psn, 0) }
+	first := func() []byte { return req(bth.RCRDMAWriteFirst, 10, 1024) }
+	middle := func(psn bth.PSN) []byte { return req(bth.RCRDMAWriteMiddle, psn, 1024) }
+	last := func() []byte { return req(bth.RCRDMAWriteLast, 15, 64) }
+	window := [][]byte{first(), middle(11), middle(12), middle(13), middle(14), last()}
+	few := [][]byte{first(), middle(11), middle(12), middle(13)}
+	for _, tc := range []struct {
+		name string
+		then [][]byte
+		undo bool
+	}{
+		{"new requests", [][]byte{ack(14), req(bth.RCRDMAWriteOnly, 16, 64), ack(16)}, true},
+		{"the rest of the run", [][]byte{ack(14), middle(14), last(), ack(15)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := readPackets(t, slices.Concat(window, few, tc.then)...)
+			a, next := r.Packets[len(window)+len(few)], r.Packets[len(window)+len(few)+1]
+			if !strings.Contains(a.Text, "has not sent again since it went back at packet 7") {
+				t.Errorf("the ACK past the resent packets: %q", a.Text)
+			}
+			var undone bool
+			for _, e := range next.Events {
+				undone = undone || e.Kind == trace.GoBackUndone
+			}
+			if told := strings.Contains(next.Text, "undoes such a go-back"); told != tc.undo || undone != tc.undo {
+				t.Errorf("packet %d (%s): told undone %v, event %v; want %v: %q", next.Index, next.Opcode, told, undone, tc.undo, next.Text)
+			}
+		})
+	}
+}
+
 // readPackets explains a capture of the IP packets pkts.
 func readPackets(t *testing.T, pkts ...[]byte) *Report {
 	t.Helper()

@@ -129,6 +129,11 @@ type requester struct {
 	fewPSN      uint32
 	fewSent     int
 	fewAnswered int
+	// undoAt is the ACK (0 when none) that, during such a run, covered a
+	// PSN the run had not yet sent again: the originals are arriving. A
+	// requester that then sends new requests instead of the rest of the
+	// run (gorxe's) has undone its go-back.
+	undoAt int
 }
 
 // sentAs is what a request packet was when first sent: its opcode and
@@ -498,6 +503,14 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 		}
 		q.next = psnAdd(psn, span)
 		q.resending = false
+		why := ""
+		if q.undoAt != 0 {
+			a := m.pkt(q.undoAt)
+			m.event(i, trace.Event{Kind: trace.GoBackUndone, QP: s.QPN, PSN: psnAdd(q.una, -1), Expected: psn})
+			why = fmt.Sprintf("A new request, not the rest of the resend that began at packet %d: the ACK of packet %d showed the requests sent before the silence arriving after all, so %s resumes after the last of them (gorxe's requester undoes such a go-back, as TCP undoes a spurious retransmission).",
+				m.pkt(q.fewAt).Index, a.Index, s.label())
+			q.undoAt, q.fewAt, q.fewAnswered = 0, 0, 0
+		}
 		c.sum.Bytes[side] += int64(len(p.Payload))
 		if kind == opRead || kind == opAtomic {
 			pr := pendingRead{psn: psn, n: span, atomic: kind == opAtomic}
@@ -506,7 +519,7 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 			}
 			q.reads = append(q.reads, pr)
 		}
-		return ""
+		return why
 	}
 	// A PSN sent before: a retransmission.
 	why := c.resent(m, i, s, side, psn, span, p, gap)
@@ -581,6 +594,7 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		// The run goes on; a PSN it skipped was resent and lost before
 		// the capture point.
 		q.runNext = psnAdd(psn, span)
+		q.undoAt = 0
 		if q.fewAt != 0 && q.fewAnswered != 0 && q.fewSent <= maxFew {
 			first, n, answered := q.fewAt, q.fewSent, q.fewAnswered
 			q.fewAt, q.fewAnswered = 0, 0
@@ -591,7 +605,7 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		return fmt.Sprintf("Resent, go-back-N: %s goes on resending everything after the PSN it went back to.", s.label())
 	}
 	q.resending, q.runNext = true, psnAdd(psn, span)
-	q.fewAt, q.fewAnswered = 0, 0
+	q.fewAt, q.fewAnswered, q.undoAt = 0, 0, 0
 	q.probeAt, q.probeAnswered = 0, 0 // a new run: its copies' answers say nothing of the last one's need
 	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
 	var why string
@@ -879,6 +893,12 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 	if q.fewAt != 0 && q.fewAnswered == 0 && psnDiff(psn, q.fewPSN) >= 0 {
 		q.fewAnswered = i
 	}
+	undo := ""
+	if q.resending && q.fewAt != 0 && q.fewSent <= maxFew && psnDiff(psn, q.runNext) >= 0 && psnDiff(psn, q.next) < 0 {
+		q.undoAt = i
+		undo = fmt.Sprintf(" It covers PSN %d, which %s has not sent again since it went back at packet %d: the requests sent before the silence are arriving after all.",
+			psn, r.label(), m.pkt(q.fewAt).Index)
+	}
 	switch {
 	case q.probeAt != 0 && q.probeAnswered == 0 && psnDiff(psn, q.probed) >= 0:
 		q.probeAnswered = i
@@ -907,7 +927,7 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 	if n > 1 && unseen == "" {
 		coalesced = fmt.Sprintf(", %d packets at once (coalesced)", n)
 	}
-	return fmt.Sprintf("ACK of every request up to PSN %d%s%s; %s.%s%s", psn, coalesced, unseen, msn, credits, implied)
+	return fmt.Sprintf("ACK of every request up to PSN %d%s%s; %s.%s%s%s", psn, coalesced, unseen, msn, credits, implied, undo)
 }
 
 // nak explains a NAK.
