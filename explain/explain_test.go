@@ -397,12 +397,7 @@ func TestResendNotNeeded(t *testing.T) {
 // the timeout at the first resend, one timeout in all, and at the first
 // packet after the answer, that the run went on after it.
 func TestFewResentAtTimeout(t *testing.T) {
-	pkt, req := packets(t)
-	ack := func(psn bth.PSN) []byte { return pkt(true, bth.RCAcknowledge, psn, 0) }
-	first := func() []byte { return req(bth.RCRDMAWriteFirst, 10, 1024) }
-	middle := func(psn bth.PSN) []byte { return req(bth.RCRDMAWriteMiddle, psn, 1024) }
-	last := func() []byte { return req(bth.RCRDMAWriteLast, 15, 64) }
-	window := [][]byte{first(), middle(11), middle(12), middle(13), middle(14), last()}
+	ack, middle, first, last, window := writeWindow(t)
 	for _, tc := range []struct {
 		name   string
 		resend [][]byte
@@ -442,12 +437,8 @@ func TestFewResentAtTimeout(t *testing.T) {
 // undone its go-back, and explain says so; one that goes on resending
 // (rxe's) has not.
 func TestGoBackUndone(t *testing.T) {
-	pkt, req := packets(t)
-	ack := func(psn bth.PSN) []byte { return pkt(true, bth.RCAcknowledge, psn, 0) }
-	first := func() []byte { return req(bth.RCRDMAWriteFirst, 10, 1024) }
-	middle := func(psn bth.PSN) []byte { return req(bth.RCRDMAWriteMiddle, psn, 1024) }
-	last := func() []byte { return req(bth.RCRDMAWriteLast, 15, 64) }
-	window := [][]byte{first(), middle(11), middle(12), middle(13), middle(14), last()}
+	_, req := packets(t)
+	ack, middle, first, last, window := writeWindow(t)
 	few := [][]byte{first(), middle(11), middle(12), middle(13)}
 	for _, tc := range []struct {
 		name string
@@ -472,6 +463,18 @@ func TestGoBackUndone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeWindow returns builders of the packets of a WRITE of PSNs 10 to 15
+// at MTU 1024 (FIRST, MIDDLEs 11 to 14, LAST) and of an ACK, and the
+// WRITE's six packets as first sent.
+func writeWindow(t *testing.T) (ack, middle func(bth.PSN) []byte, first, last func() []byte, window [][]byte) {
+	pkt, req := packets(t)
+	ack = func(psn bth.PSN) []byte { return pkt(true, bth.RCAcknowledge, psn, 0) }
+	first = func() []byte { return req(bth.RCRDMAWriteFirst, 10, 1024) }
+	middle = func(psn bth.PSN) []byte { return req(bth.RCRDMAWriteMiddle, psn, 1024) }
+	last = func() []byte { return req(bth.RCRDMAWriteLast, 15, 64) }
+	return ack, middle, first, last, [][]byte{first(), middle(11), middle(12), middle(13), middle(14), last()}
 }
 
 // readPackets explains a capture of the IP packets pkts.
