@@ -16,6 +16,7 @@ import (
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/trace"
 )
 
 // The bytes of a request as qperf 0.4.11 encodes rc_bw's for its server
@@ -163,13 +164,17 @@ func TestShow(t *testing.T) {
 }
 
 // memOpener opens devices on a fabric by address, one at a time at each.
-func memOpener(t *testing.T, f *mem.Fabric) Opener {
+func memOpener(t *testing.T, f *mem.Fabric) Opener { return memOpenerConfig(t, f, rnic.Config{}) }
+
+// memOpenerConfig is memOpener with a device configuration.
+func memOpenerConfig(t *testing.T, f *mem.Fabric, cfg rnic.Config) Opener {
 	return func(local netip.Addr) (*rnic.Device, *cm.Manager, error) {
 		l, err := f.NewLink(local)
 		if err != nil {
 			return nil, nil, err
 		}
-		dev, err := rnic.Open(rnic.Config{Link: l})
+		cfg.Link = l
+		dev, err := rnic.Open(cfg)
 		if err != nil {
 			l.Close()
 			return nil, nil, err
@@ -260,6 +265,75 @@ func TestRCTests(t *testing.T) {
 	}
 	if regexp.MustCompile(`errors +=  +[1-9]`).MatchString(out) || errs != "" {
 		t.Errorf("errors:\n%s%s", out, errs)
+	}
+}
+
+// A run keeps one device per local address for its life, as a NIC
+// outlives the tests that use it: the client's tests and the server's
+// requests each open one device, and each test's QP has a number of its
+// own (a capture of several tests then tells their connections apart).
+func TestOneDevicePerRun(t *testing.T) {
+	f := mem.NewFabric()
+	var mu sync.Mutex
+	opens := map[string]int{}
+	qpns := map[string][]uint32{}
+	opener := func(side string) Opener {
+		return func(local netip.Addr) (*rnic.Device, *cm.Manager, error) {
+			mu.Lock()
+			opens[side]++
+			mu.Unlock()
+			return memOpenerConfig(t, f, rnic.Config{Trace: func(e trace.Event) {
+				if e.Kind == trace.State && e.To == "RTS" && e.QP != 1 {
+					mu.Lock()
+					qpns[side] = append(qpns[side], e.QP)
+					mu.Unlock()
+				}
+			}})(local)
+		}
+	}
+	c, err := Parse([]string{"-lp", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ListenPort = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	var sout syncBuffer
+	go func() {
+		done <- Server(ctx, c, Env{Open: opener("server"), Stdout: &sout, Stderr: &sout, Listening: func(a net.Addr) { addr <- a }})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	port := (<-addr).(*net.TCPAddr).Port
+	for range 2 {
+		c, err := Parse([]string{"127.0.0.2", "-lp", strconv.Itoa(port), "-ws", "0", "-cm1", "-n", "100", "rc_bw", "rc_bw"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+		err = Client(cctx, c, Env{Open: opener("client"), Stdout: &out, Stderr: &out})
+		ccancel()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if opens["client"] != 2 || opens["server"] != 1 {
+		t.Errorf("devices opened: %v, want a client's 2 (one per run) and the server's 1", opens)
+	}
+	for _, side := range []string{"client", "server"} {
+		seen := map[uint32]bool{}
+		for _, q := range qpns[side] {
+			seen[q] = true
+		}
+		if len(qpns[side]) != 4 || side == "server" && len(seen) != 4 || side == "client" && len(seen) != 2 {
+			t.Errorf("%s's QPs in RTS: %#x; want 4 tests, each on a QP of its own within a device", side, qpns[side])
+		}
 	}
 }
 

@@ -38,8 +38,54 @@ const (
 )
 
 // Opener opens a device and its connection manager on the local
-// address, the one the TCP connection to the peer runs from.
+// address, the one the TCP connection to the peer runs from. A run keeps
+// each device it opens for its whole life (a server's, or a client's
+// list of tests) and closes it at the end, as a NIC outlives the tests
+// that use it: QP numbers go on rising from one test to the next, and a
+// capture of several tests tells their connections apart.
 type Opener func(local netip.Addr) (*rnic.Device, *cm.Manager, error)
+
+// devices is the devices a run has opened, by local address.
+type devices struct {
+	open Opener
+	mu   sync.Mutex
+	at   map[netip.Addr]device
+}
+
+type device struct {
+	dev *rnic.Device
+	m   *cm.Manager
+}
+
+func newDevices(open Opener) *devices {
+	return &devices{open: open, at: make(map[netip.Addr]device)}
+}
+
+// get returns the device on local, opening it the first time.
+func (d *devices) get(local netip.Addr) (*rnic.Device, *cm.Manager, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if o, ok := d.at[local]; ok {
+		return o.dev, o.m, nil
+	}
+	dev, m, err := d.open(local)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.at[local] = device{dev, m}
+	return dev, m, nil
+}
+
+// close closes every device the run opened.
+func (d *devices) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for local, o := range d.at {
+		o.m.Close()
+		o.dev.Close()
+		delete(d.at, local)
+	}
+}
 
 // side is one end of a running test: the request it runs by, the TCP
 // connection, the device's QP, CQ and buffer, and its counters.
@@ -268,7 +314,8 @@ func (s *side) exchange() (Stat, error) {
 }
 
 // close is qperf's rd_close: the client disconnects, the server waits
-// for it, and the device goes.
+// for it, and the test's QP, CQ and memory go; the device stays for the
+// next test.
 func (s *side) close() {
 	if s.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(s.req.Timeout, 1))*time.Second)
@@ -288,12 +335,6 @@ func (s *side) close() {
 	}
 	if s.cq != nil {
 		s.cq.Close()
-	}
-	if s.m != nil {
-		s.m.Close()
-	}
-	if s.dev != nil {
-		s.dev.Close()
 	}
 }
 

@@ -30,6 +30,9 @@ func Client(ctx context.Context, c *Command, env Env) error {
 	for _, w := range c.Warnings {
 		fmt.Fprintln(env.Stdout, w)
 	}
+	devs := newDevices(env.Open)
+	defer devs.close()
+	env.Open = devs.get
 	// The options, applied in order, and each test run as it comes, with
 	// those before it.
 	r := newCommand()
@@ -217,6 +220,9 @@ func Server(ctx context.Context, c *Command, env Env) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	devs := newDevices(env.Open)
+	defer devs.close()
+	env.Open = devs.get
 	debugf := c.debugf(env)
 	for {
 		debugf("ready for requests")
