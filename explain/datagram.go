@@ -31,6 +31,7 @@ func (m *model) datagram(i int, p *wire.Packet) {
 		}
 		c = newConn(len(m.conns), bth.ServiceUD, a, b)
 		c.tids = make(map[cmKey]cmSent)
+		c.reqs = make(map[uint64]bth.QPN)
 		c.heard = make(map[cmKey]cmHeard)
 		m.ud[key] = c
 		m.conns = append(m.conns, c)
@@ -119,9 +120,13 @@ func (c *conn) cmMessage(m *model, i, side int, p *wire.Packet) string {
 	c.sum.Messages[side]++
 	switch v := msg.(type) {
 	case *cm.REQ:
+		c.reqs[tid] = v.LocalQPN
 		return fmt.Sprintf("CM REQ: asks to connect QP %#x to the service %#x, path MTU %v; its starting PSN, %d, is the first PSN the QP will expect, which the passive side sends from. The passive side answers REP to accept or REJ to refuse.",
 			uint32(v.LocalQPN), v.ServiceID, v.PathMTU, uint32(v.StartingPSN))
 	case *cm.REP:
+		if aq, ok := c.reqs[tid]; ok {
+			m.cmConnected(pk.Dst, aq, pk.Src, v.LocalQPN)
+		}
 		return fmt.Sprintf("CM REP: accepts, naming its QP %#x and the first PSN it expects, %d, which the active side sends from; its QP is ready to receive (RTR). The active side moves its QP to RTS and answers RTU.",
 			uint32(v.LocalQPN), uint32(v.StartingPSN))
 	case *cm.RTU:

@@ -219,6 +219,11 @@ type model struct {
 	// cmArrivals is what a CM message's arrival tells its receiver, by
 	// the row of its leaving.
 	cmArrivals map[int]cmArrival
+	// connected is the flows a CM handshake (REQ and REP) has named and
+	// that have not sent yet, each with its reverse: they are the two
+	// ends of a new connection, even when a connection before it had
+	// the same addresses and QPNs.
+	connected map[flowKey]flowKey
 }
 
 func newModel() *model {
@@ -232,6 +237,7 @@ func newModel() *model {
 		retx:    make(map[int]string),
 
 		cmArrivals: make(map[int]cmArrival),
+		connected:  make(map[flowKey]flowKey),
 	}
 }
 
@@ -340,20 +346,54 @@ func (m *model) flow(cp *capture.Packet, svc bth.Service) *flow {
 	}
 	f := &flow{key: k}
 	m.flows[k] = f
-	if c := m.pair(f, &cp.P); c != nil {
-		f.conn, f.side = c, 1
-		c.flows[1] = f
-		c.ends[0].QPN = uint32(k.dqp)
-		c.ends[1].QPN = uint32(c.flows[0].key.dqp)
-		m.r.Conns[c.idx].Ends = [2]End{c.ends[0].End, c.ends[1].End}
-		return f
+	if rev, ok := m.connected[k]; ok {
+		// The first packet of one end of a connection the CM set up.
+		delete(m.connected, k)
+		if g := m.flows[rev]; g != nil && g.conn.flows[1] == nil {
+			return m.join(g.conn, f)
+		}
+		return m.newConn(f, svc, uint32(rev.dqp))
 	}
-	c := newConn(len(m.conns), svc, End{Addr: k.src}, End{Addr: k.dst, QPN: uint32(k.dqp)})
+	if c := m.pair(f, &cp.P); c != nil {
+		return m.join(c, f)
+	}
+	return m.newConn(f, svc, 0)
+}
+
+// join makes f the second flow of c, its reverse.
+func (m *model) join(c *conn, f *flow) *flow {
+	f.conn, f.side = c, 1
+	c.flows[1] = f
+	c.ends[0].QPN = uint32(f.key.dqp)
+	c.ends[1].QPN = uint32(c.flows[0].key.dqp)
+	m.r.Conns[c.idx].Ends = [2]End{c.ends[0].End, c.ends[1].End}
+	return f
+}
+
+// newConn starts a connection whose first flow is f, from the QP srcQPN
+// when it is known (0 when not).
+func (m *model) newConn(f *flow, svc bth.Service, srcQPN uint32) *flow {
+	k := f.key
+	c := newConn(len(m.conns), svc, End{Addr: k.src, QPN: srcQPN}, End{Addr: k.dst, QPN: uint32(k.dqp)})
 	c.flows[0] = f
 	f.conn, f.side = c, 0
 	m.conns = append(m.conns, c)
 	m.r.Conns = append(m.r.Conns, Connection{Service: svc.String(), Ends: [2]End{c.ends[0].End, c.ends[1].End}})
 	return f
+}
+
+// cmConnected records a connection a CM handshake set up: the active
+// side's QP aq at active, the passive side's pq at passive. Their
+// packets to each other start a new connection, its ends paired as the
+// REQ and the REP name them, even when an older connection has the same
+// QPNs (a program that opens a new device for each connection numbers
+// its QPs alike each time).
+func (m *model) cmConnected(active string, aq bth.QPN, passive string, pq bth.QPN) {
+	toPassive, toActive := flowKey{active, passive, pq}, flowKey{passive, active, aq}
+	delete(m.flows, toPassive)
+	delete(m.flows, toActive)
+	m.connected[toPassive] = toActive
+	m.connected[toActive] = toPassive
 }
 
 // pair finds the connection whose first flow is the reverse of f: the

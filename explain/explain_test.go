@@ -15,6 +15,8 @@ import (
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
 	"github.com/gorxe/gorxe/wire/bth"
+	wirecm "github.com/gorxe/gorxe/wire/cm"
+	"github.com/gorxe/gorxe/wire/deth"
 	"github.com/gorxe/gorxe/wire/reth"
 )
 
@@ -119,6 +121,58 @@ func TestCMCapture(t *testing.T) {
 	}
 	if rp := read(t, "../testdata/interop/cm/rping-rxe-server.pcap"); len(rp.Conns) != 2 {
 		t.Errorf("rping: %d connections, want the CM's and the RC's", len(rp.Conns))
+	}
+}
+
+// TestCMReusedQPNs explains two connections, one after the other, that
+// the CM sets up between the same two QPNs (a program that opens a new
+// device for each connection numbers its QPs alike each time): each
+// handshake starts a connection of its own, so the second one's PSNs,
+// far from the first's, are no anomaly.
+func TestCMReusedQPNs(t *testing.T) {
+	pkt, _ := packets(t)
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	mad := func(back bool, tid uint64, m wirecm.Message) []byte {
+		f := wire.Frame{IP: wire.IPFields{Src: a, Dst: b, HopLimit: 64}, SrcPort: 49152, DstPort: wire.UDPPort}
+		if back {
+			f.IP.Src, f.IP.Dst = b, a
+		}
+		f.BTH = bth.Fields{Opcode: bth.UDSendOnly, PKey: bth.DefaultPKey, DestQP: 1}
+		f.DETH = deth.Fields{QKey: deth.GSIQKey, SrcQP: 1}
+		f.Payload = wirecm.Append(nil, tid, m)
+		p, err := f.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var pkts [][]byte
+	for k, start := range []bth.PSN{100, 9000} {
+		tid := uint64(k + 1)
+		pkts = append(pkts,
+			mad(false, tid, &wirecm.REQ{LocalQPN: 0x11, StartingPSN: start, ServiceID: wirecm.ServiceID(wirecm.PortSpaceTCP, 7174)}),
+			mad(true, tid, &wirecm.REP{LocalQPN: 0x22, StartingPSN: start}),
+			mad(false, tid, &wirecm.RTU{}),
+			pkt(false, bth.RCSendOnly, start, 16), pkt(true, bth.RCAcknowledge, start, 0),
+			pkt(true, bth.RCSendOnly, start, 16), pkt(false, bth.RCAcknowledge, start, 0),
+			mad(false, tid+10, &wirecm.DREQ{}), mad(true, tid+10, &wirecm.DREP{}))
+	}
+	r := readPackets(t, pkts...)
+	if len(r.Conns) != 3 || r.Conns[0].Service != "CM" || r.Conns[1].Service != "RC" || r.Conns[2].Service != "RC" {
+		t.Fatalf("connections %+v, want the CM's, then two RC", r.Conns)
+	}
+	for _, c := range r.Conns[1:] {
+		if e := c.Ends; e[0].QPN != 0x11 || e[1].QPN != 0x22 {
+			t.Errorf("an RC connection's ends are %+v, want QP 0x11 (the REQ's) and 0x22 (the REP's)", e)
+		}
+	}
+	for k, p := range r.Packets {
+		if p.Anomaly != "" {
+			t.Errorf("packet %d (%s): anomaly %q: %s", k+1, p.Opcode, p.Anomaly, p.Text)
+		}
+		if want := 1 + k/9; p.Opcode != "UD_SEND_ONLY" && p.Conn != want {
+			t.Errorf("packet %d (%s) is in connection %d, want %d", k+1, p.Opcode, p.Conn, want)
+		}
 	}
 }
 

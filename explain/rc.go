@@ -51,6 +51,8 @@ type conn struct {
 	// heard is the CM message each side last received on a transaction,
 	// by (transaction, receiving side).
 	heard map[cmKey]cmHeard
+	// reqs is the QP each REQ asked to connect, by its transaction.
+	reqs map[uint64]bth.QPN
 }
 
 // end is one QP of a connection.
