@@ -519,6 +519,50 @@ func TestGoBackUndone(t *testing.T) {
 	}
 }
 
+// TestProbeUnanswered explains the go-back after a tail-loss probe (the
+// last packet resent alone) that no answer followed as the probe's, not
+// the local ACK timer's; an answer in between makes the next go-back the
+// timer's again.
+func TestProbeUnanswered(t *testing.T) {
+	ack, middle, first, last, window := writeWindow(t)
+	for _, tc := range []struct {
+		name   string
+		then   [][]byte
+		reason string
+	}{
+		{"no answer", [][]byte{first(), middle(11), middle(12), middle(13)}, trace.GoBackProbe},
+		{"an answer", [][]byte{ack(12), middle(13), middle(14)}, trace.GoBackTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := readPackets(t, slices.Concat(window, [][]byte{last()}, tc.then)...)
+			probe := r.Packets[len(window)]
+			if !slices.ContainsFunc(probe.Events, func(e trace.Event) bool { return e.Kind == trace.Probe }) {
+				t.Fatalf("packet %d: %q, events %+v; want a tail-loss probe", probe.Index, probe.Text, probe.Events)
+			}
+			var back *Packet
+			for k := len(window) + 1; k < len(r.Packets); k++ {
+				if p := &r.Packets[k]; slices.ContainsFunc(p.Events, func(e trace.Event) bool { return e.Kind == trace.GoBack }) {
+					back = p
+					break
+				}
+			}
+			if back == nil {
+				t.Fatalf("no go-back after the probe")
+			}
+			var reason string
+			for _, e := range back.Events {
+				if e.Kind == trace.GoBack {
+					reason = e.Reason
+				}
+			}
+			told := strings.Contains(back.Text, "tail-loss probe (packet 7) went unanswered")
+			if reason != tc.reason || told != (tc.reason == trace.GoBackProbe) {
+				t.Errorf("packet %d: go-back reason %q, want %q: %q", back.Index, reason, tc.reason, back.Text)
+			}
+		})
+	}
+}
+
 // writeWindow returns builders of the packets of a WRITE of PSNs 10 to 15
 // at MTU 1024 (FIRST, MIDDLEs 11 to 14, LAST) and of an ACK, and the
 // WRITE's six packets as first sent.

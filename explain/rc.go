@@ -131,6 +131,9 @@ type requester struct {
 	fewPSN      uint32
 	fewSent     int
 	fewAnswered int
+	// tlp is the last tail-loss probe (0 when none), while no answer has
+	// come since: a go-back after it is the unanswered probe's.
+	tlp int
 	// undoAt is the ACK (0 when none) that, during such a run, covered a
 	// PSN the run had not yet sent again: the originals are arriving. A
 	// requester that then sends new requests instead of the rest of the
@@ -600,7 +603,7 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		if q.fewAt != 0 && q.fewAnswered != 0 && q.fewSent <= maxFew {
 			first, n, answered := q.fewAt, q.fewSent, q.fewAnswered
 			q.fewAt, q.fewAnswered = 0, 0
-			return fmt.Sprintf("Resent, go-back-N: at its timeout %s resent %s from packet %d, and the rest only after the ACK of packet %d answered them, which showed what the responder holds (gorxe's requester resends so, as TCP restarts from one segment after a timeout).",
+			return fmt.Sprintf("Resent, go-back-N: after the silence %s resent %s from packet %d, and the rest only after the ACK of packet %d answered them, which showed what the responder holds (gorxe's requester resends so, as TCP restarts from one segment after a timeout).",
 				s.label(), plural(n, "packet"), m.pkt(first).Index, m.pkt(answered).Index)
 		}
 		q.fewSent++
@@ -631,10 +634,19 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		// Only the last packet again, not the oldest unacknowledged: a probe.
 		ev = trace.Event{Kind: trace.Probe, QP: s.QPN, PSN: psn, Wait: gap}
 		q.watchResend(i)
+		q.tlp = i
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
 		why = fmt.Sprintf("A tail-loss probe: after %s with no ACK, %s resends only its last packet, to learn from the answer what the responder has.", seconds(gap), s.label())
 		q.resending = false
+	case q.tlp != 0:
+		ev.Reason = trace.GoBackProbe
+		q.watchResend(i)
+		q.fewAt, q.fewPSN, q.fewSent = i, psn, 1
+		c.sum.Timeouts[side]++
+		pk.Anomaly = "timeout"
+		why = fmt.Sprintf("Retransmission after %s of silence: the tail-loss probe (packet %d) went unanswered too, so %s takes the oldest unacknowledged PSN, %d, for lost again and goes back to it, go-back-N, without waiting for its local ACK timeout (gorxe's requester goes back so, resending a few packets until one is answered, and again on a doubling clock while none is).",
+			seconds(gap), m.pkt(q.tlp).Index, s.label(), q.una)
 	default:
 		ev.Reason = trace.GoBackTimeout
 		q.watchResend(i)
@@ -839,6 +851,7 @@ func (c *conn) response(m *model, i int, s, r *end, side int, p *wire.Packet) {
 	psn := uint32(p.BTH.PSN())
 	kind, pos := classify(op)
 	q := &r.req
+	q.tlp = 0 // the probe, or what came before it, is answered
 	if p.AETH != nil {
 		s.resp.msn = uint32(p.AETH.MSN())
 	}
