@@ -563,6 +563,39 @@ func TestProbeUnanswered(t *testing.T) {
 	}
 }
 
+// TestResendCrossesAnswer explains a request resent after the capture
+// saw its answer go by: the requester's timer fired before the answer
+// reached it. It is its local ACK timer's go-back from that PSN, not a
+// tail-loss probe, and the text says the answer had passed.
+func TestResendCrossesAnswer(t *testing.T) {
+	pkt, req := packets(t)
+	for _, tc := range []struct {
+		name string
+		pkts [][]byte
+	}{
+		{"WRITE", [][]byte{req(bth.RCRDMAWriteOnly, 10, 8), pkt(true, bth.RCAcknowledge, 10, 0), req(bth.RCRDMAWriteOnly, 10, 8)}},
+		{"READ", [][]byte{req(bth.RCRDMAReadRequest, 10, 0), pkt(true, bth.RCRDMAReadResponseOnly, 10, 8), req(bth.RCRDMAReadRequest, 10, 0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := readPackets(t, tc.pkts...)
+			again := r.Packets[2]
+			if !strings.Contains(again.Text, "PSN 10 was acknowledged already, by packet 2") {
+				t.Errorf("the resend: %q", again.Text)
+			}
+			var timeout bool
+			for _, e := range again.Events {
+				if e.Kind == trace.Probe {
+					t.Errorf("the resend is told as a tail-loss probe: %+v", again.Events)
+				}
+				timeout = timeout || e.Kind == trace.Timeout && e.PSN == 10
+			}
+			if !timeout {
+				t.Errorf("no timeout of PSN 10 among %+v", again.Events)
+			}
+		})
+	}
+}
+
 // writeWindow returns builders of the packets of a WRITE of PSNs 10 to 15
 // at MTU 1024 (FIRST, MIDDLEs 11 to 14, LAST) and of an ACK, and the
 // WRITE's six packets as first sent.

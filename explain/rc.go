@@ -134,6 +134,8 @@ type requester struct {
 	// tlp is the last tail-loss probe (0 when none), while no answer has
 	// come since: a go-back after it is the unanswered probe's.
 	tlp int
+	// ackedAt is the last answer that acknowledged new PSNs (0 when none).
+	ackedAt int
 	// undoAt is the ACK (0 when none) that, during such a run, covered a
 	// PSN the run had not yet sent again: the originals are arriving. A
 	// requester that then sends new requests instead of the rest of the
@@ -579,7 +581,7 @@ func (q *requester) watchResend(i int) {
 
 // resent updates the requester s for a request it sent again and returns
 // the sentence that says why it did.
-func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p *wire.Packet, gap time.Duration) string {
+func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p *wire.Packet, gap time.Duration) (why string) {
 	q := &s.req
 	pk := m.pkt(i)
 	kind, _ := classify(p.BTH.Opcode())
@@ -609,11 +611,25 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		q.fewSent++
 		return fmt.Sprintf("Resent, go-back-N: %s goes on resending everything after the PSN it went back to.", s.label())
 	}
+	// A resend of a PSN the capture has seen acknowledged: the answer had
+	// not reached the requester when it chose to resend. From where it
+	// stood, the PSN was its oldest unacknowledged one.
+	crossed := psnDiff(psn, q.una) < 0 && q.ackedAt != 0
+	from := q.una
+	if crossed {
+		from = psn
+	}
+	defer func() {
+		if crossed && why != "" {
+			a := m.pkt(q.ackedAt)
+			why += fmt.Sprintf(" Yet PSN %d was acknowledged already, by packet %d, %s before this resend as the capture saw them: the answer and the resend crossed (or the requester had not taken the answer in when its timer fired), so the resend was not needed, and the responder takes it as a duplicate.",
+				psn, a.Index, seconds(pk.Time-a.Time))
+		}
+	}()
 	q.resending, q.runNext = true, psnAdd(psn, span)
 	q.fewAt, q.fewAnswered, q.undoAt = 0, 0, 0
 	q.probeAt, q.probeAnswered = 0, 0 // a new run: its copies' answers say nothing of the last one's need
 	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
-	var why string
 	switch {
 	case q.cause == "nak" && caused:
 		ev.Reason = trace.GoBackNAK
@@ -630,7 +646,7 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		if kind == opRead && p.RETH != nil {
 			why += fmt.Sprintf(" The READ is asked again from the middle: %d bytes from the first missing response on (C9-107).", p.RETH.DMALen())
 		}
-	case psn != q.una && psnAdd(psn, span) == q.next:
+	case psn != from && psnAdd(psn, span) == q.next:
 		// Only the last packet again, not the oldest unacknowledged: a probe.
 		ev = trace.Event{Kind: trace.Probe, QP: s.QPN, PSN: psn, Wait: gap}
 		q.watchResend(i)
@@ -646,16 +662,16 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
 		why = fmt.Sprintf("Retransmission after %s of silence: the tail-loss probe (packet %d) went unanswered too, so %s takes the oldest unacknowledged PSN, %d, for lost again and goes back to it, go-back-N, without waiting for its local ACK timeout (gorxe's requester goes back so, resending a few packets until one is answered, and again on a doubling clock while none is).",
-			seconds(gap), m.pkt(q.tlp).Index, s.label(), q.una)
+			seconds(gap), m.pkt(q.tlp).Index, s.label(), from)
 	default:
 		ev.Reason = trace.GoBackTimeout
 		q.watchResend(i)
 		q.fewAt, q.fewPSN, q.fewSent = i, psn, 1
-		m.event(i, trace.Event{Kind: trace.Timeout, QP: s.QPN, PSN: q.una})
+		m.event(i, trace.Event{Kind: trace.Timeout, QP: s.QPN, PSN: from})
 		c.sum.Timeouts[side]++
 		pk.Anomaly = "timeout"
-		why = fmt.Sprintf("Retransmission after %s of silence: no ACK came for PSN %d, so %s's local ACK timer fired (the timeout is inferred from the gap) and it goes back to the oldest unacknowledged PSN, go-back-N.",
-			seconds(gap), q.una, s.label())
+		why = fmt.Sprintf("Retransmission after %s of silence: no ACK of PSN %d had reached %s when its local ACK timer fired (the timeout is inferred from the gap), so it goes back to the oldest unacknowledged PSN, go-back-N.",
+			seconds(gap), from, s.label())
 	}
 	m.event(i, ev)
 	q.cause = ""
@@ -852,6 +868,12 @@ func (c *conn) response(m *model, i int, s, r *end, side int, p *wire.Packet) {
 	kind, pos := classify(op)
 	q := &r.req
 	q.tlp = 0 // the probe, or what came before it, is answered
+	una := q.una
+	defer func() {
+		if q.una != una {
+			q.ackedAt = i
+		}
+	}()
 	if p.AETH != nil {
 		s.resp.msn = uint32(p.AETH.MSN())
 	}
