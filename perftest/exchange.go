@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/perfkey"
 	"github.com/gorxe/gorxe/qp"
 )
 
@@ -50,8 +51,8 @@ const (
 
 // Sizes on the wire (perftest_communication.h, perftest_parameters.h).
 const (
-	versionSize = 16  // MAX_VERSION: char version[16]
-	keyMsgSize  = 108 // KEY_MSG_SIZE_GID, the trailing NUL included
+	versionSize = 16          // MAX_VERSION: char version[16]
+	keyMsgSize  = perfkey.Len // KEY_MSG_SIZE_GID, the trailing NUL included
 	doneMsg     = "done\x00"
 )
 
@@ -478,65 +479,17 @@ func (c *Conn) ExchangeMTU(local qp.MTU) (qp.MTU, error) {
 	return min(local, qp.MTU(got[0]-'0')), nil
 }
 
-// Key message: KEY_PRINT_FMT_GID, "%04x:%04x:%06x:%06x:%08x:%016llx:"
-// then 16 × "%02x:" then "%08x:", and the NUL: 108 bytes.
-
 // MarshalKey returns d as perftest's GID key message, NUL included.
 func (d Dest) MarshalKey() ([]byte, error) {
-	if d.QPN > 0xffffff || d.PSN > 0xffffff {
-		return nil, fmt.Errorf("QPN %#x and PSN %#x must fit 24 bits", d.QPN, d.PSN)
-	}
-	b := make([]byte, 0, keyMsgSize)
-	b = fmt.Appendf(b, "%04x:%04x:%06x:%06x:%08x:%016x:", d.LID, d.OutReads, d.QPN, d.PSN, d.RKey, d.VAddr)
-	for _, g := range d.GID {
-		b = fmt.Appendf(b, "%02x:", g)
-	}
-	b = fmt.Appendf(b, "%08x:", d.SRQN)
-	return append(b, 0), nil
-}
-
-// keyFields are the widths of the key message's fields, in hex digits.
-var keyFields = [...]struct {
-	name  string
-	width int
-}{
-	{"LID", 4}, {"out_reads", 4}, {"QPN", 6}, {"PSN", 6}, {"rkey", 8}, {"vaddr", 16},
-	{"GID[0]", 2}, {"GID[1]", 2}, {"GID[2]", 2}, {"GID[3]", 2}, {"GID[4]", 2}, {"GID[5]", 2},
-	{"GID[6]", 2}, {"GID[7]", 2}, {"GID[8]", 2}, {"GID[9]", 2}, {"GID[10]", 2}, {"GID[11]", 2},
-	{"GID[12]", 2}, {"GID[13]", 2}, {"GID[14]", 2}, {"GID[15]", 2}, {"SRQN", 8},
+	return perfkey.Key{LID: d.LID, OutReads: d.OutReads, QPN: d.QPN, PSN: d.PSN, RKey: d.RKey, VAddr: d.VAddr, GID: d.GID, SRQN: d.SRQN}.
+		Append(make([]byte, 0, keyMsgSize))
 }
 
 // ParseKey parses perftest's GID key message strictly: exactly the
 // fields and widths sprintf writes, each followed by ':', then a NUL.
 func ParseKey(msg []byte) (Dest, error) {
-	var d Dest
-	if len(msg) != keyMsgSize {
-		return d, fmt.Errorf("key message is %d bytes, want %d", len(msg), keyMsgSize)
-	}
-	if msg[keyMsgSize-1] != 0 {
-		return d, fmt.Errorf("key message %q does not end in NUL", msg)
-	}
-	p := 0
-	var v [len(keyFields)]uint64
-	for i, f := range keyFields {
-		field := msg[p : p+f.width]
-		if msg[p+f.width] != ':' {
-			return d, fmt.Errorf("key message %q: no ':' after %s at byte %d", msg[:keyMsgSize-1], f.name, p+f.width)
-		}
-		x, err := strconv.ParseUint(string(field), 16, 64)
-		if err != nil || field[0] == '+' || field[0] == '-' {
-			return d, fmt.Errorf("key message %q: %s %q is not %d hex digits", msg[:keyMsgSize-1], f.name, field, f.width)
-		}
-		v[i] = x
-		p += f.width + 1
-	}
-	d.LID, d.OutReads, d.QPN, d.PSN = uint16(v[0]), uint16(v[1]), uint32(v[2]), uint32(v[3])
-	d.RKey, d.VAddr = uint32(v[4]), v[5]
-	for i := range d.GID {
-		d.GID[i] = byte(v[6+i])
-	}
-	d.SRQN = uint32(v[22])
-	return d, nil
+	k, err := perfkey.Parse(msg)
+	return Dest{LID: k.LID, OutReads: k.OutReads, QPN: k.QPN, PSN: k.PSN, RKey: k.RKey, VAddr: k.VAddr, GID: k.GID, SRQN: k.SRQN}, err
 }
 
 // handShake is perftest's ctx_hand_shake on Ethernet: both sides send
