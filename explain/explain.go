@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -28,7 +29,8 @@ func Read(r io.Reader) (*Report, error) {
 // port instead of 4791.
 func ReadPort(r io.Reader, port uint16) (*Report, error) {
 	var pkts []capture.Packet
-	counts, err := capture.ReadPort(r, port, func(p *capture.Packet) error {
+	var keys []keySegment
+	counts, err := capture.ReadOptions(r, capture.Options{Port: port, TCP: keySegments(&keys)}, func(p *capture.Packet) error {
 		pkts = append(pkts, *p)
 		return nil
 	})
@@ -41,6 +43,10 @@ func ReadPort(r io.Reader, port uint16) (*Report, error) {
 	roles, sendOf := sightings(pkts, twice)
 	n := 0
 	for k := range pkts {
+		for len(keys) > 0 && keys[0].before <= k {
+			m.exchanged(keys[0])
+			keys = keys[1:]
+		}
 		if j := twice[k]; j >= 0 {
 			m.twice(&pkts[k], &pkts[j])
 			n++
@@ -224,6 +230,8 @@ type model struct {
 	// ends of a new connection, even when a connection before it had
 	// the same addresses and QPNs.
 	connected map[flowKey]flowKey
+	// keyExchanges is perftest's exchanges, by TCP connection.
+	keyExchanges map[[2]netip.AddrPort]*keyExchange
 }
 
 func newModel() *model {
@@ -238,6 +246,8 @@ func newModel() *model {
 
 		cmArrivals: make(map[int]cmArrival),
 		connected:  make(map[flowKey]flowKey),
+
+		keyExchanges: make(map[[2]netip.AddrPort]*keyExchange),
 	}
 }
 

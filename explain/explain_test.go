@@ -11,6 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/gorxe/gorxe/internal/capture"
+	"github.com/gorxe/gorxe/internal/perfkey"
 	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/aeth"
@@ -172,6 +177,60 @@ func TestCMReusedQPNs(t *testing.T) {
 		}
 		if want := 1 + k/9; p.Opcode != "UD_SEND_ONLY" && p.Conn != want {
 			t.Errorf("packet %d (%s) is in connection %d, want %d", k+1, p.Opcode, p.Conn, want)
+		}
+	}
+}
+
+// TestPerftestExchange explains two perftest runs one after the other
+// between the same two QPNs, each connected by perftest's TCP exchange
+// (its key messages, sent again at each handshake, over addresses other
+// than the RoCE ones): the key messages name the QPs by their GIDs, and
+// each run is a connection of its own.
+func TestPerftestExchange(t *testing.T) {
+	pkt, _ := packets(t)
+	seg := func(back bool, sport uint16, k perfkey.Key) []byte {
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: []byte{192, 168, 0, 1}, DstIP: []byte{192, 168, 0, 2}}
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: 18515, PSH: true, ACK: true, Window: 512}
+		if back {
+			ip.SrcIP, ip.DstIP = ip.DstIP, ip.SrcIP
+			tcp.SrcPort, tcp.DstPort = tcp.DstPort, tcp.SrcPort
+		}
+		tcp.SetNetworkLayerForChecksum(ip)
+		msg, err := k.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ip, tcp, gopacket.Payload(msg)); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	gid := func(a string) (g [16]byte) {
+		g = netip.MustParseAddr(a).As16()
+		return g
+	}
+	var pkts [][]byte
+	for k, start := range []bth.PSN{100, 9000} {
+		sport := uint16(40000 + k)
+		client := perfkey.Key{QPN: 0x11, PSN: uint32(start), GID: gid("::ffff:10.0.0.1")}
+		server := perfkey.Key{QPN: 0x22, PSN: uint32(start), GID: gid("::ffff:10.0.0.2")}
+		pkts = append(pkts, seg(false, sport, client), seg(true, sport, server), seg(false, sport, client), seg(true, sport, server),
+			pkt(false, bth.RCSendOnly, start, 16), pkt(true, bth.RCAcknowledge, start, 0),
+			pkt(true, bth.RCSendOnly, start, 16), pkt(false, bth.RCAcknowledge, start, 0))
+	}
+	r := readPackets(t, pkts...)
+	if len(r.Conns) != 2 {
+		t.Fatalf("connections %+v, want one RC connection a run", r.Conns)
+	}
+	for _, c := range r.Conns {
+		if e := c.Ends; e[0].QPN != 0x11 || e[1].QPN != 0x22 {
+			t.Errorf("a connection's ends are %+v, want QP 0x11 and 0x22", e)
+		}
+	}
+	for k, p := range r.Packets {
+		if p.Anomaly != "" || p.Conn != k/4 {
+			t.Errorf("packet %d (%s): connection %d, anomaly %q (want connection %d, none): %s", k+1, p.Opcode, p.Conn, p.Anomaly, k/4, p.Text)
 		}
 	}
 }
@@ -616,4 +675,35 @@ func readPackets(t *testing.T, pkts ...[]byte) *Report {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestPerftestExchangeFound reads the key messages of perftest's TCP
+// exchange in rxe's capture of four perftest runs: each side of each run
+// names its QP and its GID.
+func TestPerftestExchangeFound(t *testing.T) {
+	f, err := os.Open("../testdata/rxe/perftest-mtu1024.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var segs []keySegment
+	if _, err := capture.ReadOptions(f, capture.Options{TCP: keySegments(&segs)}, func(*capture.Packet) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, s := range segs {
+		for _, k := range s.keys {
+			found[fmt.Sprintf("%s QP %#x", keyAddr(k, s.src), k.QPN)] = true
+		}
+	}
+	for _, host := range []string{"10.9.0.2", "10.9.0.3"} {
+		for qpn := 0x11; qpn <= 0x14; qpn++ {
+			if want := fmt.Sprintf("%s QP %#x", host, qpn); !found[want] {
+				t.Errorf("no key message for %s; found %v", want, found)
+			}
+		}
+	}
+	if len(found) != 8 {
+		t.Errorf("key messages for %v, want the 8 QPs of four runs", found)
+	}
 }

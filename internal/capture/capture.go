@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -243,6 +244,33 @@ func Read(r io.Reader, fn func(p *Packet) error) (Counts, error) {
 // port instead of 4791, as those of devices given another port
 // (gorxe's --roce-port) do.
 func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error) {
+	return ReadOptions(r, Options{Port: port}, fn)
+}
+
+// Options are what ReadOptions reads for.
+type Options struct {
+	Port uint16 // the RoCE v2 UDP port; 0 is 4791
+	// TCP, if set, sees the payload of every TCP segment that carries
+	// one, in the capture's order with the RoCE packets: perftest's
+	// exchange (its key messages name the QPs a run connects) travels
+	// so. It must not keep s.Payload.
+	TCP func(s *Segment) error
+}
+
+// Segment is a TCP segment's payload and where it goes.
+type Segment struct {
+	Before   int // the RoCE packets passed to fn before it
+	Time     time.Duration
+	Src, Dst netip.AddrPort
+	Payload  []byte
+}
+
+// ReadOptions is ReadPort with the TCP segments beside the RoCE packets.
+func ReadOptions(r io.Reader, opt Options, fn func(p *Packet) error) (Counts, error) {
+	port := opt.Port
+	if port == 0 {
+		port = wire.UDPPort
+	}
 	var sum Counts
 	cr, linkType, err := open(r)
 	if err != nil {
@@ -266,8 +294,14 @@ func ReadPort(r io.Reader, port uint16, fn func(p *Packet) error) (Counts, error
 		if n == 0 {
 			t0 = ci.Timestamp
 		}
-		f, ok := roceIP(data, linkType(ci), port)
+		f, ok := roceIP(data, linkType(ci), port, opt.TCP != nil)
 		if !ok {
+			if f.tcp != nil {
+				seg := Segment{Before: sum.RoCE, Time: ci.Timestamp.Sub(t0), Src: f.tcpSrc, Dst: f.tcpDst, Payload: f.tcp}
+				if err := opt.TCP(&seg); err != nil {
+					return sum, err
+				}
+			}
 			sum.Other++
 			if f.v1 {
 				sum.V1++
@@ -338,6 +372,10 @@ type roceFrame struct {
 	// or 0.
 	otherPort uint16
 	v1        bool // a RoCE v1 frame (and no RoCE v2 packet)
+	// tcp is the payload of the frame's TCP segment, when asked for, and
+	// tcpSrc, tcpDst its ends.
+	tcp            []byte
+	tcpSrc, tcpDst netip.AddrPort
 }
 
 // etherTypeRoCEv1 is the EtherType of RoCE v1 (IBTA Annex A16): the
@@ -370,7 +408,7 @@ func roceElsewhere(ip []byte) int {
 // (4791), returns the bytes from that packet's IP header on. A tunnelled
 // packet (VXLAN, Geneve, GRE, MPLS) or a mirrored one (ERSPAN Type II and
 // III) is found under its outer headers.
-func roceIP(data []byte, lt layers.LinkType, port uint16) (roceFrame, bool) {
+func roceIP(data []byte, lt layers.LinkType, port uint16, tcp bool) (roceFrame, bool) {
 	pkt := gopacket.NewPacket(data, linkDecoder(lt), gopacket.DecodeOptions{NoCopy: true})
 	var f roceFrame
 	var last gopacket.Layer // the innermost IP header so far
@@ -391,6 +429,11 @@ func roceIP(data []byte, lt layers.LinkType, port uint16) (roceFrame, bool) {
 			f.mirrorCut = l.Truncated
 		case *layers.IPv4, *layers.IPv6:
 			last = l
+		case *layers.TCP:
+			if tcp && last != nil && len(l.Payload) > 0 {
+				f.tcp = l.Payload
+				f.tcpSrc, f.tcpDst = tcpEnds(last, uint16(l.SrcPort), uint16(l.DstPort))
+			}
 		case *layers.UDP:
 			if last == nil {
 				continue
@@ -409,7 +452,22 @@ func roceIP(data []byte, lt layers.LinkType, port uint16) (roceFrame, bool) {
 			f.otherPort = uint16(l.DstPort)
 		}
 	}
-	return roceFrame{ip: f.ip, otherPort: f.otherPort, v1: f.v1}, false
+	return roceFrame{ip: f.ip, otherPort: f.otherPort, v1: f.v1, tcp: f.tcp, tcpSrc: f.tcpSrc, tcpDst: f.tcpDst}, false
+}
+
+// tcpEnds returns a TCP segment's source and destination, from the IP
+// header ip in front of it.
+func tcpEnds(ip gopacket.Layer, sport, dport uint16) (src, dst netip.AddrPort) {
+	var s, d netip.Addr
+	switch h := ip.(type) {
+	case *layers.IPv4:
+		s, _ = netip.AddrFromSlice(h.SrcIP.To4())
+		d, _ = netip.AddrFromSlice(h.DstIP.To4())
+	case *layers.IPv6:
+		s, _ = netip.AddrFromSlice(h.SrcIP)
+		d, _ = netip.AddrFromSlice(h.DstIP)
+	}
+	return netip.AddrPortFrom(s, sport), netip.AddrPortFrom(d, dport)
 }
 
 // maybeBTH reports whether a UDP payload could be a RoCE v2 packet: a
