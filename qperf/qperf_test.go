@@ -425,12 +425,25 @@ func TestSocketTests(t *testing.T) {
 			t.Errorf("no %s in\n%s", want, out)
 		}
 	}
-	// udp_bw's client may count a send or two refused at the end (ICMP
-	// port unreachable: the server's socket closed at the end of its
-	// time, a moment before the client's), as qperf counts them.
-	udpBW := regexp.MustCompile(`(?s)udp_bw:\n.*?\nudp_lat:`)
-	if strings.Contains(out, "warning") || regexp.MustCompile(`errors +=  +[1-9]`).MatchString(udpBW.ReplaceAllString(out, "")) {
+	// The UDP tests' clients may count sends or receives refused at the
+	// end (ICMP port unreachable: the server's socket closed at the end
+	// of its time, a moment before the client's, which goes on until its
+	// own), as qperf counts them: a few, where an error in every round
+	// trip would be as many as the messages.
+	udp := regexp.MustCompile(`(?s)udp_bw:\n.*`)
+	if strings.Contains(out, "warning") || regexp.MustCompile(`errors +=  +[1-9]`).MatchString(udp.ReplaceAllString(out, "")) {
 		t.Errorf("warnings or errors:\n%s", out)
+	}
+	figure := func(name string) int {
+		m := regexp.MustCompile(`(?s)udp_lat:\n.*?` + name + ` += +([0-9,]+) *\n`).FindStringSubmatch(out)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+		return n
+	}
+	if errs, msgs := figure("loc_recv_errors"), figure("loc_recv_msgs"); msgs == 0 || errs*20 > msgs {
+		t.Errorf("udp_lat: %d receive errors in %d messages:\n%s", errs, msgs, out)
 	}
 }
 
