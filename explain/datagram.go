@@ -125,7 +125,7 @@ func (c *conn) cmMessage(m *model, i, side int, p *wire.Packet) string {
 			uint32(v.LocalQPN), v.ServiceID, v.PathMTU, uint32(v.StartingPSN))
 	case *cm.REP:
 		if aq, ok := c.reqs[tid]; ok {
-			m.cmConnected(pk.Dst, aq, pk.Src, v.LocalQPN)
+			m.connectQPs(pk.Dst, aq, pk.Src, v.LocalQPN)
 		}
 		return fmt.Sprintf("CM REP: accepts, naming its QP %#x and the first PSN it expects, %d, which the active side sends from; its QP is ready to receive (RTR). The active side moves its QP to RTS and answers RTU.",
 			uint32(v.LocalQPN), uint32(v.StartingPSN))

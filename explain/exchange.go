@@ -67,7 +67,7 @@ next:
 	}
 	for x.paired < len(x.keys[0]) && x.paired < len(x.keys[1]) {
 		a, b := x.keys[0][x.paired], x.keys[1][x.paired]
-		m.cmConnected(keyAddr(a, x.ends[0]), bth.QPN(a.QPN), keyAddr(b, x.ends[1]), bth.QPN(b.QPN))
+		m.connectQPs(keyAddr(a, x.ends[0]), bth.QPN(a.QPN), keyAddr(b, x.ends[1]), bth.QPN(b.QPN))
 		x.paired++
 	}
 }

@@ -225,8 +225,8 @@ type model struct {
 	// cmArrivals is what a CM message's arrival tells its receiver, by
 	// the row of its leaving.
 	cmArrivals map[int]cmArrival
-	// connected is the flows a CM handshake (REQ and REP) has named and
-	// that have not sent yet, each with its reverse: they are the two
+	// connected is the flows a CM handshake (REQ and REP) or perftest's
+	// exchange has named and that have not sent yet, each with its reverse: they are the two
 	// ends of a new connection, even when a connection before it had
 	// the same addresses and QPNs.
 	connected map[flowKey]flowKey
@@ -357,7 +357,8 @@ func (m *model) flow(cp *capture.Packet, svc bth.Service) *flow {
 	f := &flow{key: k}
 	m.flows[k] = f
 	if rev, ok := m.connected[k]; ok {
-		// The first packet of one end of a connection the CM set up.
+		// The first packet of one end of a connection a CM handshake or
+		// perftest's exchange named.
 		delete(m.connected, k)
 		if g := m.flows[rev]; g != nil && g.conn.flows[1] == nil {
 			return m.join(g.conn, f)
@@ -392,13 +393,13 @@ func (m *model) newConn(f *flow, svc bth.Service, srcQPN uint32) *flow {
 	return f
 }
 
-// cmConnected records a connection a CM handshake set up: the active
-// side's QP aq at active, the passive side's pq at passive. Their
-// packets to each other start a new connection, its ends paired as the
-// REQ and the REP name them, even when an older connection has the same
-// QPNs (a program that opens a new device for each connection numbers
-// its QPs alike each time).
-func (m *model) cmConnected(active string, aq bth.QPN, passive string, pq bth.QPN) {
+// connectQPs records a connection that what set it up names (a CM
+// handshake's REQ and REP, perftest's key messages): the active side's
+// QP aq at active, the passive side's pq at passive. Their packets to
+// each other start a new connection, its ends paired as named, even when
+// an older connection has the same QPNs (a program that opens a new
+// device for each connection numbers its QPs alike each time).
+func (m *model) connectQPs(active string, aq bth.QPN, passive string, pq bth.QPN) {
 	toPassive, toActive := flowKey{active, passive, pq}, flowKey{passive, active, aq}
 	delete(m.flows, toPassive)
 	delete(m.flows, toActive)

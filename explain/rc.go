@@ -581,7 +581,7 @@ func (q *requester) watchResend(i int) {
 
 // resent updates the requester s for a request it sent again and returns
 // the sentence that says why it did.
-func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p *wire.Packet, gap time.Duration) (why string) {
+func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p *wire.Packet, gap time.Duration) string {
 	q := &s.req
 	pk := m.pkt(i)
 	kind, _ := classify(p.BTH.Opcode())
@@ -619,17 +619,11 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 	if crossed {
 		from = psn
 	}
-	defer func() {
-		if crossed && why != "" {
-			a := m.pkt(q.ackedAt)
-			why += fmt.Sprintf(" Yet PSN %d was acknowledged already, by packet %d, %s before this resend as the capture saw them: the answer and the resend crossed (or the requester had not taken the answer in when its timer fired), so the resend was not needed, and the responder takes it as a duplicate.",
-				psn, a.Index, seconds(pk.Time-a.Time))
-		}
-	}()
 	q.resending, q.runNext = true, psnAdd(psn, span)
 	q.fewAt, q.fewAnswered, q.undoAt = 0, 0, 0
 	q.probeAt, q.probeAnswered = 0, 0 // a new run: its copies' answers say nothing of the last one's need
 	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
+	var why string
 	switch {
 	case q.cause == "nak" && caused:
 		ev.Reason = trace.GoBackNAK
@@ -675,6 +669,11 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 	}
 	m.event(i, ev)
 	q.cause = ""
+	if crossed {
+		a := m.pkt(q.ackedAt)
+		why += fmt.Sprintf(" Yet PSN %d was acknowledged already, by packet %d, %s before this resend as the capture saw them: the answer and the resend crossed (or the requester had not taken the answer in when its timer fired), so the resend was not needed, and the responder takes it as a duplicate.",
+			psn, a.Index, seconds(pk.Time-a.Time))
+	}
 	return why
 }
 
