@@ -45,10 +45,11 @@ const (
 // capture of several tests tells their connections apart.
 type Opener func(local netip.Addr) (*rnic.Device, *cm.Manager, error)
 
-// devices is the devices a run has opened, by local address.
+// devices is the devices a run has opened, by local address. A run's
+// tests come one at a time (a server serves one request, a client runs
+// its list in order), so one goroutine uses it.
 type devices struct {
 	open Opener
-	mu   sync.Mutex
 	at   map[netip.Addr]device
 }
 
@@ -63,8 +64,6 @@ func newDevices(open Opener) *devices {
 
 // get returns the device on local, opening it the first time.
 func (d *devices) get(local netip.Addr) (*rnic.Device, *cm.Manager, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if o, ok := d.at[local]; ok {
 		return o.dev, o.m, nil
 	}
@@ -78,13 +77,11 @@ func (d *devices) get(local netip.Addr) (*rnic.Device, *cm.Manager, error) {
 
 // close closes every device the run opened.
 func (d *devices) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for local, o := range d.at {
+	for _, o := range d.at {
 		o.m.Close()
 		o.dev.Close()
-		delete(d.at, local)
 	}
+	clear(d.at)
 }
 
 // side is one end of a running test: the request it runs by, the TCP
