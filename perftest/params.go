@@ -176,6 +176,10 @@ type Params struct {
 	// (bandwidth tests). Without an explicit CQMod the CQ moderation is
 	// then the post list, as in perftest.
 	PostList int
+	// RateLimit (--rate_limit, --rate_units, --burst_size) paces the
+	// posts of a one-way bandwidth test's sender, as perftest's software
+	// rate limiter does. Its Burst is TxDepth when zero.
+	RateLimit RateLimit
 	// TrafficClass (--tclass) is the traffic class (IPv4 TOS, IPv6
 	// traffic class) of every packet this side sends. With RDMACM it is
 	// also perftest's --tos, the rdma_cm path's traffic class.
@@ -428,6 +432,9 @@ func (p *Params) Validate() error {
 		return err
 	}
 	if err := p.validateOutput(); err != nil {
+		return err
+	}
+	if err := p.RateLimit.validate(p); err != nil {
 		return err
 	}
 	// The QPs share one send and one receive CQ, as perftest's.

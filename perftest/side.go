@@ -367,7 +367,7 @@ func (s *Side) wait(ctx context.Context, p *Params, c *cq.CQ, dst []cq.WC) (int,
 			p.progressed()
 			return n, err
 		}
-		if !spin.more(s.Dev) {
+		if !spin.more(s.Dev) || spin.turns%16 == 0 && ctx.Err() != nil {
 			break
 		}
 	}
@@ -661,6 +661,7 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 	if !noPeak && !timed {
 		peak = newPeakMeter(total, postList, cqMod, start)
 	}
+	pace := newBurstPacer(p, p.Size)
 	for {
 		if tm != nil && tm.ended() || !timed && done >= total {
 			break
@@ -674,7 +675,10 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 			}
 		}
 		for i, l := range s.qps {
-			for (timed || posted[i] < p.Iters) && posted[i]-completed[i]+postList <= p.TxDepth {
+			if !pace.open() {
+				continue // until the next burst's time: poll meanwhile, as run_iter_bw
+			}
+			for (timed || posted[i] < p.Iters) && posted[i]-completed[i]+postList <= p.TxDepth && pace.more() {
 				if tm != nil && tm.ended() {
 					break
 				}
@@ -692,14 +696,19 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 				}
 				posted[i] += postList
 				sent += postList
+				pace.posted(postList)
 			}
 		}
-		if done >= sent {
+		if done >= sent && !pace.waiting() {
 			continue
 		}
-		n, err := iv.wait(ctx, func(ctx context.Context) (int, error) { return s.wait(ctx, p, s.SCQ, wcs) })
+		n, err := pace.wait(ctx, p, done >= sent, func(ctx context.Context) (int, error) {
+			return iv.wait(ctx, func(ctx context.Context) (int, error) { return s.wait(ctx, p, s.SCQ, wcs) })
+		})
 		switch {
 		case err == nil:
+		case errors.Is(err, errBurstDue):
+			continue
 		case errors.Is(err, errReportDue):
 			iv.tick(uint64(done))
 			continue
