@@ -82,6 +82,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	p.Defaults()
+	if err := r.resolveRateLimit(&p, stderr); err != nil {
+		return badCommandLine(stderr, name, err)
+	}
 	if err := p.Validate(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +42,12 @@ type perfRun struct {
 	mtu      int    // -m, in bytes
 	timeout  uint
 	tos      int // --tos, -1 if not given
+
+	// --rate_limit as given (perftest's HW limiter takes only the rates
+	// of its table, by their text), --rate_limit_type, --typical_pkt_size.
+	rateLimit      string
+	rateLimitType  string
+	typicalPktSize int
 
 	outJSON     bool   // --out_json
 	outJSONFile string // --out_json_file
@@ -206,11 +214,6 @@ func perfOptions() []perfOption {
 		{0, "mmap-offset", req, refused, false, "memory from a file is not supported", nil},
 		{0, "use_cuda", req, refused, false, "GPU memory is not supported", nil},
 		{0, "use_rocm", req, refused, false, "GPU memory is not supported", nil},
-		{0, "rate_limit", req, refused, false, "rate limiting is not supported yet", nil},
-		{0, "burst_size", req, refused, false, "rate limiting is not supported yet", nil},
-		{0, "rate_limit_type", req, refused, false, "rate limiting is not supported yet", nil},
-		{0, "rate_units", req, refused, false, "rate limiting is not supported yet", nil},
-		{0, "typical_pkt_size", req, refused, false, "rate limiting is not supported yet", nil},
 		{'B', "source_mac", req, refused, false, "raw Ethernet tests only", nil},
 		{'E', "dest_mac", req, refused, false, "raw Ethernet tests only", nil},
 		{'J', "dest_ip", req, refused, false, "raw Ethernet tests only", nil},
@@ -303,6 +306,32 @@ func perfOptions() []perfOption {
 			r.tos = n
 			return nil
 		}},
+		{0, "rate_limit", req, honoured, false, "hold the sender to this rate, in --rate_units (a one-way bandwidth test's client; perftest's SW limiter)", func(r *perfRun, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f <= 0 || math.IsInf(f, 0) {
+				return fmt.Errorf("Rate limit must be non-negative floating point number") // perftest's words
+			}
+			r.p.RateLimit.Rate, r.rateLimit = f, v
+			return nil
+		}},
+		{0, "rate_units", req, honoured, false, "what --rate_limit counts: g (Gb/s, the default), M (MiB/s) or p (messages a second)", func(r *perfRun, v string) error {
+			switch v {
+			case "g", "M", "p":
+				r.p.RateLimit.Unit = perftest.RateUnit(v[0])
+				return nil
+			}
+			return fmt.Errorf("Invalid rate limit units. Please use M,g or p") // perftest's words
+		}},
+		{0, "rate_limit_type", req, honoured, false, "SW paces the posts; HW and PP (a RoCE NIC's static rate, raw Ethernet's packet pacing) are refused as perftest refuses them on RoCE", func(r *perfRun, v string) error {
+			switch v {
+			case "SW", "HW", "PP":
+				r.rateLimitType = v
+				return nil
+			}
+			return fmt.Errorf("Invalid rate limit type flag. Please use HW, SW or PP.") // perftest's words
+		}},
+		{0, "burst_size", req, honoured, false, "messages a rate-limited burst (tx depth)", numIn(0, math.MaxInt32, "Burst size", func(r *perfRun) *int { return &r.p.RateLimit.Burst })},
+		{0, "typical_pkt_size", req, honoured, false, "packet size of packet pacing (PP, raw Ethernet only)", numIn(0, 0xFFFF, "Typical pkt size", func(r *perfRun) *int { return &r.typicalPktSize })},
 		{'b', "bidirectional", no, honoured, false, "both sides send (bandwidth tests); each prints the sum", flag(func(r *perfRun) *bool { return &r.p.Duplex })},
 		{'o', "outs", req, honoured, false, "outstanding READs and atomics offered to the peer (READ and atomic tests)", num(func(r *perfRun) *int { return &r.p.OutReads })},
 		{0, "write_with_imm", no, honoured, false, "RDMA WRITE with immediate (write_bw, write_lat; a perftest peer needs 6.20 or later)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
@@ -448,4 +477,64 @@ func perfUsage(w io.Writer, name string, t perftest.Test) {
 	fmt.Fprintf(w, "other (the client); either side may be stock perftest. With --link mem, both\n")
 	fmt.Fprintf(w, "sides run in this process over an in-memory fabric, with no network.\n")
 	printOptions(w, perfOptions(), "perftest")
+}
+
+// hwRates are the --rate_limit values perftest's HW limiter takes, as its
+// RATE_VALUES table writes them (ibv_rate's, in Gb/s).
+var hwRates = strings.Fields("2.5 5 10 14 20 25 28 30 40 50 56 60 80 100 112 120 168 200 300 400 600")
+
+// resolveRateLimit settles the rate limiter of p, to which Defaults has
+// given its tx depth, as perftest's force_dependencies and QP set-up do:
+// --rate_limit alone asks for the HW limiter, which perftest tries and
+// then, on a RoCE device (any device whose link layer is not InfiniBand),
+// replaces by the SW one, saying so; asked for by name, HW fails there,
+// and PP is raw Ethernet's. The SW limiter runs in run_iter_bw only, so a
+// latency test or a -b run keeps the flags and runs unlimited, as
+// perftest's does. Notes go to stderr.
+func (r *perfRun) resolveRateLimit(p *perftest.Params, stderr io.Writer) error {
+	l := &p.RateLimit
+	kind := r.rateLimitType
+	if kind == "" && l.On() {
+		kind = "HW" // "if not specified, choose HW rate limiter as default"
+	}
+	switch {
+	case kind != "" && p.Infinite:
+		return fmt.Errorf("run_infinitely does not support rate limit feature yet")
+	case l.Burst > 0 && kind == "":
+		return fmt.Errorf("Can't enable burst mode when rate limiter is off")
+	case r.typicalPktSize != 0 && kind != "PP":
+		return fmt.Errorf("Typical packet size only supports PP rate limiter")
+	case kind == "":
+		return nil
+	}
+	if l.Burst == 0 && kind == "SW" {
+		fmt.Fprintf(stderr, " Setting burst size to tx depth = %d\n", p.TxDepth)
+	}
+	switch kind {
+	case "PP":
+		return fmt.Errorf("%w: Packet Pacing is only supported for Raw Ethernet", errRefused)
+	case "SW":
+		if p.Test.IsLatency() || p.Test.IsAtomic() || p.Duplex && p.Test == perftest.SendBW {
+			return fmt.Errorf("SW Rate limiter can't be executed on non-BW, ATOMIC or bidirectional SEND / SEND_IMM tests")
+		}
+		if !l.On() {
+			return fmt.Errorf("--rate_limit_type SW needs a --rate_limit")
+		}
+	case "HW":
+		switch {
+		case p.RDMACM:
+			return fmt.Errorf("HW rate limit isn't supported yet with rdma_cm scenarios")
+		case l.On() && l.Unit == perftest.RatePPS:
+			return fmt.Errorf("Failed: pps rate limit units is not supported when setting HW rate limit")
+		case l.On() && !slices.Contains(hwRates, r.rateLimit):
+			return fmt.Errorf("The input value for hw rate limit is not supported: Failed: Unknown rate limit value (HW takes %s Gbps)", strings.Join(hwRates, ", "))
+		case r.rateLimitType == "HW":
+			return fmt.Errorf("%w: The QP failed to accept HW rate limit (a static rate is InfiniBand's; gorxe's link layer is Ethernet, as every RoCE device's)", errRefused)
+		}
+		fmt.Fprintf(stderr, "The QP failed to accept HW rate limit, providing SW rate limit\n")
+	}
+	if p.Test.IsLatency() || p.Duplex {
+		*l = perftest.RateLimit{} // perftest's run_iter_lat and run_iter_bi do not pace
+	}
+	return nil
 }

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestPerfRateLimit: --rate_limit holds write_bw's client to the rate in
+// bursts of --burst_size, as perftest's SW limiter; the bursts start on
+// the clock, so the run cannot be faster than its bursts' times allow.
+func TestPerfRateLimit(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		mbps   float64 // the most the run can report
+		stderr string
+	}{
+		// 64 KiB at 0.1 Gb/s: 190 messages a second, bursts of 10 every
+		// 52.4 ms; 200 messages take 19 gaps at least.
+		{[]string{"--rate_limit", "0.1", "--rate_limit_type", "SW", "--burst_size", "10", "-n", "200"}, 200.0 * 65536 / (1 << 20) / (19 * 10.0 / 190), ""},
+		// 5 MiB/s: 80 a second, bursts of the tx depth (16) every 0.2 s.
+		{[]string{"--rate_limit", "5", "--rate_units", "M", "--rate_limit_type", "SW", "-t", "16", "-n", "80"}, 80.0 * 65536 / (1 << 20) / (4 * 16.0 / 80), "Setting burst size to tx depth = 16"},
+		// 160 messages a second in bursts of 20: HW, asked for by default,
+		// is refused and SW takes its place.
+		{[]string{"--rate_limit", "10", "--rate_units", "M", "--burst_size", "20", "-n", "100"}, 100.0 * 65536 / (1 << 20) / (4 * 20.0 / 160), "providing SW rate limit"},
+	} {
+		args := append([]string{"write_bw", "--link", "mem", "--json"}, c.args...)
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
+		}
+		var m struct {
+			Avg float64 `json:"bw_avg_MBps"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("%v: %v in %q", args, err, out.String())
+		}
+		if m.Avg > c.mbps*1.001 || m.Avg < c.mbps/4 {
+			t.Errorf("%v: %.2f MB/s, want at most %.2f (and not far below)", args, m.Avg, c.mbps)
+		}
+		if !strings.Contains(errOut.String(), c.stderr) {
+			t.Errorf("%v: stderr %q, want %q", args, errOut.String(), c.stderr)
+		}
+	}
+}
+
+// TestPerfRateLimitUnpaced: perftest's fallback from HW to SW happens for
+// a latency test and a -b run too, which its SW limiter does not pace:
+// they run, unpaced.
+func TestPerfRateLimitUnpaced(t *testing.T) {
+	for _, args := range [][]string{
+		{"write_lat", "--link", "mem", "-n", "100", "--rate_limit", "2.5", "--json"},
+		{"write_bw", "--link", "mem", "-n", "100", "-b", "--rate_limit", "2.5", "--json"},
+		{"read_bw", "--link", "mem", "-n", "100", "-b", "--rate_limit", "1", "--rate_units", "M", "--rate_limit_type", "SW", "--json"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, errOut.String())
+		}
+	}
+}
+
+// TestPerfRateLimitErrors: what perftest refuses, gorxe refuses, mostly
+// in perftest's words.
+func TestPerfRateLimitErrors(t *testing.T) {
+	for _, c := range []struct {
+		args string
+		want string
+	}{
+		{"write_bw --burst_size 8", "Can't enable burst mode when rate limiter is off"},
+		{"write_bw --rate_limit 0", "Rate limit must be non-negative floating point number"},
+		{"write_bw --rate_limit fast", "Rate limit must be non-negative floating point number"},
+		{"write_bw --rate_limit 1 --rate_units k", "Invalid rate limit units"},
+		{"write_bw --rate_limit_type LOW", "Invalid rate limit type flag"},
+		{"write_bw --rate_limit 7", "Unknown rate limit value"},
+		{"write_bw --rate_limit 10 --rate_units p", "pps rate limit units is not supported when setting HW rate limit"},
+		{"write_bw --rate_limit 10 --rate_limit_type HW", "The QP failed to accept HW rate limit"},
+		{"write_bw --rate_limit_type HW", "The QP failed to accept HW rate limit"},
+		{"write_bw --rate_limit 1 --rate_limit_type PP", "Packet Pacing is only supported for Raw Ethernet"},
+		{"write_bw --rate_limit 1 --rate_limit_type SW --typical_pkt_size 64", "Typical packet size only supports PP rate limiter"},
+		{"write_bw --rate_limit_type SW", "needs a --rate_limit"},
+		{"write_bw --rate_limit 1 --rate_limit_type SW --run_infinitely", "run_infinitely does not support rate limit"},
+		{"write_bw --rate_limit 10 -R --link udp", "HW rate limit isn't supported yet with rdma_cm"},
+		{"atomic_bw --rate_limit 1 --rate_limit_type SW", "SW Rate limiter can't be executed"},
+		{"write_lat --rate_limit 1 --rate_limit_type SW", "SW Rate limiter can't be executed"},
+		{"send_bw -b --rate_limit 1 --rate_limit_type SW", "SW Rate limiter can't be executed"},
+		{"write_bw -a --rate_limit 1 --rate_units M --rate_limit_type SW", "less than one 8388608-byte message a second"},
+	} {
+		args := strings.Fields(c.args)
+		if !strings.Contains(c.args, "--link") {
+			args = append(args, "--link", "mem")
+		}
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%s: exit %d, stderr %q, want %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}
