@@ -478,3 +478,37 @@ func PrintOutput(w io.Writer, p *Params, r *Result, what string) {
 		fmt.Fprintf(w, "%f\n", avg)
 	}
 }
+
+// Verifier is perftest's result verifier, -w (--limit_bw) and -y
+// (--limit_msgrate): the least average bandwidth, in the report's unit
+// (MB/sec, or Gb/sec with ReportGbits), and the least message rate, in
+// Mpps, a bandwidth run must report. As perftest's, a limit is met if one
+// report of the run meets it (with -a, one size), and a run that reports
+// no bandwidth meets none. perftest checks -y only when -w is given too;
+// gorxe checks each limit given.
+type Verifier struct {
+	MinBW, MinMsgRate     float64
+	CheckBW, CheckMsgRate bool
+
+	bwMet, msgRateMet bool
+}
+
+// Report takes one bandwidth report, of p's run.
+func (v *Verifier) Report(p *Params, b *BWResult) {
+	if b == nil {
+		return
+	}
+	v.bwMet = v.bwMet || b.AvgMBps*bwUnit(p) >= v.MinBW
+	v.msgRateMet = v.msgRateMet || b.MsgRate >= v.MinMsgRate
+}
+
+// Err returns perftest's words for a limit no report met, or nil.
+func (v *Verifier) Err() error {
+	switch {
+	case v.CheckBW && !v.bwMet:
+		return fmt.Errorf("Error: BW result is below bw limit (%g)", v.MinBW)
+	case v.CheckMsgRate && !v.msgRateMet:
+		return fmt.Errorf("Error: Msg rate is below msg_rate limit (%g Mpps)", v.MinMsgRate)
+	}
+	return nil
+}

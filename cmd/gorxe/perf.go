@@ -181,6 +181,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	}
 	first := true
 	emit := func(res *perftest.Result, ps *perftest.Params) {
+		r.verify.Report(ps, res.BW)
 		switch {
 		case r.json:
 			perftest.WriteJSON(stdout, perftest.ToJSON(res, ps, nil))
@@ -223,6 +224,12 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	}
 	if r.counters {
 		printCounters(stdout, final(), r.json)
+	}
+	if err == nil && !p.Test.IsLatency() {
+		if err := r.verify.Err(); err != nil {
+			fmt.Fprintln(stderr, err)
+			failed = true
+		}
 	}
 	if failed {
 		return exitError

@@ -97,3 +97,38 @@ func TestPerfRateLimitErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfVerifier: -w and -y (perftest's --limit_bw and --limit_msgrate)
+// make the exit status 1, with perftest's words, when the run reports
+// less; with -a, one size that reaches the limit is enough, as in
+// perftest. A latency test has no bandwidth to check.
+func TestPerfVerifier(t *testing.T) {
+	for _, c := range []struct {
+		args   string
+		code   int
+		stderr string
+	}{
+		{"write_bw -n 100 -s 4096 -w 0.001", exitOK, ""},
+		{"write_bw -n 100 -s 4096 -w 1e9", exitError, "Error: BW result is below bw limit"},
+		{"write_bw -n 100 -s 4096 --report_gbits -w 1e6", exitError, "Error: BW result is below bw limit"},
+		{"send_bw -n 100 -s 4096 -y 1e6", exitError, "Error: Msg rate is below msg_rate limit"},
+		{"read_bw -n 100 -s 4096 -w 0.001 -y 0.000001 --json", exitOK, ""},
+		{"write_bw -n 5 -a -w 1e9", exitError, "below bw limit"},
+		{"write_bw -n 100 -b -w 1e9", exitError, "below bw limit"},
+		{"write_lat -n 100 -w 1e9", exitOK, ""},
+		{"write_bw -w -1", exitUsage, "Invalid Minimum BW Limit"},
+		{"write_bw -y -1", exitUsage, "Invalid Minimum msgRate Limit"},
+		{"write_bw -w lots", exitUsage, "not a number"},
+	} {
+		args := append(strings.Fields(c.args), "--link", "mem")
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != c.code || !strings.Contains(errOut.String(), c.stderr) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut.String(), c.code, c.stderr)
+		}
+	}
+	// -a: 2-byte messages fall short of 100 MB/s (50 M a second), 8 MiB ones reach it.
+	var out, errOut bytes.Buffer
+	if code := run([]string{"write_bw", "-n", "5", "-a", "-w", "100", "--link", "mem"}, &out, &errOut); code != exitOK {
+		t.Errorf("-a -w 100: exit %d: %s", code, errOut.String())
+	}
+}

@@ -49,6 +49,8 @@ type perfRun struct {
 	rateLimitType  string
 	typicalPktSize int
 
+	verify perftest.Verifier // -w, -y
+
 	outJSON     bool   // --out_json
 	outJSONFile string // --out_json_file
 	output      string // --output: print only this number
@@ -171,8 +173,6 @@ func perfOptions() []perfOption {
 		{'X', "vector", req, accepted, false, "completion vector", noop},
 		{'S', "sl", req, accepted, false, "service level (no wire effect on RoCE v2)", noop},
 		{'W', "report-counters", req, accepted, false, "hardware counter file (gorxe: --counters)", noop},
-		{'w', "limit_bw", req, accepted, false, "bandwidth limit for the exit status", noop},
-		{'y', "limit_msgrate", req, accepted, false, "message rate limit for the exit status", noop},
 		{0, "use-srq", no, accepted, false, "shared receive queue (invisible on the wire)", noop},
 		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
 		{0, "recv_post_list", req, accepted, false, "receives posted per call", noop},
@@ -305,6 +305,12 @@ func perfOptions() []perfOption {
 			}
 			r.tos = n
 			return nil
+		}},
+		{'w', "limit_bw", req, honoured, false, "fail (exit 1) unless the average bandwidth reaches this, in the report's unit", func(r *perfRun, v string) error {
+			return parseLimit(v, "Invalid Minimum BW Limit", &r.verify.MinBW, &r.verify.CheckBW)
+		}},
+		{'y', "limit_msgrate", req, honoured, false, "fail (exit 1) unless the message rate reaches this many Mpps", func(r *perfRun, v string) error {
+			return parseLimit(v, "Invalid Minimum msgRate Limit", &r.verify.MinMsgRate, &r.verify.CheckMsgRate)
 		}},
 		{0, "rate_limit", req, honoured, false, "hold the sender to this rate, in --rate_units (a one-way bandwidth test's client; perftest's SW limiter)", func(r *perfRun, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
@@ -477,6 +483,20 @@ func perfUsage(w io.Writer, name string, t perftest.Test) {
 	fmt.Fprintf(w, "other (the client); either side may be stock perftest. With --link mem, both\n")
 	fmt.Fprintf(w, "sides run in this process over an in-memory fabric, with no network.\n")
 	printOptions(w, perfOptions(), "perftest")
+}
+
+// parseLimit reads a limit of -w or -y into limit and turns check on.
+// perftest refuses a negative one with refusal.
+func parseLimit(v, refusal string, limit *float64, check *bool) error {
+	f, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
+		return fmt.Errorf("not a number")
+	case f < 0:
+		return errors.New(refusal)
+	}
+	*limit, *check = f, true
+	return nil
 }
 
 // hwRates are the --rate_limit values perftest's HW limiter takes, as its
