@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"time"
 
@@ -145,6 +146,9 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 		}
 		if tm != nil && tm.ended() {
 			break
+		}
+		if p.LatencyGap > 0 {
+			spinFor(p.LatencyGap)
 		}
 		if client && tm == nil {
 			// One clock read per round trip, as perftest takes one
@@ -423,6 +427,14 @@ func latDuration(size int, o latOut, half bool) LatResult {
 // which reads the wall clock as well: one clock read less on the path
 // being timed (65 ns against 140 on the development VM).
 func clock() time.Duration { return time.Since(clockEpoch) }
+
+// spinFor spins for d, as perftest's latency gap does (a busy wait on the
+// cycle counter), letting the process's other goroutines run.
+func spinFor(d time.Duration) {
+	for end := clock() + d; clock() < end; {
+		runtime.Gosched()
+	}
+}
 
 var clockEpoch = time.Now()
 

@@ -176,6 +176,11 @@ type Params struct {
 	// (bandwidth tests). Without an explicit CQMod the CQ moderation is
 	// then the post list, as in perftest.
 	PostList int
+	// LatencyGap (--latency_gap) makes each side of write_lat spin this
+	// long before each post, as run_iter_lat_write does: after the peer's
+	// message has come, before the post's timestamp, so the reported
+	// latency (half a round trip) includes one gap per side.
+	LatencyGap time.Duration
 	// RateLimit (--rate_limit, --rate_units, --burst_size) paces the
 	// posts of a one-way bandwidth test's sender, as perftest's software
 	// rate limiter does. Its Burst is TxDepth when zero.
@@ -535,6 +540,10 @@ func (p *Params) validateOutput() error {
 		return fmt.Errorf("the post list size (-l %d) must be a multiple of the CQ moderation (-Q %d)", p.PostList, min(p.CQMod, p.TxDepth))
 	case p.PostList > p.TxDepth:
 		return fmt.Errorf("the post list (-l %d) does not fit in the send queue (-t %d)", p.PostList, p.TxDepth)
+	case p.LatencyGap < 0:
+		return fmt.Errorf("the latency gap must not be negative")
+	case p.LatencyGap > 0 && bw:
+		return fmt.Errorf("Latency gap feature is only for latency tests") // perftest's words
 	case p.WarmUp && p.Check && p.Test == AtomicBW:
 		return fmt.Errorf("--perform_warm_up changes the word --check counts atomics in")
 	}

@@ -132,3 +132,31 @@ func TestPerfVerifier(t *testing.T) {
 		t.Errorf("-a -w 100: exit %d: %s", code, errOut.String())
 	}
 }
+
+// TestPerfLatencyGap: --latency_gap N makes each side of write_lat spin N
+// µs before each post, so every round trip holds two gaps and the
+// reported latency, half of it, at least one.
+func TestPerfLatencyGap(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"write_lat", "--link", "mem", "-n", "50", "--latency_gap", "2000", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var m struct {
+		Min float64 `json:"t_min_us"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+		t.Fatalf("%v in %q", err, out.String())
+	}
+	if m.Min < 2000 {
+		t.Errorf("t_min %.1f µs, want at least the 2000 µs gap", m.Min)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"write_bw --latency_gap 10", "Latency gap feature is only for latency tests"},
+		{"write_lat --latency_gap -1", "non-negative"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(append(strings.Fields(c.args), "--link", "mem"), &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%s: exit %d, stderr %q, want %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}

@@ -185,7 +185,6 @@ func perfOptions() []perfOption {
 		{0, "cqe_poll", req, accepted, false, "", noop},
 		{0, "disable_dynamic_polling", no, accepted, false, "", noop},
 		{0, "pin_cores", req, accepted, false, "", noop},
-		{0, "latency_gap", req, accepted, false, "", noop},
 		{0, "flow_label", req, accepted, false, "GRH flow label (rxe ignores it too)", noop},
 		{0, "retry_count", req, accepted, false, "", noop},
 		{0, "dlid", req, accepted, false, "destination LID (no meaning on RoCE)", noop},
@@ -311,6 +310,17 @@ func perfOptions() []perfOption {
 		}},
 		{'y', "limit_msgrate", req, honoured, false, "fail (exit 1) unless the message rate reaches this many Mpps", func(r *perfRun, v string) error {
 			return parseLimit(v, "Invalid Minimum msgRate Limit", &r.verify.MinMsgRate, &r.verify.CheckMsgRate)
+		}},
+		{0, "latency_gap", req, honoured, false, "write_lat: spin this many microseconds before each post (each side; the latency includes it)", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n < 0 {
+				return fmt.Errorf("Latency gap time must be non-negative")
+			}
+			r.p.LatencyGap = time.Duration(n) * time.Microsecond
+			return nil
 		}},
 		{0, "rate_limit", req, honoured, false, "hold the sender to this rate, in --rate_units (a one-way bandwidth test's client; perftest's SW limiter)", func(r *perfRun, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
