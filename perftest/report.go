@@ -178,6 +178,24 @@ func PrintReport(w io.Writer, p *Params, r *Result) {
 	fmt.Fprintf(w, reportFmt+"\n", b.Size, b.Iters, peak, avg, b.MsgRate)
 }
 
+// PrintBothReports prints, for a -b run, each side's own line under a
+// table of its own, "Local results" and then "Remote results", as
+// perftest's --report-both does after the summed line. Without both
+// sides' reports (not a -b run) it prints nothing.
+func PrintBothReports(w io.Writer, p *Params, r *Result) {
+	if r.OwnBW == nil || r.PeerBW == nil {
+		return
+	}
+	for _, side := range []struct {
+		name string
+		bw   *BWResult
+	}{{"Local", r.OwnBW}, {"Remote", r.PeerBW}} {
+		fmt.Fprintf(w, "%s\n\n %s results: \n%s\n", rule, side.name, rule)
+		PrintReportHeader(w, p)
+		PrintReport(w, p, &Result{Test: r.Test, BW: side.bw})
+	}
+}
+
 // latMeasureTail is perftest's LAT_MEASURE_TAIL: print_report_lat leaves
 // the largest two samples out after sorting.
 const latMeasureTail = 2

@@ -200,6 +200,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			if res.BW != nil || res.Lat != nil {
 				perftest.PrintReport(stdout, ps, res)
 			}
+			if r.reportBoth {
+				perftest.PrintBothReports(stdout, ps, res)
+			}
 		}
 		if r.outJSON && (res.BW != nil || res.Lat != nil) {
 			if err := writeOutJSON(r, ps, res, gidIndex); err != nil {

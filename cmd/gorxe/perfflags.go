@@ -49,7 +49,8 @@ type perfRun struct {
 	rateLimitType  string
 	typicalPktSize int
 
-	verify perftest.Verifier // -w, -y
+	verify     perftest.Verifier // -w, -y
+	reportBoth bool              // --report-both
 
 	outJSON     bool   // --out_json
 	outJSONFile string // --out_json_file
@@ -177,7 +178,6 @@ func perfOptions() []perfOption {
 		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
 		{0, "recv_post_list", req, accepted, false, "receives posted per call", noop},
 		{0, "cpu_util", no, accepted, false, "report CPU use", noop},
-		{0, "report-both", no, accepted, false, "", noop},
 		{0, "use_hugepages", no, accepted, false, "", noop},
 		{0, "odp", no, accepted, false, "on-demand paging (gorxe's memory is always resident)", noop},
 		{0, "use-null-mr", no, accepted, false, "", noop},
@@ -349,6 +349,7 @@ func perfOptions() []perfOption {
 		{0, "burst_size", req, honoured, false, "messages a rate-limited burst (tx depth)", numIn(0, math.MaxInt32, "Burst size", func(r *perfRun) *int { return &r.p.RateLimit.Burst })},
 		{0, "typical_pkt_size", req, honoured, false, "packet size of packet pacing (PP, raw Ethernet only)", numIn(0, 0xFFFF, "Typical pkt size", func(r *perfRun) *int { return &r.typicalPktSize })},
 		{'b', "bidirectional", no, honoured, false, "both sides send (bandwidth tests); each prints the sum", flag(func(r *perfRun) *bool { return &r.p.Duplex })},
+		{0, "report-both", no, honoured, false, "with -b, also print each side's own results (Local, Remote)", flag(func(r *perfRun) *bool { return &r.reportBoth })},
 		{'o', "outs", req, honoured, false, "outstanding READs and atomics offered to the peer (READ and atomic tests)", num(func(r *perfRun) *int { return &r.p.OutReads })},
 		{0, "write_with_imm", no, honoured, false, "RDMA WRITE with immediate (write_bw, write_lat; a perftest peer needs 6.20 or later)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
 		{0, "send_with_imm", no, honoured, false, "SEND with immediate (send tests; both sides)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},

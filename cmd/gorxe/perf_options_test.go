@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -158,5 +160,39 @@ func TestPerfLatencyGap(t *testing.T) {
 		if code := run(append(strings.Fields(c.args), "--link", "mem"), &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("%s: exit %d, stderr %q, want %q", c.args, code, errOut.String(), c.want)
 		}
+	}
+}
+
+// TestPerfReportBoth: with -b, --report-both prints each side's own line
+// after the summed one, under "Local results" and "Remote results", as
+// perftest does; without -b it prints nothing more.
+func TestPerfReportBoth(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"write_bw", "--link", "mem", "-n", "100", "-s", "4096", "-b", "--report-both"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	local, remote := strings.Index(s, "\n Local results: \n"), strings.Index(s, "\n Remote results: \n")
+	if local < 0 || remote < local {
+		t.Fatalf("no Local and Remote results, in order, in:\n%s", s)
+	}
+	// Three lines of 4096-byte results: the sum, the local, the remote.
+	var avgs []float64
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 5 && f[0] == "4096" {
+			var avg float64
+			if _, err := fmt.Sscan(f[3], &avg); err != nil {
+				t.Fatal(err)
+			}
+			avgs = append(avgs, avg)
+		}
+	}
+	if len(avgs) != 3 || math.Abs(avgs[0]-(avgs[1]+avgs[2])) > 0.02 {
+		t.Errorf("averages %v: want the sum, then its two parts", avgs)
+	}
+	out.Reset()
+	if code := run([]string{"write_bw", "--link", "mem", "-n", "100", "-s", "4096", "--report-both"}, &out, &errOut); code != 0 || strings.Contains(out.String(), "results:") {
+		t.Errorf("one-way run: exit %d, output:\n%s", code, out.String())
 	}
 }
