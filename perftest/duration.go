@@ -40,6 +40,11 @@ type runTimer struct {
 	timer          *time.Timer
 	opened, closed time.Duration // clock() when SAMPLE began and ended
 	armed, done    bool
+
+	// With --cpu_util, the machine's CPU times when SAMPLE began and
+	// ended (get_cpu_stats in catch_alarm).
+	cpuUtil bool
+	cpu     [2]cpuStat
 }
 
 // newRunTimer returns the timer of a timed run of p, not yet started, and
@@ -47,7 +52,7 @@ type runTimer struct {
 func newRunTimer(ctx context.Context, p *Params) (*runTimer, context.Context) {
 	ctx, end := context.WithCancelCause(ctx)
 	m := p.margin()
-	return &runTimer{margin: m, window: p.period() - 2*m, end: end}, ctx
+	return &runTimer{margin: m, window: p.period() - 2*m, end: end, cpuUtil: p.cpuUtilOn()}, ctx
 }
 
 // start starts the clock: run_iter_bw and run_iter_lat* start it when
@@ -87,11 +92,17 @@ func (t *runTimer) advanceLocked() {
 		var wait time.Duration
 		switch phase(t.phase.Load()) {
 		case phaseStart:
+			if t.cpuUtil {
+				t.cpu[0] = readCPUStat()
+			}
 			t.opened = clock()
 			t.phase.Store(int32(phaseSample))
 			wait = t.window
 		case phaseSample:
 			t.closed = clock()
+			if t.cpuUtil {
+				t.cpu[1] = readCPUStat()
+			}
 			t.phase.Store(int32(phaseStop))
 			wait = t.margin
 		default:
@@ -119,6 +130,23 @@ func (t *runTimer) sample() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.closed - t.opened
+}
+
+// bwResult is the report of a timed bandwidth run that counted n
+// size-byte messages in the sample window, with the CPU's use over it
+// (--cpu_util).
+func (t *runTimer) bwResult(size int, n uint64) BWResult {
+	r := bwResult(size, n, t.sample(), 0)
+	r.CPUUtil = t.cpuUse()
+	return r
+}
+
+// cpuUse returns the CPU's use over the sample window, in percent, as
+// --cpu_util reports it; 0 without --cpu_util.
+func (t *runTimer) cpuUse() float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return cpuUtil(t.cpu[0], t.cpu[1])
 }
 
 // release stops the timer and ends its context, whatever its phase.

@@ -382,6 +382,7 @@ type latOut struct {
 	samples []time.Duration
 	n       int
 	window  time.Duration
+	cpuUtil float64 // --cpu_util's figure for the window
 }
 
 // latTimer returns the runTimer of a timed latency run, not started, and
@@ -402,7 +403,7 @@ func (o *latOut) count(tm *runTimer) {
 
 // timed returns o with the sample window of tm.
 func (o latOut) timed(tm *runTimer) latOut {
-	o.window = tm.sample()
+	o.window, o.cpuUtil = tm.sample(), tm.cpuUse()
 	return o
 }
 
@@ -410,7 +411,7 @@ func (o latOut) timed(tm *runTimer) latOut {
 // does: the average latency in microseconds, half the round trip for the
 // ping-pongs, and the transactions per second, over the sample window.
 func latDuration(size int, o latOut, half bool) LatResult {
-	r := LatResult{Size: size, Iters: o.n, Timed: true}
+	r := LatResult{Size: size, Iters: o.n, Timed: true, CPUUtil: o.cpuUtil}
 	if o.n == 0 || o.window <= 0 {
 		return r
 	}

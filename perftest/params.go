@@ -176,6 +176,11 @@ type Params struct {
 	// (bandwidth tests). Without an explicit CQMod the CQ moderation is
 	// then the post list, as in perftest.
 	PostList int
+	// CPUUtil (--cpu_util) makes a timed run (-D, not --run_infinitely)
+	// report the machine's CPU use over its sample window in an extra
+	// column, as perftest's: user time as a share of user and idle time,
+	// all CPUs together, from /proc/stat.
+	CPUUtil bool
 	// LatencyGap (--latency_gap) makes each side of write_lat spin this
 	// long before each post, as run_iter_lat_write does: after the peer's
 	// message has come, before the post's timestamp, so the reported
@@ -227,6 +232,11 @@ const NoMargin time.Duration = -1
 // defaultDuration is perftest's DEF_DURATION: -D's value when only
 // --run_infinitely or -f is given.
 const defaultDuration = 5 * time.Second
+
+// cpuUtilOn reports whether the run reports its CPU use: --cpu_util on
+// a run timed by -D alone (perftest turns it on where it settles -D,
+// before --run_infinitely).
+func (p *Params) cpuUtilOn() bool { return p.CPUUtil && p.Duration > 0 && !p.Infinite }
 
 // timed reports whether the run is timed: -D or --run_infinitely.
 func (p *Params) timed() bool { return p.Duration > 0 || p.Infinite }
@@ -621,6 +631,9 @@ type BWResult struct {
 	AvgMBps  float64
 	MsgRate  float64 // millions of messages per second
 	Elapsed  time.Duration
+	// CPUUtil is --cpu_util's figure for a timed run's sample window, in
+	// percent (see Params.CPUUtil).
+	CPUUtil float64
 }
 
 // LatResult is one line of a latency table, in microseconds.
@@ -637,8 +650,9 @@ type LatResult struct {
 	// Timed is set for a timed run (-D), which reports Iters (the
 	// messages of its sample window), Avg and TPS only: perftest's
 	// RESULT_FMT_LAT_DUR table.
-	Timed bool
-	TPS   float64 // transactions per second, of a timed run
+	Timed   bool
+	TPS     float64
+	CPUUtil float64 // --cpu_util's figure, of a timed run // transactions per second, of a timed run
 	// Samples are the measured times in the order taken (round trips,
 	// or READs for read_lat), kept for -H and -U.
 	Samples []time.Duration

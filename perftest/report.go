@@ -132,13 +132,31 @@ const (
 	reportFmtLat = " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f"
 	// REPORT_FMT_LAT_DUR
 	reportFmtLatDur = " %-7d       %d            %-7.2f        %-7.2f"
+
+	// RESULT_EXT_CPU_UTIL and REPORT_EXT_CPU_UTIL, the ends of a header
+	// and of a line with --cpu_util
+	resultExtCPUUtil = "    CPU_Util[%]"
+	reportExtCPUUtil = "\t    %-3.2f"
 )
+
+// reportEnd returns the end of a result line: a newline, or with
+// --cpu_util the CPU's use first.
+func reportEnd(p *Params, cpu float64) string {
+	if p.cpuUtilOn() {
+		return fmt.Sprintf(reportExtCPUUtil+"\n", cpu)
+	}
+	return "\n"
+}
 
 // PrintReportHeader prints the column names of p's result table, as
 // perftest prints them before the run: MB/sec or, with ReportGbits,
 // Gb/sec; for a timed latency test the shorter RESULT_FMT_LAT_DUR table.
 func PrintReportHeader(w io.Writer, p *Params) {
-	fmt.Fprintln(w, reportHeader(p.Test, p.ReportGbits, p.Duration > 0))
+	h := reportHeader(p.Test, p.ReportGbits, p.Duration > 0)
+	if p.cpuUtilOn() {
+		h += resultExtCPUUtil
+	}
+	fmt.Fprintln(w, h)
 }
 
 func reportHeader(t Test, gbits, timed bool) string {
@@ -171,11 +189,11 @@ func PrintReport(w io.Writer, p *Params, r *Result) {
 	}
 	u := bwUnit(p)
 	peak, avg := b.PeakMBps*u, b.AvgMBps*u
+	f := reportFmt
 	if p.ReportGbits && avg < 0.1 {
-		fmt.Fprintf(w, reportFmtExt+"\n", b.Size, b.Iters, peak, avg, b.MsgRate)
-		return
+		f = reportFmtExt
 	}
-	fmt.Fprintf(w, reportFmt+"\n", b.Size, b.Iters, peak, avg, b.MsgRate)
+	fmt.Fprintf(w, f+"%s", b.Size, b.Iters, peak, avg, b.MsgRate, reportEnd(p, b.CPUUtil))
 }
 
 // PrintBothReports prints, for a -b run, each side's own line under a
@@ -202,7 +220,7 @@ const latMeasureTail = 2
 
 func printLat(w io.Writer, p *Params, l *LatResult) {
 	if l.Timed {
-		fmt.Fprintf(w, reportFmtLatDur+"\n", l.Size, l.Iters, l.Avg, l.TPS)
+		fmt.Fprintf(w, reportFmtLatDur+"%s", l.Size, l.Iters, l.Avg, l.TPS, reportEnd(p, l.CPUUtil))
 		return
 	}
 	scale, units := 1.0, "usec"
@@ -307,6 +325,9 @@ type JSON struct {
 	// Packets are the two counts, so that the steady state can be told
 	// from a run's fixed cost: the difference of two runs of different
 	// lengths.
+	// CPUUtil is --cpu_util's figure, in percent, of a run that has it.
+	CPUUtil *float64 `json:"cpu_util,omitempty"`
+
 	AllocsPerPacket *float64 `json:"allocs_per_packet,omitempty"`
 	Allocs          uint64   `json:"allocs"`
 	Packets         uint64   `json:"packets"`
@@ -317,13 +338,19 @@ func ToJSON(r *Result, p *Params, err error) JSON {
 	j := JSON{Test: p.Test, Size: p.Size, Iters: p.Iters, Check: "off"}
 	if r != nil {
 		j.Test = r.Test
+		cpu := 0.0
 		if b := r.BW; b != nil {
 			j.Size, j.Iters, j.PeakMBs, j.AvgMBs, j.MsgRate = b.Size, b.Iters, b.PeakMBps, b.AvgMBps, b.MsgRate
+			cpu = b.CPUUtil
 		}
 		if l := r.Lat; l != nil {
 			j.Size, j.Iters = l.Size, l.Iters
 			j.MinUs, j.MaxUs, j.TypUs, j.AvgUs, j.StdUs, j.P99Us, j.P999Us = l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999
 			j.TPS = l.TPS
+			cpu = l.CPUUtil
+		}
+		if p.cpuUtilOn() {
+			j.CPUUtil = &cpu
 		}
 		j.Retransmits = r.Client.CompleterRetryErr + r.Server.CompleterRetryErr
 		j.ICRCErrors = r.Client.ICRCErrors + r.Server.ICRCErrors
@@ -403,6 +430,16 @@ func WriteOutJSON(w io.Writer, p *Params, info OutJSONInfo, r *Result) error {
 		fmt.Fprintf(&b, "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"t_min\": %.2f,\n\"t_max\": %.2f,\n\"t_typical\": %.2f,\n\"t_avg\": %.2f,\n"+
 			"\"t_stdev\": %.2f,\n\"percentile_99\": %.2f,\n\"percentile_99.9\": %.2f", // REPORT_FMT_LAT_JSON
 			l.Size, l.Iters, l.Min*scale, l.Max*scale, l.Typical*scale, l.Avg*scale, l.Stdev*scale, l.P99*scale, l.P999*scale)
+	}
+	if p.cpuUtilOn() {
+		cpu := 0.0
+		switch {
+		case r.BW != nil:
+			cpu = r.BW.CPUUtil
+		case r.Lat != nil:
+			cpu = r.Lat.CPUUtil
+		}
+		fmt.Fprintf(&b, ",\n\"CPU_util\": %.2f", cpu) // REPORT_EXT_CPU_UTIL_JSON
 	}
 	b.WriteString("\n}\n}\n") // REPORT_EXT_JSON, then the two objects' ends
 	_, err := io.WriteString(w, b.String())

@@ -748,7 +748,7 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 		}
 	}
 	if tm != nil {
-		return bwResult(p.Size, uint64(counted), tm.sample(), 0), nil
+		return tm.bwResult(p.Size, uint64(counted)), nil
 	}
 	r := rate(p.Size, total, time.Since(start))
 	r.PeakMBps = 0
@@ -944,7 +944,7 @@ func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int,
 		err = o.err
 	}
 	if tm != nil && err == nil {
-		r = bwResult(p.Size, uint64(r.Iters+o.r.Iters), tm.sample(), 0)
+		r = tm.bwResult(p.Size, uint64(r.Iters+o.r.Iters))
 	}
 	return r, err
 }
@@ -1140,7 +1140,7 @@ receiving:
 		}
 	}
 	if tm != nil {
-		return bwResult(p.Size, uint64(counted), tm.sample(), 0), nil
+		return tm.bwResult(p.Size, uint64(counted)), nil
 	}
 	return bwResult(p.Size, uint64(done), clock()-start, 0), nil
 }

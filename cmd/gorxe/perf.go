@@ -82,6 +82,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	p.Defaults()
+	if p.CPUUtil && p.Duration == 0 {
+		fmt.Fprintln(stderr, " CPU Utilization works only with Duration mode.") // perftest's note; the run goes on
+	}
 	if err := r.resolveRateLimit(&p, stderr); err != nil {
 		return badCommandLine(stderr, name, err)
 	}

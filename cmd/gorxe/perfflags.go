@@ -177,7 +177,6 @@ func perfOptions() []perfOption {
 		{0, "use-srq", no, accepted, false, "shared receive queue (invisible on the wire)", noop},
 		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
 		{0, "recv_post_list", req, accepted, false, "receives posted per call", noop},
-		{0, "cpu_util", no, accepted, false, "report CPU use", noop},
 		{0, "use_hugepages", no, accepted, false, "", noop},
 		{0, "odp", no, accepted, false, "on-demand paging (gorxe's memory is always resident)", noop},
 		{0, "use-null-mr", no, accepted, false, "", noop},
@@ -311,6 +310,7 @@ func perfOptions() []perfOption {
 		{'y', "limit_msgrate", req, honoured, false, "fail (exit 1) unless the message rate reaches this many Mpps", func(r *perfRun, v string) error {
 			return parseLimit(v, "Invalid Minimum msgRate Limit", &r.verify.MinMsgRate, &r.verify.CheckMsgRate)
 		}},
+		{0, "cpu_util", no, honoured, false, "with -D, report the machine's CPU use over the sample window (user time against user and idle, /proc/stat)", flag(func(r *perfRun) *bool { return &r.p.CPUUtil })},
 		{0, "latency_gap", req, honoured, false, "write_lat: spin this many microseconds before each post (each side; the latency includes it)", func(r *perfRun, v string) error {
 			var n int
 			if err := parseInt(v, &n); err != nil {
