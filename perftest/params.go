@@ -616,11 +616,32 @@ func (p *Params) Sizes() []int {
 
 // allocsDuring returns the heap allocations run makes.
 func allocsDuring(run func() error) (uint64, error) {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
+	c := countAllocs()
 	err := run()
-	runtime.ReadMemStats(&after)
-	return after.Mallocs - before.Mallocs, err
+	return c.since(), err
+}
+
+// allocCounter counts this process's heap allocations from its start:
+// MemStats.Mallocs, exact because runtime.ReadMemStats stops the world to
+// read it (runtime/metrics' count lags by what the Ps' caches hold). That
+// takes tens of microseconds, and milliseconds the first time in a
+// process, so a side that takes part in a run starts its counter before
+// the handshake that starts the run, not between it and its first poll:
+// a send_bw server that did found a short run's messages all arrived by
+// then, and reported them over microseconds.
+type allocCounter struct{ start uint64 }
+
+func countAllocs() allocCounter {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return allocCounter{m.Mallocs}
+}
+
+// since returns the allocations made since c started.
+func (c allocCounter) since() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs - c.start
 }
 
 // BWResult is one line of a bandwidth table.

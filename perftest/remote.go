@@ -159,11 +159,11 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 				return out, err
 			}
 		}
+		ac := countAllocs() // before the handshake: it stops the world
 		if err := opt.Conn.BeforeRun(); err != nil {
 			return out, err
 		}
 		pk0 := packets(opt.Dev.Counters())
-		var allocs uint64
 		switch {
 		case !p.Test.IsLatency():
 			var stopWatch func()
@@ -172,19 +172,18 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 				// is over; messages still missing then were lost.
 				ps.peerDone, stopWatch = opt.Conn.WatchPeer()
 			}
-			allocs, err = allocsDuring(func() error {
-				b, err := runBWSide(ctx, &ps, side, server, posted, want, origs, reporter(&p, &r, &lastInterval))
-				r.BW = &b
-				return err
-			})
+			var b BWResult
+			b, err = runBWSide(ctx, &ps, side, server, posted, want, origs, reporter(&p, &r, &lastInterval))
+			r.BW = &b
 			if stopWatch != nil {
 				stopWatch()
 			}
 		case server:
-			allocs, err = allocsDuring(func() error { return runServer(ctx, &ps, side, &r) })
+			err = runServer(ctx, &ps, side, &r)
 		default:
-			allocs, err = allocsDuring(func() error { return runClient(ctx, &ps, side, &r) })
+			err = runClient(ctx, &ps, side, &r)
 		}
+		allocs := ac.since()
 		if err != nil {
 			return out, err
 		}
