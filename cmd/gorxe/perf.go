@@ -172,6 +172,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			perftest.PrintBanner(stdout, &p, ep.dev.Name(), r.link.kind, ep.gidIndex)
 		}
 		final = func() []qp.NamedCounter { c := ep.dev.Counters(); return c.Named() }
+		if r.watch != nil {
+			r.watch.reset(final())
+		}
 		run = func(yield func(*perftest.Result, *perftest.Params)) error {
 			res, err := perftest.RunRemote(ctx, p, perftest.RemoteOptions{Dev: ep.dev, Conn: ep.conn, GIDIndex: ep.devGID, Warn: stderr})
 			for i := range res {
@@ -205,6 +208,15 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			}
 			if r.reportBoth {
 				perftest.PrintBothReports(stdout, ps, res)
+			}
+		}
+		if r.watch != nil && !r.json && (res.BW != nil || res.Lat != nil) {
+			if r.link.kind == "mem" {
+				// Each size runs on devices of its own: count from zero.
+				r.watch.reset(nil)
+				r.watch.print(stdout, res.Client.Named())
+			} else {
+				r.watch.print(stdout, final())
 			}
 		}
 		if r.outJSON && (res.BW != nil || res.Lat != nil) {

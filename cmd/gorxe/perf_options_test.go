@@ -196,3 +196,28 @@ func TestPerfReportBoth(t *testing.T) {
 		t.Errorf("one-way run: exit %d, output:\n%s", code, out.String())
 	}
 }
+
+// TestPerfReportCounters: -W prints, after each result line, how much the
+// named counters grew over that run, as perftest's counters_print; a
+// counter gorxe's device has not is refused.
+func TestPerfReportCounters(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"write_bw", "--link", "mem", "-n", "5", "-m", "1024", "-a", "-W", "hw_counters/sent_pkts,hw_counters/rdma_sends"}
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	// 8 MiB at MTU 1024 is 8192 packets a message, 5 messages.
+	if !strings.Contains(s, "\thw_counters/sent_pkts=40960\n\thw_counters/rdma_sends=5\n\n") {
+		t.Errorf("no 8 MiB line followed by its counters in:\n%s", s)
+	}
+	if n := strings.Count(s, "\thw_counters/sent_pkts="); n != 23 {
+		t.Errorf("%d counter blocks, want one for each of the 23 sizes", n)
+	}
+	for _, bad := range []string{"counters/port_xmit_data", "hw_counters/nosuch", "sent_pkts", "hw_counters/../x"} {
+		errOut.Reset()
+		if code := run([]string{"write_bw", "--link", "mem", "-W", bad}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "Unable to access performance counters") {
+			t.Errorf("-W %s: exit %d, stderr %q", bad, code, errOut.String())
+		}
+	}
+}

@@ -49,6 +49,7 @@ type perfRun struct {
 	rateLimitType  string
 	typicalPktSize int
 
+	watch      *counterWatch     // -W
 	verify     perftest.Verifier // -w, -y
 	reportBoth bool              // --report-both
 
@@ -173,7 +174,11 @@ func perfOptions() []perfOption {
 		// in ways that have no counterpart in gorxe.
 		{'X', "vector", req, accepted, false, "completion vector", noop},
 		{'S', "sl", req, accepted, false, "service level (no wire effect on RoCE v2)", noop},
-		{'W', "report-counters", req, accepted, false, "hardware counter file (gorxe: --counters)", noop},
+		{'W', "report-counters", req, honoured, false, "after each result, print how much these counters grew: hw_counters/NAME,... (the names --counters prints)", func(r *perfRun, v string) error {
+			w, err := parseCounterWatch(v)
+			r.watch = w
+			return err
+		}},
 		{0, "use-srq", no, accepted, false, "shared receive queue (invisible on the wire)", noop},
 		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
 		{0, "recv_post_list", req, accepted, false, "receives posted per call", noop},
