@@ -405,3 +405,31 @@ func TestReceivesBeyondSlots(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestAtomicAllSizes: -a leaves the atomic tests at their one size, 8
+// bytes, as perftest's atomic_bw (RUN_ALL run as RUN_REGULAR) and
+// atomic_lat (no RUN_ALL at all) do, and so does their exchange; the
+// others run every size.
+func TestAtomicAllSizes(t *testing.T) {
+	for _, tt := range Tests {
+		p := Params{Test: tt, AllSize: true}
+		p.Defaults()
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%s -a: %v", tt, err)
+		}
+		sizes, flow := p.Sizes(), p.flow()
+		if tt.IsAtomic() {
+			if len(sizes) != 1 || sizes[0] != 8 || flow.AllSizes {
+				t.Errorf("%s -a: sizes %v, AllSizes %v: want 8 bytes once", tt, sizes, flow.AllSizes)
+			}
+			continue
+		}
+		if len(sizes) != 23 || !flow.AllSizes {
+			t.Errorf("%s -a: sizes %v, AllSizes %v", tt, sizes, flow.AllSizes)
+		}
+	}
+	res, err := RunLocal(context.Background(), Params{Test: AtomicLat, AllSize: true, Iters: 20}, mem.Faults{})
+	if err != nil || len(res) != 1 || res[0].Lat == nil || res[0].Lat.Size != 8 {
+		t.Fatalf("atomic_lat -a: %v, %+v", err, res)
+	}
+}

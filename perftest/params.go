@@ -507,7 +507,7 @@ func (p *Params) cqDepth() int { return p.qps()*max(p.TxDepth, p.RxDepth) + 16 }
 
 // flow returns the exchange's flow for p.
 func (p *Params) flow() Flow {
-	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && p.Test != AtomicBW, Duration: p.timed(), RDMACM: p.RDMACM}
+	return Flow{Test: p.Test, Duplex: p.Duplex, WithImm: p.WithImm, AllSizes: p.AllSize && !p.Test.IsAtomic(), Duration: p.timed(), RDMACM: p.RDMACM}
 }
 
 // validateOutput checks the timing, posting and output options as
@@ -600,7 +600,7 @@ const MaxSize = 1 << 23
 // Sizes returns the message sizes the test runs: Size, or with AllSize
 // every power of two from 2 to 8 MiB (perftest's -a), on UD to the MTU.
 func (p *Params) Sizes() []int {
-	if !p.AllSize || p.Test == AtomicBW {
+	if !p.AllSize || p.Test.IsAtomic() {
 		return []int{p.Size}
 	}
 	top := MaxSize
