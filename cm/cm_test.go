@@ -704,3 +704,82 @@ func TestPathMTU(t *testing.T) {
 		t.Fatalf("Accept = %v", err)
 	}
 }
+
+// TestRetryCounts: the retry counts of the dialling side's ConnParams go
+// in the REQ and to both QPs (RetryNone as none, above 7 as 7); the RNR
+// retry count of the accepting side's goes in the REP and to the dialling
+// side's QP.
+func TestRetryCounts(t *testing.T) {
+	for _, c := range []struct {
+		retry, rnr, acceptRNR uint8
+		wantRetry, wantRNR    uint8 // in the REQ, and the QPs'
+		wantAcceptRNR         uint8
+	}{
+		{0, 0, 0, 7, 7, 7},
+		{3, 2, 5, 3, 2, 5},
+		{cm.RetryNone, cm.RetryNone, 1, 0, 0, 1},
+		{9, 200, cm.RetryNone, 7, 7, 0},
+	} {
+		f := mem.NewFabric()
+		a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+		var mu sync.Mutex
+		var req *wcm.REQ
+		var rep *wcm.REP
+		watch := func(pkt []byte, _ uint64) bool {
+			var p wire.Packet
+			if wire.ParseIP(&p, pkt) != nil || p.BTH.DestQP() != rnic.GSIQPN {
+				return false
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch m, _, _ := wcm.Decode(p.Payload); m := m.(type) {
+			case *wcm.REQ:
+				req = m
+			case *wcm.REP:
+				rep = m
+			}
+			return false
+		}
+		a.link.SetFaults(mem.Faults{DropFunc: watch})
+		b.link.SetFaults(mem.Faults{DropFunc: watch})
+		l, err := b.m.Listen(netip.Addr{}, 7174)
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := make(chan *cm.Conn, 1)
+		go func() {
+			r, err := l.Accept(ctxFor(t, 10*time.Second))
+			if err != nil {
+				accepted <- nil
+				return
+			}
+			p := b.params("")
+			p.RNRRetryCount = c.acceptRNR
+			conn, err := r.Accept(p)
+			if err != nil {
+				conn = nil
+			}
+			accepted <- conn
+		}()
+		p := a.params("")
+		p.RetryCount, p.RNRRetryCount = c.retry, c.rnr
+		ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb := <-accepted
+		l.Close()
+		if cb == nil {
+			t.Fatal("accept failed")
+		}
+		mu.Lock()
+		if req == nil || rep == nil || req.RetryCount != c.wantRetry || req.RNRRetryCount != c.wantRNR || rep.RNRRetryCount != c.wantAcceptRNR {
+			t.Errorf("%+v: REQ %+v REP %+v", c, req, rep)
+		}
+		mu.Unlock()
+		qa, qb := ca.QP().Query(), cb.QP().Query()
+		if qa.RetryCnt != c.wantRetry || qb.RetryCnt != c.wantRetry || qb.RNRRetry != c.wantRNR || qa.RNRRetry != c.wantAcceptRNR {
+			t.Errorf("%+v: dialling QP retry %d rnr %d, accepting QP retry %d rnr %d", c, qa.RetryCnt, qa.RNRRetry, qb.RetryCnt, qb.RNRRetry)
+		}
+	}
+}

@@ -34,7 +34,9 @@ type ConnParams struct {
 	ResponderResources uint8
 	InitiatorDepth     uint8
 	// RetryCount and RNRRetryCount are the retries of the peer's
-	// requester after timeouts and RNR NAKs; 0 means 7.
+	// requester after timeouts and RNR NAKs (RNR 7: without end). 0
+	// means 7, RetryNone none; above 7 is 7, as the kernel's rdma_cm
+	// cuts the CM's 3-bit fields.
 	RetryCount    uint8
 	RNRRetryCount uint8
 	// ACKTimeout is the local ACK timeout exponent this side asks for;
@@ -63,14 +65,26 @@ type ConnParams struct {
 	QP *rnic.QP
 }
 
+// RetryNone, as ConnParams' RetryCount or RNRRetryCount, asks for no
+// retry at all; their zero value is rdma_cm's default, 7.
+const RetryNone uint8 = 0xff
+
 func (p *ConnParams) defaults() {
 	def := func(v *uint8, d uint8) {
 		if *v == 0 {
 			*v = d
 		}
 	}
-	def(&p.RetryCount, 7)
-	def(&p.RNRRetryCount, 7)
+	retries := func(v *uint8) {
+		switch {
+		case *v == RetryNone:
+			*v = 0
+		case *v == 0 || *v > 7:
+			*v = 7
+		}
+	}
+	retries(&p.RetryCount)
+	retries(&p.RNRRetryCount)
 	def(&p.ACKTimeout, 18)
 }
 

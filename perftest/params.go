@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/congestion"
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/qp"
@@ -200,6 +201,13 @@ type Params struct {
 	// (--comm_rdma_cm): only the exchange does. Neither is for UC.
 	RDMACM     bool
 	CommRDMACM bool
+	// RetryCount (--retry_count) is the retry count rdma_cm gives the
+	// test QPs it connects (-R), for timeouts and for RNR NAKs alike, as
+	// perftest's conn_param (whose exchange QP gorxe's DialCM and ListenCM
+	// connect with 7). 0 is perftest's default, 7; NoRetries asks for
+	// none. QPs connected from the keys retry 7 times whatever it says, as
+	// perftest's.
+	RetryCount int
 	// CC and CCParams are the congestion control of RunLocal's devices
 	// (gorxe's --cc and --cc-profile; rnic.Config's): DCQCN with
 	// ConnectX's parameters when zero.
@@ -228,6 +236,21 @@ type Params struct {
 
 // NoMargin is the Margin that asks for none: perftest's -f 0.
 const NoMargin time.Duration = -1
+
+// NoRetries is the RetryCount that asks for none: perftest's
+// --retry_count 0.
+const NoRetries = -1
+
+// cmRetries returns RetryCount as rdma_cm's connection parameters take it.
+func (p *Params) cmRetries() uint8 {
+	switch {
+	case p.RetryCount < 0:
+		return cm.RetryNone
+	case p.RetryCount == 0 || p.RetryCount > 7:
+		return 7
+	}
+	return uint8(p.RetryCount)
+}
 
 // defaultDuration is perftest's DEF_DURATION: -D's value when only
 // --run_infinitely or -f is given.

@@ -515,8 +515,8 @@ func (c *comm) Close() error {
 // (its comm listener is gone), in the order they come, as perftest's
 // servers do (rdma_cm_connection_request_handler). rdma_cm sets every QP
 // attribute: the peer's QPN and PSN, the READs and atomics outstanding
-// (out_reads for the READ and atomic tests, none for the others), retry
-// counts 7, and the path MTU, which is the REQ's: a perftest client's
+// (out_reads for the READ and atomic tests, none for the others), the
+// retry counts (--retry_count, 7 by default), and the path MTU, which is the REQ's: a perftest client's
 // route's (its -m does not apply), gorxe's the MTU both sides agreed on
 // (check_mtu), which a passive side of either takes. --tos is the path's
 // traffic class.
@@ -524,7 +524,7 @@ func (c *Conn) connectCM(s *Side, p *Params, mtu qp.MTU, l *cm.Listener) error {
 	cc := c.comm
 	params := func(i int) cm.ConnParams {
 		q := s.qps[i]
-		cp := cm.ConnParams{QP: q.qp, Access: q.mr.Access(), RetryCount: 7, RNRRetryCount: 7,
+		cp := cm.ConnParams{QP: q.qp, Access: q.mr.Access(), RetryCount: p.cmRetries(), RNRRetryCount: p.cmRetries(),
 			ACKTimeout: p.Timeout, TrafficClass: p.TrafficClass}
 		if !c.server {
 			cp.MTU = mtu

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/wire"
+	wcm "github.com/gorxe/gorxe/wire/cm"
 )
 
 // cmPair is two devices, each with a connection manager.
@@ -261,5 +265,44 @@ func TestRDMACMUD(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRDMACMRetryCount: --retry_count goes in the REQs of the test QPs
+// (for timeouts and RNR NAKs alike), 0 as none; the exchange's QP keeps
+// 7, and without it so do the test QPs.
+func TestRDMACMRetryCount(t *testing.T) {
+	for _, c := range []struct {
+		count int
+		want  string
+	}{{0, "7/7 7/7"}, {3, "3/3 3/3"}, {NoRetries, "0/0 0/0"}, {12, "7/7 7/7"}} {
+		var mu sync.Mutex
+		var reqs []string
+		watch := func(pkt []byte, _ uint64) bool {
+			var p wire.Packet
+			if wire.ParseIP(&p, pkt) != nil || p.BTH.DestQP() != rnic.GSIQPN {
+				return false
+			}
+			if m, _, err := wcm.Decode(p.Payload); err == nil {
+				if req, ok := m.(*wcm.REQ); ok {
+					mu.Lock()
+					reqs = append(reqs, fmt.Sprintf("%d/%d", req.RetryCount, req.RNRRetryCount))
+					mu.Unlock()
+				}
+			}
+			return false
+		}
+		p := Params{Test: WriteBW, NumQPs: 2, Iters: 20, Size: 64, RDMACM: true, RetryCount: c.count}
+		cl, s := runCMPairOn(t, newCMPair(t, memLinks(t, mem.Faults{DropFunc: watch})), p, p, "")
+		if len(cl) != 1 || len(s) != 1 {
+			t.Fatalf("client %+v server %+v", cl, s)
+		}
+		// The exchange's QP's REQ comes first (again, while the server
+		// is not listening yet), the two test QPs' last.
+		mu.Lock()
+		if n := len(reqs); n < 3 || reqs[0] != "7/7" || strings.Join(reqs[n-2:], " ") != c.want {
+			t.Errorf("--retry_count %d: REQs' retry/RNR retry counts %q, want 7/7 ... %s", c.count, reqs, c.want)
+		}
+		mu.Unlock()
 	}
 }

@@ -190,7 +190,6 @@ func perfOptions() []perfOption {
 		{0, "disable_dynamic_polling", no, accepted, false, "", noop},
 		{0, "pin_cores", req, accepted, false, "", noop},
 		{0, "flow_label", req, accepted, false, "GRH flow label (rxe ignores it too)", noop},
-		{0, "retry_count", req, accepted, false, "", noop},
 		{0, "dlid", req, accepted, false, "destination LID (no meaning on RoCE)", noop},
 		{0, "pkey_index", req, honoured, false, "P_Key index: gorxe's table has one entry, index 0", func(r *perfRun, v string) error {
 			var n int
@@ -314,6 +313,20 @@ func perfOptions() []perfOption {
 		}},
 		{'y', "limit_msgrate", req, honoured, false, "fail (exit 1) unless the message rate reaches this many Mpps", func(r *perfRun, v string) error {
 			return parseLimit(v, "Invalid Minimum msgRate Limit", &r.verify.MinMsgRate, &r.verify.CheckMsgRate)
+		}},
+		{0, "retry_count", req, honoured, false, "retry count of the QPs rdma_cm connects (-R), for timeouts and RNR NAKs (7; above 7 is 7)", func(r *perfRun, v string) error {
+			var n int
+			if err := parseInt(v, &n); err != nil {
+				return err
+			}
+			if n < 0 {
+				return fmt.Errorf("Retry Count must be non-negative")
+			}
+			r.p.RetryCount = n
+			if n == 0 {
+				r.p.RetryCount = perftest.NoRetries
+			}
+			return nil
 		}},
 		{0, "cpu_util", no, honoured, false, "with -D, report the machine's CPU use over the sample window (user time against user and idle, /proc/stat)", flag(func(r *perfRun) *bool { return &r.p.CPUUtil })},
 		{0, "latency_gap", req, honoured, false, "write_lat: spin this many microseconds before each post (each side; the latency includes it)", func(r *perfRun, v string) error {
