@@ -73,6 +73,7 @@ func TestPerfRateLimitErrors(t *testing.T) {
 		{"write_bw --burst_size 8", "Can't enable burst mode when rate limiter is off"},
 		{"write_bw --rate_limit 0", "Rate limit must be non-negative floating point number"},
 		{"write_bw --rate_limit fast", "Rate limit must be non-negative floating point number"},
+		{"write_bw --rate_limit NaN", "Rate limit must be non-negative floating point number"},
 		{"write_bw --rate_limit 1 --rate_units k", "Invalid rate limit units"},
 		{"write_bw --rate_limit_type LOW", "Invalid rate limit type flag"},
 		{"write_bw --rate_limit 7", "Unknown rate limit value"},

@@ -314,7 +314,7 @@ func perfOptions() []perfOption {
 		{'y', "limit_msgrate", req, honoured, false, "fail (exit 1) unless the message rate reaches this many Mpps", func(r *perfRun, v string) error {
 			return parseLimit(v, "Invalid Minimum msgRate Limit", &r.verify.MinMsgRate, &r.verify.CheckMsgRate)
 		}},
-		{0, "retry_count", req, honoured, false, "retry count of the QPs rdma_cm connects (-R), for timeouts and RNR NAKs (7; above 7 is 7)", func(r *perfRun, v string) error {
+		{0, "retry_count", req, honoured, false, "retry count of the test QPs rdma_cm connects (-R), for timeouts and RNR NAKs (7; 0 is none, above 7 is 7)", func(r *perfRun, v string) error {
 			var n int
 			if err := parseInt(v, &n); err != nil {
 				return err
@@ -342,7 +342,7 @@ func perfOptions() []perfOption {
 		}},
 		{0, "rate_limit", req, honoured, false, "hold the sender to this rate, in --rate_units (a one-way bandwidth test's client; perftest's SW limiter)", func(r *perfRun, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f <= 0 || math.IsInf(f, 0) {
+			if err != nil || !(f > 0) || math.IsInf(f, 0) {
 				return fmt.Errorf("Rate limit must be non-negative floating point number") // perftest's words
 			}
 			r.p.RateLimit.Rate, r.rateLimit = f, v
