@@ -121,6 +121,15 @@ flagcases+=(
 	"write_bw 4 65536 -R,-q,4" "send_bw 4 65536 -R,-b,-q,2" "read_bw 4 65536 -R,--tos,32" "write_bw 4 65536 -z" "send_lat 4 64 -z"
 	"send_bw 4 1024 -R,-c,UD,-q,2" "send_lat 4 64 -R,-c,UD" "send_bw 4 1024 -R,-c,UD,-b,--tos,32"
 )
+# The rate limiter (SW by name; --rate_limit alone, HW, falls back to SW
+# on RoCE), the verifier, the reports' extras, --latency_gap and -R's
+# --retry_count (after the others, so that their numbers stay).
+flagcases+=(
+	"write_bw 4 65536 --rate_limit,1,--rate_limit_type,SW,--burst_size,16" "send_bw 4 65536 --rate_limit,10"
+	"read_bw 4 65536 --rate_limit,100,--rate_units,M,--rate_limit_type,SW" "write_bw 4 65536 -w,1"
+	"write_bw 4 65536 -b,--report-both" "send_bw 4 65536 -D,3,--cpu_util" "write_lat 4 2 --latency_gap,50"
+	"write_bw 4 65536 -W,hw_counters/sent_pkts,hw_counters/rcvd_pkts" "write_bw 4 65536 -R,--retry_count,3"
+)
 if $flags; then
 	for c in "${flagcases[@]}"; do
 		set -- $c
