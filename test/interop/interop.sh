@@ -128,7 +128,7 @@ flagcases+=(
 	"write_bw 4 65536 --rate_limit,1,--rate_limit_type,SW,--burst_size,16" "send_bw 4 65536 --rate_limit,10"
 	"read_bw 4 65536 --rate_limit,100,--rate_units,M,--rate_limit_type,SW" "write_bw 4 65536 -w,1"
 	"write_bw 4 65536 -b,--report-both" "send_bw 4 65536 -D,3,--cpu_util" "write_lat 4 2 --latency_gap,50"
-	"write_bw 4 65536 -W,hw_counters/sent_pkts,hw_counters/rcvd_pkts" "write_bw 4 65536 -R,--retry_count,3"
+	"write_bw 4 65536 -W,hw_counters/sent_pkts" "write_bw 4 65536 -R,--retry_count,3"
 )
 if $flags; then
 	for c in "${flagcases[@]}"; do
