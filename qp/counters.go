@@ -13,10 +13,12 @@ type Counters struct {
 	SendRNRErr         uint64 // send_rnr_err: RNR NAKs sent, no receive posted
 	CompleterRetryErr  uint64 // completer_retry_err: go-back-N retransmissions started
 	RetryExceededErr   uint64 // retry_exceeded_err: retry_cnt exhausted
-	RNRNakRetryErr     uint64 // rnr_nak_retry_err: rnr_retry exhausted
+	RetryRNRExceeded   uint64 // retry_rnr_exceeded_err: rnr_retry exhausted
 	AckDeferred        uint64 // ack_deferred: ACKs merged into a later ACK
-	RDMASends          uint64 // rdma_sends: RDMA WRITE, READ and atomic requests started
-	RDMARecvs          uint64 // rdma_recvs: RDMA WRITE, READ and atomic requests executed
+	SendErr            uint64 // send_err: packets the link failed to send (the device's; a QP's is 0)
+	LinkDowned         uint64 // link_downed: rxe counts its netdev going down; gorxe's links have no such event, so 0
+	RDMASends          uint64 // rdma_sends: SEND work requests completed, with an error too (rxe counts no WRITE, READ or atomic)
+	RDMARecvs          uint64 // rdma_recvs: receive work requests completed successfully (a SEND's, or a WRITE with immediate's)
 	RetransmitTimeouts uint64 // local ACK timeouts (not an rxe counter)
 	TailProbes         uint64 // tail-loss probes sent (not an rxe counter)
 	SpuriousProbes     uint64 // tail-loss probes found not needed: their packet was answered twice (not an rxe counter)
@@ -38,8 +40,10 @@ func (c *Counters) Add(o *Counters) {
 	c.SendRNRErr += o.SendRNRErr
 	c.CompleterRetryErr += o.CompleterRetryErr
 	c.RetryExceededErr += o.RetryExceededErr
-	c.RNRNakRetryErr += o.RNRNakRetryErr
+	c.RetryRNRExceeded += o.RetryRNRExceeded
 	c.AckDeferred += o.AckDeferred
+	c.SendErr += o.SendErr
+	c.LinkDowned += o.LinkDowned
 	c.RDMASends += o.RDMASends
 	c.RDMARecvs += o.RDMARecvs
 	c.RetransmitTimeouts += o.RetransmitTimeouts
@@ -64,8 +68,10 @@ func (c *Counters) Named() []NamedCounter {
 		{"rcvd_seq_err", c.RcvdSeqErr},
 		{"ack_deferred", c.AckDeferred},
 		{"retry_exceeded_err", c.RetryExceededErr},
-		{"rnr_nak_retry_err", c.RNRNakRetryErr},
+		{"retry_rnr_exceeded_err", c.RetryRNRExceeded},
 		{"completer_retry_err", c.CompleterRetryErr},
+		{"send_err", c.SendErr},
+		{"link_downed", c.LinkDowned},
 		{"rdma_sends", c.RDMASends},
 		{"rdma_recvs", c.RDMARecvs},
 		{"retransmit_timeouts", c.RetransmitTimeouts},

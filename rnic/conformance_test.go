@@ -285,8 +285,8 @@ func TestRNRRetryExhausted(t *testing.T) {
 			writeWR(3, a, b, 0, 8))
 		status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusRNRRetryExcErr, cq.StatusWRFlushErr, cq.StatusWRFlushErr)
 		sa := a.stats()
-		if sa.RcvdRNRErr != 3 || sa.RNRNakRetryErr != 1 || b.stats().SendRNRErr != 3 {
-			t.Fatalf("RNR NAKs received %d, exhausted %d, sent %d; want 3, 1, 3", sa.RcvdRNRErr, sa.RNRNakRetryErr, b.stats().SendRNRErr)
+		if sa.RcvdRNRErr != 3 || sa.RetryRNRExceeded != 1 || b.stats().SendRNRErr != 3 {
+			t.Fatalf("RNR NAKs received %d, exhausted %d, sent %d; want 3, 1, 3", sa.RcvdRNRErr, sa.RetryRNRExceeded, b.stats().SendRNRErr)
 		}
 		if st := a.qp.State(); st != qp.StateErr {
 			t.Fatalf("requester QP in %v, want ERR", st)

@@ -191,6 +191,7 @@ type Device struct {
 	noQP       atomic.Uint64
 	rcvd       atomic.Uint64
 	noRoute    atomic.Uint64
+	sendErr    atomic.Uint64 // send_err: packets of link sends that failed
 	cnpIgnored atomic.Uint64 // rp_cnp_ignored: CNPs for QPs that do not exist
 
 	badOpcode      atomic.Uint64 // receive_checks.go
@@ -251,7 +252,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d.cc = cc
 	d.tx = transmitter{link: cfg.Link, gids: d.gids, dport: d.cfg.Port, trace: cfg.PacketTrace,
-		noRoute: func() { d.noRoute.Add(1) }}
+		noRoute: func() { d.noRoute.Add(1) }, sendErr: func(n int) { d.sendErr.Add(uint64(n)) }}
 	if sp, ok := cfg.Link.(link.SourcePorter); ok {
 		d.tx.srcPort = sp.SourcePort()
 	}
@@ -679,6 +680,7 @@ func (d *Device) Counters() Counters {
 	c.Malformed = d.malformed.Load()
 	c.NoQP = d.noQP.Load()
 	c.NoRoute = d.noRoute.Load()
+	c.SendErr = d.sendErr.Load()
 	c.CC.RPCNPIgnored += d.cnpIgnored.Load()
 	c.BadOpcode = d.badOpcode.Load()
 	c.AddrMismatch = d.addrMismatch.Load()

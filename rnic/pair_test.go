@@ -2,10 +2,12 @@ package rnic_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +71,9 @@ type pairOpts struct {
 	// watchB, with udp, becomes side B's link around its UDP link: one
 	// that calls a function before each sleep in WaitReceive.
 	watchB *waitWatchLink
+	// wrapA, when set, makes side A's link (of the in-memory fabric)
+	// the one it returns around it.
+	wrapA func(link.Link) link.Link
 	// busyPoll is both devices' rnic.Config.BusyPoll.
 	busyPoll time.Duration
 	// noTrace leaves the devices without a Trace function, as a program
@@ -91,6 +96,20 @@ type recordingLink struct {
 
 func (l recordingLink) Send(pkts [][]byte) error {
 	l.sends(pkts)
+	return l.Link.Send(pkts)
+}
+
+// failingLink is a link whose Sends fail, sending nothing, while fail
+// is set.
+type failingLink struct {
+	link.Link
+	fail *atomic.Bool
+}
+
+func (l failingLink) Send(pkts [][]byte) error {
+	if l.fail.Load() {
+		return errors.New("failingLink: refused")
+	}
 	return l.Link.Send(pkts)
 }
 
@@ -160,6 +179,9 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 				t.Fatal(err)
 			}
 			s.link, l = ml, ml
+			if i == 0 && o.wrapA != nil {
+				l = o.wrapA(l)
+			}
 		}
 		name := []string{"A", "B"}[i]
 		cfg := rnic.Config{Link: l, Name: name, Window: o.window, NoTailProbe: o.noProbe, PollGrace: o.pollGrace, BusyPoll: o.busyPoll,
@@ -316,4 +338,32 @@ func (s *side) events(kind trace.Kind) int {
 		}
 	}
 	return n
+}
+
+// TestSendErrCounted: packets the link fails to send are lost, as on a
+// wire, and counted in send_err, as rxe counts the packets it failed to
+// transmit; the transport then recovers them.
+func TestSendErrCounted(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	a, b := newPair(t, pairOpts{timeout: 8, wrapA: func(l link.Link) link.Link { return failingLink{l, &fail} }})
+	a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(0, 4096)},
+		RemoteAddr: b.addr(0), RKey: b.mr.RKey()})
+	time.Sleep(20 * time.Millisecond)
+	fail.Store(false)
+	if wc := wait(t, a.scq, 1, 10*time.Second); wc[0].Status != cq.StatusSuccess {
+		t.Fatalf("WRITE completed with %v", wc[0].Status)
+	}
+	c := a.dev.Counters()
+	if c.SendErr < 4 {
+		t.Errorf("send_err %d, want the WRITE's 4 packets at least", c.SendErr)
+	}
+	for _, n := range c.Named() {
+		if n.Name == "send_err" && n.Value != c.SendErr {
+			t.Errorf("send_err named %d, counted %d", n.Value, c.SendErr)
+		}
+	}
+	if b.dev.Counters().SendErr != 0 {
+		t.Errorf("the other side counted send errors")
+	}
 }

@@ -39,7 +39,8 @@ type transmitter struct {
 	dport   uint16 // the RoCE v2 UDP port
 	srcPort uint16 // the link's fixed UDP source port, or 0: each packet's own
 	trace   func(dir Direction, pkt []byte)
-	noRoute func() // counts a packet no source GID can carry
+	noRoute func()      // counts a packet no source GID can carry
+	sendErr func(n int) // counts the packets of a link send that failed
 
 	// deferrer is the link, if it can leave packets queued for a later
 	// system call; polling says whether a program busy polls the device,
@@ -91,17 +92,22 @@ func (t *transmitter) Finish(tx *rc.TxDesc, buf []byte, n int) []byte {
 }
 
 // Send hands packets to the link. A link that cannot send loses them, as
-// a wire would; the transport recovers. While a program busy polls the
+// a wire would, and counts them in send_err, as rxe counts the packets it
+// failed to transmit; the transport recovers. While a program busy polls the
 // device, a link.Deferrer's sends wait for the program's next poll (or
 // the backstop's flush), so that what it posts between two polls leaves
 // in one system call.
 func (t *transmitter) Send(pkts [][]byte) {
 	if t.deferrer != nil && t.polling() {
-		_ = t.deferrer.SendDeferred(pkts)
+		if err := t.deferrer.SendDeferred(pkts); err != nil {
+			t.sendErr(len(pkts))
+		}
 		t.deferred()
 		return
 	}
-	_ = t.link.Send(pkts)
+	if err := t.link.Send(pkts); err != nil {
+		t.sendErr(len(pkts))
+	}
 }
 
 // flush sends what deferred sends left on the link.

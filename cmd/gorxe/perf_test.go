@@ -128,12 +128,13 @@ func TestPerfUsage(t *testing.T) {
 // lines and as a JSON object after the result's.
 func TestPerfCounters(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"write_lat", "--link", "mem", "-n", "100", "--counters"}, &out, &errOut); code != 0 {
+	if code := run([]string{"send_lat", "--link", "mem", "-n", "100", "--counters"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	// 100 WRITEs each way and their ACKs, on two devices: at least 400
+	// 100 SENDs each way and their ACKs, on two devices: at least 400
 	// packets (a loaded machine may make a tail-loss probe fire, a
-	// duplicate more), 200 RDMA sends, no bad ICRC.
+	// duplicate more), 200 SENDs retired and 200 receives completed
+	// (rxe's rdma_sends and rdma_recvs), no bad ICRC.
 	got := map[string]uint64{}
 	for _, line := range strings.Split(out.String(), "\n") {
 		var name string
@@ -142,17 +143,17 @@ func TestPerfCounters(t *testing.T) {
 			got[name] = v
 		}
 	}
-	for _, name := range []string{"sent_pkts", "rdma_sends", "tail_probes", "retransmit_timeouts", "icrc_errors", "rp_cnp_ignored", "pkey_violations"} {
+	for _, name := range []string{"sent_pkts", "rdma_sends", "rdma_recvs", "tail_probes", "retransmit_timeouts", "icrc_errors", "rp_cnp_ignored", "pkey_violations"} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("output lacks counter %s:\n%s", name, out.String())
 		}
 	}
-	if got["sent_pkts"] < 400 || got["rdma_sends"] != 200 || got["icrc_errors"] != 0 {
-		t.Errorf("sent_pkts %d (want at least 400), rdma_sends %d (want 200), icrc_errors %d (want 0)",
-			got["sent_pkts"], got["rdma_sends"], got["icrc_errors"])
+	if got["sent_pkts"] < 400 || got["rdma_sends"] != 200 || got["rdma_recvs"] != 200 || got["icrc_errors"] != 0 {
+		t.Errorf("sent_pkts %d (want at least 400), rdma_sends %d and rdma_recvs %d (want 200), icrc_errors %d (want 0)",
+			got["sent_pkts"], got["rdma_sends"], got["rdma_recvs"], got["icrc_errors"])
 	}
 	out.Reset()
-	if code := run([]string{"write_lat", "--link", "mem", "-n", "100", "--counters", "--json"}, &out, &errOut); code != 0 {
+	if code := run([]string{"send_lat", "--link", "mem", "-n", "100", "--counters", "--json"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

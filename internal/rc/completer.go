@@ -120,7 +120,7 @@ func (c *completer) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 		switch c.rnrLeft {
 		case 7:
 		case 0:
-			q.stats.RNRNakRetryErr++
+			q.stats.RetryRNRExceeded++
 			q.enterError(q.sq.at(q.sq.head), cq.StatusRNRRetryExcErr, "")
 			return
 		default:

@@ -307,9 +307,17 @@ func postRecv(rq *recvQueue, onSRQ bool, a *qp.Attr, wrs []qp.RecvWR) (int, erro
 // queue, as rxe's post_recv does (EINVAL).
 var errSRQPostRecv = fmt.Errorf("%w: the QP receives from a shared receive queue: post to the SRQ", qp.ErrBadWR)
 
+// isSend reports whether op is a SEND, which rxe's rdma_sends counts.
+func isSend(op qp.WROpcode) bool {
+	return op == qp.WRSend || op == qp.WRSendWithImm || op == qp.WRSendWithInv
+}
+
 // completeSend retires a send WQE with a work completion when it failed,
 // was signaled, or the QP signals all.
 func (q *QP) completeSend(w *sendWQE, status cq.Status) {
+	if isSend(w.wr.Opcode) {
+		q.stats.RDMASends++ // rxe's do_complete: every SEND retired, signaled or not
+	}
 	if status == cq.StatusSuccess && w.wr.Flags&qp.SendSignaled == 0 && !q.sigAll {
 		return
 	}

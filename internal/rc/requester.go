@@ -166,9 +166,6 @@ func (r *requester) startWQE(w *sendWQE) bool {
 	w.first = r.psn
 	w.last = w.first.Add(w.npkts - 1)
 	w.started = true
-	if w.wr.Opcode != qp.WRSend && w.wr.Opcode != qp.WRSendWithImm && w.wr.Opcode != qp.WRSendWithInv {
-		q.stats.RDMASends++
-	}
 	return true
 }
 

@@ -140,6 +140,9 @@ func (r *responder) completeRecv(wc cq.WC) {
 		q.rq.head++
 	}
 	r.held = false
+	if wc.Status == cq.StatusSuccess {
+		q.stats.RDMARecvs++ // rxe's do_complete of a receive WQE
+	}
 	q.pushRecv(wc)
 }
 
@@ -328,7 +331,6 @@ func (r *responder) executeWrite(p *wire.Packet, psn bth.PSN) {
 			}
 			r.writeMR = m
 		}
-		q.stats.RDMARecvs++
 	}
 	n := uint32(len(p.Payload))
 	if n > r.writeLeft || pos&wire.Last != 0 && n != r.writeLeft {
@@ -376,7 +378,6 @@ func (r *responder) executeRead(p *wire.Packet, psn bth.PSN) {
 	n := r.readPackets(f.DMALen)
 	res := r.newResource()
 	*res = resource{valid: true, first: psn, last: psn.Add(n - 1), va: f.VA, rkey: f.RKey, length: f.DMALen}
-	q.stats.RDMARecvs++
 	r.msn = (r.msn + 1) & aeth.MSNMask // C9-148: counted when executed
 	r.psn = res.last.Add(1)
 	r.queueRead(m, psn, f.VA, f.DMALen)
@@ -433,7 +434,6 @@ func (r *responder) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	}
 	res := r.newResource()
 	*res = resource{valid: true, atomic: true, first: psn, last: psn, va: f.VA, rkey: f.RKey, orig: orig}
-	q.stats.RDMARecvs++
 	r.msn = (r.msn + 1) & aeth.MSNMask
 	r.psn = psn.Add(1)
 	r.queueAtomicAck(psn, orig)

@@ -359,6 +359,7 @@ func (q *UD) copyPayload(wr *qp.SendWR, dst []byte) {
 // fail completes wr with an error status and moves the QP to ERR, as
 // rxe does for a send its requester cannot build.
 func (q *UD) fail(wr *qp.SendWR, status cq.Status) {
+	q.stats.RDMASends++
 	q.event(trace.Event{Kind: trace.WRFailed, WRID: wr.WRID, Opcode: wr.Opcode.String(), Status: status.String()})
 	q.pushSend(cq.WC{WRID: wr.WRID, Status: status, Opcode: cq.OpSend})
 	if q.attr.State != qp.StateErr { // unless the send CQ overran
@@ -367,6 +368,7 @@ func (q *UD) fail(wr *qp.SendWR, status cq.Status) {
 }
 
 func (q *UD) completeSend(wr *qp.SendWR, status cq.Status) {
+	q.stats.RDMASends++ // every SEND retired, as rxe's rdma_sends
 	if status == cq.StatusSuccess && wr.Flags&qp.SendSignaled == 0 && !q.sigAll {
 		return
 	}
