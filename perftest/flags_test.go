@@ -433,3 +433,34 @@ func TestAtomicAllSizes(t *testing.T) {
 		t.Fatalf("atomic_lat -a: %v, %+v", err, res)
 	}
 }
+
+// TestDefaultDepths: Defaults settles the depths and the CQ moderation as
+// perftest's force_dependencies does: a counted run's tx depth (and, for
+// SEND and WRITE with immediate, rx depth) at most its messages; no CQ
+// moderation for messages over 8 KiB unless -Q, UD, -a or -e; moderation
+// at most the tx depth; a post list's size as moderation.
+func TestDefaultDepths(t *testing.T) {
+	for _, c := range []struct {
+		p             Params
+		tx, rx, cqMod int
+	}{
+		{Params{Test: WriteBW, Iters: 50}, 50, 512, 1},
+		{Params{Test: WriteBW, Size: 4096, Iters: 1000}, 128, 512, 100},
+		{Params{Test: WriteBW, Size: 4096, Iters: 50}, 50, 512, 50},
+		{Params{Test: SendBW, Iters: 50}, 50, 50, 1},
+		{Params{Test: WriteBW, Iters: 50, WithImm: true}, 50, 50, 1},
+		{Params{Test: WriteBW, Iters: 50, Events: true}, 50, 512, 50},
+		{Params{Test: WriteBW, Iters: 5, AllSize: true}, 5, 512, 5},
+		{Params{Test: WriteBW, Iters: 50, CQMod: 10}, 50, 512, 10},
+		{Params{Test: WriteBW, Iters: 48, PostList: 4}, 48, 512, 4},
+		{Params{Test: SendBW, Size: 1024, Iters: 50, Connection: qp.TypeUD}, 50, 50, 50},
+		{Params{Test: WriteBW, Duration: 2 * time.Second}, 128, 512, 1},
+		{Params{Test: WriteLat, Iters: 50}, 1, 512, 1},
+	} {
+		p := c.p
+		p.Defaults()
+		if p.TxDepth != c.tx || p.RxDepth != c.rx || p.CQMod != c.cqMod {
+			t.Errorf("%+v: tx %d rx %d cq_mod %d, want %d %d %d", c.p, p.TxDepth, p.RxDepth, p.CQMod, c.tx, c.rx, c.cqMod)
+		}
+	}
+}

@@ -375,8 +375,22 @@ func (p *Params) Defaults() {
 			p.RxDepth = min(p.Iters, ucMaxRx)
 		}
 	}
+	if !p.timed() {
+		// force_dependencies: a counted run keeps no more outstanding
+		// than it has messages, nor receives for them.
+		p.TxDepth = min(p.TxDepth, max(p.Iters, 1))
+		if p.recvVerb() {
+			p.RxDepth = min(p.RxDepth, max(p.Iters, 1))
+		}
+	}
 	if p.CQMod == 0 {
 		p.CQMod = 100
+		if p.Size > cqModSizeLimit && !p.datagram() && !p.AllSize && !p.Events {
+			// "we disable cq_mod for large message size to prevent
+			// from incorrect BW calculation"
+			p.CQMod = 1
+		}
+		p.CQMod = min(p.CQMod, p.TxDepth)
 		if p.PostList > 1 {
 			p.CQMod = p.PostList // "CQ moderation will be the size of the post list"
 		}
@@ -396,6 +410,18 @@ func (p *Params) Defaults() {
 	if p.NumQPs == 0 {
 		p.NumQPs = 1
 	}
+}
+
+// cqModSizeLimit is perftest's MSG_SIZE_CQ_MOD_LIMIT: above it a run
+// without -Q signals every message (no CQ moderation), unless it is UD,
+// -a or -e.
+const cqModSizeLimit = 8192
+
+// recvVerb reports whether the test's messages consume receives:
+// perftest's has_recv_comp (SEND, SEND with immediate, WRITE with
+// immediate).
+func (p *Params) recvVerb() bool {
+	return p.Test == SendBW || p.Test == SendLat || p.WithImm && (p.Test == WriteBW || p.Test == WriteLat)
 }
 
 // ucMaxRx is perftest's UC_MAX_RX: the receives a UC receiver posts at
