@@ -29,8 +29,9 @@ type Result struct {
 	Local, Remote   Info
 	Locals, Remotes []Info
 	// Allocs is how many heap allocations this process made during the
-	// run itself (across hosts, with the handshake that starts it), and Packets how many packets its devices sent and
-	// received meanwhile: their ratio is 0 in the steady state.
+	// run itself (across hosts, with the handshake that starts it), and
+	// Packets how many packets its devices sent and received meanwhile:
+	// their ratio is 0 in the steady state.
 	Allocs, Packets uint64
 	// With Duplex, BW is the line perftest prints, the sum of both
 	// sides' rates; OwnBW is this side's (the client's, in RunLocal)

@@ -721,8 +721,8 @@ type LatResult struct {
 	// messages of its sample window), Avg and TPS only: perftest's
 	// RESULT_FMT_LAT_DUR table.
 	Timed   bool
-	TPS     float64
-	CPUUtil float64 // --cpu_util's figure, of a timed run // transactions per second, of a timed run
+	TPS     float64 // transactions per second, of a timed run
+	CPUUtil float64 // --cpu_util's figure, of a timed run
 	// Samples are the measured times in the order taken (round trips,
 	// or READs for read_lat), kept for -H and -U.
 	Samples []time.Duration

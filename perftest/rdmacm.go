@@ -516,10 +516,10 @@ func (c *comm) Close() error {
 // servers do (rdma_cm_connection_request_handler). rdma_cm sets every QP
 // attribute: the peer's QPN and PSN, the READs and atomics outstanding
 // (out_reads for the READ and atomic tests, none for the others), the
-// retry counts (--retry_count, 7 by default), and the path MTU, which is the REQ's: a perftest client's
-// route's (its -m does not apply), gorxe's the MTU both sides agreed on
-// (check_mtu), which a passive side of either takes. --tos is the path's
-// traffic class.
+// retry counts (--retry_count, 7 by default), and the path MTU, which is
+// the REQ's: a perftest client's route's (its -m does not apply), gorxe's
+// the MTU both sides agreed on (check_mtu), which a passive side of
+// either takes. --tos is the path's traffic class.
 func (c *Conn) connectCM(s *Side, p *Params, mtu qp.MTU, l *cm.Listener) error {
 	cc := c.comm
 	params := func(i int) cm.ConnParams {

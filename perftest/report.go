@@ -320,14 +320,13 @@ type JSON struct {
 	// server's counters.
 	Retransmits uint64 `json:"retransmits"`
 	ICRCErrors  uint64 `json:"icrc_errors"`
+	// CPUUtil is --cpu_util's figure, in percent, of a run that has it.
+	CPUUtil *float64 `json:"cpu_util,omitempty"`
 	// Heap allocations of this process per packet its devices sent or
 	// received during the run itself: 0 in the steady state. Allocs and
 	// Packets are the two counts, so that the steady state can be told
 	// from a run's fixed cost: the difference of two runs of different
 	// lengths.
-	// CPUUtil is --cpu_util's figure, in percent, of a run that has it.
-	CPUUtil *float64 `json:"cpu_util,omitempty"`
-
 	AllocsPerPacket *float64 `json:"allocs_per_packet,omitempty"`
 	Allocs          uint64   `json:"allocs"`
 	Packets         uint64   `json:"packets"`
