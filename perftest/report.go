@@ -337,18 +337,16 @@ func ToJSON(r *Result, p *Params, err error) JSON {
 	j := JSON{Test: p.Test, Size: p.Size, Iters: p.Iters, Check: "off"}
 	if r != nil {
 		j.Test = r.Test
-		cpu := 0.0
 		if b := r.BW; b != nil {
 			j.Size, j.Iters, j.PeakMBs, j.AvgMBs, j.MsgRate = b.Size, b.Iters, b.PeakMBps, b.AvgMBps, b.MsgRate
-			cpu = b.CPUUtil
 		}
 		if l := r.Lat; l != nil {
 			j.Size, j.Iters = l.Size, l.Iters
 			j.MinUs, j.MaxUs, j.TypUs, j.AvgUs, j.StdUs, j.P99Us, j.P999Us = l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999
 			j.TPS = l.TPS
-			cpu = l.CPUUtil
 		}
 		if p.cpuUtilOn() {
+			cpu := r.cpuUtil()
 			j.CPUUtil = &cpu
 		}
 		j.Retransmits = r.Client.CompleterRetryErr + r.Server.CompleterRetryErr
@@ -431,14 +429,7 @@ func WriteOutJSON(w io.Writer, p *Params, info OutJSONInfo, r *Result) error {
 			l.Size, l.Iters, l.Min*scale, l.Max*scale, l.Typical*scale, l.Avg*scale, l.Stdev*scale, l.P99*scale, l.P999*scale)
 	}
 	if p.cpuUtilOn() {
-		cpu := 0.0
-		switch {
-		case r.BW != nil:
-			cpu = r.BW.CPUUtil
-		case r.Lat != nil:
-			cpu = r.Lat.CPUUtil
-		}
-		fmt.Fprintf(&b, ",\n\"CPU_util\": %.2f", cpu) // REPORT_EXT_CPU_UTIL_JSON
+		fmt.Fprintf(&b, ",\n\"CPU_util\": %.2f", r.cpuUtil()) // REPORT_EXT_CPU_UTIL_JSON
 	}
 	b.WriteString("\n}\n}\n") // REPORT_EXT_JSON, then the two objects' ends
 	_, err := io.WriteString(w, b.String())
@@ -531,6 +522,18 @@ func PrintOutput(w io.Writer, p *Params, r *Result, what string) {
 		}
 		fmt.Fprintf(w, "%f\n", avg)
 	}
+}
+
+// cpuUtil returns --cpu_util's figure of r's table line, bandwidth or
+// latency.
+func (r *Result) cpuUtil() float64 {
+	switch {
+	case r.BW != nil:
+		return r.BW.CPUUtil
+	case r.Lat != nil:
+		return r.Lat.CPUUtil
+	}
+	return 0
 }
 
 // Verifier is perftest's result verifier, -w (--limit_bw) and -y
