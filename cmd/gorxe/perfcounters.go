@@ -33,7 +33,7 @@ func parseCounterWatch(list string) (*counterWatch, error) {
 	}
 	w := &counterWatch{}
 	for _, name := range strings.Split(list, ",") {
-		if !known[strings.TrimPrefix(name, "hw_counters/")] || !strings.HasPrefix(name, "hw_counters/") {
+		if n, ok := strings.CutPrefix(name, "hw_counters/"); !ok || !known[n] {
 			return nil, fmt.Errorf("Unable to access performance counters: %q (gorxe's are hw_counters/NAME, NAME one of %s)", name, strings.Join(all, ", "))
 		}
 		w.names = append(w.names, name)
@@ -42,21 +42,22 @@ func parseCounterWatch(list string) (*counterWatch, error) {
 }
 
 // reset takes now as the values the next print counts from.
-func (w *counterWatch) reset(now []qp.NamedCounter) {
-	w.prev = map[string]uint64{}
-	for _, n := range now {
-		w.prev["hw_counters/"+n.Name] = n.Value
+func (w *counterWatch) reset(now []qp.NamedCounter) { w.prev = byPath(now) }
+
+// byPath returns the counters' values by their -W names, hw_counters/NAME.
+func byPath(counters []qp.NamedCounter) map[string]uint64 {
+	m := make(map[string]uint64, len(counters))
+	for _, n := range counters {
+		m["hw_counters/"+n.Name] = n.Value
 	}
+	return m
 }
 
 // print prints how much each watched counter grew since the last print
 // (or reset), as perftest's counters_print, and takes now as the new
 // base.
 func (w *counterWatch) print(out io.Writer, now []qp.NamedCounter) {
-	cur := map[string]uint64{}
-	for _, n := range now {
-		cur["hw_counters/"+n.Name] = n.Value
-	}
+	cur := byPath(now)
 	for _, name := range w.names {
 		fmt.Fprintf(out, "\t%s=%d\n", name, cur[name]-w.prev[name])
 	}

@@ -315,12 +315,9 @@ func perfOptions() []perfOption {
 			return parseLimit(v, "Invalid Minimum msgRate Limit", &r.verify.MinMsgRate, &r.verify.CheckMsgRate)
 		}},
 		{0, "retry_count", req, honoured, false, "retry count of the test QPs rdma_cm connects (-R), for timeouts and RNR NAKs (7; 0 is none, above 7 is 7)", func(r *perfRun, v string) error {
-			var n int
-			if err := parseInt(v, &n); err != nil {
+			n, err := parseNonNegative(v, "Retry Count")
+			if err != nil {
 				return err
-			}
-			if n < 0 {
-				return fmt.Errorf("Retry Count must be non-negative")
 			}
 			r.p.RetryCount = n
 			if n == 0 {
@@ -330,12 +327,9 @@ func perfOptions() []perfOption {
 		}},
 		{0, "cpu_util", no, honoured, false, "with -D, report the machine's CPU use over the sample window (user time against user and idle, /proc/stat)", flag(func(r *perfRun) *bool { return &r.p.CPUUtil })},
 		{0, "latency_gap", req, honoured, false, "write_lat: spin this many microseconds before each post (each side; the latency includes it)", func(r *perfRun, v string) error {
-			var n int
-			if err := parseInt(v, &n); err != nil {
+			n, err := parseNonNegative(v, "Latency gap time")
+			if err != nil {
 				return err
-			}
-			if n < 0 {
-				return fmt.Errorf("Latency gap time must be non-negative")
 			}
 			r.p.LatencyGap = time.Duration(n) * time.Microsecond
 			return nil
@@ -512,6 +506,19 @@ func perfUsage(w io.Writer, name string, t perftest.Test) {
 	fmt.Fprintf(w, "other (the client); either side may be stock perftest. With --link mem, both\n")
 	fmt.Fprintf(w, "sides run in this process over an in-memory fabric, with no network.\n")
 	printOptions(w, perfOptions(), "perftest")
+}
+
+// parseNonNegative reads an integer that perftest's
+// CHECK_VALUE_NON_NEGATIVE takes, refusing a negative one as what's.
+func parseNonNegative(v, what string) (int, error) {
+	var n int
+	if err := parseInt(v, &n); err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("%s must be non-negative", what)
+	}
+	return n, nil
 }
 
 // parseLimit reads a limit of -w or -y into limit and turns check on.
