@@ -241,15 +241,13 @@ const NoMargin time.Duration = -1
 // --retry_count 0.
 const NoRetries = -1
 
-// cmRetries returns RetryCount as rdma_cm's connection parameters take it.
+// cmRetries returns RetryCount as rdma_cm's connection parameters take it
+// (whose 0 is 7, and which cut above 7 to 7).
 func (p *Params) cmRetries() uint8 {
-	switch {
-	case p.RetryCount < 0:
+	if p.RetryCount < 0 {
 		return cm.RetryNone
-	case p.RetryCount == 0 || p.RetryCount > 7:
-		return 7
 	}
-	return uint8(p.RetryCount)
+	return uint8(min(p.RetryCount, 7))
 }
 
 // defaultDuration is perftest's DEF_DURATION: -D's value when only
