@@ -99,9 +99,9 @@ type burstPacer struct {
 	sent    int
 }
 
-// newBurstPacer returns p's pacer for size-byte messages, its first burst
-// due now, or nil if p has no rate limit.
-func newBurstPacer(p *Params, size int) *burstPacer {
+// newBurstPacer returns p's pacer for its messages (p.Size bytes), its
+// first burst due now, or nil if p has no rate limit.
+func newBurstPacer(p *Params) *burstPacer {
 	l := p.RateLimit
 	if !l.On() {
 		return nil
@@ -110,7 +110,7 @@ func newBurstPacer(p *Params, size int) *burstPacer {
 	if burst == 0 {
 		burst = p.TxDepth
 	}
-	pps := max(l.MsgsPerSecond(size), 1)
+	pps := max(l.MsgsPerSecond(p.Size), 1)
 	return &burstPacer{
 		gap:   time.Duration(float64(burst) / float64(pps) * float64(time.Second)),
 		burst: burst,

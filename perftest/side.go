@@ -661,7 +661,7 @@ func bw(ctx context.Context, s *Side, p *Params, origs [][]uint64, tm *runTimer,
 	if !noPeak && !timed {
 		peak = newPeakMeter(total, postList, cqMod, start)
 	}
-	pace := newBurstPacer(p, p.Size)
+	pace := newBurstPacer(p)
 	for {
 		if tm != nil && tm.ended() || !timed && done >= total {
 			break
