@@ -226,9 +226,9 @@ type model struct {
 	// the row of its leaving.
 	cmArrivals map[int]cmArrival
 	// connected is the flows a CM handshake (REQ and REP) or perftest's
-	// exchange has named and that have not sent yet, each with its reverse: they are the two
-	// ends of a new connection, even when a connection before it had
-	// the same addresses and QPNs.
+	// exchange has named and that have not sent yet, each with its
+	// reverse: they are the two ends of a new connection, even when a
+	// connection before it had the same addresses and QPNs.
 	connected map[flowKey]flowKey
 	// keyExchanges is perftest's exchanges, by TCP connection.
 	keyExchanges map[[2]netip.AddrPort]*keyExchange
