@@ -294,7 +294,7 @@ func TestOutReads(t *testing.T) {
 	} {
 		p := Params{Test: ReadBW, NumQPs: 2}
 		p.Defaults()
-		s, err := NewSide(dev, &p, 4096)
+		s, err := NewSide(dev, &p, 4096, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,7 +335,7 @@ func TestDests(t *testing.T) {
 	for _, perQP := range []bool{false, true} {
 		p := Params{Test: WriteBW, NumQPs: 3, MRPerQP: perQP, Size: 100}
 		p.Defaults()
-		s, err := NewSide(dev, &p, p.Size)
+		s, err := NewSide(dev, &p, p.Size, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -385,7 +385,7 @@ func TestReceivesBeyondSlots(t *testing.T) {
 		p := tc.p
 		p.NumQPs, p.Size, p.Iters, p.RxDepth = 4, 65536, 300, 100
 		p.Defaults()
-		s, err := NewSide(dev, &p, p.Size)
+		s, err := NewSide(dev, &p, p.Size, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -461,6 +461,31 @@ func TestDefaultDepths(t *testing.T) {
 		p.Defaults()
 		if p.TxDepth != c.tx || p.RxDepth != c.rx || p.CQMod != c.cqMod {
 			t.Errorf("%+v: tx %d rx %d cq_mod %d, want %d %d %d", c.p, p.TxDepth, p.RxDepth, p.CQMod, c.tx, c.rx, c.cqMod)
+		}
+	}
+}
+
+// TestCQModWarning: -Q above 1 on messages above 8 KiB, where perftest
+// would have signaled every message, gets perftest's warning; a -Q 1, a
+// default -Q, small messages, UD, -a and -e do not.
+func TestCQModWarning(t *testing.T) {
+	for _, c := range []struct {
+		p    Params
+		warn bool
+	}{
+		{Params{Test: WriteBW, CQMod: 10}, true},
+		{Params{Test: SendBW, Size: 8193, CQMod: 2}, true},
+		{Params{Test: WriteBW, CQMod: 1}, false},
+		{Params{Test: WriteBW}, false},
+		{Params{Test: WriteBW, Size: 8192, CQMod: 10}, false},
+		{Params{Test: SendBW, Size: 65536, Connection: qp.TypeUD, CQMod: 10}, false},
+		{Params{Test: WriteBW, AllSize: true, CQMod: 10}, false},
+		{Params{Test: WriteBW, Events: true, CQMod: 10}, false},
+	} {
+		p := c.p
+		p.Defaults()
+		if got := p.Notes() != ""; got != c.warn {
+			t.Errorf("%+v: notes %q, want a warning %v", c.p, p.Notes(), c.warn)
 		}
 	}
 }

@@ -227,8 +227,7 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 		if tm == nil && i >= p.Iters {
 			return nil
 		}
-		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i), SGList: s.rsge(1)}})
-		return err
+		return s.postRecv(0, qp.RecvWR{WRID: uint64(i), SGList: s.rsge(1)})
 	}
 	wait := func() error {
 		var wc [1]cq.WC

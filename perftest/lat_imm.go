@@ -51,8 +51,7 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, 
 		if got++; tm == nil && got >= p.Iters {
 			return nil // no message follows the last: see pingPong's recv
 		}
-		_, err := s.QP.PostRecv([]qp.RecvWR{{WRID: uint64(i + 1), SGList: s.rsge(1)}})
-		return err
+		return s.postRecv(0, qp.RecvWR{WRID: uint64(i + 1), SGList: s.rsge(1)})
 	}
 	var rtts []time.Duration
 	if client && tm == nil {

@@ -188,7 +188,7 @@ func localPair(p *Params, faults mem.Faults) (client, server *Side, closeAll fun
 			return nil, nil, nil, err
 		}
 		devs = append(devs, d)
-		if sides[i], err = NewSide(d, p, p.Size); err != nil {
+		if sides[i], err = NewSide(d, p, p.Size, i == 1); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -382,7 +382,7 @@ func runLat(ctx context.Context, p *Params, client, server *Side, res *Result) e
 	var err error
 	if p.postsReceives() {
 		for _, s := range []*Side{client, server} {
-			if _, err := s.QP.PostRecv([]qp.RecvWR{{SGList: s.rsge(1)}}); err != nil {
+			if err := s.postRecv(0, qp.RecvWR{SGList: s.rsge(1)}); err != nil {
 				return err
 			}
 		}

@@ -130,6 +130,12 @@ type Params struct {
 	// MRPerQP is --mr_per_qp: each QP gets a memory region of its own,
 	// whose rkey and address its key message carries.
 	MRPerQP bool
+	// UseSRQ is --use-srq (send tests only): a side that receives (a
+	// server, either side of -b, both sides of send_lat) gives its QPs one
+	// shared receive queue of RxDepth receives, as perftest's, and posts
+	// every receive to it, RxDepth/NumQPs for each QP's buffer to begin
+	// with. The packets are the same.
+	UseSRQ bool
 
 	// Duration (-D) makes the run timed instead of counted, as perftest's
 	// DURATION test type: Margin after the start the sample window opens,
@@ -224,6 +230,9 @@ type Params struct {
 	// which a UD message larger than the MTU is cut to it rather than
 	// refused.
 	sizeDefaulted bool
+	// cqModWarning says -Q asked for CQ moderation where perftest would
+	// have turned it off by itself: Notes warns of it.
+	cqModWarning bool
 	// peerDone, when set, is closed once the peer has finished its run:
 	// a UC receiver then stops waiting for messages that were lost.
 	peerDone <-chan struct{}
@@ -380,10 +389,16 @@ func (p *Params) Defaults() {
 		if p.recvVerb() {
 			p.RxDepth = min(p.RxDepth, max(p.Iters, 1))
 		}
+		if p.unreliable() && p.UseSRQ && p.Iters <= minSRQRxDepth {
+			// Even over -r, as perftest's force_dependencies.
+			p.RxDepth = minSRQRxDepth
+		}
 	}
+	largeSignals := p.Size > cqModSizeLimit && !p.datagram() && !p.AllSize && !p.Events
+	p.cqModWarning = p.CQMod > 1 && largeSignals
 	if p.CQMod == 0 {
 		p.CQMod = 100
-		if p.Size > cqModSizeLimit && !p.datagram() && !p.AllSize && !p.Events {
+		if largeSignals {
 			// "we disable cq_mod for large message size to prevent
 			// from incorrect BW calculation"
 			p.CQMod = 1
@@ -410,10 +425,24 @@ func (p *Params) Defaults() {
 	}
 }
 
+// Notes returns what perftest's parser prints of the parameters Defaults
+// settled: a warning that -Q's CQ moderation of large messages may make
+// the bandwidth wrong, in perftest's words, or nothing.
+func (p *Params) Notes() string {
+	if p.cqModWarning {
+		return "Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"
+	}
+	return ""
+}
+
 // cqModSizeLimit is perftest's MSG_SIZE_CQ_MOD_LIMIT: above it a run
 // without -Q signals every message (no CQ moderation), unless it is UD,
 // -a or -e.
 const cqModSizeLimit = 8192
+
+// minSRQRxDepth is perftest's MIN_SRQ_UD_RX_DEPTH: the receives of a
+// counted UC or UD run on an SRQ of at most that many messages.
+const minSRQRxDepth = 100
 
 // recvVerb reports whether the test's messages consume receives:
 // perftest's has_recv_comp (SEND, SEND with immediate, WRITE with
@@ -527,6 +556,11 @@ func (p *Params) checkFlags() error {
 		return fmt.Errorf("-o %d: the number of outstanding reads must not be negative", p.OutReads)
 	case p.OutReads != 0 && !p.Test.readsOrAtomics():
 		return fmt.Errorf("-o %d: Setting Outstanding reads only available on READ verb (read_bw, read_lat, atomic_bw)", p.OutReads)
+	case p.UseSRQ && p.Test != SendBW && p.Test != SendLat:
+		// perftest's words, its spelling too.
+		return fmt.Errorf("Using SRQ only avavilible in SEND / SEND_IMM tests.")
+	case p.UseSRQ && p.qps() > p.RxDepth:
+		return fmt.Errorf("Using SRQ depth should be greater than number of QPs.")
 	case p.WithImm && p.Test.readsOrAtomics():
 		return fmt.Errorf("%s: Write_with_imm can only be used with write_lat and write_bw tests, "+
 			"Send_with_imm with send_lat and send_bw", p.Test)

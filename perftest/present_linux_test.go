@@ -17,7 +17,7 @@ func TestBuffersPresent(t *testing.T) {
 	dev, _ := memDevices(t)
 	p := Params{Test: WriteBW, Size: 8 << 20}
 	p.Defaults()
-	s, err := NewSide(dev, &p, p.Size)
+	s, err := NewSide(dev, &p, p.Size, false)
 	if err != nil {
 		t.Fatal(err)
 	}

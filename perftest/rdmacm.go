@@ -834,7 +834,7 @@ func (s *Side) connectedCM(remote []Dest) {
 // (ctx_print_test_info): "rdma_cm QPs" ON with -R, the data exchange
 // method rdma_cm with -R or -z, and -R's --tos.
 func printCMBanner(w io.Writer, p *Params, link string) {
-	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", map[bool]string{true: "ON", false: "OFF"}[p.RDMACM])
+	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff(p.RDMACM))
 	method := "Ethernet"
 	switch {
 	case link == "mem":

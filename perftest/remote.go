@@ -50,7 +50,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	server := opt.Conn.IsServer()
 	sizes := p.Sizes()
 	maxSize := sizes[len(sizes)-1]
-	side, err := NewSide(opt.Dev, &p, maxSize)
+	side, err := NewSide(opt.Dev, &p, maxSize, opt.Conn.IsServer())
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		posted := 0
 		switch {
 		case p.postsReceives():
-			if _, err = side.QP.PostRecv([]qp.RecvWR{{WRID: 0, SGList: side.rsge(1)}}); err != nil {
+			if err = side.postRecv(0, qp.RecvWR{WRID: 0, SGList: side.rsge(1)}); err != nil {
 				return out, err
 			}
 		case !p.Test.IsLatency() && p.receives(server):

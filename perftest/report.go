@@ -31,7 +31,7 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 	fmt.Fprintf(w, "                    %s %s Test\n", p.verbName(), kind)
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", device)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", p.qps())
-	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : OFF\n", p.ConnectionName())
+	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : %s\n", p.ConnectionName(), onOff(p.UseSRQ))
 	if p.Test.IsAtomic() {
 		fmt.Fprintf(w, " Atomic Operation: %s\n", p.Atomic)
 	}
@@ -437,7 +437,7 @@ func WriteOutJSON(w io.Writer, p *Params, info OutJSONInfo, r *Result) error {
 }
 
 // writeTestInfo is perftest's write_test_info_to_file for a gorxe run:
-// one RC QP, no SRQ, no rdma_cm, perftest's TCP exchange.
+// its test_info block, from p and the side.
 func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	kind := "Latency_"
 	if !p.Test.IsLatency() {
@@ -458,7 +458,7 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	}
 	fmt.Fprintf(b, "\"Dual_port\": \"OFF\",\n\"Device\": \"%s\",\n", info.Device)
 	fmt.Fprintf(b, "\"Number_of_qps\": %d,\n\"Transport_type\": \"IB\",\n", p.qps())
-	fmt.Fprintf(b, "\"Connection_type\": \"%s\",\n\"Using_SRQ\": \"OFF\",\n", p.ConnectionName())
+	fmt.Fprintf(b, "\"Connection_type\": \"%s\",\n\"Using_SRQ\": \"%s\",\n", p.ConnectionName(), onOff(p.UseSRQ))
 	fmt.Fprintf(b, " \"PCIe_relax_order\": \"Unsupported\",\n") // as a perftest built without HAVE_RO writes it
 	fmt.Fprintf(b, "\"ibv_wr_API\": \"ON\",\n")
 	if !info.Server || p.Duplex {
@@ -568,4 +568,12 @@ func (v *Verifier) Err() error {
 		return fmt.Errorf("Error: Msg rate is below msg_rate limit (%g Mpps)", v.MinMsgRate)
 	}
 	return nil
+}
+
+// onOff returns perftest's word for a setting: "ON" or "OFF".
+func onOff(on bool) string {
+	if on {
+		return "ON"
+	}
+	return "OFF"
 }

@@ -58,7 +58,7 @@ func TestServeSleepsWhenIdle(t *testing.T) {
 	}
 	var sides [2]*Side
 	for i, d := range []*rnic.Device{cdev, sdev} {
-		s, err := NewSide(d, &p, p.Size)
+		s, err := NewSide(d, &p, p.Size, i == 1)
 		if err != nil {
 			t.Fatal(err)
 		}

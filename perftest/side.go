@@ -52,9 +52,15 @@ type Side struct {
 	RemoteAddr uint64
 	RemoteKey  mr.Key
 
-	qps  []*sideQP
-	sgl  [1]qp.SGE
-	pace spinPace
+	qps []*sideQP
+	// srq, with --use-srq on a side that receives, is the shared receive
+	// queue all its QPs take their receives from; qpIndex maps their QP
+	// numbers to their index in qps, since a receive of QP i's buffer may
+	// complete on any of them.
+	srq     *rnic.SRQ
+	qpIndex map[uint32]int
+	sgl     [1]qp.SGE
+	pace    spinPace
 	// grh is the room in front of each message slot for the GRH a UD
 	// QP receives a message behind: GRHLen on UD, else 0. A UD message
 	// is sent from, and arrives at, grh bytes into its slot.
@@ -125,8 +131,10 @@ func bufferBytes(p *Params, size int) int {
 }
 
 // NewSide allocates a side's resources on dev for messages of size bytes:
-// p.NumQPs QPs, one send and one receive CQ they share, and their memory.
-func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
+// p.NumQPs QPs, one send and one receive CQ they share, their memory, and
+// with p.UseSRQ on a side that receives (the server, either side of -b or
+// of a latency test) the shared receive queue of their receives.
+func NewSide(dev *rnic.Device, p *Params, size int, server bool) (s *Side, err error) {
 	s = &Side{Dev: dev, Size: size, Slots: slotCount(p, size), grh: grhLen(p)}
 	defer func() {
 		if err != nil {
@@ -140,6 +148,20 @@ func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
 	}
 	if s.RCQ, err = dev.CreateCQ(p.cqDepth()); err != nil {
 		return s, err
+	}
+	ia := qp.InitAttr{
+		Type: p.qpType(), PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
+		Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInlineData: uint32(p.Inline)},
+	}
+	if p.UseSRQ && (p.Test.IsLatency() || p.Duplex || server) {
+		// perftest's max_wr is rx_depth, and its QPs then ask for no
+		// receive queue of their own.
+		if s.srq, err = dev.CreateSRQ(s.PD, qp.SRQAttr{MaxWR: uint32(p.RxDepth), MaxSGE: 1}); err != nil {
+			return s, err
+		}
+		ia.SRQ, ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = s.srq, 0, 0
+		s.qpIndex = make(map[uint32]int, p.qps())
 	}
 	n, region := p.qps(), regionSize(p, size)
 	for i := range n {
@@ -162,13 +184,11 @@ func NewSide(dev *rnic.Device, p *Params, size int) (s *Side, err error) {
 			}
 		}
 		s.qps = append(s.qps, l)
-		l.qp, err = dev.CreateQP(qp.InitAttr{
-			Type: p.qpType(), PD: s.PD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Window: p.Window,
-			Cap: qp.Cap{MaxSendWR: uint32(p.TxDepth) + 1, MaxRecvWR: uint32(p.RxDepth) + 1, MaxSendSGE: 1, MaxRecvSGE: 1,
-				MaxInlineData: uint32(p.Inline)},
-		})
-		if err != nil {
+		if l.qp, err = dev.CreateQP(ia); err != nil {
 			return s, err
+		}
+		if s.qpIndex != nil {
+			s.qpIndex[uint32(l.qp.Num())] = i
 		}
 	}
 	s.QP, s.MR, s.Buf = s.qps[0].qp, s.qps[0].mr, s.qps[0].buf
@@ -188,6 +208,9 @@ func (s *Side) Close() {
 			l.mr.Deregister()
 		}
 		last = l.mr
+	}
+	if s.srq != nil {
+		s.srq.Destroy()
 	}
 }
 
@@ -953,9 +976,14 @@ func runBWSide(ctx context.Context, p *Params, s *Side, server bool, posted int,
 // as perftest's ctx_set_recv_wqes: RxDepth, or fewer if fewer messages
 // come or, with --check of SENDs, if the target region has fewer slots
 // (two receives in one slot would let a message overwrite the one before
-// it while it is checked). It returns how many each QP got.
+// it while it is checked). With an SRQ the RxDepth receives are shared
+// out between the QPs' buffers, as perftest's size_per_qp. It returns how
+// many each QP's buffer got.
 func postReceives(s *Side, p *Params) (int, error) {
 	n := p.RxDepth
+	if s.srq != nil {
+		n /= len(s.qps)
+	}
 	if !p.timed() {
 		n = min(n, p.Iters)
 	}
@@ -981,7 +1009,18 @@ func postRecv(s *Side, p *Params, i, k int) error {
 	if p.Test != WriteBW {
 		sgl = s.recvSGEIn(i, s.qps[i].dst+s.slot(k))
 	}
-	_, err := s.qps[i].qp.PostRecv([]qp.RecvWR{{WRID: wrID(i, k), SGList: sgl}})
+	return s.postRecv(i, qp.RecvWR{WRID: wrID(i, k), SGList: sgl})
+}
+
+// postRecv posts wr, a receive into QP i's memory: to the side's SRQ
+// with --use-srq, else to QP i.
+func (s *Side) postRecv(i int, wr qp.RecvWR) error {
+	var err error
+	if s.srq != nil {
+		_, err = s.srq.PostRecv([]qp.RecvWR{wr})
+	} else {
+		_, err = s.qps[i].qp.PostRecv([]qp.RecvWR{wr})
+	}
 	return err
 }
 
@@ -1060,6 +1099,12 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 		ctx, stop = untilPeerDone(ctx, p.peerDone, arrived)
 		defer stop()
 	}
+	// came counts the messages that came on each QP, with an SRQ, where
+	// the receive a message takes may be of another QP's buffer.
+	var came []int
+	if s.srq != nil {
+		came = make([]int, nq)
+	}
 	wcs := make([]cq.WC, 64)
 	var start time.Duration
 	done, counted, total := 0, 0, p.Iters*nq
@@ -1105,9 +1150,21 @@ receiving:
 			if wc.Status != cq.StatusSuccess {
 				return BWResult{}, completionError(wc)
 			}
+			// The message is message m of QP j, in receive k of QP i's
+			// buffer: the same QP and number unless an SRQ shares the
+			// receives out.
 			i, k := splitWRID(wc.WRID)
 			if i >= nq {
 				return BWResult{}, fmt.Errorf("perftest: a receive completion for wr_id %#x, which was not posted", wc.WRID)
+			}
+			j, m := i, k
+			if came != nil {
+				var ok bool
+				if j, ok = s.qpIndex[wc.QPNum]; !ok {
+					return BWResult{}, fmt.Errorf("perftest: a receive completion on QP %#x, not one of the test's", wc.QPNum)
+				}
+				m = came[j]
+				came[j]++
 			}
 			if p.WithImm && wc.Flags&cq.FlagWithImm == 0 {
 				return BWResult{}, fmt.Errorf("%w: a receive completion without immediate data (%v)", ErrCheck, wc)
@@ -1116,9 +1173,8 @@ receiving:
 				return BWResult{}, fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size+s.grh)
 			}
 			if want != nil && p.Test == SendBW {
-				o := s.slot(k) + s.grh
-				if !bytes.Equal(s.dst(i, o, p.Size), want.src(i, o, p.Size)) {
-					return BWResult{}, fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, k, i)
+				if !bytes.Equal(s.dst(i, s.slot(k)+s.grh, p.Size), want.src(j, want.slot(m)+s.grh, p.Size)) {
+					return BWResult{}, fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, m, j)
 				}
 			}
 			done++

@@ -82,6 +82,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	p.Defaults()
+	fmt.Fprint(stderr, p.Notes())
 	if p.CPUUtil && p.Duration == 0 {
 		fmt.Fprintln(stderr, " CPU Utilization works only with Duration mode.") // perftest's note; the run goes on
 	}

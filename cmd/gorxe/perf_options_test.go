@@ -222,3 +222,28 @@ func TestPerfReportCounters(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfUseSRQ: --use-srq runs the send tests on a shared receive
+// queue, says so in the banner, and is refused for the others in
+// perftest's words.
+func TestPerfUseSRQ(t *testing.T) {
+	for _, args := range [][]string{
+		{"send_bw", "--link", "mem", "--use-srq", "-q", "3", "--check", "-n", "300"},
+		{"send_lat", "--link", "mem", "--use-srq", "-c", "UD", "--check", "-n", "300"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
+		}
+		for _, want := range []string{"Using SRQ      : ON", "data check: ok"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: no %q in\n%s", args, want, out.String())
+			}
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"write_bw", "--link", "mem", "--use-srq"}, &out, &errOut); code == 0 ||
+		!strings.Contains(errOut.String(), "Using SRQ only avavilible in SEND / SEND_IMM tests.") {
+		t.Errorf("write_bw --use-srq: exit %d, stderr %q", code, errOut.String())
+	}
+}

@@ -179,7 +179,6 @@ func perfOptions() []perfOption {
 			r.watch = w
 			return err
 		}},
-		{0, "use-srq", no, accepted, false, "shared receive queue (invisible on the wire)", noop},
 		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
 		{0, "recv_post_list", req, accepted, false, "receives posted per call", noop},
 		{0, "use_hugepages", no, accepted, false, "", noop},
@@ -366,6 +365,7 @@ func perfOptions() []perfOption {
 		{0, "write_with_imm", no, honoured, false, "RDMA WRITE with immediate (write_bw, write_lat; a perftest peer needs 6.20 or later)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
 		{0, "send_with_imm", no, honoured, false, "SEND with immediate (send tests; both sides)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
 		{0, "mr_per_qp", no, honoured, false, "one memory region per QP", flag(func(r *perfRun) *bool { return &r.p.MRPerQP })},
+		{0, "use-srq", no, honoured, false, "the receiving side's QPs share one receive queue of rx-depth receives (send tests)", flag(func(r *perfRun) *bool { return &r.p.UseSRQ })},
 
 		// gorxe's own options.
 		{0, "check", no, honoured, true, "fill the buffers with a pattern and verify every byte (and atomic result) that arrived", flag(func(r *perfRun) *bool { return &r.p.Check })},
