@@ -44,11 +44,12 @@ func packets(c rnic.Counters) uint64 { return c.SentPkts + c.RcvdPkts }
 
 // Info is a side's address information, as perftest's banner shows it.
 type Info struct {
-	QPN   uint32
-	PSN   uint32
-	RKey  uint32
-	VAddr uint64
-	GID   netip.Addr
+	QPN      uint32
+	PSN      uint32
+	OutReads uint16 // the READs and atomics it takes at once, offered in its key message
+	RKey     uint32
+	VAddr    uint64
+	GID      netip.Addr
 }
 
 // ParseFaults parses --fault's list, for example
@@ -132,7 +133,7 @@ func runLocalSize(ctx context.Context, p *Params, faults mem.Faults) (Result, er
 		return Result{}, err
 	}
 	defer closeAll()
-	res := Result{Test: p.Test, Local: info(client, localPSNs[0]), Remote: info(server, localPSNs[1])}
+	res := Result{Test: p.Test, Local: info(client, p, localPSNs[0]), Remote: info(server, p, localPSNs[1])}
 	if p.Check {
 		client.fillPattern(1)
 		server.fillPattern(2)
@@ -226,8 +227,8 @@ func connectSides(p *Params, sides [2]*Side) error {
 	return nil
 }
 
-func info(s *Side, psn bth.PSN) Info {
-	return Info{QPN: uint32(s.QP.Num()), PSN: uint32(psn), RKey: uint32(s.MR.RKey()), VAddr: s.targetAddr(0), GID: s.Dev.GIDs()[0]}
+func info(s *Side, p *Params, psn bth.PSN) Info {
+	return Info{QPN: uint32(s.QP.Num()), PSN: uint32(psn), OutReads: p.outReads(), RKey: uint32(s.MR.RKey()), VAddr: s.targetAddr(0), GID: s.Dev.GIDs()[0]}
 }
 
 func runBW(ctx context.Context, p *Params, client, server *Side, res *Result) error {

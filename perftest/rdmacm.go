@@ -833,11 +833,11 @@ func (s *Side) connectedCM(remote []Dest) {
 // printCMBanner prints the banner's lines on rdma_cm
 // (ctx_print_test_info): "rdma_cm QPs" ON with -R, the data exchange
 // method rdma_cm with -R or -z, and -R's --tos.
-func printCMBanner(w io.Writer, p *Params, link string) {
+func printCMBanner(w io.Writer, p *Params, inProcess bool) {
 	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff(p.RDMACM))
 	method := "Ethernet"
 	switch {
-	case link == "mem":
+	case inProcess:
 		method = "in-process"
 	case p.RDMACM || p.CommRDMACM:
 		method = "rdma_cm"

@@ -198,14 +198,14 @@ func TestRDMACMBanner(t *testing.T) {
 	var b bytes.Buffer
 	p := Params{Test: WriteBW, RDMACM: true, TrafficClass: 32}
 	p.Defaults()
-	PrintBanner(&b, &p, "gorxe0", "udp", 1)
+	PrintBanner(&b, &p, BannerInfo{Device: "gorxe0", GIDIndex: 1})
 	if !strings.Contains(b.String(), " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm \tTOS    : 32\n") {
 		t.Fatalf("banner:\n%s", b.String())
 	}
 	b.Reset()
 	p = Params{Test: WriteBW, CommRDMACM: true}
 	p.Defaults()
-	PrintBanner(&b, &p, "gorxe0", "udp", 1)
+	PrintBanner(&b, &p, BannerInfo{Device: "gorxe0", GIDIndex: 1})
 	if !strings.Contains(b.String(), " rdma_cm QPs\t : OFF\n Data ex. method : rdma_cm\n") {
 		t.Fatalf("banner:\n%s", b.String())
 	}

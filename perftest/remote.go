@@ -27,9 +27,10 @@ type RemoteOptions struct {
 }
 
 // maxOutReads is what gorxe offers as out_reads for READ and atomic tests
-// unless -o says otherwise (rxe offers its max_qp_rd_atom, 128, which
-// qp.MaxRdAtomic matches).
-const maxOutReads = 16
+// unless -o says otherwise: as perftest offers its device's
+// max_qp_rd_atom, the outstanding READs and atomics gorxe's responder
+// takes (qp.MaxRdAtomic, rxe's 128).
+const maxOutReads = qp.MaxRdAtomic
 
 // RunRemote runs one side of test p with its peer on another host,
 // speaking perftest's exchange on opt.Conn. The client drives the traffic
@@ -391,7 +392,7 @@ func peerClosed(err error) bool {
 
 // destInfo is a key message's endpoint as perftest prints it.
 func destInfo(d Dest) Info {
-	return Info{QPN: d.QPN, PSN: d.PSN, RKey: d.RKey, VAddr: d.VAddr, GID: netip.AddrFrom16(d.GID)}
+	return Info{QPN: d.QPN, PSN: d.PSN, OutReads: d.OutReads, RKey: d.RKey, VAddr: d.VAddr, GID: netip.AddrFrom16(d.GID)}
 }
 
 // Patterns for --check between hosts: each side can compute the other's.

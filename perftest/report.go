@@ -14,9 +14,25 @@ import (
 
 const rule = "---------------------------------------------------------------------------------------"
 
-// PrintBanner prints perftest's header: the test's name and its settings.
-// gidIndex is the GID's index as perftest's -x names it.
-func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
+// BannerInfo is what perftest's banner shows beyond the parameters.
+type BannerInfo struct {
+	Device   string // -d: the device's name
+	GIDIndex int    // -x: the index of the GID the side uses
+	// Server says the side is the server: it shows the TX depth only
+	// when it sends too (-b), and the RX depth of a send test only then.
+	// A client shows the RX depth only with -b.
+	Server bool
+	// InProcess says both sides run in this process (--link mem): one
+	// banner shows both, TX depth and RX depth alike, and the exchange
+	// is "in-process".
+	InProcess bool
+}
+
+// PrintBanner prints perftest's header, as ctx_print_test_info at 6.06
+// prints it on rxe: the test's name and its settings. Its lines for
+// PCIe relaxed ordering and the ibv_wr* API say what is true of gorxe,
+// which has no PCIe and, as rxe for perftest, posts with ibv_post_send.
+func PrintBanner(w io.Writer, p *Params, b BannerInfo) {
 	kind := "Latency"
 	if !p.Test.IsLatency() {
 		kind = "BW"
@@ -27,35 +43,42 @@ func PrintBanner(w io.Writer, p *Params, device, link string, gidIndex int) {
 			kind = "Bidirectional " + kind
 		}
 	}
+	if p.Test.IsAtomic() {
+		kind = p.Atomic + " " + kind
+	}
+	sends := !b.Server || p.Duplex || b.InProcess
+	receives := b.Server || p.Duplex || b.InProcess
 	fmt.Fprintln(w, rule)
 	fmt.Fprintf(w, "                    %s %s Test\n", p.verbName(), kind)
-	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", device)
+	if p.Events {
+		fmt.Fprintf(w, " Test with events. Using %s_comp0\n", b.Device)
+	}
+	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", b.Device)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", p.qps())
 	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : %s\n", p.ConnectionName(), onOff(p.UseSRQ))
-	if p.Test.IsAtomic() {
-		fmt.Fprintf(w, " Atomic Operation: %s\n", p.Atomic)
-	}
-	if !p.Test.IsLatency() {
+	fmt.Fprintf(w, " PCIe relax order: Unsupported\n")
+	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
+	if sends {
 		fmt.Fprintf(w, " TX depth        : %d\n", p.TxDepth)
 	}
 	if p.PostList > 1 {
 		fmt.Fprintf(w, " Post List       : %d\n", p.PostList)
 	}
-	if p.Test == SendBW || p.Test == SendLat {
+	if p.recvVerb() && receives {
 		fmt.Fprintf(w, " RX depth        : %d\n", p.RxDepth)
 	}
 	if !p.Test.IsLatency() {
 		fmt.Fprintf(w, " CQ Moderation   : %d\n", min(p.CQMod, p.TxDepth))
 	}
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", p.MTU.Bytes())
-	fmt.Fprintf(w, " Link type       : %s\n", link)
-	fmt.Fprintf(w, " GID index       : %d\n", gidIndex)
+	fmt.Fprintf(w, " Link type       : Ethernet\n")
+	fmt.Fprintf(w, " GID index       : %d\n", b.GIDIndex)
 	if p.Test.readsOrAtomics() {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads())
 	} else {
 		fmt.Fprintf(w, " Max inline data : %d[B]\n", p.Inline)
 	}
-	printCMBanner(w, p, link)
+	printCMBanner(w, p, b.InProcess)
 	fmt.Fprintln(w, rule)
 }
 
@@ -70,13 +93,16 @@ func (p *Params) verbName() string {
 }
 
 // PrintAddresses prints the local and remote address lines of perftest.
-func PrintAddresses(w io.Writer, local, remote Info) {
-	PrintAllAddresses(w, []Info{local}, []Info{remote})
+func PrintAddresses(w io.Writer, p *Params, local, remote Info) {
+	PrintAllAddresses(w, p, []Info{local}, []Info{remote})
 }
 
-// PrintAllAddresses prints the address lines of every QP as perftest does
-// with -q: every local one (its setup loop), then every remote one.
-func PrintAllAddresses(w io.Writer, locals, remotes []Info) {
+// PrintAllAddresses prints the address lines of every QP as perftest's
+// ctx_print_pingpong_data does, with C's printf formats (%#06x and the
+// like: the width counts the 0x, and 0 has none): a READ test's lines
+// show the side's out_reads, its rkey and its address, a WRITE test's
+// (not with immediate) the rkey and address, the others neither.
+func PrintAllAddresses(w io.Writer, p *Params, locals, remotes []Info) {
 	type line struct {
 		name string
 		i    Info
@@ -89,8 +115,15 @@ func PrintAllAddresses(w io.Writer, locals, remotes []Info) {
 		lines = append(lines, line{"remote", i})
 	}
 	for _, x := range lines {
-		fmt.Fprintf(w, " %s address: LID 0000 QPN %#06x PSN %#06x RKey %#08x VAddr %#016x\n",
-			x.name, x.i.QPN, x.i.PSN, x.i.RKey, x.i.VAddr)
+		fmt.Fprintf(w, " %s address: LID %s QPN %s PSN %s", x.name, cHex(0, 4), cHex(uint64(x.i.QPN), 6), cHex(uint64(x.i.PSN), 6))
+		switch {
+		case p.Test == ReadBW || p.Test == ReadLat:
+			fmt.Fprintf(w, " OUT %s", cHex(uint64(x.i.OutReads), 4))
+			fallthrough
+		case (p.Test == WriteBW || p.Test == WriteLat) && !p.WithImm:
+			fmt.Fprintf(w, " RKey %s VAddr %s", cHex(uint64(x.i.RKey), 8), cHex(x.i.VAddr, 16))
+		}
+		fmt.Fprintln(w)
 		g := x.i.GID.As16()
 		parts := make([]string, 16)
 		for j, b := range g {
@@ -99,6 +132,15 @@ func PrintAllAddresses(w io.Writer, locals, remotes []Info) {
 		fmt.Fprintf(w, " GID: %s\n", strings.Join(parts, ":"))
 	}
 	fmt.Fprintln(w, rule)
+}
+
+// cHex formats v as C's printf("%#0*x", width, v) does: zero-padded to
+// width characters, the 0x included, and without the 0x when v is 0.
+func cHex(v uint64, width int) string {
+	if v == 0 {
+		return fmt.Sprintf("%0*x", width, v)
+	}
+	return fmt.Sprintf("0x%0*x", max(width-2, 0), v)
 }
 
 // PrintHeader prints the column names of t's result table, as
@@ -460,7 +502,7 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	fmt.Fprintf(b, "\"Number_of_qps\": %d,\n\"Transport_type\": \"IB\",\n", p.qps())
 	fmt.Fprintf(b, "\"Connection_type\": \"%s\",\n\"Using_SRQ\": \"%s\",\n", p.ConnectionName(), onOff(p.UseSRQ))
 	fmt.Fprintf(b, " \"PCIe_relax_order\": \"Unsupported\",\n") // as a perftest built without HAVE_RO writes it
-	fmt.Fprintf(b, "\"ibv_wr_API\": \"ON\",\n")
+	fmt.Fprintf(b, "\"ibv_wr_API\": \"OFF\",\n") // as the banner's
 	if !info.Server || p.Duplex {
 		fmt.Fprintf(b, "\"TX_depth\": %d,\n", p.TxDepth)
 	}

@@ -179,7 +179,7 @@ func TestBanner(t *testing.T) {
 	p := Params{Test: WriteBW, PostList: 8, Inline: 64}
 	p.Defaults()
 	var b bytes.Buffer
-	PrintBanner(&b, &p, "gorxe0", "udp", 0)
+	PrintBanner(&b, &p, BannerInfo{Device: "gorxe0"})
 	for _, want := range []string{"                    RDMA_Write Post List BW Test\n", " Post List       : 8\n",
 		" CQ Moderation   : 8\n", " Max inline data : 64[B]\n"} {
 		if !strings.Contains(b.String(), want) {
@@ -189,8 +189,8 @@ func TestBanner(t *testing.T) {
 	p = Params{Test: ReadBW}
 	p.Defaults()
 	b.Reset()
-	PrintBanner(&b, &p, "gorxe0", "udp", 0)
-	if s := b.String(); strings.Contains(s, "Max inline") || !strings.Contains(s, " Outstand reads  : 16\n") {
+	PrintBanner(&b, &p, BannerInfo{Device: "gorxe0"})
+	if s := b.String(); strings.Contains(s, "Max inline") || !strings.Contains(s, " Outstand reads  : 128\n") {
 		t.Errorf("READ banner:\n%s", s)
 	}
 }

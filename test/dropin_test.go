@@ -56,7 +56,7 @@ func TestDropIn(t *testing.T) {
 		{"write_lat -D 2", "ib_write_lat", "-D 2", "10.77.0.2 -D 2",
 			[]string{"t_avg[usec]"}, "1", nil},
 		{"atomic_lat", "ib_atomic_lat", "-A CMP_AND_SWAP -n 200 --check", "-A CMP_AND_SWAP -n 200 --check 10.77.0.2",
-			[]string{"Atomic Latency Test", "Atomic Operation: CMP_AND_SWAP"}, "1", nil},
+			[]string{"Atomic CMP_AND_SWAP Latency Test"}, "1", nil},
 		{"write_lat with immediate", "ib_write_lat", "--write_with_imm -n 100 --check", "--write_with_imm -n 100 --check 10.77.0.2",
 			[]string{"RDMA_Write_imm Latency Test"}, "1", nil},
 	} {

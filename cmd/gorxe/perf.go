@@ -50,7 +50,6 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Version: %s\n", perftest.Version)
 		return exitOK
 	}
-	p := r.p
 	if err := r.link.validateKind(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage
@@ -69,19 +68,16 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	p.MTU = qp.MTUFromBytes(r.mtu)
-	if p.MTU == 0 {
-		fmt.Fprintf(stderr, "%s: -m %d: the MTU is 256, 512, 1024, 2048 or 4096\n", name, r.mtu)
-		return exitUsage
-	}
-	p.Atomic = strings.ToUpper(p.Atomic)
-	p.Timeout = uint8(r.timeout)
 	f, err := perftest.ParseFaults(r.faults)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: --fault: %v\n", name, err)
 		return exitUsage
 	}
-	p.Defaults()
+	p, err := r.params()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitUsage
+	}
 	fmt.Fprint(stderr, p.Notes())
 	if p.CPUUtil && p.Duration == 0 {
 		fmt.Fprintln(stderr, " CPU Utilization works only with Duration mode.") // perftest's note; the run goes on
@@ -138,7 +134,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	var final func() []qp.NamedCounter
 	if r.link.kind == "mem" {
 		if !quiet {
-			perftest.PrintBanner(stdout, &p, device, "mem", gidIndex)
+			perftest.PrintBanner(stdout, &p, perftest.BannerInfo{Device: device, GIDIndex: gidIndex, InProcess: true})
 		}
 		var total []qp.NamedCounter
 		final = func() []qp.NamedCounter { return total }
@@ -170,7 +166,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		defer ep.close()
 		gidIndex = ep.gidIndex
 		if !quiet {
-			perftest.PrintBanner(stdout, &p, ep.dev.Name(), r.link.kind, ep.gidIndex)
+			perftest.PrintBanner(stdout, &p, perftest.BannerInfo{Device: ep.dev.Name(), GIDIndex: ep.gidIndex, Server: r.server == ""})
 		}
 		final = func() []qp.NamedCounter { c := ep.dev.Counters(); return c.Named() }
 		if r.watch != nil {
@@ -197,9 +193,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		default:
 			if first {
 				if res.Locals != nil {
-					perftest.PrintAllAddresses(stdout, res.Locals, res.Remotes)
+					perftest.PrintAllAddresses(stdout, ps, res.Locals, res.Remotes)
 				} else {
-					perftest.PrintAddresses(stdout, res.Local, res.Remote)
+					perftest.PrintAddresses(stdout, ps, res.Local, res.Remote)
 				}
 				perftest.PrintReportHeader(stdout, ps)
 				first = false
@@ -260,6 +256,20 @@ func init() {
 	for _, t := range perftest.Tests {
 		commands = append(commands, perfCommand(t))
 	}
+}
+
+// params returns the test's parameters as the command line gives them,
+// with perftest's defaults filled in.
+func (r *perfRun) params() (perftest.Params, error) {
+	p := r.p
+	p.MTU = qp.MTUFromBytes(r.mtu)
+	if p.MTU == 0 {
+		return p, fmt.Errorf("-m %d: the MTU is 256, 512, 1024, 2048 or 4096", r.mtu)
+	}
+	p.Atomic = strings.ToUpper(p.Atomic)
+	p.Timeout = uint8(r.timeout)
+	p.Defaults()
+	return p, nil
 }
 
 // resultSize returns the message size of res, or def when it has no
