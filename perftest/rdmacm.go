@@ -832,12 +832,13 @@ func (s *Side) connectedCM(remote []Dest) {
 
 // printCMBanner prints the banner's lines on rdma_cm
 // (ctx_print_test_info): "rdma_cm QPs" ON with -R, the data exchange
-// method rdma_cm with -R or -z, and -R's --tos.
-func printCMBanner(w io.Writer, p *Params, inProcess bool) {
+// method rdma_cm with -R or -z, -R's --tos, and on a server with -R what
+// it waits for.
+func printCMBanner(w io.Writer, p *Params, b BannerInfo) {
 	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff(p.RDMACM))
 	method := "Ethernet"
 	switch {
-	case inProcess:
+	case b.InProcess:
 		method = "in-process"
 	case p.RDMACM || p.CommRDMACM:
 		method = "rdma_cm"
@@ -845,6 +846,9 @@ func printCMBanner(w io.Writer, p *Params, inProcess bool) {
 	fmt.Fprintf(w, " Data ex. method : %s", method)
 	if p.RDMACM && p.TrafficClass != 0 {
 		fmt.Fprintf(w, " \tTOS    : %d", p.TrafficClass)
+	}
+	if p.RDMACM && b.Server && !b.InProcess {
+		fmt.Fprintf(w, "\n%s\n Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP", rule)
 	}
 	fmt.Fprintln(w)
 }

@@ -78,7 +78,7 @@ func PrintBanner(w io.Writer, p *Params, b BannerInfo) {
 	} else {
 		fmt.Fprintf(w, " Max inline data : %d[B]\n", p.Inline)
 	}
-	printCMBanner(w, p, b.InProcess)
+	printCMBanner(w, p, b)
 	fmt.Fprintln(w, rule)
 }
 
@@ -101,7 +101,8 @@ func PrintAddresses(w io.Writer, p *Params, local, remote Info) {
 // ctx_print_pingpong_data does, with C's printf formats (%#06x and the
 // like: the width counts the 0x, and 0 has none): a READ test's lines
 // show the side's out_reads, its rkey and its address, a WRITE test's
-// (not with immediate) the rkey and address, the others neither.
+// (not with immediate) the rkey and address, the others, and every test
+// on rdma_cm (-R, -z), neither.
 func PrintAllAddresses(w io.Writer, p *Params, locals, remotes []Info) {
 	type line struct {
 		name string
@@ -117,6 +118,9 @@ func PrintAllAddresses(w io.Writer, p *Params, locals, remotes []Info) {
 	for _, x := range lines {
 		fmt.Fprintf(w, " %s address: LID %s QPN %s PSN %s", x.name, cHex(0, 4), cHex(uint64(x.i.QPN), 6), cHex(uint64(x.i.PSN), 6))
 		switch {
+		case p.RDMACM || p.CommRDMACM:
+			// perftest prints these lines with its exchange's parameters,
+			// which are a SEND test's on rdma_cm (create_comm_struct).
 		case p.Test == ReadBW || p.Test == ReadLat:
 			fmt.Fprintf(w, " OUT %s", cHex(uint64(x.i.OutReads), 4))
 			fallthrough
