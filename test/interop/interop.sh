@@ -130,9 +130,13 @@ flagcases+=(
 	"write_bw 4 65536 -b,--report-both" "send_bw 4 65536 -D,3,--cpu_util" "write_lat 4 2 --latency_gap,50"
 	"write_bw 4 65536 -W,hw_counters/sent_pkts" "write_bw 4 65536 -R,--retry_count,3"
 )
-# --use-srq: the receiving side's QPs on one shared receive queue.
+# --use-srq: the receiving side's QPs on one shared receive queue. The UD
+# case has one QP: with -q 2 the SRQ holds receives for half the messages,
+# and a perftest server whose reposting falls behind a fast sender loses
+# some (rxe drops a UD message that finds no receive) and waits for them
+# forever (seen against 6.06: 392 of 400).
 flagcases+=(
-	"send_bw 4 65536 --use-srq,-q,4" "send_bw 4 65536 --use-srq,-b" "send_lat 4 64 --use-srq" "send_bw 4 1024 --use-srq,-c,UD,-q,2"
+	"send_bw 4 65536 --use-srq,-q,4" "send_bw 4 65536 --use-srq,-b" "send_lat 4 64 --use-srq" "send_bw 4 1024 --use-srq,-c,UD"
 )
 if $flags; then
 	for c in "${flagcases[@]}"; do
