@@ -1024,6 +1024,25 @@ func (s *Side) postRecv(i int, wr qp.RecvWR) error {
 	return err
 }
 
+// matchMessage reports whether got is message m of the peer's QP j, as
+// want (the peer's side, or its pattern) holds it, and returns m. On UC
+// and UD (unreliable), where messages before it may have been lost, got
+// may be any later message, and matchMessage returns the first whose
+// bytes it has: a message's bytes are its slot's, so that of the messages
+// one cycle of slots apart, the earliest stands for all.
+func matchMessage(got []byte, want *Side, j, m int, unreliable bool) (int, bool) {
+	tries := 1
+	if unreliable {
+		tries = want.Slots
+	}
+	for n := m; n < m+tries; n++ {
+		if bytes.Equal(got, want.src(j, want.slot(n)+want.grh, len(got))) {
+			return n, true
+		}
+	}
+	return m, false
+}
+
 // errPeerDone ends a UC receiver's wait for messages: its peer has
 // finished, and nothing has come for peerGrace since.
 var errPeerDone = errors.New("perftest: the peer has finished; the messages still missing were lost")
@@ -1099,12 +1118,11 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 		ctx, stop = untilPeerDone(ctx, p.peerDone, arrived)
 		defer stop()
 	}
-	// came counts the messages that came on each QP, with an SRQ, where
-	// the receive a message takes may be of another QP's buffer.
-	var came []int
-	if s.srq != nil {
-		came = make([]int, nq)
-	}
+	// came counts the messages that came on each QP: with an SRQ the
+	// receive a message takes may be of another QP's buffer, and on UC
+	// and UD a message lost on the way leaves the count of receives
+	// behind the message number.
+	came := make([]int, nq)
 	wcs := make([]cq.WC, 64)
 	var start time.Duration
 	done, counted, total := 0, 0, p.Iters*nq
@@ -1150,21 +1168,18 @@ receiving:
 			if wc.Status != cq.StatusSuccess {
 				return BWResult{}, completionError(wc)
 			}
-			// The message is message m of QP j, in receive k of QP i's
-			// buffer: the same QP and number unless an SRQ shares the
-			// receives out.
+			// The message came on QP j, in receive k of QP i's buffer:
+			// the same QP unless an SRQ shares the receives out.
 			i, k := splitWRID(wc.WRID)
 			if i >= nq {
 				return BWResult{}, fmt.Errorf("perftest: a receive completion for wr_id %#x, which was not posted", wc.WRID)
 			}
-			j, m := i, k
-			if came != nil {
+			j := i
+			if s.srq != nil {
 				var ok bool
 				if j, ok = s.qpIndex[wc.QPNum]; !ok {
 					return BWResult{}, fmt.Errorf("perftest: a receive completion on QP %#x, not one of the test's", wc.QPNum)
 				}
-				m = came[j]
-				came[j]++
 			}
 			if p.WithImm && wc.Flags&cq.FlagWithImm == 0 {
 				return BWResult{}, fmt.Errorf("%w: a receive completion without immediate data (%v)", ErrCheck, wc)
@@ -1173,9 +1188,11 @@ receiving:
 				return BWResult{}, fmt.Errorf("%w: received %d bytes, want %d", ErrCheck, wc.ByteLen, p.Size+s.grh)
 			}
 			if want != nil && p.Test == SendBW {
-				if !bytes.Equal(s.dst(i, s.slot(k)+s.grh, p.Size), want.src(j, want.slot(m)+s.grh, p.Size)) {
-					return BWResult{}, fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, m, j)
+				m, ok := matchMessage(s.dst(i, s.slot(k)+s.grh, p.Size), want, j, came[j], p.unreliable())
+				if !ok {
+					return BWResult{}, fmt.Errorf("%w: message %d of QP %d differs", ErrCheck, came[j], j)
 				}
+				came[j] = m + 1
 			}
 			done++
 			if tm != nil && tm.sampling() {
