@@ -82,8 +82,9 @@ func reap(ctx context.Context, s *Side, p *Params) error {
 // its WRITE's completion before it watches for the peer's: it reaps it
 // just after posting its next WRITE. The peer's ACK of a WRITE leaves
 // behind the peer's answer, so waiting for it before answering would put
-// one more packet on every round trip. It returns the client's round
-// trips, from one of its writes to the arrival of the server's answer.
+// one more packet on every round trip. It returns the side's round trips,
+// from one of its writes to the next, as perftest times them on either
+// side from tposted: one sample fewer than iters.
 //
 // The peer writes into slot 0 and a side writes from slots 1 and 2 in
 // turn, as perftest keeps a send half and a receive half. Were they one
@@ -112,7 +113,7 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 	var out latOut
 	var seen uint64
 	var rtts []time.Duration
-	if client && tm == nil {
+	if tm == nil {
 		rtts = make([]time.Duration, 0, p.Iters)
 	}
 	copy(s.Buf[s.slot(2):s.slot(2)+s.Size], s.Buf[s.slot(1):s.slot(1)+s.Size]) // one message in both
@@ -150,10 +151,10 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 		if p.LatencyGap > 0 {
 			spinFor(p.LatencyGap)
 		}
-		if client && tm == nil {
+		if tm == nil {
 			// One clock read per round trip, as perftest takes one
-			// timestamp per post: it ends one round trip and starts the
-			// next.
+			// timestamp per post, on either side: it ends one round trip
+			// and starts the next.
 			now := clock()
 			if i > 0 {
 				rtts = append(rtts, now-posted)
@@ -210,7 +211,9 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, erro
 // pingPong runs one side of a ping-pong of wr, a SEND or a WRITE with
 // immediate, each of which consumes a receive of the peer's: a side
 // answers the peer's message when its receive completes. The receive for
-// the first message must be posted already.
+// the first message must be posted already. It returns the side's round
+// trips: the client's from each post to the answer's arrival, the
+// server's from one post to the next.
 func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR) (latOut, error) {
 	// A timed run_iter_lat_send starts its clock at the first message it
 	// receives (set_on_first_rx_packet), on each side.
@@ -246,6 +249,7 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 	// ended says whether err is the end of a timed run, or else fails it.
 	ended := func(err error) bool { return tm != nil && timeUp(err) }
 	var rtts []time.Duration
+	var last time.Duration
 	for i := 0; tm != nil || i < p.Iters; i++ {
 		if tm != nil {
 			if err := interrupted(ctx); err != nil {
@@ -267,6 +271,15 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 			break
 		}
 		start := clock()
+		if !client && tm == nil {
+			// The server times its posts, one to the next, as perftest's
+			// tposted on either side: its round trips, one fewer than
+			// iters.
+			if i > 0 {
+				rtts = append(rtts, start-last)
+			}
+			last = start
+		}
 		if err := post(s, wr); err != nil {
 			return latOut{}, err
 		}

@@ -15,8 +15,8 @@ import (
 // receive completes, and the server sends first (its first turn does not
 // wait for a receive). Each side sends iters and receives iters. The
 // receive for the first message must be posted already. It returns the
-// client's round trips, from one of its posts to the next, as perftest
-// times them from tposted: one sample fewer than iters.
+// side's round trips, from one of its posts to the next, as perftest
+// times them on either side from tposted: one sample fewer than iters.
 //
 // Unlike perftest it does not write a counter into the message's last
 // byte: nobody reads it, and slot 1 then never changes under a WRITE that
@@ -54,7 +54,7 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, 
 		return s.postRecv(0, qp.RecvWR{WRID: uint64(i + 1), SGList: s.rsge(1)})
 	}
 	var rtts []time.Duration
-	if client && tm == nil {
+	if tm == nil {
 		rtts = make([]time.Duration, 0, p.Iters)
 	}
 	var last time.Duration
@@ -75,7 +75,7 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, 
 		if tm != nil && tm.ended() {
 			break
 		}
-		if client && tm == nil {
+		if tm == nil {
 			now := clock()
 			if i > 0 {
 				rtts = append(rtts, now-last)

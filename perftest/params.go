@@ -675,6 +675,13 @@ func (p *Params) servesPassively(server bool) bool {
 	return server && (p.Test == ReadLat || p.Test == AtomicLat) && !p.Events
 }
 
+// Reports reports whether a side prints a result table: every side but
+// the server of read_lat and atomic_lat, which takes no part in the run
+// and prints its address lines and nothing after them, as perftest's.
+func (p *Params) Reports(server bool) bool {
+	return !server || p.Test != ReadLat && p.Test != AtomicLat
+}
+
 // MaxSize is the largest message, as perftest's -a goes: 8 MiB.
 const MaxSize = 1 << 23
 

@@ -425,9 +425,9 @@ func runClient(ctx context.Context, p *Params, s *Side, r *Result) error {
 }
 
 // runServer runs the server side of a latency test: the read_lat and
-// atomic_lat servers take no part. A timed write_lat or send_lat server puts its own
-// report in r, as perftest prints print_report_lat_duration on both
-// sides.
+// atomic_lat servers take no part. A write_lat or send_lat server puts
+// its own report in r, as perftest prints print_report_lat (or
+// print_report_lat_duration) on both sides.
 func runServer(ctx context.Context, p *Params, s *Side, r *Result) error {
 	var o latOut
 	var err error
@@ -439,7 +439,7 @@ func runServer(ctx context.Context, p *Params, s *Side, r *Result) error {
 	default:
 		return nil
 	}
-	if err == nil && p.Duration > 0 {
+	if err == nil {
 		l := latReport(p, o)
 		r.Lat = &l
 	}

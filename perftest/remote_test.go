@@ -45,6 +45,13 @@ func TestRemoteEveryTest(t *testing.T) {
 				if c[0].Lat == nil || c[0].Lat.Iters != 300 {
 					t.Fatalf("client latency %+v", c[0].Lat)
 				}
+				// write_lat's and send_lat's servers time their own
+				// round trips, as perftest's print theirs; read_lat's and
+				// atomic_lat's take no part.
+				passive := tt == ReadLat || tt == AtomicLat
+				if passive != (s[0].Lat == nil) || !passive && (s[0].Lat.Iters != 300 || s[0].Lat.Min <= 0 || s[0].Lat.Max < s[0].Lat.Min) {
+					t.Fatalf("server latency %+v", s[0].Lat)
+				}
 				return
 			}
 			if c[0].BW == nil || s[0].BW == nil || c[0].BW.Iters != 300 {

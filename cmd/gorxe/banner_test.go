@@ -92,3 +92,30 @@ func TestBannerAsPerftest(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfServerLines: across hosts, write_lat's and send_lat's servers
+// print their own result line under the table's header, as perftest's do
+// (print_report_lat on either side), and read_lat's and atomic_lat's,
+// which take no part in the run, print nothing after their address
+// lines' rule.
+func TestPerfServerLines(t *testing.T) {
+	rule := "---------------------------------------------------------------------------------------\n"
+	for _, test := range []string{"write_lat", "send_lat", "read_lat", "atomic_lat"} {
+		srv, cli := pingpongPair(t, test, []string{"--ip", "127.0.0.1", "-n", "100"}, []string{"-n", "100"})
+		if srv.code != 0 || cli.code != 0 {
+			t.Fatalf("%s: exit %d and %d\n%s\n%s", test, srv.code, cli.code, srv.errOut, cli.errOut)
+		}
+		header := regexp.MustCompile(`(?m)^ #bytes #iterations .*\n (2|8) +100 +\d+\.\d\d`)
+		if !header.MatchString(cli.out) {
+			t.Errorf("%s: client\n%s", test, cli.out)
+		}
+		passive := test == "read_lat" || test == "atomic_lat"
+		if passive {
+			if strings.Contains(srv.out, "#bytes") || !strings.HasSuffix(srv.out, " GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:02\n"+rule) {
+				t.Errorf("%s: server\n%s", test, srv.out)
+			}
+		} else if !header.MatchString(srv.out) || !strings.HasSuffix(srv.out, rule) {
+			t.Errorf("%s: server\n%s", test, srv.out)
+		}
+	}
+}

@@ -183,6 +183,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	first := true
+	reports := p.Reports(r.server == "" && r.link.kind != "mem")
 	emit := func(res *perftest.Result, ps *perftest.Params) {
 		r.verify.Report(ps, res.BW)
 		switch {
@@ -197,7 +198,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 				} else {
 					perftest.PrintAddresses(stdout, ps, res.Local, res.Remote)
 				}
-				perftest.PrintReportHeader(stdout, ps)
+				if reports {
+					perftest.PrintReportHeader(stdout, ps)
+				}
 				first = false
 			}
 			if res.BW != nil || res.Lat != nil {
@@ -232,7 +235,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	}
 	if !quiet {
-		fmt.Fprintln(stdout, "---------------------------------------------------------------------------------------")
+		if reports {
+			fmt.Fprintln(stdout, "---------------------------------------------------------------------------------------")
+		}
 		if p.Check {
 			fmt.Fprintf(stdout, " data check: %s\n", map[bool]string{true: "FAILED", false: "ok"}[failed])
 		}
