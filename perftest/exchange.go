@@ -241,6 +241,28 @@ func (c *Conn) Close() error {
 	return c.nc.Close()
 }
 
+// lingerMax bounds how long a write_lat side waits for its peer to close
+// the connection.
+const lingerMax = 5 * time.Second
+
+// linger ends a write_lat side's part of the connection, which perftest
+// ends with no handshake: it half-closes the socket and waits, at most
+// lingerMax, until the peer has closed it too. The side's QP lives until
+// then. Both sides of a timed run end on their own clocks, and the peer's
+// last WRITE may still be on its way when this side's ends: were the QP
+// gone, nothing would acknowledge it, and perftest waits for its
+// completion forever (a perftest 6.06 client did, behind a gorxe server
+// that had closed). A perftest peer closes once its run is over; a gorxe
+// one half-closes, as this side does, so neither waits for the other.
+func (c *Conn) linger() {
+	hc, ok := c.nc.(interface{ CloseWrite() error })
+	if c.closed || !ok || hc.CloseWrite() != nil {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(lingerMax))
+	io.Copy(io.Discard, c.nc)
+}
+
 // ---------------------------------------------------------------------------
 // Transport.
 
@@ -907,7 +929,9 @@ func (c *Conn) AfterRun(local BWReport) (remote BWReport, err error) {
 //     perftest client's is its result, a perftest server's is garbage),
 //     ctx_close_connection. A passive server calls Finish right after
 //     Connected: it waits for the client's run.
-//   - write_lat: nothing; perftest just exits. The socket is closed.
+//   - write_lat: nothing; perftest just exits. gorxe half-closes the
+//     socket and waits for the peer to close it (linger) before it
+//     closes it.
 //   - everything else: ctx_close_connection only. No report: a zero
 //     BWReport.
 func (c *Conn) Finish(local BWReport) (remote BWReport, err error) {
@@ -916,6 +940,7 @@ func (c *Conn) Finish(local BWReport) (remote BWReport, err error) {
 	}
 	switch f := c.flow; {
 	case f.Test == WriteLat:
+		c.linger()
 		return BWReport{}, c.Close()
 	case f.PassiveServer():
 		if _, err := c.handShake("handshake after the run", c.runTimeout(), c.local); err != nil {

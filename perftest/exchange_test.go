@@ -778,3 +778,51 @@ func TestConcurrentClose(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestWriteLatLingers: perftest's write_lat ends with no handshake, so a
+// side's Finish half-closes the connection and returns once the peer has
+// closed it (its run over, its last WRITE answered), not before; two gorxe
+// sides, both half-closing, finish together.
+func TestWriteLatLingers(t *testing.T) {
+	c, peer := connPair(t, true)
+	c.setUp, c.flow = true, Flow{Test: WriteLat}
+	done := make(chan error, 1)
+	go func() { _, err := c.Finish(BWReport{}); done <- err }()
+	// The half-close reaches the peer as an end of file.
+	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := peer.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("the peer read %d bytes, %v; want the end of file", n, err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Finish returned (%v) before the peer closed", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	peer.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(lingerMax - time.Second):
+		t.Fatal("Finish still waits after the peer closed")
+	}
+
+	a, b := connPair(t, true)
+	nb := NewConn(context.Background(), b, false)
+	for _, x := range []*Conn{a, nb} {
+		x.setUp, x.flow = true, Flow{Test: WriteLat}
+	}
+	go func() { _, err := nb.Finish(BWReport{}); done <- err }()
+	if _, err := a.Finish(BWReport{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(lingerMax - time.Second):
+		t.Fatal("two half-closed sides wait for each other")
+	}
+}
