@@ -24,6 +24,10 @@ type RemoteOptions struct {
 	// Warn, when set, takes what perftest says on stderr and goes on:
 	// on UD, that the message size was cut to the MTU (Params.FitUD).
 	Warn io.Writer
+	// Addresses, when set, gets this side's and the peer's address
+	// information, every QP's, once the keys are exchanged and before
+	// the run, when perftest prints its address lines.
+	Addresses func(local, remote []Info)
 }
 
 // maxOutReads is what gorxe offers as out_reads for READ and atomic tests
@@ -80,6 +84,16 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	remote, mtu, err := opt.Conn.Setup(flow, local, p.MTU)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Addresses != nil {
+		all := func(ds []Dest) []Info {
+			is := make([]Info, len(ds))
+			for i, d := range ds {
+				is[i] = destInfo(d)
+			}
+			return is
+		}
+		opt.Addresses(all(local), all(remote))
 	}
 	p.MTU = mtu
 	if p.datagram() {

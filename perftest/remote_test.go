@@ -168,3 +168,64 @@ func TestPassiveInfiniteServerStops(t *testing.T) {
 		t.Fatalf("client %v, server %v, %d reports", c, s, reports)
 	}
 }
+
+// TestAddressesBeforeRun: RunRemote hands over both sides' address
+// information, every QP's, once the keys are exchanged: before any RoCE
+// packet, as perftest prints its address lines before the run. A passive
+// server's only result comes at the run's end.
+func TestAddressesBeforeRun(t *testing.T) {
+	links := memLinks(t, mem.Faults{})
+	var devs [2]*rnic.Device
+	for i, l := range links {
+		d, err := rnic.Open(rnic.Config{Link: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		devs[i] = d
+	}
+	p := Params{Test: WriteBW, NumQPs: 3, Iters: 200, Size: 4096}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type call struct {
+		local, remote []Info
+		rcvd          uint64
+	}
+	calls := make(chan call, 2)
+	opt := func(d *rnic.Device) func(local, remote []Info) {
+		return func(local, remote []Info) { calls <- call{local, remote, d.Counters().RcvdPkts} }
+	}
+	srv := make(chan error, 1)
+	go func() {
+		conn, err := Accept(context.Background(), ln)
+		if err == nil {
+			defer conn.Close()
+			_, err = RunRemote(context.Background(), p, RemoteOptions{Dev: devs[1], Conn: conn, Addresses: opt(devs[1])})
+		}
+		srv <- err
+	}()
+	conn, err := Dial(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunRemote(context.Background(), p, RemoteOptions{Dev: devs[0], Conn: conn, Addresses: opt(devs[0])})
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-srv; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c := <-calls
+		if len(c.local) != 3 || len(c.remote) != 3 || c.rcvd != 0 {
+			t.Fatalf("%d local and %d remote addresses, %d packets received before; want 3, 3, 0", len(c.local), len(c.remote), c.rcvd)
+		}
+	}
+	if res[0].Locals[2].QPN == 0 || len(calls) != 0 {
+		t.Fatalf("result %+v, %d more calls", res[0], len(calls))
+	}
+}

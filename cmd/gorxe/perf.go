@@ -173,7 +173,15 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			r.watch.reset(final())
 		}
 		run = func(yield func(*perftest.Result, *perftest.Params)) error {
-			res, err := perftest.RunRemote(ctx, p, perftest.RemoteOptions{Dev: ep.dev, Conn: ep.conn, GIDIndex: ep.devGID, Warn: stderr})
+			opt := perftest.RemoteOptions{Dev: ep.dev, Conn: ep.conn, GIDIndex: ep.devGID, Warn: stderr}
+			if !quiet {
+				// As perftest, before the run: a passive server's first
+				// result comes only at its end.
+				opt.Addresses = func(local, remote []perftest.Info) {
+					perftest.PrintAllAddresses(stdout, &p, local, remote)
+				}
+			}
+			res, err := perftest.RunRemote(ctx, p, opt)
 			for i := range res {
 				ps := p
 				ps.Size, ps.AllSize = resultSize(&res[i], p.Sizes()[min(i, len(p.Sizes())-1)]), false
@@ -193,9 +201,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			perftest.PrintOutput(stdout, ps, res, r.output)
 		default:
 			if first {
-				if res.Locals != nil {
-					perftest.PrintAllAddresses(stdout, ps, res.Locals, res.Remotes)
-				} else {
+				if r.link.kind == "mem" {
 					perftest.PrintAddresses(stdout, ps, res.Local, res.Remote)
 				}
 				if reports {
