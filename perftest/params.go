@@ -183,6 +183,12 @@ type Params struct {
 	// (bandwidth tests). Without an explicit CQMod the CQ moderation is
 	// then the post list, as in perftest.
 	PostList int
+	// RecvPostList (--recv_post_list) posts a receiving side's receives in
+	// lists of this many per PostRecv call (bandwidth tests), as
+	// perftest's ctx_set_recv_wqes and run_iter_bw_server: the first
+	// receives, rx-depth rounded down to whole lists, then a list back for
+	// each QP's buffer once that many of its receives have completed.
+	RecvPostList int
 	// CPUUtil (--cpu_util) makes a timed run (-D, not --run_infinitely)
 	// report the machine's CPU use over its sample window in an extra
 	// column, as perftest's: user time as a share of user and idle time,
@@ -411,6 +417,9 @@ func (p *Params) Defaults() {
 	if p.PostList == 0 {
 		p.PostList = 1
 	}
+	if p.RecvPostList == 0 {
+		p.RecvPostList = 1
+	}
 	if p.Atomic == "" {
 		p.Atomic = FetchAndAdd
 	}
@@ -629,6 +638,15 @@ func (p *Params) validateOutput() error {
 		return fmt.Errorf("the number of iterations (-n %d) must be a multiple of the post list size (-l %d)", p.Iters, p.PostList)
 	case p.PostList > 1 && p.PostList%min(p.CQMod, p.TxDepth) != 0:
 		return fmt.Errorf("the post list size (-l %d) must be a multiple of the CQ moderation (-Q %d)", p.PostList, min(p.CQMod, p.TxDepth))
+	case p.RecvPostList < 1:
+		return fmt.Errorf("the receive post list (--recv_post_list) must be at least 1")
+	case p.RecvPostList > 1 && lat:
+		return fmt.Errorf("Receive post list is supported in BW tests only") // perftest's words
+	case p.RecvPostList > 1 && !p.timed() && p.Iters%p.RecvPostList != 0:
+		return fmt.Errorf("Number of iterations must be a multiple of receive post list size") // perftest's words
+	case p.RecvPostList > p.RxDepth:
+		// perftest would post no receive at all and wait for ever.
+		return fmt.Errorf("the receive post list (--recv_post_list %d) does not fit in the receive queue (-r %d)", p.RecvPostList, p.RxDepth)
 	case p.PostList > p.TxDepth:
 		return fmt.Errorf("the post list (-l %d) does not fit in the send queue (-t %d)", p.PostList, p.TxDepth)
 	case p.LatencyGap < 0:

@@ -64,6 +64,9 @@ func PrintBanner(w io.Writer, p *Params, b BannerInfo) {
 	if p.PostList > 1 {
 		fmt.Fprintf(w, " Post List       : %d\n", p.PostList)
 	}
+	if p.RecvPostList > 1 {
+		fmt.Fprintf(w, " Recv Post List  : %d\n", p.RecvPostList)
+	}
 	if p.recvVerb() && receives {
 		fmt.Fprintf(w, " RX depth        : %d\n", p.RxDepth)
 	}
@@ -514,6 +517,11 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	}
 	if p.PostList > 1 {
 		fmt.Fprintf(b, "\"Post_List\": %d,\n", p.PostList)
+	}
+	if p.RecvPostList > 1 {
+		// perftest writes the name without its quotes, which no JSON
+		// reader takes; gorxe quotes it.
+		fmt.Fprintf(b, "\"Recv_Post_List\": %d,\n", p.RecvPostList)
 	}
 	if (p.Test == SendBW || p.Test == SendLat || p.WithImm) && (info.Server || p.Duplex) { // has_recv_comp
 		fmt.Fprintf(b, "\"RX_depth\": %d,\n", p.RxDepth)

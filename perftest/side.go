@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -990,9 +991,15 @@ func postReceives(s *Side, p *Params) (int, error) {
 	if p.Check && p.Test == SendBW {
 		n = min(n, s.Slots)
 	}
+	if l := max(p.RecvPostList, 1); l > 1 {
+		if n < l {
+			return 0, fmt.Errorf("perftest: --recv_post_list %d is more than the %d receives QP buffers take here", l, n)
+		}
+		n -= n % l // whole lists, as perftest's size_per_qp
+	}
 	for i := range s.qps {
-		for k := range n {
-			if err := postRecv(s, p, i, k); err != nil {
+		for k := 0; k < n; k += max(p.RecvPostList, 1) {
+			if err := postRecvs(s, p, i, k); err != nil {
 				return k, err
 			}
 		}
@@ -1000,16 +1007,43 @@ func postReceives(s *Side, p *Params) (int, error) {
 	return n, nil
 }
 
+// postRecvs posts, in one call, the receives of messages k to
+// k+RecvPostList-1 of QP i: one list (--recv_post_list), or one receive.
+func postRecvs(s *Side, p *Params, i, k int) error {
+	l := max(p.RecvPostList, 1)
+	if l == 1 {
+		return postRecv(s, p, i, k)
+	}
+	wrs := make([]qp.RecvWR, l)
+	for j := range wrs {
+		wrs[j] = recvWR(s, p, i, k+j)
+		wrs[j].SGList = slices.Clone(wrs[j].SGList) // recvWR's is reused
+	}
+	var err error
+	if s.srq != nil {
+		_, err = s.srq.PostRecv(wrs)
+	} else {
+		_, err = s.qps[i].qp.PostRecv(wrs)
+	}
+	return err
+}
+
 // postRecv posts the receive of message k of QP i: into its slot of the
 // QP's target region, or, for RDMA WRITE with immediate, which puts its
 // data where its RETH says, with no memory (as perftest's since 6.24,
 // commit d6e1c86).
 func postRecv(s *Side, p *Params, i, k int) error {
+	return s.postRecv(i, recvWR(s, p, i, k))
+}
+
+// recvWR returns the receive of message k of QP i, as postRecv posts it.
+// Its scatter/gather list is reused by the next call, as recvSGEIn's.
+func recvWR(s *Side, p *Params, i, k int) qp.RecvWR {
 	var sgl []qp.SGE
 	if p.Test != WriteBW {
 		sgl = s.recvSGEIn(i, s.qps[i].dst+s.slot(k))
 	}
-	return s.postRecv(i, qp.RecvWR{WRID: wrID(i, k), SGList: sgl})
+	return qp.RecvWR{WRID: wrID(i, k), SGList: sgl}
 }
 
 // postRecv posts wr, a receive into QP i's memory: to the side's SRQ
@@ -1106,6 +1140,7 @@ func consumeReceives(ctx context.Context, s *Side, p *Params, want *Side, posted
 	for i := range next {
 		next[i] = posted
 	}
+	list, unused := max(p.RecvPostList, 1), make([]int, nq)
 	var iv *interval
 	if p.Infinite {
 		iv = newInterval(p, emit)
@@ -1198,11 +1233,15 @@ receiving:
 			if tm != nil && tm.sampling() {
 				counted++
 			}
-			if timed || next[i] < p.Iters {
-				if err := postRecv(s, p, i, next[i]); err != nil {
+			// A receive goes back for each one used, or with
+			// --recv_post_list a list once a list's worth of QP i's
+			// buffer has been used.
+			if unused[i]++; unused[i] >= list && (timed || next[i]+list <= p.Iters) {
+				if err := postRecvs(s, p, i, next[i]); err != nil {
 					return BWResult{}, err
 				}
-				next[i]++
+				next[i] += list
+				unused[i] -= list
 			}
 		}
 		if iv != nil {

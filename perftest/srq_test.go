@@ -143,3 +143,62 @@ func TestUseSRQRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRecvPostList: --recv_post_list posts a receiving side's receives in
+// whole lists, rx-depth rounded down, and a list back once a list's worth
+// of a QP's buffer is used: every message arrives, on its own receive
+// queues and on an SRQ, and perftest's refusals hold.
+func TestRecvPostList(t *testing.T) {
+	for _, p := range []Params{
+		{Test: SendBW, Size: 3000, NumQPs: 2, RxDepth: 100, RecvPostList: 8},
+		{Test: SendBW, Size: 3000, NumQPs: 2, RxDepth: 100, RecvPostList: 8, UseSRQ: true},
+		{Test: SendBW, Size: 500, RxDepth: 64, RecvPostList: 16, Connection: qp.TypeUD},
+		{Test: WriteBW, Size: 3000, RxDepth: 50, RecvPostList: 10, WithImm: true},
+		{Test: SendBW, Size: 3000, RxDepth: 100, RecvPostList: 4, Duplex: true},
+	} {
+		p.Iters, p.Check = 400, true
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res, err := RunLocal(ctx, p, mem.Faults{})
+		cancel()
+		if err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		if r := res[0]; !r.Checked || r.BW == nil || r.BW.Iters != 400*max(p.NumQPs, 1) {
+			t.Fatalf("%+v: %+v", p, r.BW)
+		}
+	}
+
+	p := Params{Test: SendBW, NumQPs: 2, RxDepth: 100, RecvPostList: 8, UseSRQ: true, Iters: 400}
+	p.Defaults()
+	_, server, closeAll, err := localPair(&p, mem.Faults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	var b strings.Builder
+	PrintBanner(&b, &p, BannerInfo{Device: "gorxe0", Server: true})
+	if !strings.Contains(b.String(), " Recv Post List  : 8\n RX depth        : 100\n") {
+		t.Errorf("banner\n%s", b.String())
+	}
+	n, err := postReceives(server, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := server.srq.Posted(); n != 48 || got != 96 {
+		t.Fatalf("%d receives for each QP's buffer, %d on the SRQ; want 48 (50 in lists of 8) and 96", n, got)
+	}
+
+	for _, c := range []struct {
+		p    Params
+		want string
+	}{
+		{Params{Test: SendLat, RecvPostList: 2}, "Receive post list is supported in BW tests only"},
+		{Params{Test: SendBW, Iters: 100, RecvPostList: 8}, "Number of iterations must be a multiple of receive post list size"},
+		{Params{Test: SendBW, Iters: 128, RxDepth: 4, RecvPostList: 8}, "does not fit in the receive queue"},
+	} {
+		c.p.Defaults()
+		if err := c.p.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.p, err, c.want)
+		}
+	}
+}

@@ -180,7 +180,6 @@ func perfOptions() []perfOption {
 			return err
 		}},
 		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
-		{0, "recv_post_list", req, accepted, false, "receives posted per call", noop},
 		{0, "use_hugepages", no, accepted, false, "", noop},
 		{0, "odp", no, accepted, false, "on-demand paging (gorxe's memory is always resident)", noop},
 		{0, "use-null-mr", no, accepted, false, "", noop},
@@ -267,6 +266,15 @@ func perfOptions() []perfOption {
 			}
 			if r.p.PostList < 1 {
 				return fmt.Errorf("Send Post List size must be positive")
+			}
+			return nil
+		}},
+		{0, "recv_post_list", req, honoured, false, "receives posted per call (bandwidth tests; -n a multiple of it)", func(r *perfRun, v string) error {
+			if err := parseInt(v, &r.p.RecvPostList); err != nil {
+				return err
+			}
+			if r.p.RecvPostList < 1 {
+				return fmt.Errorf("Receive Post List size must be positive")
 			}
 			return nil
 		}},
