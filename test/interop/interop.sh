@@ -134,9 +134,11 @@ flagcases+=(
 # case has one QP: with -q 2 the SRQ holds receives for half the messages,
 # and a perftest server whose reposting falls behind a fast sender loses
 # some (rxe drops a UD message that finds no receive) and waits for them
-# forever (seen against 6.06: 392 of 400).
+# forever (seen against 6.06: 392 of 400). Then --recv_post_list (4096-byte
+# messages: -n 200, a multiple of the list).
 flagcases+=(
 	"send_bw 4 65536 --use-srq,-q,4" "send_bw 4 65536 --use-srq,-b" "send_lat 4 64 --use-srq" "send_bw 4 1024 --use-srq,-c,UD"
+	"send_bw 4 4096 --recv_post_list,8"
 )
 if $flags; then
 	for c in "${flagcases[@]}"; do
