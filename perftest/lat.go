@@ -112,9 +112,9 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 	}
 	var out latOut
 	var seen uint64
-	var rtts []time.Duration
+	var times postTimes
 	if tm == nil {
-		rtts = make([]time.Duration, 0, p.Iters)
+		times.rtts = make([]time.Duration, 0, p.Iters)
 	}
 	copy(s.Buf[s.slot(2):s.slot(2)+s.Size], s.Buf[s.slot(1):s.slot(1)+s.Size]) // one message in both
 	var wrs [2]qp.SendWR
@@ -126,7 +126,6 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 		}
 		postBytes[k] = s.slot(1+k) + s.Size - 1
 	}
-	var posted time.Duration
 	for i := 0; tm != nil || i < p.Iters; i++ {
 		if tm != nil {
 			if err := interrupted(ctx); err != nil {
@@ -155,11 +154,7 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 			// One clock read per round trip, as perftest takes one
 			// timestamp per post, on either side: it ends one round trip
 			// and starts the next.
-			now := clock()
-			if i > 0 {
-				rtts = append(rtts, now-posted)
-			}
-			posted = now
+			times.post(i, clock())
 		}
 		if s.Size > 0 {
 			s.Buf[postBytes[i%2]] = byte(i + 1)
@@ -188,7 +183,7 @@ func writeLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, err
 	if err := reap(ctx, s, p); err != nil {
 		return latOut{}, err
 	}
-	out.samples = rtts
+	out.samples = times.rtts
 	return out, nil
 }
 
@@ -248,8 +243,8 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 	}
 	// ended says whether err is the end of a timed run, or else fails it.
 	ended := func(err error) bool { return tm != nil && timeUp(err) }
-	var rtts []time.Duration
-	var last time.Duration
+	var rtts []time.Duration // the client's
+	var times postTimes      // the server's
 	for i := 0; tm != nil || i < p.Iters; i++ {
 		if tm != nil {
 			if err := interrupted(ctx); err != nil {
@@ -272,13 +267,7 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 		}
 		start := clock()
 		if !client && tm == nil {
-			// The server times its posts, one to the next, as perftest's
-			// tposted on either side: its round trips, one fewer than
-			// iters.
-			if i > 0 {
-				rtts = append(rtts, start-last)
-			}
-			last = start
+			times.post(i, start)
 		}
 		if err := post(s, wr); err != nil {
 			return latOut{}, err
@@ -318,6 +307,9 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 		return latOut{}, err
 	}
 	out.samples = rtts
+	if !client {
+		out.samples = times.rtts
+	}
 	return out, nil
 }
 
@@ -390,6 +382,22 @@ func readLat(ctx context.Context, s *Side, p *Params) (latOut, error) {
 
 // latOut is what one side of a latency test measured: the samples of a
 // counted run, or the messages and sample window of a timed one.
+// postTimes keeps a side's round trips as perftest keeps tposted: a
+// timestamp at each post, each round trip the time from one post to the
+// next, one fewer than the posts.
+type postTimes struct {
+	rtts []time.Duration
+	last time.Duration
+}
+
+// post records the post at now; i counts the posts before it.
+func (t *postTimes) post(i int, now time.Duration) {
+	if i > 0 {
+		t.rtts = append(t.rtts, now-t.last)
+	}
+	t.last = now
+}
+
 type latOut struct {
 	samples []time.Duration
 	n       int

@@ -53,11 +53,10 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, 
 		}
 		return s.postRecv(0, qp.RecvWR{WRID: uint64(i + 1), SGList: s.rsge(1)})
 	}
-	var rtts []time.Duration
+	var times postTimes
 	if tm == nil {
-		rtts = make([]time.Duration, 0, p.Iters)
+		times.rtts = make([]time.Duration, 0, p.Iters)
 	}
-	var last time.Duration
 	for i := 0; tm != nil || i < p.Iters; i++ {
 		if tm != nil {
 			if err := interrupted(ctx); err != nil {
@@ -76,11 +75,7 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, 
 			break
 		}
 		if tm == nil {
-			now := clock()
-			if i > 0 {
-				rtts = append(rtts, now-last)
-			}
-			last = now
+			times.post(i, clock())
 		}
 		if err := post(s, wr); err != nil {
 			return latOut{}, err
@@ -108,6 +103,6 @@ func writeImmLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, 
 	if err := reap(ctx, s, p); err != nil {
 		return latOut{}, err
 	}
-	out.samples = rtts
+	out.samples = times.rtts
 	return out, nil
 }
