@@ -55,7 +55,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 	server := opt.Conn.IsServer()
 	sizes := p.Sizes()
 	maxSize := sizes[len(sizes)-1]
-	side, err := NewSide(opt.Dev, &p, maxSize, opt.Conn.IsServer())
+	side, err := NewSide(opt.Dev, &p, maxSize, server)
 	if err != nil {
 		return nil, err
 	}
@@ -86,14 +86,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		return nil, err
 	}
 	if opt.Addresses != nil {
-		all := func(ds []Dest) []Info {
-			is := make([]Info, len(ds))
-			for i, d := range ds {
-				is[i] = destInfo(d)
-			}
-			return is
-		}
-		opt.Addresses(all(local), all(remote))
+		opt.Addresses(destInfos(local), destInfos(remote))
 	}
 	p.MTU = mtu
 	if p.datagram() {
@@ -119,11 +112,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		if len(ds) < 2 {
 			return nil
 		}
-		is := make([]Info, len(ds))
-		for i, d := range ds {
-			is[i] = destInfo(d)
-		}
-		return is
+		return destInfos(ds)
 	}
 	// The server of a WRITE, READ or atomic test is passive: it takes no
 	// part in the run and waits in Finish for the client's report.
@@ -407,6 +396,15 @@ func peerClosed(err error) bool {
 // destInfo is a key message's endpoint as perftest prints it.
 func destInfo(d Dest) Info {
 	return Info{QPN: d.QPN, PSN: d.PSN, OutReads: d.OutReads, RKey: d.RKey, VAddr: d.VAddr, GID: netip.AddrFrom16(d.GID)}
+}
+
+// destInfos returns destInfo of each of ds.
+func destInfos(ds []Dest) []Info {
+	is := make([]Info, len(ds))
+	for i, d := range ds {
+		is[i] = destInfo(d)
+	}
+	return is
 }
 
 // Patterns for --check between hosts: each side can compute the other's.

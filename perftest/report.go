@@ -46,7 +46,7 @@ func PrintBanner(w io.Writer, p *Params, b BannerInfo) {
 	if p.Test.IsAtomic() {
 		kind = p.Atomic + " " + kind
 	}
-	sends := !b.Server || p.Duplex || b.InProcess
+	sends := p.sends(b.Server) || b.InProcess
 	receives := b.Server || p.Duplex || b.InProcess
 	fmt.Fprintln(w, rule)
 	fmt.Fprintf(w, "                    %s %s Test\n", p.verbName(), kind)
@@ -512,7 +512,7 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 	// and perftest posts with ibv_post_send on rxe.
 	fmt.Fprintf(b, " \"PCIe_relax_order\": \"Unsupported\",\n")
 	fmt.Fprintf(b, "\"ibv_wr_API\": \"OFF\",\n")
-	if !info.Server || p.Duplex {
+	if p.sends(info.Server) {
 		fmt.Fprintf(b, "\"TX_depth\": %d,\n", p.TxDepth)
 	}
 	if p.PostList > 1 {
@@ -523,7 +523,7 @@ func writeTestInfo(b *strings.Builder, p *Params, info OutJSONInfo) {
 		// reader takes; gorxe quotes it.
 		fmt.Fprintf(b, "\"Recv_Post_List\": %d,\n", p.RecvPostList)
 	}
-	if (p.Test == SendBW || p.Test == SendLat || p.WithImm) && (info.Server || p.Duplex) { // has_recv_comp
+	if p.recvVerb() && (info.Server || p.Duplex) {
 		fmt.Fprintf(b, "\"RX_depth\": %d,\n", p.RxDepth)
 	}
 	if !p.Test.IsLatency() {

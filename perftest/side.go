@@ -999,7 +999,7 @@ func postReceives(s *Side, p *Params) (int, error) {
 	}
 	for i := range s.qps {
 		for k := 0; k < n; k += max(p.RecvPostList, 1) {
-			if err := postRecvs(s, p, i, k); err != nil {
+			if err := postRecvList(s, p, i, k); err != nil {
 				return k, err
 			}
 		}
@@ -1007,9 +1007,9 @@ func postReceives(s *Side, p *Params) (int, error) {
 	return n, nil
 }
 
-// postRecvs posts, in one call, the receives of messages k to
+// postRecvList posts, in one call, the receives of messages k to
 // k+RecvPostList-1 of QP i: one list (--recv_post_list), or one receive.
-func postRecvs(s *Side, p *Params, i, k int) error {
+func postRecvList(s *Side, p *Params, i, k int) error {
 	l := max(p.RecvPostList, 1)
 	if l == 1 {
 		return postRecv(s, p, i, k)
@@ -1019,13 +1019,7 @@ func postRecvs(s *Side, p *Params, i, k int) error {
 		wrs[j] = recvWR(s, p, i, k+j)
 		wrs[j].SGList = slices.Clone(wrs[j].SGList) // recvWR's is reused
 	}
-	var err error
-	if s.srq != nil {
-		_, err = s.srq.PostRecv(wrs)
-	} else {
-		_, err = s.qps[i].qp.PostRecv(wrs)
-	}
-	return err
+	return s.postRecvs(i, wrs)
 }
 
 // postRecv posts the receive of message k of QP i: into its slot of the
@@ -1046,14 +1040,17 @@ func recvWR(s *Side, p *Params, i, k int) qp.RecvWR {
 	return qp.RecvWR{WRID: wrID(i, k), SGList: sgl}
 }
 
-// postRecv posts wr, a receive into QP i's memory: to the side's SRQ
-// with --use-srq, else to QP i.
-func (s *Side) postRecv(i int, wr qp.RecvWR) error {
+// postRecv posts wr, a receive into QP i's memory, as postRecvs does.
+func (s *Side) postRecv(i int, wr qp.RecvWR) error { return s.postRecvs(i, []qp.RecvWR{wr}) }
+
+// postRecvs posts wrs, receives into QP i's memory, in one call: to the
+// side's SRQ with --use-srq, else to QP i.
+func (s *Side) postRecvs(i int, wrs []qp.RecvWR) error {
 	var err error
 	if s.srq != nil {
-		_, err = s.srq.PostRecv([]qp.RecvWR{wr})
+		_, err = s.srq.PostRecv(wrs)
 	} else {
-		_, err = s.qps[i].qp.PostRecv([]qp.RecvWR{wr})
+		_, err = s.qps[i].qp.PostRecv(wrs)
 	}
 	return err
 }
@@ -1237,7 +1234,7 @@ receiving:
 			// --recv_post_list a list once a list's worth of QP i's
 			// buffer has been used.
 			if unused[i]++; unused[i] >= list && (timed || next[i]+list <= p.Iters) {
-				if err := postRecvs(s, p, i, next[i]); err != nil {
+				if err := postRecvList(s, p, i, next[i]); err != nil {
 					return BWResult{}, err
 				}
 				next[i] += list
