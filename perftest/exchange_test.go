@@ -787,6 +787,19 @@ func TestWriteLatLingers(t *testing.T) {
 	c, peer := connPair(t, true)
 	c.setUp, c.flow = true, Flow{Test: WriteLat}
 	done := make(chan error, 1)
+	// finished fails the test unless Finish returns, without an error,
+	// well before lingerMax.
+	finished := func(why string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(lingerMax - time.Second):
+			t.Fatal(why)
+		}
+	}
 	go func() { _, err := c.Finish(BWReport{}); done <- err }()
 	// The half-close reaches the peer as an end of file.
 	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -799,14 +812,7 @@ func TestWriteLatLingers(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	peer.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(lingerMax - time.Second):
-		t.Fatal("Finish still waits after the peer closed")
-	}
+	finished("Finish still waits after the peer closed")
 
 	a, b := connPair(t, true)
 	nb := NewConn(context.Background(), b, false)
@@ -817,12 +823,5 @@ func TestWriteLatLingers(t *testing.T) {
 	if _, err := a.Finish(BWReport{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(lingerMax - time.Second):
-		t.Fatal("two half-closed sides wait for each other")
-	}
+	finished("two half-closed sides wait for each other")
 }

@@ -1,10 +1,8 @@
 package perftest
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/qp"
@@ -32,13 +30,7 @@ func TestUseSRQ(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
 			p.UseSRQ, p.Check, p.Iters = true, true, 300
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			res, err := RunLocal(ctx, p, mem.Faults{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := res[0]
+			r := runLocal(t, p, mem.Faults{})
 			if !r.Checked {
 				t.Fatal("check did not run")
 			}
@@ -149,23 +141,23 @@ func TestUseSRQRefused(t *testing.T) {
 // of a QP's buffer is used: every message arrives, on its own receive
 // queues and on an SRQ, and perftest's refusals hold.
 func TestRecvPostList(t *testing.T) {
-	for _, p := range []Params{
-		{Test: SendBW, Size: 3000, NumQPs: 2, RxDepth: 100, RecvPostList: 8},
-		{Test: SendBW, Size: 3000, NumQPs: 2, RxDepth: 100, RecvPostList: 8, UseSRQ: true},
-		{Test: SendBW, Size: 500, RxDepth: 64, RecvPostList: 16, Connection: qp.TypeUD},
-		{Test: WriteBW, Size: 3000, RxDepth: 50, RecvPostList: 10, WithImm: true},
-		{Test: SendBW, Size: 3000, RxDepth: 100, RecvPostList: 4, Duplex: true},
+	for _, tc := range []struct {
+		name string
+		p    Params
+	}{
+		{"send_bw/q2", Params{Test: SendBW, Size: 3000, NumQPs: 2, RxDepth: 100, RecvPostList: 8}},
+		{"send_bw/q2/srq", Params{Test: SendBW, Size: 3000, NumQPs: 2, RxDepth: 100, RecvPostList: 8, UseSRQ: true}},
+		{"send_bw/UD", Params{Test: SendBW, Size: 500, RxDepth: 64, RecvPostList: 16, Connection: qp.TypeUD}},
+		{"write_bw/imm", Params{Test: WriteBW, Size: 3000, RxDepth: 50, RecvPostList: 10, WithImm: true}},
+		{"send_bw/b", Params{Test: SendBW, Size: 3000, RxDepth: 100, RecvPostList: 4, Duplex: true}},
 	} {
-		p.Iters, p.Check = 400, true
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res, err := RunLocal(ctx, p, mem.Faults{})
-		cancel()
-		if err != nil {
-			t.Fatalf("%+v: %v", p, err)
-		}
-		if r := res[0]; !r.Checked || r.BW == nil || r.BW.Iters != 400*max(p.NumQPs, 1) {
-			t.Fatalf("%+v: %+v", p, r.BW)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			p.Iters, p.Check = 400, true
+			if r := runLocal(t, p, mem.Faults{}); !r.Checked || r.BW == nil || r.BW.Iters != 400*max(p.NumQPs, 1) {
+				t.Fatalf("%+v: %+v", p, r.BW)
+			}
+		})
 	}
 
 	p := Params{Test: SendBW, NumQPs: 2, RxDepth: 100, RecvPostList: 8, UseSRQ: true, Iters: 400}

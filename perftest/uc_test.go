@@ -121,17 +121,16 @@ func TestRemoteUCLossEnds(t *testing.T) {
 // A message changed on the way still fails it.
 func TestCheckAfterLoss(t *testing.T) {
 	for _, tc := range []struct {
+		name string
 		conn qp.Type
 		srq  bool
-	}{{qp.TypeUC, false}, {qp.TypeUD, false}, {qp.TypeUC, true}, {qp.TypeUD, true}} {
-		p := Params{Test: SendBW, Connection: tc.conn, Iters: 1000, Size: 1000, NumQPs: 2, Check: true, UseSRQ: tc.srq, GiveUp: 20 * time.Second}
-		res, err := RunLocal(context.Background(), p, mem.Faults{Drop: 0.02, Seed: 5})
-		if err != nil {
-			t.Fatalf("-c %d srq=%v: %v", tc.conn, tc.srq, err)
-		}
-		if !res[0].Checked || res[0].Server.RcvdPkts >= 2000 {
-			t.Fatalf("-c %d srq=%v: checked %v, %d packets came; want some lost", tc.conn, tc.srq, res[0].Checked, res[0].Server.RcvdPkts)
-		}
+	}{{"UC", qp.TypeUC, false}, {"UD", qp.TypeUD, false}, {"UC/srq", qp.TypeUC, true}, {"UD/srq", qp.TypeUD, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Params{Test: SendBW, Connection: tc.conn, Iters: 1000, Size: 1000, NumQPs: 2, Check: true, UseSRQ: tc.srq, GiveUp: 20 * time.Second}
+			if r := runLocal(t, p, mem.Faults{Drop: 0.02, Seed: 5}); !r.Checked || r.Server.RcvdPkts >= 2000 {
+				t.Fatalf("checked %v, %d packets came; want some lost", r.Checked, r.Server.RcvdPkts)
+			}
+		})
 	}
 	// A changed message fails the check: a corrupted packet fails its
 	// ICRC and is dropped, so change the sender's source instead.
