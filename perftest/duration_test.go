@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -379,6 +381,90 @@ func TestTrafficClass(t *testing.T) {
 	}
 }
 
+// TestFlowLabel: --flow_label's labels go to the QPs in turn, and each
+// QP's packets, requests and acknowledgements alike, leave from the UDP
+// source port rxe and mlx5 derive from its label; without labels a
+// connection's two directions share one port, from the QP numbers.
+func TestFlowLabel(t *testing.T) {
+	labels := []uint32{0x12345, 7}
+	want := map[uint32]uint16{0x12345: 0xc000 | (0x12345&0x3fff ^ 0x12345>>14), 7: 0xc007}
+	for _, c := range []struct {
+		p      Params
+		labels []uint32
+	}{
+		{Params{Test: WriteBW, NumQPs: 3}, labels},
+		{Params{Test: SendBW, NumQPs: 3, Connection: qp.TypeUD}, labels},
+		{Params{Test: ReadLat}, labels[1:]},
+		{Params{Test: WriteBW, NumQPs: 2}, nil},
+	} {
+		type flow struct {
+			src string // the sender's IP address
+			dst bth.QPN
+		}
+		var (
+			mu    sync.Mutex
+			ports = map[flow]map[uint16]bool{} // -> source ports
+		)
+		p := c.p
+		p.Iters, p.Size, p.FlowLabels = 200, 64, c.labels
+		p.packetTrace = func(dir rnic.Direction, pkt []byte) {
+			var w wire.Packet
+			if dir != rnic.Sent || wire.ParseIP(&w, pkt) != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			src := w.IP[8:24] // IPv6
+			if len(w.IP) == wire.IPv4Len {
+				src = w.IP[12:16]
+			}
+			q := flow{string(src), w.BTH.DestQP()}
+			if ports[q] == nil {
+				ports[q] = map[uint16]bool{}
+			}
+			ports[q][binary.BigEndian.Uint16(w.UDP)] = true
+		}
+		runLocal(t, p, mem.Faults{})
+		name := fmt.Sprintf("%s UD=%t -q %d labels %v", p.Test, p.datagram(), p.qps(), c.labels)
+		senders := 2 * p.qps() // a UD server sends nothing
+		if p.datagram() {
+			senders = p.qps()
+		}
+		if len(ports) != senders {
+			t.Fatalf("%s: packets to %d QPs, want %d", name, len(ports), senders)
+		}
+		got := map[uint16]int{} // source port -> QPs sent to from it
+		for q, ps := range ports {
+			if len(ps) != 1 {
+				t.Errorf("%s: packets to QP %#x from %d source ports, want one", name, uint32(q.dst), len(ps))
+			}
+			for sp := range ps {
+				got[sp]++
+			}
+		}
+		if len(c.labels) == 0 {
+			// Each connection's two directions from one port of its own.
+			if len(got) != p.qps() {
+				t.Errorf("%s: source ports %v, want one per connection", name, got)
+			}
+			for sp, n := range got {
+				if n != 2 || sp < 0xc000 {
+					t.Errorf("%s: source ports %v, want one per connection in 0xc000..0xffff", name, got)
+				}
+			}
+			continue
+		}
+		for i := range senders { // QP i of each side takes label i mod len
+			got[want[c.labels[i%p.qps()%len(c.labels)]]]--
+		}
+		for sp, n := range got {
+			if n != 0 {
+				t.Errorf("%s: %d QPs' packets too many from source port %#x (ports %v)", name, n, sp, ports)
+			}
+		}
+	}
+}
+
 // TestValidateOptions: what perftest refuses, gorxe refuses with a clear
 // error.
 func TestValidateOptions(t *testing.T) {
@@ -405,6 +491,7 @@ func TestValidateOptions(t *testing.T) {
 		{Params{Test: WriteBW, PostList: 4, CQMod: 3}, "multiple of the CQ moderation"},
 		{Params{Test: WriteBW, PostList: 256, Iters: 256}, "does not fit"},
 		{Params{Test: AtomicBW, WarmUp: true, Check: true}, "warm_up"},
+		{Params{Test: WriteBW, FlowLabels: []uint32{1, 1 << 20}}, "20 bits"},
 	} {
 		p := c.p
 		p.Defaults()

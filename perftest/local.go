@@ -216,7 +216,7 @@ func connectSides(p *Params, sides [2]*Side) error {
 			}
 			err := l.qp.Connect(rnic.ConnectAttr{
 				Local: l.qp.Local(localPSNs[i]), Remote: pl.qp.Local(localPSNs[1-i]),
-				MTU: p.MTU, Access: l.mr.Access(), Timeout: p.Timeout, TrafficClass: p.TrafficClass,
+				MTU: p.MTU, Access: l.mr.Access(), Timeout: p.Timeout, TrafficClass: p.TrafficClass, FlowLabel: p.flowLabel(j),
 				MaxRdAtomic: uint8(p.outReads()), MaxDestRdAtomic: uint8(p.outReads()),
 			})
 			if err != nil {

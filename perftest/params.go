@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -207,6 +208,12 @@ type Params struct {
 	// traffic class) of every packet this side sends. With RDMACM it is
 	// also perftest's --tos, the rdma_cm path's traffic class.
 	TrafficClass uint8
+	// FlowLabels (--flow_label fl0,fl1,...) are the GRH flow labels of
+	// the test QPs, one each in turn (QP i takes FlowLabels[i mod len]),
+	// as perftest sets them in modify_qp's address vector: each QP's UDP
+	// source port, and the IPv6 flow label. rdma_cm (RDMACM) sets its
+	// own path and ignores them, as perftest does.
+	FlowLabels []uint32
 	// RDMACM is -R (--rdma_cm): the test QPs are connected with rdma_cm,
 	// and the exchange travels over rdma_cm too (CommRDMACM); RunRemote
 	// then needs a Conn made by DialCM or ListenCM. CommRDMACM is -z
@@ -471,6 +478,18 @@ func (p *Params) unreliable() bool { return p.Connection == qp.TypeUC || p.Conne
 // datagram reports whether the test runs on UD QPs (-c UD).
 func (p *Params) datagram() bool { return p.Connection == qp.TypeUD }
 
+// MaxFlowLabel is the largest GRH flow label, 20 bits.
+const MaxFlowLabel = 1<<20 - 1
+
+// flowLabel is the flow label of test QP i: 0 (the port from the QP
+// numbers) without --flow_label.
+func (p *Params) flowLabel(i int) uint32 {
+	if len(p.FlowLabels) == 0 {
+		return 0
+	}
+	return p.FlowLabels[i%len(p.FlowLabels)]
+}
+
 // qpType returns the QPs' type: RC unless -c says otherwise.
 func (p *Params) qpType() qp.Type {
 	if p.Connection == 0 {
@@ -570,6 +589,8 @@ func (p *Params) checkFlags() error {
 		return fmt.Errorf("Using SRQ only avavilible in SEND / SEND_IMM tests.")
 	case p.UseSRQ && p.qps() > p.RxDepth:
 		return fmt.Errorf("Using SRQ depth should be greater than number of QPs.")
+	case slices.ContainsFunc(p.FlowLabels, func(fl uint32) bool { return fl > MaxFlowLabel }):
+		return fmt.Errorf("--flow_label %v: a flow label is 20 bits, 0..%d", p.FlowLabels, MaxFlowLabel)
 	case p.WithImm && p.Test.readsOrAtomics():
 		return fmt.Errorf("%s: Write_with_imm can only be used with write_lat and write_bw tests, "+
 			"Send_with_imm with send_lat and send_bw", p.Test)

@@ -304,6 +304,7 @@ func (s *Side) connect(p *Params, local, remote []Dest, gidIndex int) error {
 			MaxRdAtomic:     uint8(min(max(remote[i].OutReads, 1), qp.MaxRdAtomic)),
 			MaxDestRdAtomic: uint8(min(max(local[i].OutReads, 1), qp.MaxRdAtomic)),
 			TrafficClass:    p.TrafficClass,
+			FlowLabel:       p.flowLabel(i),
 		})
 		if err != nil {
 			return err

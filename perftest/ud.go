@@ -49,12 +49,12 @@ func (p *Params) FitUD() (note string, err error) {
 // attributes and makes its address handle to the peer at gid, whose QP
 // of the same index is remoteQPN: the source GID sgid, hop limit 64 (on
 // RoCE the kernel puts the route's in the GRH, whatever perftest asks:
-// 64), the traffic class of --tclass.
+// 64), the traffic class of --tclass and the flow label of --flow_label.
 func (s *Side) connectUD(p *Params, i int, psn bth.PSN, remoteQPN bth.QPN, gid netip.Addr, sgid uint8) error {
 	if err := s.readyUD(i, psn, QKey); err != nil {
 		return err
 	}
-	ah, err := s.Dev.CreateAH(s.PD, qp.AddressVector{DGID: gid, SGIDIndex: sgid, HopLimit: 64, TrafficClass: p.TrafficClass})
+	ah, err := s.Dev.CreateAH(s.PD, qp.AddressVector{DGID: gid, SGIDIndex: sgid, HopLimit: 64, TrafficClass: p.TrafficClass, FlowLabel: p.flowLabel(i)})
 	if err != nil {
 		return fmt.Errorf("perftest: Failed to create AH: %w", err)
 	}

@@ -34,6 +34,12 @@ type ConnectAttr struct {
 	TrafficClass uint8
 	HopLimit     uint8 // 64 when zero
 
+	// FlowLabel is the GRH flow label (20 bits): IPv6's flow label, and
+	// the UDP source port of every packet the QP sends, as rxe and mlx5
+	// derive it (wire.UDPSourcePort). When zero the port comes from the
+	// two QP numbers, the same both ways.
+	FlowLabel uint32
+
 	// MaxDestRdAtomic, when not zero, is how many READs and atomics the
 	// responder takes (max_dest_rd_atomic), MaxRdAtomic then being only
 	// the requester's (max_rd_atomic): perftest sets the first from its
@@ -75,7 +81,7 @@ func (q *QP) Connect(c ConnectAttr) error {
 		{qp.Attr{
 			State: qp.StateRTR, PathMTU: c.MTU, DestQPNum: c.Remote.QPN, RQPSN: c.Remote.PSN,
 			MaxDestRdAtomic: c.MaxDestRdAtomic, MinRNRTimer: c.MinRNRTimer,
-			AV: qp.AddressVector{DGID: c.Remote.GID, SGIDIndex: c.SGIDIndex, HopLimit: c.HopLimit, TrafficClass: c.TrafficClass},
+			AV: qp.AddressVector{DGID: c.Remote.GID, SGIDIndex: c.SGIDIndex, HopLimit: c.HopLimit, TrafficClass: c.TrafficClass, FlowLabel: c.FlowLabel},
 		}, qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
 		{qp.Attr{
 			State: qp.StateRTS, SQPSN: c.Local.PSN, Timeout: c.Timeout, RetryCnt: c.RetryCnt,

@@ -187,7 +187,6 @@ func perfOptions() []perfOption {
 		{0, "cqe_poll", req, accepted, false, "", noop},
 		{0, "disable_dynamic_polling", no, accepted, false, "", noop},
 		{0, "pin_cores", req, accepted, false, "", noop},
-		{0, "flow_label", req, accepted, false, "GRH flow label (rxe ignores it too)", noop},
 		{0, "dlid", req, accepted, false, "destination LID (no meaning on RoCE)", noop},
 		{0, "pkey_index", req, honoured, false, "P_Key index: gorxe's table has one entry, index 0", func(r *perfRun, v string) error {
 			var n int
@@ -287,6 +286,20 @@ func perfOptions() []perfOption {
 				return fmt.Errorf("the traffic class is 0..255")
 			}
 			r.p.TrafficClass = uint8(n)
+			return nil
+		}},
+		{0, "flow_label", req, honoured, false, "GRH flow label of each QP, in turn from a list (fl0,fl1,...): its UDP source port and IPv6 flow label", func(r *perfRun, v string) error {
+			r.p.FlowLabels = r.p.FlowLabels[:0]
+			for _, f := range strings.Split(v, ",") {
+				var n int
+				if err := parseInt(f, &n); err != nil {
+					return err
+				}
+				if n < 0 || n > perftest.MaxFlowLabel {
+					return fmt.Errorf("a flow label is 20 bits, 0..%d", perftest.MaxFlowLabel)
+				}
+				r.p.FlowLabels = append(r.p.FlowLabels, uint32(n))
+			}
 			return nil
 		}},
 		{0, "out_json", no, honoured, false, "also write the results as perftest's JSON, to perftest_out.json or --out_json_file", flag(func(r *perfRun) *bool { return &r.outJSON })},
