@@ -210,8 +210,9 @@ type Params struct {
 	TrafficClass uint8
 	// FlowLabels (--flow_label fl0,fl1,...) are the GRH flow labels of
 	// the test QPs, one each in turn (QP i takes FlowLabels[i mod len]),
-	// as perftest sets them in modify_qp's address vector: each QP's UDP
-	// source port, and the IPv6 flow label. rdma_cm (RDMACM) sets its
+	// as perftest 6.17 and later set them in modify_qp's address vector
+	// (6.06 ignores the flag): each QP's UDP source port, and the IPv6
+	// flow label. rdma_cm (RDMACM) sets its
 	// own path and ignores them, as perftest does.
 	FlowLabels []uint32
 	// RDMACM is -R (--rdma_cm): the test QPs are connected with rdma_cm,

@@ -19,6 +19,8 @@ func TestUDPSourcePort(t *testing.T) {
 		{0, 0x20, 0x21, 50208}, // rxe 6.8, ibv_rc_pingpong 0x20 <-> 0x21
 		{0, 0x21, 0x20, 50208},
 		{0x12345, 1, 2, 0xc000 | (0x12345&0x3fff ^ 0x12345>>14)}, // a flow label set wins
+		{74565, 0x11, 0x11, 58177},                               // rxe 6.12, perftest 6.24 --flow_label 74565 -q 2, both QPs
+		{74565, 0x12, 0x12, 58177},
 	} {
 		if got := UDPSourcePort(c.fl, c.lqpn, c.rqpn); got != c.want {
 			t.Errorf("UDPSourcePort(%#x, %#x, %#x) = %d, want %d", c.fl, c.lqpn, c.rqpn, got, c.want)

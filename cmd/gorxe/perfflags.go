@@ -288,7 +288,7 @@ func perfOptions() []perfOption {
 			r.p.TrafficClass = uint8(n)
 			return nil
 		}},
-		{0, "flow_label", req, honoured, false, "GRH flow label of each QP, in turn from a list (fl0,fl1,...): its UDP source port and IPv6 flow label", func(r *perfRun, v string) error {
+		{0, "flow_label", req, honoured, false, "GRH flow label of each QP, in turn from a list (fl0,fl1,...): its IPv6 flow label, and its UDP source port (not on the udp link, whose packets leave from 4791)", func(r *perfRun, v string) error {
 			r.p.FlowLabels = r.p.FlowLabels[:0]
 			for _, f := range strings.Split(v, ",") {
 				var n int

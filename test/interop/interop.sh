@@ -140,9 +140,11 @@ flagcases+=(
 	"send_bw 4 65536 --use-srq,-q,4" "send_bw 4 65536 --use-srq,-b" "send_lat 4 64 --use-srq" "send_bw 4 1024 --use-srq,-c,UD"
 	"send_bw 4 4096 --recv_post_list,8"
 )
-# --flow_label: each QP's UDP source port, from its label (rxe's RC QPs
-# too, since modify_qp takes it; rxe's UD QPs keep their QPN's port).
-# One label: the VMs' perftests take no list.
+# --flow_label: each QP's UDP source port, from its label. perftest 6.24
+# puts it in the address vector and rxe's RC QPs send from its port
+# (58177 for 74565, trixie's capture); 6.06 ignores the flag, and rxe's
+# UD QPs keep their QPN's port. One label: the VMs' perftests take no
+# list.
 flagcases+=("write_bw 4 65536 --flow_label,74565,-q,2" "send_bw 4 1024 --flow_label,7,-c,UD")
 if $flags; then
 	for c in "${flagcases[@]}"; do
