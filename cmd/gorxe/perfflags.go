@@ -180,6 +180,7 @@ func perfOptions() []perfOption {
 			return err
 		}},
 		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
+		{0, "no_ddp", no, accepted, false, "no out-of-order receive WRs (a ConnectX-7 capability; gorxe, like rxe, has none)", noop},
 		{0, "use_hugepages", no, accepted, false, "", noop},
 		{0, "odp", no, accepted, false, "on-demand paging (gorxe's memory is always resident)", noop},
 		{0, "use-null-mr", no, accepted, false, "", noop},
