@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,7 +388,6 @@ func TestTrafficClass(t *testing.T) {
 // connection's two directions share one port, from the QP numbers.
 func TestFlowLabel(t *testing.T) {
 	labels := []uint32{0x12345, 7}
-	want := map[uint32]uint16{0x12345: 0xc000 | (0x12345&0x3fff ^ 0x12345>>14), 7: 0xc007}
 	for _, c := range []struct {
 		p      Params
 		labels []uint32
@@ -397,70 +397,112 @@ func TestFlowLabel(t *testing.T) {
 		{Params{Test: ReadLat}, labels[1:]},
 		{Params{Test: WriteBW, NumQPs: 2}, nil},
 	} {
-		type flow struct {
-			src string // the sender's IP address
-			dst bth.QPN
-		}
-		var (
-			mu    sync.Mutex
-			ports = map[flow]map[uint16]bool{} // -> source ports
-		)
+		var ports sourcePorts
 		p := c.p
-		p.Iters, p.Size, p.FlowLabels = 200, 64, c.labels
-		p.packetTrace = func(dir rnic.Direction, pkt []byte) {
-			var w wire.Packet
-			if dir != rnic.Sent || wire.ParseIP(&w, pkt) != nil {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			src := w.IP[8:24] // IPv6
-			if len(w.IP) == wire.IPv4Len {
-				src = w.IP[12:16]
-			}
-			q := flow{string(src), w.BTH.DestQP()}
-			if ports[q] == nil {
-				ports[q] = map[uint16]bool{}
-			}
-			ports[q][binary.BigEndian.Uint16(w.UDP)] = true
-		}
+		p.Iters, p.Size, p.FlowLabels, p.packetTrace = 200, 64, c.labels, ports.trace
 		runLocal(t, p, mem.Faults{})
-		name := fmt.Sprintf("%s UD=%t -q %d labels %v", p.Test, p.datagram(), p.qps(), c.labels)
-		senders := 2 * p.qps() // a UD server sends nothing
-		if p.datagram() {
-			senders = p.qps()
+		ports.check(t, &p)
+	}
+}
+
+// TestRemoteFlowLabel: --flow_label over perftest's exchange, each side
+// setting its own QPs' labels.
+func TestRemoteFlowLabel(t *testing.T) {
+	var ports sourcePorts
+	fab := mem.NewFabric()
+	var devs [2]*rnic.Device
+	for i, a := range []string{"10.0.0.1", "10.0.0.2"} {
+		l, err := fab.NewLink(netip.MustParseAddr(a))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if len(ports) != senders {
-			t.Fatalf("%s: packets to %d QPs, want %d", name, len(ports), senders)
+		if devs[i], err = rnic.Open(rnic.Config{Link: l, PacketTrace: ports.trace}); err != nil {
+			t.Fatal(err)
 		}
-		got := map[uint16]int{} // source port -> QPs sent to from it
-		for q, ps := range ports {
-			if len(ps) != 1 {
-				t.Errorf("%s: packets to QP %#x from %d source ports, want one", name, uint32(q.dst), len(ps))
-			}
-			for sp := range ps {
-				got[sp]++
-			}
+		t.Cleanup(func() { devs[i].Close() })
+	}
+	p := Params{Test: WriteBW, NumQPs: 3, Iters: 100, Size: 4096, FlowLabels: []uint32{5, 0xfffff}}
+	runRemotePair(t, context.Background(), context.Background(), devs[0], devs[1], p, p, nil)
+	ports.check(t, &p)
+}
+
+// sourcePorts collects the UDP source ports of the packets devices send,
+// by sender and destination QP.
+type sourcePorts struct {
+	mu    sync.Mutex
+	ports map[sourceFlow]map[uint16]bool
+}
+
+type sourceFlow struct {
+	src string // the sender's IP address
+	dst bth.QPN
+}
+
+// trace is a PacketTrace.
+func (s *sourcePorts) trace(dir rnic.Direction, pkt []byte) {
+	var w wire.Packet
+	if dir != rnic.Sent || wire.ParseIP(&w, pkt) != nil {
+		return
+	}
+	src := w.IP[8:24] // IPv6
+	if len(w.IP) == wire.IPv4Len {
+		src = w.IP[12:16]
+	}
+	f := sourceFlow{string(src), w.BTH.DestQP()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports == nil {
+		s.ports = map[sourceFlow]map[uint16]bool{}
+	}
+	if s.ports[f] == nil {
+		s.ports[f] = map[uint16]bool{}
+	}
+	s.ports[f][binary.BigEndian.Uint16(w.UDP)] = true
+}
+
+// check fails the test unless each sending QP of the run p sent from one
+// port: with p.FlowLabels, QP i of each side from the port of label
+// i mod len (0xc000 | the low 14 bits xor the high 6); without, one port
+// for both directions of each connection.
+func (s *sourcePorts) check(t *testing.T, p *Params) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := fmt.Sprintf("%s UD=%t -q %d labels %v", p.Test, p.datagram(), p.qps(), p.FlowLabels)
+	senders := 2 * p.qps() // a UD server sends nothing
+	if p.datagram() {
+		senders = p.qps()
+	}
+	if len(s.ports) != senders {
+		t.Fatalf("%s: packets to %d QPs, want %d", name, len(s.ports), senders)
+	}
+	got := map[uint16]int{} // source port -> QPs sent to from it
+	for f, ps := range s.ports {
+		if len(ps) != 1 {
+			t.Errorf("%s: packets to QP %#x from %d source ports, want one", name, uint32(f.dst), len(ps))
 		}
-		if len(c.labels) == 0 {
-			// Each connection's two directions from one port of its own.
-			if len(got) != p.qps() {
-				t.Errorf("%s: source ports %v, want one per connection", name, got)
-			}
-			for sp, n := range got {
-				if n != 2 || sp < 0xc000 {
-					t.Errorf("%s: source ports %v, want one per connection in 0xc000..0xffff", name, got)
-				}
-			}
-			continue
+		for sp := range ps {
+			got[sp]++
 		}
-		for i := range senders { // QP i of each side takes label i mod len
-			got[want[c.labels[i%p.qps()%len(c.labels)]]]--
+	}
+	if len(p.FlowLabels) == 0 {
+		if len(got) != p.qps() {
+			t.Errorf("%s: source ports %v, want one per connection", name, got)
 		}
 		for sp, n := range got {
-			if n != 0 {
-				t.Errorf("%s: %d QPs' packets too many from source port %#x (ports %v)", name, n, sp, ports)
+			if n != 2 || sp < 0xc000 {
+				t.Errorf("%s: source ports %v, want one per connection in 0xc000..0xffff", name, got)
 			}
+		}
+		return
+	}
+	for i := range senders { // QP i of each side takes label i mod len
+		fl := p.FlowLabels[i%p.qps()%len(p.FlowLabels)]
+		got[uint16(0xc000|(fl&0x3fff^fl>>14))]--
+	}
+	for sp, n := range got {
+		if n != 0 {
+			t.Errorf("%s: %d QPs' packets too many from source port %#x (ports %v)", name, n, sp, s.ports)
 		}
 	}
 }

@@ -29,7 +29,8 @@ import (
 //	      FIRST or MIDDLE is one path MTU)
 //	11    payload byte, compare and swap values
 //
-// The work byte's bits post a receive (two of them with bit 0), and send
+// The work byte's bits post a receive (two of them with bit 0; none on
+// an SRQ, which FuzzResponderSRQ fills itself), and send
 // a 2000-byte WRITE (bit 1), a 1500-byte READ (bit 2) and a FETCH_ADD
 // (bit 3) for the peer's responses to answer.
 const fuzzRecord = 12
@@ -95,10 +96,25 @@ func fuzzSeeds() [][]byte {
 // panic anywhere in the device fails it too. The device is made once;
 // each input starts from a QP taken back through RESET to RTS.
 func FuzzResponder(f *testing.F) {
+	fuzzResponder(f, rnictest.Options{RetryCnt: 7, RNRRetry: 7})
+}
+
+// FuzzResponderSRQ is FuzzResponder with the QP on a shared receive
+// queue, where what fails a SEND completes the WQE it took in error
+// (IBTA class E). Each input starts with fuzzSRQDepth identical WQEs of
+// two SGEs on it, whatever the work byte says, so that an input replays
+// alike: an SRQ keeps its WQEs when its QP is reset.
+func FuzzResponderSRQ(f *testing.F) {
+	fuzzResponder(f, rnictest.Options{RetryCnt: 7, RNRRetry: 7, SRQ: true})
+}
+
+const fuzzSRQDepth = 4
+
+func fuzzResponder(f *testing.F, o rnictest.Options) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
-	p := rnictest.New(f, rnictest.Options{RetryCnt: 7, RNRRetry: 7})
+	p := rnictest.New(f, o)
 	var wcs [64]cq.WC
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) == 0 || len(in) > 1+16*fuzzRecord {
@@ -108,6 +124,10 @@ func FuzzResponder(f *testing.F) {
 		for _, c := range []*cq.CQ{p.SendCQ, p.RecvCQ} {
 			for n, _ := c.Poll(wcs[:]); n > 0; n, _ = c.Poll(wcs[:]) {
 			}
+		}
+		for p.SRQ != nil && p.SRQ.Posted() < fuzzSRQDepth {
+			_, err := p.SRQ.PostRecv([]qp.RecvWR{{WRID: 1, SGList: []qp.SGE{p.LocalSGE(0, 1000), p.LocalSGE(2048, 500)}}})
+			must(t, err)
 		}
 		fuzzPost(t, p, in[0])
 		var pkts [][]byte
@@ -127,7 +147,7 @@ func FuzzResponder(f *testing.F) {
 
 // fuzzPost posts the work the input's first byte asks for.
 func fuzzPost(t *testing.T, p *rnictest.Peer, work byte) {
-	if work&1 != 0 {
+	if work&1 != 0 && p.SRQ == nil {
 		p.PostRecv(t, 1, 0, 1500)
 		p.PostRecv(t, 2, 2048, 1024)
 	}

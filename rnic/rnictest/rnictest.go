@@ -54,6 +54,7 @@ type Options struct {
 	RetryCnt    uint8
 	RNRRetry    uint8
 	TailProbe   bool         // leave the requester's tail-loss probe on
+	SRQ         bool         // the QP receives from a shared receive queue, Peer.SRQ
 	PeerPSN     bth.PSN      // the first PSN the peer sends; 0x1000 when zero
 	DevPSN      bth.PSN      // the first PSN the device sends; 0x2000 when zero
 	PeerQPN     bth.QPN      // the peer's QPN; 0x100 when zero
@@ -118,6 +119,7 @@ const (
 type Peer struct {
 	Dev            *rnic.Device
 	QP             *rnic.QP
+	SRQ            *rnic.SRQ // the QP's shared receive queue, with Options.SRQ
 	PD             *mr.PD
 	SendCQ, RecvCQ *cq.CQ
 
@@ -191,10 +193,16 @@ func New(t testing.TB, o Options) *Peer {
 	must(t, err)
 	p.LocalMR, err = p.Dev.RegMRIOVA(p.PD, p.Local, LocalIOVA, mr.LocalWrite)
 	must(t, err)
-	p.QP, err = p.Dev.CreateQP(qp.InitAttr{
+	ia := qp.InitAttr{
 		Type: qp.TypeRC, PD: p.PD, SendCQ: p.SendCQ, RecvCQ: p.RecvCQ,
 		Cap: qp.Cap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64},
-	})
+	}
+	if o.SRQ {
+		p.SRQ, err = p.Dev.CreateSRQ(p.PD, qp.SRQAttr{MaxWR: 64, MaxSGE: 4})
+		must(t, err)
+		ia.SRQ = p.SRQ
+	}
+	p.QP, err = p.Dev.CreateQP(ia)
 	must(t, err)
 	must(t, p.connect(p.QP, o.Access, o.PeerQPN, o.PeerPSN, o.DevPSN))
 
@@ -536,10 +544,17 @@ func (p *Peer) ExpectState(t testing.TB, want qp.State) {
 }
 
 // PostRecv posts a receive of n bytes at off in Local, for the device's
-// responder to fill with a SEND of the peer's.
+// responder to fill with a SEND of the peer's: on the QP, or with
+// Options.SRQ on its shared receive queue.
 func (p *Peer) PostRecv(t testing.TB, wrid uint64, off, n int) {
 	t.Helper()
-	_, err := p.QP.PostRecv([]qp.RecvWR{{WRID: wrid, SGList: []qp.SGE{p.LocalSGE(off, n)}}})
+	wr := []qp.RecvWR{{WRID: wrid, SGList: []qp.SGE{p.LocalSGE(off, n)}}}
+	var err error
+	if p.SRQ != nil {
+		_, err = p.SRQ.PostRecv(wr)
+	} else {
+		_, err = p.QP.PostRecv(wr)
+	}
 	must(t, err)
 }
 
