@@ -12,6 +12,7 @@ import (
 	"runtime/trace"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/qp"
@@ -257,10 +258,27 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			failed = true
 		}
 	}
+	if err == nil && r.waitDestroy > 0 {
+		waitDestroy(ctx, map[bool]io.Writer{false: stdout, true: stderr}[r.json], r.waitDestroy)
+	}
 	if failed {
 		return exitError
 	}
 	return exitOK
+}
+
+// waitDestroy is --wait_destroy: as perftest's destroy_ctx, it says so
+// and waits the seconds given before the QPs and the device go (a signal
+// ends the wait), so that the peer, or a look at the counters, still
+// finds them.
+func waitDestroy(ctx context.Context, w io.Writer, seconds int) {
+	fmt.Fprintf(w, " Waiting %d seconds before releasing resources...\n", seconds)
+	t := time.NewTimer(time.Duration(seconds) * time.Second)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func init() {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPerfJSON(t *testing.T) {
@@ -64,6 +65,23 @@ func TestPerfTable(t *testing.T) {
 	}
 	if n := strings.Count(s, "\n 2 ") + strings.Count(s, "\n 4 "); n != 2 {
 		t.Errorf("-a should start at 2 bytes:\n%s", s)
+	}
+}
+
+// TestPerfWaitDestroy: --wait_destroy N says so after the results, in
+// perftest's words, and waits N seconds before the command ends.
+func TestPerfWaitDestroy(t *testing.T) {
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	if code := run([]string{"send_lat", "--link", "mem", "-n", "5", "--wait_destroy", "1"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	const line = "---------------------------------------------------------------------------------------\n Waiting 1 seconds before releasing resources...\n"
+	if !strings.HasSuffix(out.String(), line) {
+		t.Errorf("output does not end with %q:\n%s", line, out.String())
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("the command ended %v after it began, before its second's wait", d)
 	}
 }
 

@@ -53,6 +53,8 @@ type perfRun struct {
 	verify     perftest.Verifier // -w, -y
 	reportBoth bool              // --report-both
 
+	waitDestroy int // --wait_destroy: seconds to wait before letting go of the device
+
 	outJSON     bool   // --out_json
 	outJSONFile string // --out_json_file
 	output      string // --output: print only this number
@@ -184,7 +186,7 @@ func perfOptions() []perfOption {
 		{0, "use_hugepages", no, accepted, false, "", noop},
 		{0, "odp", no, accepted, false, "on-demand paging (gorxe's memory is always resident)", noop},
 		{0, "use-null-mr", no, accepted, false, "", noop},
-		{0, "wait_destroy", req, accepted, false, "", noop},
+		{0, "wait_destroy", req, honoured, false, "seconds to wait after the run before releasing the QPs and the device", numIn(0, math.MaxUint32, "wait_destroy", func(r *perfRun) *int { return &r.waitDestroy })},
 		{0, "cqe_poll", req, accepted, false, "", noop},
 		{0, "disable_dynamic_polling", no, accepted, false, "", noop},
 		{0, "pin_cores", req, accepted, false, "", noop},

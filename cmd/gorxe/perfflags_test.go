@@ -70,6 +70,7 @@ func perfSummary(r *perfRun) string {
 	add("post-list", r.p.PostList, def.p.PostList)
 	add("tclass", r.p.TrafficClass, def.p.TrafficClass)
 	add("flow-label", fmt.Sprint(r.p.FlowLabels), fmt.Sprint(def.p.FlowLabels))
+	add("wait-destroy", r.waitDestroy, def.waitDestroy)
 	add("out-json", r.outJSON, def.outJSON)
 	add("out-json-file", r.outJSONFile, def.outJSONFile)
 	add("output", r.output, def.output)
@@ -187,6 +188,7 @@ var perfCommandLines = []struct {
 	{perftest.WriteBW, "-l 8 -Q 8", "cqmod=8 post-list=8"},
 	{perftest.WriteBW, "--tclass=106", "tclass=106"},
 	{perftest.WriteBW, "--flow_label 0x12345 -q 2", "flow-label=[74565] qps=2"},
+	{perftest.ReadLat, "--wait_destroy=3", "wait-destroy=3"},
 	{perftest.SendBW, "--flow_label=1,010,0x7 -c UD", "connection=UD flow-label=[1 8 7]"},
 	{perftest.WriteBW, "-R -d rxe0", "comm-rdma-cm=true dev=rxe0 rdma-cm=true"},
 	{perftest.WriteBW, "-d rxe0 -zR", "comm-rdma-cm=true dev=rxe0 rdma-cm=true"},
@@ -293,6 +295,7 @@ func TestPerfCommandLineErrors(t *testing.T) {
 		{perftest.WriteBW, "--flow_label 0x100000", "20 bits", false},
 		{perftest.WriteBW, "--flow_label 1,-2", "20 bits", false},
 		{perftest.WriteBW, "--flow_label 1,,2", "not a number", false},
+		{perftest.WriteBW, "--wait_destroy -1", "wait_destroy should be between 0 and", false},
 		{perftest.WriteBW, "--source_mac 00:11:22:33:44:55", "raw Ethernet", true},
 		{perftest.WriteBW, "--cc reno", "want dcqcn", false},
 		{perftest.WriteBW, "--cc-profile fast", "want connectx", false},
