@@ -598,9 +598,13 @@ func TestNoPeak(t *testing.T) {
 
 // TestHistogramSamples: -H and -U keep the samples for the report.
 func TestHistogramSamples(t *testing.T) {
-	r := runLocal(t, Params{Test: WriteLat, Iters: 50, Histogram: true}, mem.Faults{})
-	if len(r.Lat.Samples) != 49 { // write_lat times from one post to the next
-		t.Fatalf("%d samples", len(r.Lat.Samples))
+	// The ping-pongs time from one post to the next on both sides, as
+	// perftest's tposted: one round trip fewer than the messages.
+	for _, p := range []Params{{Test: WriteLat}, {Test: SendLat}, {Test: WriteLat, WithImm: true}} {
+		p.Iters, p.Histogram = 50, true
+		if r := runLocal(t, p, mem.Faults{}); len(r.Lat.Samples) != 49 {
+			t.Fatalf("%s (imm %t): %d samples, want 49", p.Test, p.WithImm, len(r.Lat.Samples))
+		}
 	}
 	if r := runLocal(t, Params{Test: ReadLat, Iters: 50}, mem.Faults{}); r.Lat.Samples != nil {
 		t.Fatal("samples kept without -H or -U")

@@ -207,8 +207,9 @@ func sendLat(ctx context.Context, s *Side, p *Params, client bool) (latOut, erro
 // immediate, each of which consumes a receive of the peer's: a side
 // answers the peer's message when its receive completes. The receive for
 // the first message must be posted already. It returns the side's round
-// trips: the client's from each post to the answer's arrival, the
-// server's from one post to the next.
+// trips, each from one of its posts to the next, on both sides, as
+// perftest's run_iter_lat_send and run_iter_lat_write_imm take them
+// (tposted): one fewer than the messages.
 func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR) (latOut, error) {
 	// A timed run_iter_lat_send starts its clock at the first message it
 	// receives (set_on_first_rx_packet), on each side.
@@ -243,8 +244,10 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 	}
 	// ended says whether err is the end of a timed run, or else fails it.
 	ended := func(err error) bool { return tm != nil && timeUp(err) }
-	var rtts []time.Duration // the client's
-	var times postTimes      // the server's
+	var times postTimes
+	if tm == nil {
+		times.rtts = make([]time.Duration, 0, p.Iters)
+	}
 	for i := 0; tm != nil || i < p.Iters; i++ {
 		if tm != nil {
 			if err := interrupted(ctx); err != nil {
@@ -265,9 +268,8 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 		if tm != nil && tm.ended() {
 			break
 		}
-		start := clock()
-		if !client && tm == nil {
-			times.post(i, start)
+		if tm == nil {
+			times.post(i, clock())
 		}
 		if err := post(s, wr); err != nil {
 			return latOut{}, err
@@ -292,9 +294,6 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 				}
 				return latOut{}, err
 			}
-			if tm == nil {
-				rtts = append(rtts, clock()-start)
-			}
 			if err := recv(i + 1); err != nil {
 				return latOut{}, err
 			}
@@ -306,10 +305,7 @@ func pingPong(ctx context.Context, s *Side, p *Params, client bool, wr qp.SendWR
 	if err := reap(ctx, s, p); err != nil {
 		return latOut{}, err
 	}
-	out.samples = rtts
-	if !client {
-		out.samples = times.rtts
-	}
+	out.samples = times.rtts
 	return out, nil
 }
 

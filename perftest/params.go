@@ -212,8 +212,8 @@ type Params struct {
 	// the test QPs, one each in turn (QP i takes FlowLabels[i mod len]),
 	// as perftest 6.17 and later set them in modify_qp's address vector
 	// (6.06 ignores the flag): each QP's UDP source port, and the IPv6
-	// flow label. rdma_cm (RDMACM) sets its
-	// own path and ignores them, as perftest does.
+	// flow label. rdma_cm (RDMACM) sets its own path and ignores them, as
+	// perftest does.
 	FlowLabels []uint32
 	// RDMACM is -R (--rdma_cm): the test QPs are connected with rdma_cm,
 	// and the exchange travels over rdma_cm too (CommRDMACM); RunRemote

@@ -36,8 +36,9 @@ type ConnectAttr struct {
 
 	// FlowLabel is the GRH flow label (20 bits): IPv6's flow label, and
 	// the UDP source port of every packet the QP sends, as rxe and mlx5
-	// derive it (wire.UDPSourcePort). When zero the port comes from the
-	// two QP numbers, the same both ways.
+	// derive it (wire.UDPSourcePort), on links that let the device choose
+	// it (not the udp link). When zero the port comes from the two QP
+	// numbers, the same both ways.
 	FlowLabel uint32
 
 	// MaxDestRdAtomic, when not zero, is how many READs and atomics the

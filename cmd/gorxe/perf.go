@@ -259,7 +259,11 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err == nil && r.waitDestroy > 0 {
-		waitDestroy(ctx, map[bool]io.Writer{false: stdout, true: stderr}[r.json], r.waitDestroy)
+		w := stdout
+		if r.json {
+			w = stderr // stdout holds JSON only
+		}
+		waitDestroy(ctx, w, r.waitDestroy)
 	}
 	if failed {
 		return exitError
