@@ -196,22 +196,37 @@ func fuzzPacket(p *rnictest.Peer, r []byte, next *bth.PSN) []byte {
 			h.BTH.DestQP = p.QP.Num() // the barrier must stay up: it is the harness
 		}
 	}
-	va := uint64(rnictest.RegionIOVA) - 4096 + uint64(binary.BigEndian.Uint16(r[4:]))
-	rkey := reth.Key(p.RKey())
-	if flags&fuzzBadKey != 0 {
-		rkey = reth.Key(binary.BigEndian.Uint32(r[4:]))
-	}
-	dmaLen := uint32(binary.BigEndian.Uint16(r[6:])) << (r[8] & 31)
-	h.RETH = reth.Fields{VA: va, RKey: rkey, DMALen: dmaLen}
+	h.RETH = fuzzRETH(p, r, flags&fuzzBadKey != 0)
 	h.FETH.Selectivity = 1
-	h.AtomicETH.VA, h.AtomicETH.RKey = va, rkey
+	h.AtomicETH.VA, h.AtomicETH.RKey = h.RETH.VA, h.RETH.RKey
 	h.AtomicETH.SwapAdd, h.AtomicETH.Compare = uint64(r[11]), uint64(r[11]>>1)
 	h.AETH.Syndrome, h.AETH.MSN = aeth.Syndrome(r[9]), aeth.MSN(psn)
 	h.AtomicAck = uint64(r[11])
-	h.Imm, h.IETH = uint32(r[11]), rkey
+	h.Imm, h.IETH = uint32(r[11]), h.RETH.RKey
+	return fuzzBuild(p, h, r, flags&fuzzForeign != 0)
+}
 
+// fuzzRETH is the RETH a record's bytes 4-8 give, FuzzResponder's and
+// FuzzUnreliable's alike: the VA from the region's IOVA minus 4096, the
+// region's rkey or with badKey bytes 4-7, the DMA length.
+func fuzzRETH(p *rnictest.Peer, r []byte, badKey bool) reth.Fields {
+	rkey := reth.Key(p.RKey())
+	if badKey {
+		rkey = reth.Key(binary.BigEndian.Uint32(r[4:]))
+	}
+	return reth.Fields{
+		VA:     uint64(rnictest.RegionIOVA) - 4096 + uint64(binary.BigEndian.Uint16(r[4:])),
+		RKey:   rkey,
+		DMALen: uint32(binary.BigEndian.Uint16(r[6:])) << (r[8] & 31),
+	}
+}
+
+// fuzzBuild builds the packet with headers h and the payload a record's
+// bytes 8, 10 and 11 give, from a stranger's address with foreign, or nil
+// if it cannot be built.
+func fuzzBuild(p *rnictest.Peer, h wire.Headers, r []byte, foreign bool) []byte {
 	n := 4*int(r[10]) + int(r[8]>>6)
-	if info, ok := wire.Lookup(op); ok {
+	if info, ok := wire.Lookup(h.BTH.Opcode); ok {
 		if !info.Payload {
 			n = 0
 		} else if n == 0 && (info.Position == wire.First || info.Position == wire.Middle) {
@@ -223,7 +238,7 @@ func fuzzPacket(p *rnictest.Peer, r []byte, next *bth.PSN) []byte {
 		pay[i] = r[11] + byte(i)
 	}
 	f := p.Frame(h, pay)
-	if flags&fuzzForeign != 0 {
+	if foreign {
 		f.IP.Src = netip.AddrFrom4([4]byte{10, 0, 0, r[11]})
 	}
 	pkt, err := rnictest.Build(f, nil)

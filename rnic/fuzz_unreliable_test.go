@@ -2,7 +2,6 @@ package rnic_test
 
 import (
 	"encoding/binary"
-	"net/netip"
 	"testing"
 
 	"github.com/gorxe/gorxe/cq"
@@ -10,9 +9,7 @@ import (
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 	"github.com/gorxe/gorxe/rnic/rnictest"
-	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
-	"github.com/gorxe/gorxe/wire/reth"
 )
 
 // The unreliable fuzzer's QPs, which a record's target bits choose: a UC
@@ -145,39 +142,13 @@ func (u *unreliableFixture) packet(r []byte) []byte {
 	if flags&fuzzUBadPKey != 0 {
 		h.BTH.PKey = uint16(r[11])<<8 | uint16(r[4])
 	}
-	va := uint64(rnictest.RegionIOVA) - 4096 + uint64(binary.BigEndian.Uint16(r[4:]))
-	rkey := reth.Key(p.RKey())
-	if flags&fuzzUBadKey != 0 {
-		rkey = reth.Key(binary.BigEndian.Uint32(r[4:]))
-	}
-	h.RETH = reth.Fields{VA: va, RKey: rkey, DMALen: uint32(binary.BigEndian.Uint16(r[6:])) << (r[8] & 31)}
+	h.RETH = fuzzRETH(p, r, flags&fuzzUBadKey != 0)
 	h.DETH.QKey, h.DETH.SrcQP = udQKey, p.QPN+bth.QPN(r[9])
 	if flags&fuzzUBadQKey != 0 {
 		h.DETH.QKey = uint32(r[9])<<24 | uint32(r[11])
 	}
-	h.Imm, h.IETH = uint32(r[11]), rkey
-
-	n := 4*int(r[10]) + int(r[8]>>6)
-	if info, ok := wire.Lookup(op); ok {
-		if !info.Payload {
-			n = 0
-		} else if n == 0 && (info.Position == wire.First || info.Position == wire.Middle) {
-			n = p.Opts.MTU.Bytes()
-		}
-	}
-	pay := make([]byte, n)
-	for i := range pay {
-		pay[i] = r[11] + byte(i)
-	}
-	f := p.Frame(h, pay)
-	if flags&fuzzUForeign != 0 {
-		f.IP.Src = netip.AddrFrom4([4]byte{10, 0, 0, r[11]})
-	}
-	pkt, err := rnictest.Build(f, nil)
-	if err != nil {
-		return nil
-	}
-	return pkt
+	h.Imm, h.IETH = uint32(r[11]), h.RETH.RKey
+	return fuzzBuild(p, h, r, flags&fuzzUForeign != 0)
 }
 
 // check fails the input unless the four QPs are still in RTS and every
