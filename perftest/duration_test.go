@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -409,20 +408,9 @@ func TestFlowLabel(t *testing.T) {
 // setting its own QPs' labels.
 func TestRemoteFlowLabel(t *testing.T) {
 	var ports sourcePorts
-	fab := mem.NewFabric()
-	var devs [2]*rnic.Device
-	for i, a := range []string{"10.0.0.1", "10.0.0.2"} {
-		l, err := fab.NewLink(netip.MustParseAddr(a))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if devs[i], err = rnic.Open(rnic.Config{Link: l, PacketTrace: ports.trace}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { devs[i].Close() })
-	}
+	cdev, sdev := memDevices(t, rnic.Config{PacketTrace: ports.trace})
 	p := Params{Test: WriteBW, NumQPs: 3, Iters: 100, Size: 4096, FlowLabels: []uint32{5, 0xfffff}}
-	runRemotePair(t, context.Background(), context.Background(), devs[0], devs[1], p, p, nil)
+	runRemotePair(t, context.Background(), context.Background(), cdev, sdev, p, p, nil)
 	ports.check(t, &p)
 }
 
@@ -711,7 +699,7 @@ func TestTimedWriteImmLatency(t *testing.T) {
 // handshake after the run, the report, the close, as after any run; the
 // passive server takes it and ends without an error or a result.
 func TestInfiniteClientFinishes(t *testing.T) {
-	cdev, sdev := memDevices(t)
+	cdev, sdev := memDevices(t, rnic.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gorxe/gorxe/internal/pages"
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // TestBuffersPresent: a side's buffers have every page present before a
@@ -14,7 +15,7 @@ import (
 // fault them in. 8 MiB messages take buffers fresh from the kernel, whose
 // pages no one has touched.
 func TestBuffersPresent(t *testing.T) {
-	dev, _ := memDevices(t)
+	dev, _ := memDevices(t, rnic.Config{})
 	p := Params{Test: WriteBW, Size: 8 << 20}
 	p.Defaults()
 	s, err := NewSide(dev, &p, p.Size, false)

@@ -128,8 +128,9 @@ func runRemotePair(t *testing.T, cctx, sctx context.Context, cdev, sdev *rnic.De
 	return client, s.r
 }
 
-// memDevices opens two devices on an in-memory fabric.
-func memDevices(t *testing.T) (client, server *rnic.Device) {
+// memDevices opens two devices on an in-memory fabric, each with cfg and
+// its own link.
+func memDevices(t *testing.T, cfg rnic.Config) (client, server *rnic.Device) {
 	t.Helper()
 	fab := mem.NewFabric()
 	var devs [2]*rnic.Device
@@ -138,7 +139,9 @@ func memDevices(t *testing.T) (client, server *rnic.Device) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if devs[i], err = rnic.Open(rnic.Config{Link: l}); err != nil {
+		c := cfg
+		c.Link = l
+		if devs[i], err = rnic.Open(c); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { devs[i].Close() })
@@ -150,7 +153,7 @@ func memDevices(t *testing.T) (client, server *rnic.Device) {
 // waits for the client however long it runs, past its own watchdog's
 // GiveUp, and its context ends the wait without an error.
 func TestPassiveInfiniteServerStops(t *testing.T) {
-	cdev, sdev := memDevices(t)
+	cdev, sdev := memDevices(t, rnic.Config{})
 	// The server's QP goes with it: the client stops soon after, before
 	// its own watchdog would see that nothing completes any more.
 	cctx, stopClient := context.WithTimeout(context.Background(), 700*time.Millisecond)
