@@ -376,8 +376,6 @@ func readLat(ctx context.Context, s *Side, p *Params) (latOut, error) {
 	return out, nil
 }
 
-// latOut is what one side of a latency test measured: the samples of a
-// counted run, or the messages and sample window of a timed one.
 // postTimes keeps a side's round trips as perftest keeps tposted: a
 // timestamp at each post, each round trip the time from one post to the
 // next, one fewer than the posts.
@@ -394,6 +392,8 @@ func (t *postTimes) post(i int, now time.Duration) {
 	t.last = now
 }
 
+// latOut is what one side of a latency test measured: the samples of a
+// counted run, or the messages and sample window of a timed one.
 type latOut struct {
 	samples []time.Duration
 	n       int

@@ -292,7 +292,7 @@ func perfOptions() []perfOption {
 			return nil
 		}},
 		{0, "flow_label", req, honoured, false, "GRH flow label of each QP, in turn from a list (fl0,fl1,...): its IPv6 flow label, and its UDP source port (not on the udp link, whose packets leave from 4791)", func(r *perfRun, v string) error {
-			r.p.FlowLabels = r.p.FlowLabels[:0]
+			var labels []uint32
 			for _, f := range strings.Split(v, ",") {
 				var n int
 				if err := parseInt(f, &n); err != nil {
@@ -301,8 +301,9 @@ func perfOptions() []perfOption {
 				if n < 0 || n > perftest.MaxFlowLabel {
 					return fmt.Errorf("a flow label is 20 bits, 0..%d", perftest.MaxFlowLabel)
 				}
-				r.p.FlowLabels = append(r.p.FlowLabels, uint32(n))
+				labels = append(labels, uint32(n))
 			}
+			r.p.FlowLabels = labels
 			return nil
 		}},
 		{0, "out_json", no, honoured, false, "also write the results as perftest's JSON, to perftest_out.json or --out_json_file", flag(func(r *perfRun) *bool { return &r.outJSON })},
