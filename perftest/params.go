@@ -223,8 +223,8 @@ type Params struct {
 	CommRDMACM bool
 	// RetryCount (--retry_count) is the retry count rdma_cm gives the
 	// test QPs it connects (-R), for timeouts and for RNR NAKs alike, as
-	// perftest's conn_param (whose exchange QP gorxe's DialCM and ListenCM
-	// connect with 7). 0 is perftest's default, 7; NoRetries asks for
+	// perftest's conn_param, and the exchange's QP (DialCM, ListenCM)
+	// for timeouts only. 0 is perftest's default, 7; NoRetries asks for
 	// none. QPs connected from the keys retry 7 times whatever it says, as
 	// perftest's.
 	RetryCount int
@@ -266,11 +266,15 @@ const NoRetries = -1
 
 // cmRetries returns RetryCount as rdma_cm's connection parameters take it
 // (whose 0 is 7, and which cut above 7 to 7).
-func (p *Params) cmRetries() uint8 {
-	if p.RetryCount < 0 {
+func (p *Params) cmRetries() uint8 { return cmRetries(p.RetryCount) }
+
+// cmRetries returns n, a count as Params.RetryCount, as rdma_cm's
+// connection parameters take it.
+func cmRetries(n int) uint8 {
+	if n < 0 {
 		return cm.RetryNone
 	}
-	return uint8(min(p.RetryCount, 7))
+	return uint8(min(n, 7))
 }
 
 // defaultDuration is perftest's DEF_DURATION: -D's value when only

@@ -139,10 +139,11 @@ type comm struct {
 	peerEnd bool // the peer disconnected
 }
 
-// commParams are the comm QP's connection parameters: rdma_client_connect
-// and rdma_server_connect, whose comm parameters have the verb SEND (no
-// READs) and rnr_retry_count 7.
-func (c *comm) params() cm.ConnParams {
+// params are the comm QP's connection parameters: rdma_client_connect
+// and rdma_server_connect's, whose comm parameters have the verb SEND (no
+// READs), the user's retry_count and rnr_retry_count 7. retryCount is as
+// Params.RetryCount.
+func (c *comm) params(retryCount int) cm.ConnParams {
 	recvs := make([]qp.RecvWR, commReceives)
 	for i := range recvs {
 		recvs[i] = qp.RecvWR{WRID: uint64(i), SGList: []qp.SGE{{Addr: c.mr.IOVA() + uint64(i*commSlot), Length: commSlot, LKey: c.mr.LKey()}}}
@@ -150,7 +151,7 @@ func (c *comm) params() cm.ConnParams {
 	return cm.ConnParams{
 		PD: c.pd, SendCQ: c.scq, RecvCQ: c.rcq, Access: mr.LocalWrite,
 		Cap:        qp.Cap{MaxSendWR: 4, MaxRecvWR: commReceives, MaxSendSGE: 1, MaxRecvSGE: 1},
-		RetryCount: 7, RNRRetryCount: 7, Receives: recvs,
+		RetryCount: cmRetries(retryCount), RNRRetryCount: 7, Receives: recvs,
 	}
 }
 
@@ -198,16 +199,17 @@ func (c *comm) established(conn *cm.Conn) {
 // DialCM is perftest's client side of establish_connection with -R or
 // -z (rdma_client_connect): it connects the comm QP with rdma_cm to the
 // server at raddr (its address and perftest's port, -p), from local (the
-// zero Addr: the device's address of raddr's family). perftest retries
-// an unresolved address only; DialCM, like Dial, retries for up to
-// DialRetry while the server rejects the connection as nobody listens
+// zero Addr: the device's address of raddr's family), with retryCount
+// (as Params.RetryCount: --retry_count) as its retry count. perftest
+// retries an unresolved address only; DialCM, like Dial, retries for up
+// to DialRetry while the server rejects the connection as nobody listens
 // yet.
-func DialCM(ctx context.Context, m *cm.Manager, raddr netip.AddrPort, local netip.Addr) (*Conn, error) {
+func DialCM(ctx context.Context, m *cm.Manager, raddr netip.AddrPort, local netip.Addr, retryCount int) (*Conn, error) {
 	c, err := newComm(m)
 	if err != nil {
 		return nil, err
 	}
-	p := c.params()
+	p := c.params(retryCount)
 	p.Local = local
 	give := time.Now().Add(DialRetry)
 	for {
@@ -232,9 +234,9 @@ func DialCM(ctx context.Context, m *cm.Manager, raddr netip.AddrPort, local neti
 // ListenCM is perftest's server side of establish_connection with -R or
 // -z (rdma_server_connect): it listens with rdma_cm on addr (the zero
 // Addr: every address of the device) and port, accepts one connection
-// request as the comm QP (its receive posted before the REP goes out),
-// and stops listening.
-func ListenCM(ctx context.Context, m *cm.Manager, addr netip.Addr, port uint16) (*Conn, error) {
+// request as the comm QP (its receive posted before the REP goes out;
+// retryCount as DialCM's), and stops listening.
+func ListenCM(ctx context.Context, m *cm.Manager, addr netip.Addr, port uint16, retryCount int) (*Conn, error) {
 	l, err := m.Listen(addr, port)
 	if err != nil {
 		return nil, fmt.Errorf("perftest: listening with rdma_cm on port %d: %w", port, err)
@@ -249,7 +251,7 @@ func ListenCM(ctx context.Context, m *cm.Manager, addr netip.Addr, port uint16) 
 		r.Reject(nil)
 		return nil, err
 	}
-	conn, err := r.Accept(c.params())
+	conn, err := r.Accept(c.params(retryCount))
 	if err != nil {
 		c.release()
 		return nil, fmt.Errorf("perftest: accepting the client's rdma_cm connection: %w", err)

@@ -61,7 +61,7 @@ func runCMPairOn(t *testing.T, cp *cmPair, pc, ps Params, clientVersion string) 
 	}
 	srv := make(chan res, 1)
 	go func() {
-		conn, err := ListenCM(ctx, cp.ms[1], netip.Addr{}, port)
+		conn, err := ListenCM(ctx, cp.ms[1], netip.Addr{}, port, ps.RetryCount)
 		if err != nil {
 			srv <- res{nil, err}
 			return
@@ -71,7 +71,7 @@ func runCMPairOn(t *testing.T, cp *cmPair, pc, ps Params, clientVersion string) 
 		srv <- res{r, err}
 	}()
 	to := netip.AddrPortFrom(cp.devs[1].GIDs()[0].Unmap(), port)
-	conn, err := DialCM(ctx, cp.ms[0], to, netip.Addr{})
+	conn, err := DialCM(ctx, cp.ms[0], to, netip.Addr{}, pc.RetryCount)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,13 +269,14 @@ func TestRDMACMUD(t *testing.T) {
 }
 
 // TestRDMACMRetryCount: --retry_count goes in the REQs of the test QPs
-// (for timeouts and RNR NAKs alike), 0 as none; the exchange's QP keeps
-// 7, and without it so do the test QPs.
+// (for timeouts and RNR NAKs alike), 0 as none, and in the exchange QP's
+// for timeouts only (its RNR retry count stays 7), as perftest's
+// rdma_client_connect; without it all of them have 7.
 func TestRDMACMRetryCount(t *testing.T) {
 	for _, c := range []struct {
-		count int
-		want  string
-	}{{0, "7/7 7/7"}, {3, "3/3 3/3"}, {NoRetries, "0/0 0/0"}, {12, "7/7 7/7"}} {
+		count      int
+		comm, want string
+	}{{0, "7/7", "7/7 7/7"}, {3, "3/7", "3/3 3/3"}, {NoRetries, "0/7", "0/0 0/0"}, {12, "7/7", "7/7 7/7"}} {
 		var mu sync.Mutex
 		var reqs []string
 		watch := func(pkt []byte, _ uint64) bool {
@@ -300,8 +301,8 @@ func TestRDMACMRetryCount(t *testing.T) {
 		// The exchange's QP's REQ comes first (again, while the server
 		// is not listening yet), the two test QPs' last.
 		mu.Lock()
-		if n := len(reqs); n < 3 || reqs[0] != "7/7" || strings.Join(reqs[n-2:], " ") != c.want {
-			t.Errorf("--retry_count %d: REQs' retry/RNR retry counts %q, want 7/7 ... %s", c.count, reqs, c.want)
+		if n := len(reqs); n < 3 || reqs[0] != c.comm || strings.Join(reqs[n-2:], " ") != c.want {
+			t.Errorf("--retry_count %d: REQs' retry/RNR retry counts %q, want %s ... %s", c.count, reqs, c.comm, c.want)
 		}
 		mu.Unlock()
 	}

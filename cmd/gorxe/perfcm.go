@@ -68,12 +68,12 @@ func openRemoteCM(ctx context.Context, r *perfRun, name string, stdout io.Writer
 		if !quiet {
 			fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
 		}
-		if ep.conn, err = perftest.ListenCM(ctx, ep.cm, bind, uint16(r.tcpPort)); err != nil {
+		if ep.conn, err = perftest.ListenCM(ctx, ep.cm, bind, uint16(r.tcpPort), r.p.RetryCount); err != nil {
 			return fail(err)
 		}
 		return ep, nil
 	}
-	if ep.conn, err = perftest.DialCM(ctx, ep.cm, netip.AddrPortFrom(peer, uint16(r.tcpPort)), bind); err != nil {
+	if ep.conn, err = perftest.DialCM(ctx, ep.cm, netip.AddrPortFrom(peer, uint16(r.tcpPort)), bind, r.p.RetryCount); err != nil {
 		return fail(err)
 	}
 	return ep, nil

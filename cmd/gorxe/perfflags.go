@@ -338,7 +338,7 @@ func perfOptions() []perfOption {
 		{'y', "limit_msgrate", req, honoured, false, "fail (exit 1) unless the message rate reaches this many Mpps", func(r *perfRun, v string) error {
 			return parseLimit(v, "Invalid Minimum msgRate Limit", &r.verify.MinMsgRate, &r.verify.CheckMsgRate)
 		}},
-		{0, "retry_count", req, honoured, false, "retry count of the test QPs rdma_cm connects (-R), for timeouts and RNR NAKs (7; 0 is none, above 7 is 7)", func(r *perfRun, v string) error {
+		{0, "retry_count", req, honoured, false, "retry count of the QPs rdma_cm connects: -R's test QPs, for timeouts and RNR NAKs, and the exchange's QP (-R, -z), for timeouts (7; 0 is none, above 7 is 7)", func(r *perfRun, v string) error {
 			n, err := parseNonNegative(v, "Retry Count")
 			if err != nil {
 				return err
