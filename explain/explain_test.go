@@ -622,6 +622,32 @@ func TestProbeUnanswered(t *testing.T) {
 	}
 }
 
+// TestLoneResend: a resend of the one packet outstanding is the local
+// ACK timer's go-back, and the text says a tail-loss probe would look
+// the same; a resend from the oldest of several is the timer's alone.
+func TestLoneResend(t *testing.T) {
+	_, req := packets(t)
+	for _, tc := range []struct {
+		name string
+		pkts [][]byte
+		lone bool
+	}{
+		{"one outstanding", [][]byte{req(bth.RCRDMAWriteOnly, 10, 8), req(bth.RCRDMAWriteOnly, 10, 8)}, true},
+		{"two outstanding", [][]byte{req(bth.RCRDMAWriteOnly, 10, 8), req(bth.RCRDMAWriteOnly, 11, 8), req(bth.RCRDMAWriteOnly, 10, 8)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := readPackets(t, tc.pkts...)
+			again := r.Packets[len(r.Packets)-1]
+			if !slices.ContainsFunc(again.Events, func(e trace.Event) bool { return e.Kind == trace.Timeout }) {
+				t.Fatalf("packet %d: %q, events %+v; want the local ACK timer's go-back", again.Index, again.Text, again.Events)
+			}
+			if told := strings.Contains(again.Text, "does not tell the two apart"); told != tc.lone {
+				t.Errorf("packet %d: probe named %v, want %v: %q", again.Index, told, tc.lone, again.Text)
+			}
+		})
+	}
+}
+
 // TestResendCrossesAnswer explains a request resent after the capture
 // saw its answer go by: the requester's timer fired before the answer
 // reached it. It is its local ACK timer's go-back from that PSN, not a

@@ -666,6 +666,9 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		pk.Anomaly = "timeout"
 		why = fmt.Sprintf("Retransmission after %s of silence: no ACK of PSN %d had reached %s when its local ACK timer fired (the timeout is inferred from the gap), so it goes back to the oldest unacknowledged PSN, go-back-N.",
 			seconds(gap), from, s.label())
+		if psnAdd(psn, span) == q.next {
+			why += " This was the one packet outstanding, so a tail-loss probe (as gorxe's requester sends after a few round trips of silence) would resend the same packet: the capture alone does not tell the two apart."
+		}
 	}
 	m.event(i, ev)
 	q.cause = ""
