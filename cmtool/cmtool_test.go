@@ -113,3 +113,62 @@ func TestUDAddy(t *testing.T) {
 		t.Fatalf("server printed\n%s\nclient printed\n%s", sout.String(), cout.String())
 	}
 }
+
+// TestMckey: mckey's sender, one QP, sends its messages to an IPv4 group;
+// two receivers on two other hosts, two QPs each joined to the group,
+// each receive them all on every QP; all print mckey's lines and return
+// status 0. An IPv6 group is refused as the kernel's rdma_cm refuses it
+// on RoCE v2.
+func TestMckey(t *testing.T) {
+	f := mem.NewFabric()
+	_, sm := cmtest.Open(t, f, "10.0.0.1")
+	group := netip.MustParseAddr("239.0.0.7")
+	type result struct {
+		out    bytes.Buffer
+		status int
+	}
+	var rs [2]result
+	var done [2]chan struct{}
+	for i := range rs {
+		_, m := cmtest.Open(t, f, []string{"10.0.0.2", "10.0.0.3"}[i])
+		done[i] = make(chan struct{})
+		p := cmtool.DefaultMckeyParams()
+		p.Connections, p.Pause = 2, 0
+		go func() {
+			defer close(done[i])
+			rs[i].status = cmtool.Mckey(ctx(t), m, group, netip.Addr{}, p, &rs[i].out)
+		}()
+	}
+	// The receivers join at once; the sender's pause leaves them time.
+	p := cmtool.DefaultMckeyParams()
+	p.Sender, p.Pause = true, 200*time.Millisecond
+	var sout bytes.Buffer
+	if st := cmtool.Mckey(ctx(t), sm, group, netip.Addr{}, p, &sout); st != 0 {
+		t.Fatalf("sender: status %d:\n%s", st, sout.String())
+	}
+	want := "mckey: starting client\nmckey: joining\nmckey: joined dgid: ::ffff:239.0.0.7 mlid 0x0 sl 0\n" +
+		"initiating data transfers\ndata transfers complete\ntest complete\nreturn status 0\n"
+	if sout.String() != want {
+		t.Errorf("sender printed\n%s\nwant\n%s", sout.String(), want)
+	}
+	joinedTwice := "mckey: joined dgid: ::ffff:239.0.0.7 mlid 0x0 sl 0\n"
+	want = "mckey: starting server\nmckey: joining\n" + joinedTwice + joinedTwice +
+		"receiving data transfers\ndata transfers complete\ntest complete\nreturn status 0\n"
+	for i := range rs {
+		select {
+		case <-done[i]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("receiver %d: still waiting for its messages", i)
+		}
+		if rs[i].status != 0 || rs[i].out.String() != want {
+			t.Errorf("receiver %d: status %d, printed\n%s\nwant\n%s", i, rs[i].status, rs[i].out.String(), want)
+		}
+	}
+
+	var out bytes.Buffer
+	p.Sender = false
+	if st := cmtool.Mckey(ctx(t), sm, netip.MustParseAddr("ff0e::1"), netip.Addr{}, p, &out); st == 0 ||
+		!bytes.Contains(out.Bytes(), []byte("mckey: failure joining: ")) || !bytes.Contains(out.Bytes(), []byte("not supported")) {
+		t.Errorf("an IPv6 group: status %d, printed\n%s", st, out.String())
+	}
+}

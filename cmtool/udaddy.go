@@ -41,7 +41,9 @@ type udNode struct {
 	qkey      uint32
 }
 
-func newUDNode(dev *rnic.Device, p CMAToseParams) (*udNode, error) {
+// newUDNode makes a node for p's messages, with a receive posted for
+// each unless noRecvs.
+func newUDNode(dev *rnic.Device, p CMAToseParams, noRecvs bool) (*udNode, error) {
 	n := p.messages()
 	depth := max(n, 1)
 	if mtu := dev.MTU().Bytes(); n > 0 && p.MessageSize > mtu {
@@ -72,7 +74,11 @@ func newUDNode(dev *rnic.Device, p CMAToseParams) (*udNode, error) {
 			return nil, err
 		}
 	}
-	for i := range n {
+	recvs := n
+	if noRecvs {
+		recvs = 0
+	}
+	for i := range recvs {
 		recv := qp.RecvWR{WRID: uint64(i), SGList: []qp.SGE{{Addr: u.mr.IOVA() + uint64(i*u.slot), Length: uint32(u.slot), LKey: u.mr.LKey()}}}
 		if _, err := u.qp.PostRecv([]qp.RecvWR{recv}); err != nil {
 			return nil, fmt.Errorf("failed to post receives: %w", err)
@@ -151,7 +157,7 @@ func udaddyServer(ctx context.Context, dev *rnic.Device, l *cm.UDListener, p CMA
 			fmt.Fprintf(stdout, "udaddy: failure accepting: %v\n", err)
 			return -1
 		}
-		u, err := newUDNode(dev, p)
+		u, err := newUDNode(dev, p, false)
 		if err != nil {
 			fmt.Fprintf(stdout, "udaddy: %v\nudaddy: failing connection request\n", err)
 			req.Reject(nil)
@@ -211,7 +217,7 @@ func udaddyClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server n
 		}
 	}()
 	for range p.Connections {
-		u, err := newUDNode(dev, p)
+		u, err := newUDNode(dev, p, false)
 		if err != nil {
 			fmt.Fprintf(stdout, "udaddy: %v\n", err)
 			return -1

@@ -151,6 +151,19 @@ type Counterer interface {
 	Counters() []Counter
 }
 
+// Multicaster is a link that can receive what is sent to an IP
+// multicast group, for the UD QPs a device attaches to it
+// (rnic.Device.AttachMcast). JoinGroup makes the link's host a member of
+// group, an IPv4 or IPv6 multicast address, as IP_ADD_MEMBERSHIP makes a
+// socket's, so that the network delivers the group's packets to the
+// link; LeaveGroup ends one JoinGroup. Joins of one group nest: the link
+// leaves it at the last LeaveGroup. A link that can send to a group but
+// not join one does not implement it.
+type Multicaster interface {
+	JoinGroup(group netip.Addr) error
+	LeaveGroup(group netip.Addr) error
+}
+
 // SourcePorter is implemented by links whose packets all leave from one
 // UDP source port that the link, not the device, chooses (a kernel UDP
 // socket bound to the RoCE port). The ICRC covers the UDP ports, so the

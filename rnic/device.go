@@ -181,6 +181,7 @@ type Device struct {
 
 	mu      sync.RWMutex
 	qps     map[bth.QPN]*QP
+	mcast   map[netip.Addr][]*QP // the QPs attached to each multicast group (mcast.go), by its unmapped address
 	nextQPN bth.QPN
 	retired qp.Counters // counters of destroyed QPs
 	retCC   congestion.Counters
@@ -556,7 +557,7 @@ func (d *Device) allocQPN() (bth.QPN, error) {
 	for range bth.QPNMask {
 		n := d.nextQPN
 		d.nextQPN = (d.nextQPN + 1) & bth.QPNMask
-		if d.nextQPN < firstQPN {
+		if d.nextQPN < firstQPN || d.nextQPN == bth.MulticastQPN {
 			d.nextQPN = firstQPN
 		}
 		if _, used := d.qps[n]; !used {
@@ -576,6 +577,7 @@ func (q *QP) Destroy() error {
 		return fmt.Errorf("rnic: QP %#x already destroyed", uint32(q.Num()))
 	}
 	delete(d.qps, q.Num())
+	d.detachAllMcastLocked(q)
 	if q.srq != nil {
 		q.srq.users--
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gorxe/gorxe/internal/pages"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // receiver is the device's receive path: the buffers a batch lands in and
@@ -616,6 +617,10 @@ func (d *Device) process(n int) {
 		}
 		if p.IsCNP() {
 			d.handleCNP(p, pkt)
+			continue
+		}
+		if p.BTH.DestQP() == bth.MulticastQPN {
+			d.receiveMcast(p, pkt)
 			continue
 		}
 		q := d.lookup(p.BTH.DestQP())

@@ -18,7 +18,7 @@ import (
 )
 
 // cmToolRun is the command line of one of librdmacm's example programs:
-// rdma_server, rdma_client or ucmatose.
+// rdma_server, rdma_client, ucmatose, udaddy or mckey.
 type cmToolRun struct {
 	link    linkFlags
 	server  string // -s (rdma_client, ucmatose): the server's address
@@ -31,6 +31,13 @@ type cmToolRun struct {
 	trace   bool   // --cm-trace
 	p       cmtool.CMAToseParams
 	help    bool
+
+	// mckey's
+	group    string // -m: the multicast group
+	unmapped string // -M
+	sender   bool   // -s
+	sendOnly bool   // -o
+	noLoop   bool   // -l
 }
 
 type cmToolOption = toolOption[cmToolRun]
@@ -63,6 +70,19 @@ func cmToolOptions(tool string) []cmToolOption {
 			{'p', "", req, honoured, false, "port space as a number: 0x111 (UDP, the default); others are refused", str(func(r *cmToolRun) *string { return &r.space })},
 			{'P', "", req, honoured, false, "port space: udp (ipoib is refused)", str(func(r *cmToolRun) *string { return &r.space })},
 			{'f', "", req, honoured, false, "address format: name, ip or ipv6 (gid is refused)", str(func(r *cmToolRun) *string { return &r.format })},
+		}
+	case "mckey":
+		opts = []cmToolOption{
+			{'m', "", req, honoured, false, "the IPv4 multicast group to join", str(func(r *cmToolRun) *string { return &r.group })},
+			{'M', "", req, refused, false, "unmapped (AF_IB) multicast addresses are InfiniBand's: gorxe's connection manager takes IP addresses (RoCE)", str(func(r *cmToolRun) *string { return &r.unmapped })},
+			{'s', "", no, honoured, false, "sender: send to the group (else receive from it)", flag(func(r *cmToolRun) *bool { return &r.sender })},
+			{'b', "", req, honoured, false, "bind address: this host's address to send from", str(func(r *cmToolRun) *string { return &r.bind })},
+			{'c', "", req, honoured, false, "connections: UD QPs, each joined to the group (1)", num(func(r *cmToolRun) *int { return &r.p.Connections })},
+			{'C', "", req, honoured, false, "message count (10)", num(func(r *cmToolRun) *int { return &r.p.MessageCount })},
+			{'S', "", req, honoured, false, "message size (100, at most the MTU)", num(func(r *cmToolRun) *int { return &r.p.MessageSize })},
+			{'p', "", req, honoured, false, "port space as a number: 0x111 (UDP, the default); 0x2 (IPoIB) is refused", str(func(r *cmToolRun) *string { return &r.space })},
+			{'o', "", no, honoured, false, "join as a send-only full member: receive nothing from the group", flag(func(r *cmToolRun) *bool { return &r.sendOnly })},
+			{'l', "", no, refused, false, "blocking multicast loopback needs IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, which gorxe, like rxe, does not have", flag(func(r *cmToolRun) *bool { return &r.noLoop })},
 		}
 	case "ucmatose":
 		opts = []cmToolOption{
@@ -103,9 +123,11 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 		return r, fmt.Errorf("-t %d: a type of service is 0 to 255", r.tos)
 	case strings.HasPrefix(strings.ToLower(r.format), "gid"):
 		return r, fmt.Errorf("%w: -f gid: gorxe's connection manager takes IP addresses (RoCE), not AF_IB GIDs", errRefused)
-	case tool == "udaddy" && r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "udp") && !isUDPSpace(r.space):
-		return r, fmt.Errorf("%w: port space %s: udaddy runs in the UDP port space only in gorxe", errRefused, r.space)
-	case tool != "udaddy" && r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "tcp"):
+	case (tool == "udaddy" || tool == "mckey") && r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "udp") && !isUDPSpace(r.space):
+		return r, fmt.Errorf("%w: port space %s: %s runs in the UDP port space only in gorxe", errRefused, r.space, tool)
+	case tool == "mckey" && r.group == "":
+		return r, errors.New("-m: give the multicast group to join")
+	case tool != "udaddy" && tool != "mckey" && r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "tcp"):
 		return r, fmt.Errorf("%w: -P %s: gorxe's connection manager has the TCP port space only", errRefused, r.space)
 	case r.link.kind == "mem":
 		return r, errors.New("--link mem: the peer is another process: use --link udp, tap or xdp")
@@ -129,6 +151,8 @@ func cmToolUsage(w io.Writer, tool string) {
 		fmt.Fprintf(w, "librdmacm's rdma_client: connects to -s's port 7471 with rdma_cm, sends a\n16-byte message, receives the answer, disconnects.\n")
 	case "udaddy":
 		fmt.Fprintf(w, "librdmacm's udaddy: UD QPs found with service ID resolution (SIDR) on port 7174\nof rdma_cm's UDP port space; the client sends -C messages of -S bytes from each\nof -c QPs, the server answers each. Without -s it is the server.\n")
+	case "mckey":
+		fmt.Fprintf(w, "librdmacm's mckey: -c UD QPs join the IPv4 multicast group -m with rdma_cm (on\nRoCE: IGMP, no MADs); after 3 s a sender (-s) sends -C messages of -S bytes\nfrom each to the group, and a receiver waits for as many on each.\n")
 	case "ucmatose":
 		fmt.Fprintf(w, "librdmacm's ucmatose (cmatose): -c connections with rdma_cm; the server sends -C\nmessages of -S bytes on each, the client answers with as many; the server\ndisconnects. Without -s it is the server.\n")
 	}
@@ -146,6 +170,9 @@ func runUCMATose(args []string, stdout, stderr io.Writer) int {
 }
 func runUDAddy(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("udaddy", args, stdout, stderr)
+}
+func runMckey(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("mckey", args, stdout, stderr)
 }
 
 // isUDPSpace reports whether v names rdma_cm's UDP port space as a number
@@ -177,6 +204,11 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	client := tool == "rdma_client" || (tool == "ucmatose" || tool == "udaddy") && r.server != ""
 	if tool == "rdma_client" {
 		r.server = cmp.Or(r.server, "127.0.0.1") // rdma_client.c's default
+	}
+	if tool == "mckey" {
+		// The group stands for the peer: its route names this host's
+		// address, as rdma_resolve_addr's does.
+		r.server, client = r.group, true
 	}
 	peer, err := resolveHost(r.server)
 	if err != nil {
@@ -215,6 +247,12 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		}
 	case tool == "udaddy" && client:
 		if cmtool.UDAddyClient(ctx, m, dev, peer, bind, r.p, stdout) != 0 {
+			return exitError
+		}
+	case tool == "mckey":
+		p := cmtool.DefaultMckeyParams()
+		p.CMAToseParams, p.Sender, p.SendOnly = r.p, r.sender, r.sendOnly
+		if cmtool.Mckey(ctx, m, peer, bind, p, stdout) != 0 {
 			return exitError
 		}
 	case tool == "udaddy":

@@ -61,6 +61,7 @@ var commands = []command{
 	{"rdma_client", "-s SERVER [-p PORT]", "librdmacm's rdma_client, against rdma_server or gorxe's", runRdmaClient},
 	{"ucmatose", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's ucmatose: SENDs both ways over several rdma_cm connections", runUCMATose},
 	{"udaddy", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's udaddy: UD SENDs both ways to QPs found with SIDR", runUDAddy},
+	{"mckey", "-m GROUP [-s] [-b ADDR] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's mckey: UD SENDs to an IPv4 multicast group joined with rdma_cm", runMckey},
 	{"qperf", "[SERVER -cm1 [-m SIZE] [-t TIME] ... TEST ...]", "qperf's RC tests (rc_bw, rc_lat, rc_rdma_read_bw ...) over rdma_cm, and its TCP and UDP ones, either side, against stock qperf", runQperf},
 }
 

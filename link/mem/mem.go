@@ -38,15 +38,18 @@ var (
 )
 
 // Fabric connects links. A packet one link sends goes to the link that owns
-// its IP destination address.
+// its IP destination address, or, sent to a multicast group, to every link
+// that has joined the group, the sender too (as a host's kernel loops its
+// own multicast back by default).
 type Fabric struct {
 	mu     sync.RWMutex
 	routes map[netip.Addr]*Link
+	groups map[netip.Addr]map[*Link]int // each group's members and how many times each joined
 }
 
 // NewFabric returns a fabric with no links.
 func NewFabric() *Fabric {
-	return &Fabric{routes: make(map[netip.Addr]*Link)}
+	return &Fabric{routes: make(map[netip.Addr]*Link), groups: make(map[netip.Addr]map[*Link]int)}
 }
 
 // Config describes a link to attach to a fabric.
@@ -124,7 +127,7 @@ func (f *Fabric) NewLinkConfig(c Config) (*Link, error) {
 // unmapped, no IPv6 zone, since an IP header carries neither.
 func routeKey(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
-// detach removes l's addresses from the fabric.
+// detach removes l's addresses and memberships from the fabric.
 func (f *Fabric) detach(l *Link) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -133,6 +136,55 @@ func (f *Fabric) detach(l *Link) {
 			delete(f.routes, k)
 		}
 	}
+	for g, members := range f.groups {
+		delete(members, l)
+		if len(members) == 0 {
+			delete(f.groups, g)
+		}
+	}
+}
+
+// JoinGroup makes the link a member of the multicast group: it receives
+// what any link of the fabric sends to the group, itself included. It
+// implements link.Multicaster.
+func (l *Link) JoinGroup(group netip.Addr) error {
+	g := routeKey(group)
+	if !g.IsMulticast() {
+		return fmt.Errorf("%w: %v is not a multicast group", ErrAddr, group)
+	}
+	f := l.fabric
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-l.done:
+		return link.ErrClosed
+	default:
+	}
+	if f.groups[g] == nil {
+		f.groups[g] = make(map[*Link]int)
+	}
+	f.groups[g][l]++
+	return nil
+}
+
+// LeaveGroup ends one JoinGroup of the group. It implements
+// link.Multicaster.
+func (l *Link) LeaveGroup(group netip.Addr) error {
+	g := routeKey(group)
+	f := l.fabric
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	members := f.groups[g]
+	if members[l] == 0 {
+		return fmt.Errorf("mem: leaving %v: not a member", group)
+	}
+	if members[l]--; members[l] == 0 {
+		delete(members, l)
+		if len(members) == 0 {
+			delete(f.groups, g)
+		}
+	}
+	return nil
 }
 
 // Link is one attachment to a Fabric. It implements link.Link.
@@ -162,7 +214,10 @@ type Link struct {
 	tx egress
 }
 
-var _ link.Link = (*Link)(nil)
+var (
+	_ link.Link        = (*Link)(nil)
+	_ link.Multicaster = (*Link)(nil)
+)
 
 // counters are a link's statistics, updated by Send, the scheduler and
 // Receive.
@@ -265,6 +320,11 @@ func (l *Link) deliver(ps []*packet) {
 		for j < len(ps) && ps[j].dst == ps[i].dst {
 			j++
 		}
+		if ps[i].dst.IsMulticast() {
+			l.multicast(ps[i:j])
+			i = j
+			continue
+		}
 		if to == nil {
 			l.stats.noRoute.Add(uint64(j - i))
 			for _, p := range ps[i:j] {
@@ -274,6 +334,27 @@ func (l *Link) deliver(ps []*packet) {
 			to.enqueue(ps[i:j], &l.stats)
 		}
 		i = j
+	}
+}
+
+// multicast queues a copy of each packet, all to one multicast group, at
+// each member of the group, and counts those no link has joined as
+// unroutable. l.fabric.mu must be held for reading.
+func (l *Link) multicast(ps []*packet) {
+	members := l.fabric.groups[ps[0].dst]
+	if len(members) == 0 {
+		l.stats.noRoute.Add(uint64(len(ps)))
+	}
+	for to := range members {
+		copies := make([]*packet, len(ps))
+		for k, p := range ps {
+			copies[k] = getPacket(p.b[:p.n])
+			copies[k].dst = p.dst
+		}
+		to.enqueue(copies, &l.stats)
+	}
+	for _, p := range ps {
+		putPacket(p)
 	}
 }
 

@@ -185,6 +185,66 @@ func TestLoopback(t *testing.T) {
 	}
 }
 
+// TestMulticast: a packet sent to a group reaches each member, the sender
+// too when it is one, once however many times it joined; one to a group
+// without members is unroutable; a link leaves at its last LeaveGroup,
+// and when it closes.
+func TestMulticast(t *testing.T) {
+	f := mem.NewFabric()
+	var ls [3]*mem.Link
+	for i, addr := range []netip.Addr{addrA4, addrB4, netip.MustParseAddr("10.0.0.3")} {
+		l, err := f.NewLink(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ls[i] = l
+	}
+	a, b, c := ls[0], ls[1], ls[2]
+	group := netip.MustParseAddr("239.0.0.1")
+	if err := a.JoinGroup(addrB4); err == nil {
+		t.Error("joined a unicast address")
+	}
+	if err := a.LeaveGroup(group); err == nil {
+		t.Error("left a group not joined")
+	}
+	for _, l := range []*mem.Link{a, b, b} {
+		if err := l.JoinGroup(group); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Send([][]byte{roce(t, addrA4, group, 1, 8, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*mem.Link{a, b} {
+		if got := psns(t, newReceiver(l).take(t, 1)); got[0] != 1 {
+			t.Errorf("PSN %d, want 1", got[0])
+		}
+	}
+	if err := b.LeaveGroup(group); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LeaveGroup(group); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send([][]byte{roce(t, addrA4, group, 2, 8, 0), roce(t, addrA4, netip.MustParseAddr("239.0.0.2"), 3, 8, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := psns(t, newReceiver(b).take(t, 1)); got[0] != 2 {
+		t.Errorf("b, joined twice and left once: PSN %d, want 2", got[0])
+	}
+	if s := a.Stats(); s.Delivered != 3 || s.NoRoute != 1 {
+		t.Errorf("Delivered %d, NoRoute %d; want 3 (two copies, then one) and 1", s.Delivered, s.NoRoute)
+	}
+	b.Close()
+	if err := a.Send([][]byte{roce(t, addrA4, group, 4, 8, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.NoRoute != 2 || c.Stats().Received != 0 {
+		t.Errorf("after the last member closed: NoRoute %d, want 2; the link that never joined received %d", s.NoRoute, c.Stats().Received)
+	}
+}
+
 // TestNoGoroutineLeak closes links while packets are delayed, paced and
 // held for reordering, and checks that no goroutine outlives them.
 func TestNoGoroutineLeak(t *testing.T) {

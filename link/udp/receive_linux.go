@@ -246,7 +246,7 @@ func (l *Link) WaitReceive() error {
 	r := &l.rx
 	r.waiters.Add(1)
 	defer r.waiters.Add(-1)
-	if r.held.n.Load() > 0 {
+	if r.held.n.Load() > 0 || l.mc.n.Load() > 0 {
 		return nil
 	}
 	if err := l.sock.Wait(unix.POLLIN); err != nil {
@@ -264,7 +264,7 @@ func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
 	r := &l.rx
 	r.waiters.Add(1)
 	defer r.waiters.Add(-1)
-	if r.held.n.Load() > 0 {
+	if r.held.n.Load() > 0 || l.mc.n.Load() > 0 {
 		return true, nil
 	}
 	ready, err := l.sock.WaitFor(unix.POLLIN, int((timeout+time.Millisecond-1)/time.Millisecond))
@@ -288,6 +288,11 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	r := &l.rx
 	if r.held.n.Load() > 0 {
 		k := r.held.take(bufs, sizes)
+		l.stats.received.Add(uint64(k))
+		return k, nil
+	}
+	if l.mc.n.Load() > 0 {
+		k := l.takeMcast(bufs, sizes)
 		l.stats.received.Add(uint64(k))
 		return k, nil
 	}
@@ -320,6 +325,11 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 			}
 			if err := l.WaitReceive(); err != nil {
 				return 0, err
+			}
+			if l.mc.n.Load() > 0 {
+				k := l.takeMcast(bufs, sizes)
+				l.stats.received.Add(uint64(k))
+				return k, nil
 			}
 			continue
 		}
@@ -438,42 +448,55 @@ func (r *rxScratch) meta(i int) dgram {
 
 // synthesize writes the IP and UDP headers of a packet of datagram d, whose
 // n-byte payload is already in place in pkt, and returns the packet's
-// length.
+// length. The socket is bound to the link's address, so every datagram it
+// gets was sent to it.
 func (r *rxScratch) synthesize(pkt []byte, d dgram, n int) int {
 	l := r.l
 	name := d.name
 	// sin_port and sin6_port are both at offset 2, in network order.
 	sport := binary.BigEndian.Uint16(name[2:4])
+	var src netip.Addr
+	if l.v4 {
+		src = netip.AddrFrom4([4]byte(name[4:8])) // sin_addr
+	} else {
+		src = netip.AddrFrom16([16]byte(name[8:24])) // sin6_addr
+	}
+	return l.headers(pkt, netip.AddrPortFrom(src, sport), l.addr, d.tos, n)
+}
+
+// headers writes the IP and UDP headers of a datagram from src to dst
+// (the link's address, or a group it joined) at the link's port, whose
+// n-byte payload is already in place in pkt, and returns the packet's
+// length.
+func (l *Link) headers(pkt []byte, src netip.AddrPort, dst netip.Addr, tos byte, n int) int {
 	udpLen := uint16(wire.UDPLen + n)
 	var ipLen int
-	// The socket is bound to the link's address, so every datagram it gets
-	// was sent to it.
 	if l.v4 {
 		ipLen = wire.IPv4Len
 		ip := wire.IPv4(pkt[:wire.IPv4Len])
 		ip.Encode(&wire.IPv4Fields{
-			TOS:      d.tos,
+			TOS:      tos,
 			TotalLen: wire.IPv4Len + udpLen,
 			DontFrag: true, // ID 0, DF, as the link sends
 			TTL:      rxHopLimit,
 			Protocol: wire.ProtocolUDP,
-			Src:      netip.AddrFrom4([4]byte(name[4:8])), // sin_addr
-			Dst:      l.addr,
+			Src:      src.Addr(),
+			Dst:      dst,
 		})
 		ip.UpdateChecksum()
 	} else {
 		ipLen = wire.IPv6Len
 		wire.IPv6(pkt[:wire.IPv6Len]).Encode(&wire.IPv6Fields{
-			TrafficClass: d.tos,
+			TrafficClass: tos,
 			PayloadLen:   udpLen,
 			NextHeader:   wire.ProtocolUDP,
 			HopLimit:     rxHopLimit,
-			Src:          netip.AddrFrom16([16]byte(name[8:24])), // sin6_addr
-			Dst:          l.addr,
+			Src:          src.Addr(),
+			Dst:          dst,
 		})
 	}
 	wire.UDP(pkt[ipLen : ipLen+wire.UDPLen]).Encode(&wire.UDPFields{
-		SrcPort: sport,
+		SrcPort: src.Port(),
 		DstPort: l.port,
 		Length:  udpLen,
 		// No checksum, as RoCE v2 senders send.

@@ -77,6 +77,7 @@ type Link struct {
 
 	txPool sync.Pool // *txScratch: Send may run on several goroutines at once
 	rx     rxScratch // Receive runs on one goroutine at a time
+	mc     mcast     // the multicast groups joined (mcast_linux.go)
 	stats  counters
 }
 
@@ -188,6 +189,19 @@ func (l *Link) setSockopts(fd, bufSize int) error {
 			return fmt.Errorf("setsockopt %s: %w", o.what, err)
 		}
 	}
+	// What is sent to a multicast group leaves from the interface that
+	// holds the link's address, with RoCE's hop limit (rdma_cm's for
+	// RoCE v2) where the kernel's default is 1. Best effort: only
+	// multicast needs them.
+	if ifc, err := interfaceHolding(l.addr); err == nil {
+		if l.v4 {
+			unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &unix.IPMreqn{Address: l.addr.As4(), Ifindex: int32(ifc.Index)})
+			unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, mcastHopLimit)
+		} else {
+			unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, ifc.Index)
+			unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, mcastHopLimit)
+		}
+	}
 	// Larger buffers are best effort: without CAP_NET_ADMIN the kernel
 	// caps SO_RCVBUF at net.core.rmem_max, silently.
 	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
@@ -200,11 +214,21 @@ func (l *Link) setSockopts(fd, bufSize int) error {
 
 // interfaceMTU returns the MTU of the interface that holds addr, or 1500.
 func interfaceMTU(addr netip.Addr) int {
+	if ifc, err := interfaceHolding(addr); err == nil {
+		return ifc.MTU
+	}
+	return 1500
+}
+
+// interfaceHolding returns the interface that holds addr; for an address
+// of 127.0.0.0/8, all of which Linux takes as this host's on lo (which
+// lists 127.0.0.1 only), the loopback interface.
+func interfaceHolding(addr netip.Addr) (*net.Interface, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
-		return 1500
+		return nil, err
 	}
-	for _, ifc := range ifs {
+	for i, ifc := range ifs {
 		as, err := ifc.Addrs()
 		if err != nil {
 			continue
@@ -212,21 +236,19 @@ func interfaceMTU(addr netip.Addr) int {
 		for _, a := range as {
 			if n, ok := a.(*net.IPNet); ok {
 				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr.WithZone("") {
-					return ifc.MTU
+					return &ifs[i], nil
 				}
 			}
 		}
 	}
 	if addr.IsLoopback() {
-		// Linux takes all of 127.0.0.0/8 as this host's, on lo, which
-		// lists 127.0.0.1 only.
-		for _, ifc := range ifs {
+		for i, ifc := range ifs {
 			if ifc.Flags&net.FlagLoopback != 0 {
-				return ifc.MTU
+				return &ifs[i], nil
 			}
 		}
 	}
-	return 1500
+	return nil, fmt.Errorf("no interface holds %v", addr)
 }
 
 // Addrs returns the address the link is bound to.
@@ -249,12 +271,13 @@ func (l *Link) Close() error {
 	if l.closed.Swap(true) {
 		return link.ErrClosed
 	}
+	l.closeGroups()
 	return l.sock.Close()
 }
 
 // counters are the link's statistics.
 type counters struct {
-	sent, runs, sendErrors, received, joined, truncated, receiveErrors atomic.Uint64
+	sent, runs, sendErrors, received, joined, truncated, receiveErrors, mcastDropped atomic.Uint64
 }
 
 // Stats counts what happened to a link's packets.
@@ -266,6 +289,7 @@ type Stats struct {
 	Joined        uint64 // datagrams that arrived holding several packets (UDP GRO), which the link cut
 	Truncated     uint64 // datagrams dropped because they did not fit a buffer, or their control messages were cut short
 	ReceiveErrors uint64 // recvmmsg calls that failed with something other than "nothing to read"
+	McastDropped  uint64 // packets to a joined multicast group dropped because Receive had not taken the last mcastQueueLen
 }
 
 // Stats returns the link's counters.
@@ -279,6 +303,7 @@ func (l *Link) Stats() Stats {
 		Joined:        c.joined.Load(),
 		Truncated:     c.truncated.Load(),
 		ReceiveErrors: c.receiveErrors.Load(),
+		McastDropped:  c.mcastDropped.Load(),
 	}
 }
 
@@ -293,6 +318,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "udp_gro_runs", Value: s.Joined},
 		{Name: "udp_truncated", Value: s.Truncated},
 		{Name: "udp_receive_errors", Value: s.ReceiveErrors},
+		{Name: "udp_mcast_dropped", Value: s.McastDropped},
 	}
 }
 

@@ -38,3 +38,8 @@ type QPN uint32
 
 // QPNMask keeps the low 24 bits that a QPN occupies on the wire.
 const QPNMask = 0x00ffffff
+
+// MulticastQPN is the destination QP of a UD packet sent to a multicast
+// group (IBTA Vol 1 §10.5.2.5): every QP attached to the group that the
+// packet's destination GID names receives it. No QP has this number.
+const MulticastQPN QPN = 0xffffff
