@@ -37,7 +37,9 @@ func (l *Link) input(f []byte, n int) int {
 	dstMAC := [6]byte(f[0:6])
 	switch binary.BigEndian.Uint16(f[12:14]) {
 	case ether.TypeIPv4:
-		if dstMAC != l.mac {
+		// Unicast to us, or to a multicast MAC, which inputIPv4 narrows
+		// to the groups joined.
+		if dstMAC != l.mac && (!ether.IsMulticast(dstMAC) || dstMAC == ether.Broadcast) {
 			l.stats.dropNotForUs.Add(1)
 			return 0
 		}
@@ -84,12 +86,15 @@ func (l *Link) inputIPv4(f []byte, n int) int {
 		l.stats.dropBadFrame.Add(1)
 		return 0
 	}
-	if !l.isV4([4]byte(ip[16:20])) {
+	if dst := [4]byte(ip[16:20]); !l.isV4(dst) && !(l.mc.has(dst) || dst[0]>>4 == 0xe && ip[9] == protoIGMP) {
 		l.stats.dropNotForUs.Add(1)
 		return 0
 	}
 	ip = ip[:total]
 	switch ip[9] {
+	case protoIGMP:
+		l.inputIGMP(f, ihl, total)
+		return 0
 	case protoUDP:
 		if len(ip) >= ihl+udpLen && binary.BigEndian.Uint16(ip[ihl+2:]) == l.port {
 			return total

@@ -140,6 +140,7 @@ type Link struct {
 	smu  sync.Mutex // guards sbuf, where solicitations are built
 	sbuf [128]byte
 
+	mc    mcast // the multicast groups joined (mcast.go)
 	stats stats
 }
 
@@ -293,16 +294,22 @@ func (l *Link) Send(bufs [][]byte) error {
 		}
 		mac := lastMAC
 		if dst != last {
-			if !l.onLink(dst) {
-				l.stats.dropOffLink.Add(1)
-				continue
-			}
-			var found bool
-			if mac, found = l.lookup(dst); !found {
-				if err := l.enqueue(dst, pkt); err != nil {
-					return err
+			if g, ok := ether.MulticastMAC(dst); ok {
+				// A group's frames go to its own MAC address: nothing to
+				// resolve, and no subnet to be on.
+				mac = g
+			} else {
+				if !l.onLink(dst) {
+					l.stats.dropOffLink.Add(1)
+					continue
 				}
-				continue
+				var found bool
+				if mac, found = l.lookup(dst); !found {
+					if err := l.enqueue(dst, pkt); err != nil {
+						return err
+					}
+					continue
+				}
 			}
 			last, lastMAC = dst, mac
 		}
@@ -483,6 +490,7 @@ type Stats struct {
 	ICMP     uint64 // ICMP and ICMPv6 echo requests answered
 	Solicits uint64 // ARP requests and neighbour solicitations sent
 	Queued   uint64 // packets queued while their destination was resolved
+	IGMP     uint64 // IGMP membership reports and leaves sent
 
 	DropNotRoCE    uint64 // for this host, but not UDP to the RoCE port nor handled
 	DropNotForUs   uint64 // for another MAC or IP address, or broadcast/multicast IP
@@ -496,7 +504,7 @@ type Stats struct {
 
 type stats struct {
 	framesIn, framesOut, packetsIn, packetsOut                            atomic.Uint64
-	arp, ndp, icmp, solicits, queued                                      atomic.Uint64
+	arp, ndp, icmp, solicits, queued, igmp                                atomic.Uint64
 	dropNotRoCE, dropNotForUs, dropNoNeighbor, dropQueueFull, dropOffLink atomic.Uint64
 	dropBadFrame, dropTooBig, writeErrors                                 atomic.Uint64
 }
@@ -508,7 +516,7 @@ func (l *Link) Stats() Stats {
 		FramesIn: s.framesIn.Load(), FramesOut: s.framesOut.Load(),
 		PacketsIn: s.packetsIn.Load(), PacketsOut: s.packetsOut.Load(),
 		ARP: s.arp.Load(), NDP: s.ndp.Load(), ICMP: s.icmp.Load(),
-		Solicits: s.solicits.Load(), Queued: s.queued.Load(),
+		Solicits: s.solicits.Load(), Queued: s.queued.Load(), IGMP: s.igmp.Load(),
 		DropNotRoCE: s.dropNotRoCE.Load(), DropNotForUs: s.dropNotForUs.Load(),
 		DropNoNeighbor: s.dropNoNeighbor.Load(), DropQueueFull: s.dropQueueFull.Load(),
 		DropOffLink: s.dropOffLink.Load(), DropBadFrame: s.dropBadFrame.Load(),
@@ -530,6 +538,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "tap_icmp", Value: s.ICMP},
 		{Name: "tap_solicits", Value: s.Solicits},
 		{Name: "tap_queued", Value: s.Queued},
+		{Name: "tap_igmp", Value: s.IGMP},
 		{Name: "tap_drop_not_roce", Value: s.DropNotRoCE},
 		{Name: "tap_drop_not_for_us", Value: s.DropNotForUs},
 		{Name: "tap_drop_no_neighbor", Value: s.DropNoNeighbor},

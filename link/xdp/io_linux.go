@@ -304,7 +304,7 @@ func (l *Link) fragsPerPacket() int {
 
 // gather copies the IP packet of the frame in descs to buf[link.Headroom:]
 // and returns its length, or 0 if the frame is not a RoCE packet for one
-// of the link's addresses.
+// of the link's addresses or the multicast groups it joined.
 func (l *Link) gather(descs []xsk.Desc, buf []byte) int {
 	first := l.umem.Bytes(descs[0])
 	off, etherType, ok := ether.Payload(first)
@@ -312,9 +312,13 @@ func (l *Link) gather(descs []xsk.Desc, buf []byte) int {
 		l.stats.badFrame.Add(1)
 		return 0
 	}
+	group := false // to a multicast MAC: to one of the groups joined, or to drop
 	if dst := [6]byte(first[0:6]); dst != l.mac {
-		l.stats.notForUs.Add(1)
-		return 0
+		if !ether.IsMulticast(dst) {
+			l.stats.notForUs.Add(1)
+			return 0
+		}
+		group = true
 	}
 	ip := first[off:]
 	var dst netip.Addr
@@ -327,7 +331,7 @@ func (l *Link) gather(descs []xsk.Desc, buf []byte) int {
 		l.stats.badFrame.Add(1)
 		return 0
 	}
-	if !slices.Contains(l.addrs, dst) {
+	if group && !l.mc.has(dst) || !group && !slices.Contains(l.addrs, dst) {
 		l.stats.notForUs.Add(1)
 		return 0
 	}

@@ -122,6 +122,7 @@ type Link struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 	stats  stats
+	mc     mcast // the multicast groups joined (mcast_linux.go)
 }
 
 // queue is one receive queue's socket and the frames its fill ring takes.
@@ -178,6 +179,7 @@ func Open(c Config) (*Link, error) {
 		port: c.Port, pending: make(map[netip.Addr]*waiting), resolve: make(chan struct{}, 1),
 		done: make(chan struct{}), wakeFD: -1,
 	}
+	l.mc.open()
 	if l.port == 0 {
 		l.port = wire.UDPPort
 	}
@@ -397,5 +399,6 @@ func (l *Link) release() error {
 	if l.wakeFD >= 0 {
 		unix.Close(l.wakeFD)
 	}
+	l.mc.close()
 	return errors.Join(errs...)
 }

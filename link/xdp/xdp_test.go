@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/gorxe/gorxe/link/internal/netns"
 	"github.com/gorxe/gorxe/link/linktest"
 	"github.com/gorxe/gorxe/link/xdp"
+	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // open opens an xdp link on ifname inside ns, closed when t ends.
@@ -313,5 +316,84 @@ func TestInterfaceDrops(t *testing.T) {
 	b.Close()
 	if d := counter(open(t, p.B, xdp.Config{Interface: p.IfB}), "if_rx_dropped"); d != 0 {
 		t.Errorf("if_rx_dropped = %d on a link just opened where another's frames were dropped", d)
+	}
+}
+
+// TestMulticast: a link that joined a multicast group receives what the
+// other sends to it, and its interface is a member of the group in the
+// kernel (the address filter, IGMP or MLD); after LeaveGroup neither is.
+func TestMulticast(t *testing.T) {
+	p := netns.NewPair(t, 1500)
+	a := open(t, p.A, xdp.Config{Interface: p.IfA})
+	b := open(t, p.B, xdp.Config{Interface: p.IfB})
+	for _, fam := range []struct {
+		name       string
+		src, group netip.Addr
+		mac        string
+	}{
+		{"IPv4", p.A4, netip.MustParseAddr("239.1.2.3"), "01:00:5e:01:02:03"},
+		{"IPv6", p.A6, netip.MustParseAddr("ff0e::1:2"), "33:33:00:01:00:02"},
+	} {
+		t.Run(fam.name, func(t *testing.T) {
+			maddr := func() string {
+				out, err := exec.Command("ip", "-n", p.B.Name, "maddr", "show", "dev", p.IfB).CombinedOutput()
+				if err != nil {
+					t.Fatalf("ip maddr: %v: %s", err, out)
+				}
+				return string(out)
+			}
+			if err := b.JoinGroup(fam.group); err != nil {
+				t.Fatal(err)
+			}
+			if m := maddr(); !strings.Contains(m, fam.mac) || !strings.Contains(m, fam.group.String()) {
+				t.Fatalf("%s after the join has no %s and %s:\n%s", p.IfB, fam.mac, fam.group, m)
+			}
+			f := wire.Frame{
+				IP:      wire.IPFields{Src: fam.src, Dst: fam.group, HopLimit: 64},
+				SrcPort: 49152, DstPort: wire.UDPPort,
+				Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.UDSendOnly, PKey: bth.DefaultPKey, DestQP: bth.MulticastQPN}},
+				Payload: make([]byte, 64),
+			}
+			pkt, err := f.Append(make([]byte, link.Headroom))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Send([][]byte{pkt}); err != nil {
+				t.Fatal(err)
+			}
+			in, sizes := [][]byte{make([]byte, link.BufferSize)}, []int{0}
+			if _, err := b.Receive(in, sizes); err != nil {
+				t.Fatal(err)
+			}
+			if got := in[0][link.Headroom : link.Headroom+sizes[0]]; string(got) != string(pkt[link.Headroom:]) {
+				t.Fatalf("received\n% x\nwant\n% x", got, pkt[link.Headroom:])
+			}
+			if err := b.LeaveGroup(fam.group); err != nil {
+				t.Fatal(err)
+			}
+			if m := maddr(); strings.Contains(m, fam.group.String()) {
+				t.Fatalf("%s after the leave is still in %s:\n%s", p.IfB, fam.group, m)
+			}
+			before := counter(b, "xdp_drop_not_for_us")
+			if err := a.Send([][]byte{pkt}); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			for counter(b, "xdp_drop_not_for_us") == before {
+				if time.Now().After(deadline) {
+					t.Fatal("a packet to the group left is neither received nor dropped")
+				}
+				if n, _ := b.TryReceive(in, sizes); n > 0 {
+					t.Fatal("received a packet to a group left")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	if err := b.LeaveGroup(netip.MustParseAddr("239.1.2.3")); err == nil {
+		t.Error("left a group not joined")
+	}
+	if err := b.JoinGroup(p.B4); err == nil {
+		t.Error("joined a unicast address")
 	}
 }

@@ -16,7 +16,8 @@
 #                                           ud_pingpong), both ways; rdma_cm:
 #                                           librdmacm's rping (IPv4, IPv6, and a
 #                                           REJ each way), rdma_server/rdma_client,
-#                                           ucmatose and udaddy (SIDR), both ways;
+#                                           ucmatose, udaddy (SIDR) and mckey
+#                                           (multicast), both ways;
 #                                           qperf's RC tests (-cm1), both ways;
 #                                           ibv_srq_pingpong both ways; and
 #                                           perftest -R (rdma_cm), also with
@@ -288,6 +289,13 @@ if ! $flags && ! $full; then
 		done
 	done
 fi
+# librdmacm's mckey: UD SENDs to an IPv4 multicast group that rdma_cm
+# joined (IGMP), both ways over udp: the receiver has two QPs in the
+# group, and each gets all ten of the sender's messages. After qperf's,
+# so that the numbers before them stay.
+if ! $flags && ! $full; then
+	for dir in rxe-server gorxe-server; do cases+=("$dir mckey udp 1024 4 100 0"); done
+fi
 # --only takes the other cases out and leaves these their numbers, so that
 # case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
 # list.
@@ -376,7 +384,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | ucmatose | udaddy | qperf:*) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-rej | rdma_cm | ucmatose | udaddy | mckey | qperf:*) return 0 ;; esac; return 1; }
 
 # vm_cm DIRECTION TEST IP SIZE: the VM's command for an rdma_cm case. As
 # server it listens on its own address (rping-rej: nothing listens, and
@@ -396,6 +404,8 @@ vm_cm() {
 	gorxe-server/ucmatose) echo "ucmatose -s $gx -c 2 -S $4" ;;
 	rxe-server/udaddy) echo "udaddy -c 2 -S $4" ;;
 	gorxe-server/udaddy) echo "udaddy -s $gx -c 2 -S $4" ;;
+	rxe-server/mckey) echo "mckey -m 239.0.9.1 -b $own -c 2 -S $4" ;;
+	gorxe-server/mckey) echo "mckey -m 239.0.9.1 -b $own -s -S $4" ;;
 	rxe-server/qperf:*) echo "qperf" ;;
 	gorxe-server/qperf:*) echo "qperf $gx -cm1 -t 2 ${2#qperf:} quit" ;;
 	esac
@@ -417,6 +427,8 @@ host_cm() {
 	gorxe-server/ucmatose) echo "ucmatose -c 2 -S $4 --ip $own" ;;
 	rxe-server/udaddy) echo "udaddy -s $vm -c 2 -S $4 --ip $own" ;;
 	gorxe-server/udaddy) echo "udaddy -c 2 -S $4 --ip $own" ;;
+	rxe-server/mckey) echo "mckey -m 239.0.9.1 -s -S $4 --ip $own" ;;
+	gorxe-server/mckey) echo "mckey -m 239.0.9.1 -c 2 -S $4 --ip $own" ;;
 	rxe-server/qperf:*) echo "qperf $vm -cm1 -t 2 ${2#qperf:} quit" ;;
 	gorxe-server/qperf:*) echo "qperf" ;;
 	esac
@@ -599,7 +611,7 @@ session() {
 		fi
 		# The C programs' last lines say how they ended, on both sides.
 		local end=""
-		case $t in rdma_cm) end="end 0" ;; ucmatose | udaddy) end="return status 0" ;; esac
+		case $t in rdma_cm) end="end 0" ;; ucmatose | udaddy | mckey) end="return status 0" ;; esac
 		if [ -n "$end" ] && [ $verdict = pass ]; then
 			local ends
 			ends=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "$end" || true)

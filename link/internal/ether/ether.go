@@ -34,6 +34,27 @@ var (
 	IPv6AllNode = [6]byte{0x33, 0x33, 0, 0, 0, 1} // ff02::1's multicast MAC
 )
 
+// MulticastMAC returns the Ethernet address an IP multicast group is
+// sent to: 01:00:5e and the group's low 23 bits for IPv4 (RFC 1112 §6.4),
+// 33:33 and its low 32 bits for IPv6 (RFC 2464 §7); false if group is not
+// a multicast address.
+func MulticastMAC(group netip.Addr) ([6]byte, bool) {
+	group = group.Unmap()
+	if !group.IsMulticast() {
+		return [6]byte{}, false
+	}
+	if group.Is4() {
+		a := group.As4()
+		return [6]byte{0x01, 0x00, 0x5e, a[1] & 0x7f, a[2], a[3]}, true
+	}
+	a := group.As16()
+	return [6]byte{0x33, 0x33, a[12], a[13], a[14], a[15]}, true
+}
+
+// IsMulticast reports whether mac is a group address (its I/G bit set):
+// multicast or broadcast.
+func IsMulticast(mac [6]byte) bool { return mac[0]&1 != 0 }
+
 // PutHeader writes an Ethernet header at f[:HeaderLen].
 func PutHeader(f []byte, dst, src [6]byte, etherType uint16) {
 	copy(f[0:6], dst[:])

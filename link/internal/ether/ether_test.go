@@ -48,3 +48,22 @@ func TestDestination(t *testing.T) {
 		}
 	}
 }
+
+func TestMulticastMAC(t *testing.T) {
+	for _, tc := range []struct {
+		group string
+		mac   [6]byte
+		ok    bool
+	}{
+		{"239.129.2.3", [6]byte{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03}, true}, // the 24th bit dropped
+		{"::ffff:224.0.0.251", [6]byte{0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb}, true},
+		{"ff02::1:ff00:1234", [6]byte{0x33, 0x33, 0xff, 0x00, 0x12, 0x34}, true},
+		{"10.0.0.1", [6]byte{}, false},
+		{"fd00::1", [6]byte{}, false},
+	} {
+		mac, ok := MulticastMAC(netip.MustParseAddr(tc.group))
+		if mac != tc.mac || ok != tc.ok || ok && !IsMulticast(mac) {
+			t.Errorf("MulticastMAC(%s) = % x, %v; want % x, %v", tc.group, mac, ok, tc.mac, tc.ok)
+		}
+	}
+}

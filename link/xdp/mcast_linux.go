@@ -1,0 +1,145 @@
+package xdp
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/link"
+)
+
+// Multicast. The XDP program takes every RoCE packet off the interface,
+// to a group or not; what makes the interface receive a group's frames
+// at all is the host's membership, which the kernel keeps for a socket:
+// each link has one UDP socket of each family, made at Open in the
+// link's namespace, that joins the groups on the interface (IGMP or MLD,
+// and the interface's address filter), and the receive path takes the
+// frames to those groups as its own.
+type mcast struct {
+	mu       sync.Mutex
+	joins    map[netip.Addr]int
+	fd4, fd6 int                                     // the membership sockets, or -1
+	groups   atomic.Pointer[map[netip.Addr]struct{}] // the groups joined, for the receive path
+}
+
+// open makes the membership sockets; a family the host does not
+// have (IPv6 turned off) leaves its -1.
+func (m *mcast) open() {
+	m.fd4, _ = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	m.fd6, _ = unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+}
+
+// close closes the membership sockets, which ends their memberships.
+func (m *mcast) close() {
+	for _, fd := range []int{m.fd4, m.fd6} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	m.fd4, m.fd6 = -1, -1
+}
+
+// has reports whether the link has joined group.
+func (m *mcast) has(group netip.Addr) bool {
+	g := m.groups.Load()
+	if g == nil {
+		return false
+	}
+	_, ok := (*g)[group]
+	return ok
+}
+
+var _ link.Multicaster = (*Link)(nil)
+
+// JoinGroup makes the interface a member of the multicast group, and the
+// link receive what is sent to it. It implements link.Multicaster.
+func (l *Link) JoinGroup(group netip.Addr) error {
+	g := group.Unmap().WithZone("")
+	if !g.IsMulticast() {
+		return fmt.Errorf("xdp: join %v: not a multicast group", group)
+	}
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	m := &l.mc
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.joins[g] > 0 {
+		m.joins[g]++
+		return nil
+	}
+	if err := l.membership(g, true); err != nil {
+		return fmt.Errorf("xdp: join %v on %s: %w", g, l.name, err)
+	}
+	if m.joins == nil {
+		m.joins = make(map[netip.Addr]int)
+	}
+	m.joins[g] = 1
+	m.publish()
+	return nil
+}
+
+// LeaveGroup ends one JoinGroup of the group. It implements
+// link.Multicaster.
+func (l *Link) LeaveGroup(group netip.Addr) error {
+	g := group.Unmap().WithZone("")
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	m := &l.mc
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch m.joins[g] {
+	case 0:
+		return fmt.Errorf("xdp: leave %v: not a member", g)
+	case 1:
+		delete(m.joins, g)
+		m.publish()
+		if l.closed.Load() {
+			return nil // the sockets are closed, and their memberships with them
+		}
+		return l.membership(g, false)
+	}
+	m.joins[g]--
+	return nil
+}
+
+// publish sets the receive path's set of groups to the joined ones.
+// m.mu must be held.
+func (m *mcast) publish() {
+	set := make(map[netip.Addr]struct{}, len(m.joins))
+	for g := range maps.Keys(m.joins) {
+		set[g] = struct{}{}
+	}
+	m.groups.Store(&set)
+}
+
+// membership joins (or leaves) g on the link's interface with the
+// membership socket of g's family.
+func (l *Link) membership(g netip.Addr, join bool) error {
+	m := &l.mc
+	if g.Is4() {
+		if m.fd4 < 0 {
+			return errors.New("no IPv4 socket")
+		}
+		op := unix.IP_ADD_MEMBERSHIP
+		if !join {
+			op = unix.IP_DROP_MEMBERSHIP
+		}
+		return unix.SetsockoptIPMreqn(m.fd4, unix.IPPROTO_IP, op, &unix.IPMreqn{Multiaddr: g.As4(), Ifindex: int32(l.ifindex)})
+	}
+	if m.fd6 < 0 {
+		return errors.New("no IPv6 socket")
+	}
+	op := unix.IPV6_JOIN_GROUP
+	if !join {
+		op = unix.IPV6_LEAVE_GROUP
+	}
+	return unix.SetsockoptIPv6Mreq(m.fd6, unix.IPPROTO_IPV6, op, &unix.IPv6Mreq{Multiaddr: g.As16(), Interface: uint32(l.ifindex)})
+}
