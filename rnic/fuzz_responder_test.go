@@ -203,7 +203,7 @@ func fuzzPacket(p *rnictest.Peer, r []byte, next *bth.PSN) []byte {
 	h.AETH.Syndrome, h.AETH.MSN = aeth.Syndrome(r[9]), aeth.MSN(psn)
 	h.AtomicAck = uint64(r[11])
 	h.Imm, h.IETH = uint32(r[11]), h.RETH.RKey
-	return fuzzBuild(p, h, r, flags&fuzzForeign != 0)
+	return fuzzBuild(p, h, r, flags&fuzzForeign != 0, netip.Addr{})
 }
 
 // fuzzRETH is the RETH a record's bytes 4-8 give, FuzzResponder's and
@@ -222,9 +222,9 @@ func fuzzRETH(p *rnictest.Peer, r []byte, badKey bool) reth.Fields {
 }
 
 // fuzzBuild builds the packet with headers h and the payload a record's
-// bytes 8, 10 and 11 give, from a stranger's address with foreign, or nil
-// if it cannot be built.
-func fuzzBuild(p *rnictest.Peer, h wire.Headers, r []byte, foreign bool) []byte {
+// bytes 8, 10 and 11 give, from a stranger's address with foreign, to dst
+// when it is valid (else to the device), or nil if it cannot be built.
+func fuzzBuild(p *rnictest.Peer, h wire.Headers, r []byte, foreign bool, dst netip.Addr) []byte {
 	n := 4*int(r[10]) + int(r[8]>>6)
 	if info, ok := wire.Lookup(h.BTH.Opcode); ok {
 		if !info.Payload {
@@ -240,6 +240,9 @@ func fuzzBuild(p *rnictest.Peer, h wire.Headers, r []byte, foreign bool) []byte 
 	f := p.Frame(h, pay)
 	if foreign {
 		f.IP.Src = netip.AddrFrom4([4]byte{10, 0, 0, r[11]})
+	}
+	if dst.IsValid() {
+		f.IP.Dst = dst
 	}
 	pkt, err := rnictest.Build(f, nil)
 	if err != nil {

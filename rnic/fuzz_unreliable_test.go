@@ -2,6 +2,7 @@ package rnic_test
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 
 	"github.com/gorxe/gorxe/cq"
@@ -14,7 +15,8 @@ import (
 
 // The unreliable fuzzer's QPs, which a record's target bits choose: a UC
 // QP and a UD QP with receive queues of their own, and one of each on a
-// shared receive queue. The UC QPs' path MTU is 256 bytes.
+// shared receive queue. The UC QPs' path MTU is 256 bytes. Both UD QPs
+// are attached to the multicast group fuzzGroup.
 const (
 	fuzzUC = iota
 	fuzzUCSRQ
@@ -27,7 +29,8 @@ const (
 //
 //	0     opcode (any byte)
 //	1     flags: bits 0-1 the target QP (fuzzUC ...), then
-//	      fuzzUBadKey, fuzzUBadQKey, fuzzUForeign, fuzzUSE, fuzzUBadPKey
+//	      fuzzUBadKey, fuzzUBadQKey, fuzzUForeign, fuzzUSE, fuzzUBadPKey,
+//	      fuzzUMcast (to the multicast QP at fuzzGroup, not the target)
 //	2-3   PSN delta (int16) from the target's next expected PSN
 //	4-5   VA: offset from the region's IOVA minus 4096 (uint16)
 //	6-7   DMA length (uint16), shifted left by byte 8's low 5 bits
@@ -41,7 +44,11 @@ const (
 	fuzzUForeign
 	fuzzUSE
 	fuzzUBadPKey
+	fuzzUMcast
 )
+
+// fuzzGroup is the multicast group the fuzzer's UD QPs are attached to.
+var fuzzGroup = netip.MustParseAddr("::ffff:239.0.0.1")
 
 // fuzzRecvLen is the length of each receive the fuzzer posts, by WRID.
 var fuzzRecvLen = map[uint64]uint32{1: 1500, 2: 1024, 3: 100, 4: 1100, 5: 1100, 6: 112}
@@ -79,6 +86,9 @@ func newUnreliableFixture(f *testing.F) *unreliableFixture {
 		}
 		u.qps[i], err = p.Dev.CreateQP(ia)
 		must(f, err)
+		if typ == qp.TypeUD {
+			must(f, p.Dev.AttachMcast(u.qps[i], fuzzGroup))
+		}
 	}
 	return u
 }
@@ -137,6 +147,10 @@ func (u *unreliableFixture) packet(r []byte) []byte {
 
 	h := p.Req(op, psn)
 	h.BTH.DestQP = u.qps[target].Num()
+	var dst netip.Addr
+	if flags&fuzzUMcast != 0 {
+		h.BTH.DestQP, dst = bth.MulticastQPN, fuzzGroup.Unmap()
+	}
 	h.BTH.AckReq = false
 	h.BTH.SE = flags&fuzzUSE != 0
 	if flags&fuzzUBadPKey != 0 {
@@ -148,7 +162,7 @@ func (u *unreliableFixture) packet(r []byte) []byte {
 		h.DETH.QKey = uint32(r[9])<<24 | uint32(r[11])
 	}
 	h.Imm, h.IETH = uint32(r[11]), h.RETH.RKey
-	return fuzzBuild(p, h, r, flags&fuzzUForeign != 0)
+	return fuzzBuild(p, h, r, flags&fuzzUForeign != 0, dst)
 }
 
 // check fails the input unless the four QPs are still in RTS and every
@@ -210,12 +224,14 @@ func fuzzUnreliableSeeds() [][]byte {
 		join(rec(bth.UCRDMAWriteOnlyWithImm, fuzzUCSRQ|fuzzUBadKey, 0, va, 8, 0, 0, 8/4, 6)),
 		join(rec(bth.UDSendOnly, fuzzUD, 0, 0, 0, 0, 1, 60/4, 7), rec(bth.UDSendOnlyWithImm, fuzzUD, 0, 0, 0, 0, 1, 1000/4, 7)),
 		join(rec(bth.UDSendOnly, fuzzUDSRQ, 0, 0, 0, 0, 2, 1020/4, 8), rec(bth.UDSendOnly, fuzzUDSRQ|fuzzUBadQKey, 0, 0, 0, 0, 0x80, 64/4, 8)),
+		join(rec(bth.UDSendOnlyWithImm, fuzzUD|fuzzUMcast, 0, 0, 0, 0, 3, 80/4, 9), rec(bth.UDSendOnly, fuzzUD|fuzzUMcast, 0, 0, 0, 0, 3, 1000/4, 9)),
 	}
 }
 
 // FuzzUnreliable drives a live device's UC and UD QPs, with receive
 // queues of their own and on a shared receive queue, with packets mutated
-// from ones a peer would send. After every input the device must have
+// from ones a peer would send, to the QPs and to the multicast group of
+// the UD ones. After every input the device must have
 // answered within rnictest.Timeout and sent nothing (neither service
 // acknowledges), written nothing outside its registered regions, left
 // every QP in RTS (UC and UD drop what they cannot take), and completed

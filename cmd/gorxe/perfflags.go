@@ -205,9 +205,9 @@ func perfOptions() []perfOption {
 		// Refused, each with the reason.
 		{'O', "dualport", no, refused, false, "gorxe's device has one port", nil},
 		{0, "report-per-port", no, refused, false, "gorxe's device has one port", nil},
-		{'g', "mcg", no, refused, false, "multicast groups are not supported (gorxe's UD queue pairs send to one QP)", nil},
-		{'M', "MGID", req, refused, false, "multicast groups are not supported (gorxe's UD queue pairs send to one QP)", nil},
-		{0, "connectionless", no, refused, false, "connectionless UD runs need multicast groups, which gorxe does not support", nil},
+		{'g', "mcg", no, refused, false, "perftest's multicast is not supported: its default MGID (ff01:0:0:2:c985::) is interface-local, which RoCE v2 cannot carry between hosts; gorxe mckey sends to IPv4 groups", nil},
+		{'M', "MGID", req, refused, false, "perftest's multicast (-g) is not supported; gorxe mckey sends to IPv4 groups", nil},
+		{0, "connectionless", no, refused, false, "connectionless UD runs need perftest's multicast (-g), which gorxe does not support", nil},
 		{0, "data_validation", no, refused, false, "perftest 6.29's data validation is not supported: use gorxe's --check", nil},
 		{0, "data_validation_debug", no, refused, false, "perftest 6.29's data validation is not supported: use gorxe's --check", nil},
 		{0, "dont_xchg_versions", no, refused, false, "perftest itself cannot run without the version exchange", nil},
