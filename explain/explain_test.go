@@ -733,3 +733,30 @@ func TestPerftestExchangeFound(t *testing.T) {
 		t.Errorf("key messages for %v, want the 8 QPs of four runs", found)
 	}
 }
+
+// TestMulticastSend explains a UD SEND to the multicast QP at a group as
+// a copy for every QP attached to the group, and one at a unicast
+// address as reaching no QP.
+func TestMulticastSend(t *testing.T) {
+	send := func(dst string) []byte {
+		f := wire.Frame{
+			IP:      wire.IPFields{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr(dst), HopLimit: 64},
+			SrcPort: 49152, DstPort: wire.UDPPort,
+			Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.UDSendOnlyWithImm, PKey: bth.DefaultPKey, DestQP: bth.MulticastQPN},
+				DETH: deth.Fields{QKey: 0x01234567, SrcQP: 0x11}, Imm: 0x11},
+			Payload: make([]byte, 100),
+		}
+		p, err := f.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	r := readPackets(t, send("239.0.9.1"), send("10.0.0.2"))
+	if p := r.Packets[0]; p.Anomaly != "" || !strings.Contains(p.Text, "multicast QP (0xffffff) of group 239.0.9.1") || !strings.Contains(p.Text, "every QP attached to the group") {
+		t.Errorf("to the group: %q (anomaly %q)", p.Text, p.Anomaly)
+	}
+	if p := r.Packets[1]; p.Anomaly != "malformed" || !strings.Contains(p.Text, "no multicast group") {
+		t.Errorf("to a unicast address: %q (anomaly %q)", p.Text, p.Anomaly)
+	}
+}
