@@ -64,8 +64,8 @@ func TestRping(t *testing.T) {
 	})
 }
 
-// TestCMTools runs librdmacm's rdma_server/rdma_client, ucmatose and udaddy, as
-// gorxe has them, between two namespaces over the udp link: each side
+// TestCMTools runs librdmacm's rdma_server/rdma_client, ucmatose, udaddy
+// and mckey, as gorxe has them, between two namespaces over the udp link: each side
 // prints the C program's lines and ends with status 0.
 func TestCMTools(t *testing.T) {
 	needRoot(t)
@@ -85,6 +85,11 @@ func TestCMTools(t *testing.T) {
 			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
 		{"udaddy", []string{"udaddy", "--ip", "10.77.0.2", "-c", "2"}, []string{"udaddy", "-s", "10.77.0.2", "-c", "2"},
 			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
+		// mckey's receiver (two QPs in the group) and sender: IGMP joins
+		// across the veth, and the group's messages.
+		{"mckey", []string{"mckey", "-m", "239.77.0.1", "--ip", "10.77.0.2", "-c", "2", "-S", "1000"},
+			[]string{"mckey", "-m", "239.77.0.1", "-s", "--ip", "10.77.0.1", "-S", "1000"},
+			"return status 0\n", "return status 0\n", []string{"mckey: joined dgid: ::ffff:239.77.0.1 mlid 0x0 sl 0\n", "data transfers complete"}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			server := start(t, b, v.srv...)

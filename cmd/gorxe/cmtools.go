@@ -215,6 +215,9 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	local, err := cmLocal(r.link, r.bind, peer, client)
+	if err != nil && tool == "mckey" {
+		err = fmt.Errorf("%v: give this host's address to send from with -b or --ip", err)
+	}
 	if err != nil {
 		return fail(err)
 	}
