@@ -82,8 +82,10 @@ func mckey(ctx context.Context, m *cm.Manager, group, local netip.Addr, p MckeyP
 		}
 		u.remoteQPN, u.qkey = mc.QPN, mc.QKey
 	}
-	if err := sleepCtx(ctx, p.Pause); err != nil {
+	select {
+	case <-ctx.Done():
 		return -1
+	case <-time.After(p.Pause):
 	}
 	if n == 0 {
 		return 0
@@ -110,19 +112,4 @@ func mckey(ctx context.Context, m *cm.Manager, group, local netip.Addr, p MckeyP
 	}
 	fmt.Fprintln(stdout, "data transfers complete")
 	return 0
-}
-
-// sleepCtx waits d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
