@@ -4,10 +4,13 @@
 //
 //   - rdma_server and rdma_client (librdmacm/examples/rdma_server.c,
 //     rdma_client.c): one 16-byte SEND each way, the client's first, then
-//     both disconnect;
+//     both disconnect; rdma_xserver and rdma_xclient over RC (their -c r):
+//     one 16-byte SEND, the client's, then both disconnect;
 //   - ucmatose (cmatose.c): the server SENDs each of its connections
 //     message_count messages of message_size bytes, the client answers
-//     with as many, and the server disconnects.
+//     with as many, and the server disconnects;
+//   - udaddy: UD QPs found with service ID resolution, SENDs both ways;
+//   - mckey: UD SENDs to an IPv4 multicast group its QPs joined.
 //
 // Each prints what the C program prints, so that a script reading their
 // output reads gorxe's.
@@ -171,6 +174,69 @@ func rdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server net
 	}
 	if err := complete(ctx, e.rcq, 1); err != nil {
 		return fmt.Errorf("rdma_get_recv_comp: %w", err)
+	}
+	return e.conn.Disconnect(ctx)
+}
+
+// RdmaXServer is librdmacm's rdma_xserver with -c r (RC, its default): it
+// takes one connection request from l, accepts it with its SRQ number as
+// private data (4 bytes, 0 without XRC), receives the client's 16-byte
+// message, and disconnects. It prints "rdma_xserver: start" and
+// "rdma_xserver: end N", as the C program run under that name.
+func RdmaXServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, stdout io.Writer) error {
+	fmt.Fprintln(stdout, "rdma_xserver: start")
+	err := rdmaXServer(ctx, dev, l)
+	fmt.Fprintf(stdout, "rdma_xserver: end %d\n", status(err))
+	return err
+}
+
+func rdmaXServer(ctx context.Context, dev *rnic.Device, l *cm.Listener) error {
+	e, err := newEndpoint(dev, msgLen, 1)
+	if err != nil {
+		return err
+	}
+	req, err := l.Accept(ctx)
+	if err != nil {
+		return fmt.Errorf("rdma_get_request: %w", err)
+	}
+	p := e.params(1, 1, 0)
+	p.PrivateData = make([]byte, 4) // the SRQ number, big-endian: none over RC
+	if e.conn, err = req.Accept(p); err != nil {
+		return fmt.Errorf("rdma_accept: %w", err)
+	}
+	defer e.conn.Close()
+	if err := complete(ctx, e.rcq, 1); err != nil {
+		return fmt.Errorf("rdma_get_recv_comp: %w", err)
+	}
+	return e.conn.Disconnect(ctx)
+}
+
+// RdmaXClient is librdmacm's rdma_xclient with -c r: it connects to
+// server, sends a 16-byte message inline, waits for its completion, and
+// disconnects.
+func RdmaXClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, stdout io.Writer) error {
+	fmt.Fprintln(stdout, "rdma_xclient: start")
+	err := rdmaXClient(ctx, m, dev, server, local)
+	fmt.Fprintf(stdout, "rdma_xclient: end %d\n", status(err))
+	return err
+}
+
+func rdmaXClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr) error {
+	e, err := newEndpoint(dev, msgLen, 1)
+	if err != nil {
+		return err
+	}
+	p := e.params(1, 0, msgLen)
+	p.Local = local
+	if e.conn, err = m.Dial(ctx, server, p); err != nil {
+		return fmt.Errorf("rdma_connect: %w", err)
+	}
+	defer e.conn.Close()
+	if err := e.send(1, true); err != nil {
+		return fmt.Errorf("rdma_post_send: %w", err)
+	}
+	if err := complete(ctx, e.scq, 1); err != nil {
+		return fmt.Errorf("rdma_get_send_comp: %w", err)
 	}
 	return e.conn.Disconnect(ctx)
 }

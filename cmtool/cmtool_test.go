@@ -43,6 +43,31 @@ func TestRdmaServerClient(t *testing.T) {
 	}
 }
 
+// TestRdmaXServerClient: rdma_xclient's message reaches rdma_xserver
+// (whose end 0 says its receive completed well); both print the C
+// programs' two lines and disconnect.
+func TestRdmaXServerClient(t *testing.T) {
+	f := mem.NewFabric()
+	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
+	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sout, cout bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- cmtool.RdmaXServer(ctx(t), sdev, l, &sout) }()
+	if err := cmtool.RdmaXClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, &cout); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if cout.String() != "rdma_xclient: start\nrdma_xclient: end 0\n" || sout.String() != "rdma_xserver: start\nrdma_xserver: end 0\n" {
+		t.Fatalf("client printed %q, server %q", cout.String(), sout.String())
+	}
+}
+
 // TestCMATose: ucmatose's server and client over three connections
 // exchange their messages, print cmatose's lines in its order, and both
 // return status 0.

@@ -64,8 +64,8 @@ func TestRping(t *testing.T) {
 	})
 }
 
-// TestCMTools runs librdmacm's rdma_server/rdma_client, ucmatose, udaddy
-// and mckey, as gorxe has them, between two namespaces over the udp link: each side
+// TestCMTools runs librdmacm's rdma_server/rdma_client,
+// rdma_xserver/rdma_xclient, ucmatose, udaddy and mckey, as gorxe has them, between two namespaces over the udp link: each side
 // prints the C program's lines and ends with status 0.
 func TestCMTools(t *testing.T) {
 	needRoot(t)
@@ -80,6 +80,8 @@ func TestCMTools(t *testing.T) {
 	}{
 		{"rdma_server", []string{"rdma_server", "--ip", "10.77.0.2"}, []string{"rdma_client", "-s", "10.77.0.2"},
 			"rdma_server: end 0\n", "rdma_client: end 0\n", nil},
+		{"rdma_xserver", []string{"rdma_xserver", "--ip", "10.77.0.2"}, []string{"rdma_xclient", "-s", "10.77.0.2", "-c", "r"},
+			"rdma_xserver: end 0\n", "rdma_xclient: end 0\n", nil},
 		{"ucmatose", []string{"ucmatose", "--ip", "10.77.0.2", "-c", "3", "-C", "20", "-S", "3000"},
 			[]string{"ucmatose", "-s", "10.77.0.2", "-c", "3", "-C", "20", "-S", "3000"},
 			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},

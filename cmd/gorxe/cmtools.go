@@ -32,6 +32,8 @@ type cmToolRun struct {
 	p       cmtool.CMAToseParams
 	help    bool
 
+	commType string // -c (rdma_xserver, rdma_xclient)
+
 	// mckey's
 	group    string // -m: the multicast group
 	unmapped string // -M
@@ -59,6 +61,11 @@ func cmToolOptions(tool string) []cmToolOption {
 		opts = []cmToolOption{port}
 	case "rdma_client":
 		opts = []cmToolOption{server, port}
+	case "rdma_xserver", "rdma_xclient":
+		opts = []cmToolOption{port, {'c', "", req, honoured, false, "communication type: r (RC, the default); x (XRC) is refused: gorxe, like rxe, has no XRC", str(func(r *cmToolRun) *string { return &r.commType })}}
+		if tool == "rdma_xclient" {
+			opts = append([]cmToolOption{server}, opts...)
+		}
 	case "udaddy":
 		opts = []cmToolOption{
 			server,
@@ -125,6 +132,11 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 		return r, fmt.Errorf("%w: -f gid: gorxe's connection manager takes IP addresses (RoCE), not AF_IB GIDs", errRefused)
 	case (tool == "udaddy" || tool == "mckey") && r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "udp") && !isUDPSpace(r.space):
 		return r, fmt.Errorf("%w: port space %s: %s runs in the UDP port space only in gorxe", errRefused, r.space, tool)
+	case (tool == "rdma_xserver" || tool == "rdma_xclient") && r.commType != "" && !strings.EqualFold(r.commType[:1], "r"):
+		if strings.EqualFold(r.commType[:1], "x") {
+			return r, fmt.Errorf("%w: -c x: XRC queue pairs are not supported (rxe has none either)", errRefused)
+		}
+		return r, fmt.Errorf("-c %s: the communication type is r (RC) or x (XRC)", r.commType)
 	case tool == "mckey" && r.group == "":
 		return r, errors.New("-m: give the multicast group to join")
 	case tool != "udaddy" && tool != "mckey" && r.space != "" && !strings.HasPrefix(strings.ToLower(r.space), "tcp"):
@@ -149,6 +161,10 @@ func cmToolUsage(w io.Writer, tool string) {
 		fmt.Fprintf(w, "librdmacm's rdma_server: takes one connection on port 7471 (rdma_cm, no TCP),\nreceives a 16-byte message, answers with one, disconnects.\n")
 	case "rdma_client":
 		fmt.Fprintf(w, "librdmacm's rdma_client: connects to -s's port 7471 with rdma_cm, sends a\n16-byte message, receives the answer, disconnects.\n")
+	case "rdma_xserver":
+		fmt.Fprintf(w, "librdmacm's rdma_xserver over RC: takes one connection on port 7471 (rdma_cm),\nreceives a 16-byte message, disconnects.\n")
+	case "rdma_xclient":
+		fmt.Fprintf(w, "librdmacm's rdma_xclient over RC: connects to -s's port 7471 with rdma_cm,\nsends a 16-byte message, disconnects.\n")
 	case "udaddy":
 		fmt.Fprintf(w, "librdmacm's udaddy: UD QPs found with service ID resolution (SIDR) on port 7174\nof rdma_cm's UDP port space; the client sends -C messages of -S bytes from each\nof -c QPs, the server answers each. Without -s it is the server.\n")
 	case "mckey":
@@ -164,6 +180,12 @@ func runRdmaServer(args []string, stdout, stderr io.Writer) int {
 }
 func runRdmaClient(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("rdma_client", args, stdout, stderr)
+}
+func runRdmaXServer(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("rdma_xserver", args, stdout, stderr)
+}
+func runRdmaXClient(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("rdma_xclient", args, stdout, stderr)
 }
 func runUCMATose(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("ucmatose", args, stdout, stderr)
@@ -201,9 +223,9 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
-	client := tool == "rdma_client" || (tool == "ucmatose" || tool == "udaddy") && r.server != ""
-	if tool == "rdma_client" {
-		r.server = cmp.Or(r.server, "127.0.0.1") // rdma_client.c's default
+	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy") && r.server != ""
+	if tool == "rdma_client" || tool == "rdma_xclient" {
+		r.server = cmp.Or(r.server, "127.0.0.1") // their default
 	}
 	if tool == "mckey" {
 		// The group stands for the peer: its route names this host's
@@ -244,6 +266,10 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		if cmtool.RdmaClient(ctx, m, dev, server, bind, stdout) != nil {
 			return exitError
 		}
+	case tool == "rdma_xclient":
+		if cmtool.RdmaXClient(ctx, m, dev, server, bind, stdout) != nil {
+			return exitError
+		}
 	case tool == "ucmatose" && client:
 		if cmtool.CMAToseClient(ctx, m, dev, server, bind, r.p, stdout) != 0 {
 			return exitError
@@ -273,7 +299,12 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		defer l.Close()
-		if tool == "rdma_server" {
+		if tool == "rdma_xserver" {
+			if err := cmtool.RdmaXServer(ctx, dev, l, stdout); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", name, err)
+				return exitError
+			}
+		} else if tool == "rdma_server" {
 			if err := cmtool.RdmaServer(ctx, dev, l, stdout); err != nil {
 				fmt.Fprintf(stderr, "%s: %v\n", name, err)
 				return exitError

@@ -9,7 +9,8 @@
 //	gorxe ud_pingpong [HOST]     rdma-core's ibv_ud_pingpong, either side
 //	gorxe srq_pingpong [HOST]    rdma-core's ibv_srq_pingpong, either side
 //	gorxe rping -s|-c -a ADDR    librdmacm's rping, either side, over rdma_cm
-//	gorxe rdma_server, rdma_client, ucmatose   librdmacm's examples, over rdma_cm
+//	gorxe rdma_server, rdma_client, ucmatose   librdmacm's examples, over rdma_cm (and rdma_xserver,
+//	                                           rdma_xclient, udaddy, mckey)
 //	gorxe qperf [SERVER -cm1 TEST ...]  qperf's RC tests, either side
 //
 // Run "gorxe help" for the list.
@@ -59,6 +60,8 @@ var commands = []command{
 		"librdmacm's rping: RDMA READ and WRITE ping over a connection made with rdma_cm, against stock rping", runRping},
 	{"rdma_server", "[-p PORT] --ip ADDR", "librdmacm's rdma_server: one 16-byte SEND each way over an rdma_cm connection", runRdmaServer},
 	{"rdma_client", "-s SERVER [-p PORT]", "librdmacm's rdma_client, against rdma_server or gorxe's", runRdmaClient},
+	{"rdma_xserver", "[-p PORT] [-c r] --ip ADDR", "librdmacm's rdma_xserver over RC: one 16-byte SEND from the client over an rdma_cm connection", runRdmaXServer},
+	{"rdma_xclient", "-s SERVER [-p PORT] [-c r]", "librdmacm's rdma_xclient over RC, against rdma_xserver or gorxe's", runRdmaXClient},
 	{"ucmatose", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's ucmatose: SENDs both ways over several rdma_cm connections", runUCMATose},
 	{"udaddy", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's udaddy: UD SENDs both ways to QPs found with SIDR", runUDAddy},
 	{"mckey", "-m GROUP [-s] [-b ADDR] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's mckey: UD SENDs to an IPv4 multicast group joined with rdma_cm", runMckey},

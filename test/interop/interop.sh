@@ -16,6 +16,7 @@
 #                                           ud_pingpong), both ways; rdma_cm:
 #                                           librdmacm's rping (IPv4, IPv6, and a
 #                                           REJ each way), rdma_server/rdma_client,
+#                                           rdma_xserver/rdma_xclient (RC),
 #                                           ucmatose, udaddy (SIDR) and mckey
 #                                           (multicast), both ways;
 #                                           qperf's RC tests (-cm1), both ways;
@@ -297,6 +298,10 @@ fi
 # qperf's, so that the numbers before them stay.
 if ! $flags && ! $full; then
 	for dir in rxe-server gorxe-server; do cases+=("$dir mckey udp 1024 4 100 0"); done
+	# librdmacm's rdma_xserver/rdma_xclient over RC (their -c r): one
+	# 16-byte SEND from the client, the server's REP carrying its SRQ
+	# number (0), then both disconnect.
+	for dir in rxe-server gorxe-server; do cases+=("$dir rdma_x udp 1024 4 16 0"); done
 fi
 # --only takes the other cases out and leaves these their numbers, so that
 # case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
@@ -386,7 +391,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | ucmatose | udaddy | mckey | qperf:*) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | qperf:*) return 0 ;; esac; return 1; }
 
 # vm_cm DIRECTION TEST IP SIZE: the VM's command for an rdma_cm case. As
 # server it listens on its own address (rping-rej: nothing listens, and
@@ -402,6 +407,8 @@ vm_cm() {
 	gorxe-server/rping-rej) echo "rping -c -a $gx -p 7175 -C 1" ;;
 	rxe-server/rdma_cm) echo "rdma_server" ;;
 	gorxe-server/rdma_cm) echo "rdma_client -s $gx" ;;
+	rxe-server/rdma_x) echo "rdma_xserver -c r" ;;
+	gorxe-server/rdma_x) echo "rdma_xclient -s $gx -c r" ;;
 	rxe-server/ucmatose) echo "ucmatose -c 2 -S $4" ;;
 	gorxe-server/ucmatose) echo "ucmatose -s $gx -c 2 -S $4" ;;
 	rxe-server/udaddy) echo "udaddy -c 2 -S $4" ;;
@@ -425,6 +432,8 @@ host_cm() {
 	gorxe-server/rping-rej) echo "rping -s -a $own" ;;
 	rxe-server/rdma_cm) echo "rdma_client -s $vm --ip $own" ;;
 	gorxe-server/rdma_cm) echo "rdma_server --ip $own" ;;
+	rxe-server/rdma_x) echo "rdma_xclient -s $vm -c r --ip $own" ;;
+	gorxe-server/rdma_x) echo "rdma_xserver --ip $own" ;;
 	rxe-server/ucmatose) echo "ucmatose -s $vm -c 2 -S $4 --ip $own" ;;
 	gorxe-server/ucmatose) echo "ucmatose -c 2 -S $4 --ip $own" ;;
 	rxe-server/udaddy) echo "udaddy -s $vm -c 2 -S $4 --ip $own" ;;
@@ -613,7 +622,7 @@ session() {
 		fi
 		# The C programs' last lines say how they ended, on both sides.
 		local end=""
-		case $t in rdma_cm) end="end 0" ;; ucmatose | udaddy | mckey) end="return status 0" ;; esac
+		case $t in rdma_cm | rdma_x) end="end 0" ;; ucmatose | udaddy | mckey) end="return status 0" ;; esac
 		if [ -n "$end" ] && [ $verdict = pass ]; then
 			local ends
 			ends=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "$end" || true)

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestCMToolRefusals: what librdmacm's tools take and gorxe cannot do is
+// refused with the reason and exit status 2, before any device opens.
+func TestCMToolRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mckey"}, "-m: give the multicast group to join"},
+		{[]string{"mckey", "-m", "239.0.0.1", "-l"}, "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB"},
+		{[]string{"mckey", "-M", "ff12::1", "-b", "10.0.0.1"}, "unmapped (AF_IB) multicast addresses"},
+		{[]string{"mckey", "-m", "239.0.0.1", "-p", "0x2"}, "mckey runs in the UDP port space only"},
+		{[]string{"rdma_xclient", "-s", "10.0.0.2", "-c", "x"}, "XRC queue pairs are not supported"},
+		{[]string{"rdma_xserver", "-c", "q"}, "-c q: the communication type is r (RC) or x (XRC)"},
+	} {
+		var out, errOut bytes.Buffer
+		if st := run(tc.args, &out, &errOut); st != exitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%q: status %d, stderr %q; want %d and %q", tc.args, st, errOut.String(), exitUsage, tc.want)
+		}
+	}
+}
