@@ -26,8 +26,11 @@ func (m *model) datagram(i int, p *wire.Packet) {
 	c := m.ud[key]
 	if c == nil {
 		svc := "UD"
-		if a.QPN == 1 && b.QPN == 1 {
+		switch {
+		case a.QPN == 1 && b.QPN == 1:
 			svc = "CM"
+		case bth.QPN(b.QPN) == bth.MulticastQPN:
+			svc = "UD multicast"
 		}
 		c = newConn(len(m.conns), bth.ServiceUD, a, b)
 		c.tids = make(map[cmKey]cmSent)

@@ -759,4 +759,12 @@ func TestMulticastSend(t *testing.T) {
 	if p := r.Packets[1]; p.Anomaly != "malformed" || !strings.Contains(p.Text, "no multicast group") {
 		t.Errorf("to a unicast address: %q (anomaly %q)", p.Text, p.Anomaly)
 	}
+	var b strings.Builder
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if txt := b.String(); !strings.Contains(txt, "connection 1: UD multicast, 10.0.0.1 QP 0x11 <-> group 239.0.9.1 (multicast QP 0xffffff)") ||
+		strings.Contains(txt, "group 239.0.9.1 (multicast QP 0xffffff) sent") {
+		t.Errorf("the summary names the group as a sender, or not as a group:\n%s", txt)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gorxe/gorxe/internal/capture"
+	"github.com/gorxe/gorxe/wire/bth"
 )
 
 // WriteText writes the report as "gorxe explain" prints it: a line per
@@ -44,6 +45,9 @@ func writeConn(w io.Writer, k int, c *Connection) {
 	s := &c.Summary
 	fmt.Fprintf(w, "connection %d: %s, %s <-> %s, %s\n", k+1, c.Service, endName(c.Ends[0]), endName(c.Ends[1]), seconds(s.Duration))
 	for i, e := range c.Ends {
+		if bth.QPN(e.QPN) == bth.MulticastQPN && s.Packets[i] == 0 {
+			continue // a group, which only receives
+		}
 		fmt.Fprintf(w, "  %s sent %s: %s, %d bytes of payload first sent (%s), %d retransmitted",
 			endName(e), plural(s.Packets[i], "packet"), plural(s.Messages[i], "message"), s.Bytes[i], rate(s.Goodput[i]), s.Retransmissions[i])
 		if s.Timeouts[i] > 0 {
@@ -62,8 +66,11 @@ func writeConn(w io.Writer, k int, c *Connection) {
 
 // endName names an end in a summary.
 func endName(e End) string {
-	if e.QPN == 0 {
+	switch {
+	case e.QPN == 0:
 		return e.Addr + " (QP unseen)"
+	case bth.QPN(e.QPN) == bth.MulticastQPN:
+		return fmt.Sprintf("group %s (multicast QP 0xffffff)", e.Addr)
 	}
 	return fmt.Sprintf("%s QP %#x", e.Addr, e.QPN)
 }

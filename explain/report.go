@@ -111,7 +111,7 @@ type EndState struct {
 // Connection is one RC, UC or UD conversation: two QPs, each at an
 // address, and what passed between them.
 type Connection struct {
-	Service string  `json:"service"` // "RC", "UC", "UD", "CM"
+	Service string  `json:"service"` // "RC", "UC", "UD", "UD multicast", "CM"
 	Ends    [2]End  `json:"ends"`
 	Summary Summary `json:"summary"`
 }
