@@ -52,7 +52,7 @@ func (l *Link) send(bufs [][]byte, deferred bool) error {
 		if dst != l.recent {
 			var found bool
 			var err error
-			mac, found, err = l.res.Lookup(dst)
+			mac, found, err = l.nextHop(dst)
 			switch {
 			case err != nil:
 				l.stats.offLink.Add(1)
@@ -300,6 +300,16 @@ func (l *Link) fragsPerPacket() int {
 		return xsk.MaxFrags
 	}
 	return 1
+}
+
+// nextHop returns the Ethernet address to send a packet to dst with: a
+// multicast group's own, or the resolver's (which, when found is false,
+// has asked the kernel to resolve it).
+func (l *Link) nextHop(dst netip.Addr) (mac [6]byte, found bool, err error) {
+	if mac, ok := ether.MulticastMAC(dst); ok {
+		return mac, true, nil
+	}
+	return l.res.Lookup(dst)
 }
 
 // gather copies the IP packet of the frame in descs to buf[link.Headroom:]

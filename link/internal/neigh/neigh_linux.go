@@ -20,8 +20,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/gorxe/gorxe/link/internal/ether"
 )
 
 // ErrNoRoute is returned for a destination the kernel routes through
@@ -81,9 +79,6 @@ func (r *Resolver) Close() { r.h.Close() }
 // through the interface, or a hop that does not answer.
 func (r *Resolver) Lookup(dst netip.Addr) (mac [6]byte, ok bool, err error) {
 	dst = dst.Unmap()
-	if mac, ok := ether.MulticastMAC(dst); ok {
-		return mac, true, nil // a group's address is its own
-	}
 	now := r.now()
 	r.mu.Lock()
 	e, found := r.cache[dst]
