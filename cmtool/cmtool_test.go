@@ -10,6 +10,7 @@ import (
 	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/cmtool"
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/rnic"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -154,8 +155,10 @@ func TestMckey(t *testing.T) {
 	}
 	var rs [2]result
 	var done [2]chan struct{}
+	var devs [2]*rnic.Device
 	for i := range rs {
-		_, m := cmtest.Open(t, f, []string{"10.0.0.2", "10.0.0.3"}[i])
+		dev, m := cmtest.Open(t, f, []string{"10.0.0.2", "10.0.0.3"}[i])
+		devs[i] = dev
 		done[i] = make(chan struct{})
 		p := cmtool.DefaultMckeyParams()
 		p.Connections, p.Pause = 2, 0
@@ -164,9 +167,15 @@ func TestMckey(t *testing.T) {
 			rs[i].status = cmtool.Mckey(ctx(t), m, group, netip.Addr{}, p, &rs[i].out)
 		}()
 	}
-	// The receivers join at once; the sender's pause leaves them time.
+	// The sender starts once both receivers have joined, two QPs each.
+	for end := time.Now().Add(10 * time.Second); devs[0].McastGroups()[group] != 2 || devs[1].McastGroups()[group] != 2; {
+		if time.Now().After(end) {
+			t.Fatalf("the receivers' groups: %v and %v, want %v with 2 QPs each", devs[0].McastGroups(), devs[1].McastGroups(), group)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	p := cmtool.DefaultMckeyParams()
-	p.Sender, p.Pause = true, 200*time.Millisecond
+	p.Sender, p.Pause = true, 0
 	var sout bytes.Buffer
 	if st := cmtool.Mckey(ctx(t), sm, group, netip.Addr{}, p, &sout); st != 0 {
 		t.Fatalf("sender: status %d:\n%s", st, sout.String())
