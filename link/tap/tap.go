@@ -104,7 +104,8 @@ type Config struct {
 	TxQueueLen int
 }
 
-// Link is gorxe's host on a TAP device. It implements link.Link.
+// Link is gorxe's host on a TAP device. It implements link.Link,
+// link.Poller and link.Multicaster.
 type Link struct {
 	file  *pollfd.FD
 	name  string

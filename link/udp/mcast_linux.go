@@ -20,7 +20,7 @@ import (
 // its own, bound to the group's address and the link's port with
 // SO_REUSEADDR (so that other processes on the host may join it too), and
 // a member of the group on the interface that holds the link's address,
-// as rxe's rdma_join_multicast makes the host one (IGMP or MLD). A
+// as the kernel's rdma_cm makes the host one for rxe (IGMP or MLD). A
 // goroutine reads it, as the Go runtime's poller wakes it, and hands the
 // packets on, headers synthesized, through a queue that Receive empties
 // before it reads its own socket. Multicast is rare next to the link's

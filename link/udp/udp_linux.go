@@ -63,7 +63,7 @@ var (
 )
 
 // Link is a kernel UDP socket carrying RoCE v2 packets. It implements
-// link.Link and link.SourcePorter.
+// link.Link, link.SourcePorter, link.Poller and link.Multicaster.
 type Link struct {
 	addr netip.Addr // unmapped, without zone
 	v4   bool

@@ -69,8 +69,8 @@ const (
 )
 
 // Link is an AF_XDP link on one interface. It implements link.Link,
-// link.Poller, link.TimedPoller, link.Deferrer, link.LineRater and
-// link.Counterer.
+// link.Poller, link.TimedPoller, link.Deferrer, link.LineRater,
+// link.Counterer and link.Multicaster.
 type Link struct {
 	name    string
 	ifindex int
