@@ -5,8 +5,9 @@
 // writes whole frames can put its Ethernet header there without a copy.
 //
 // Implementations live in the packages below: mem (an in-process fabric
-// with fault injection, for tests), udp (a kernel UDP socket) and tap (a
-// TAP device on which gorxe is a whole host).
+// with fault injection, for tests), udp (a kernel UDP socket), tap (a
+// TAP device on which gorxe is a whole host) and xdp (AF_XDP sockets on
+// an interface the kernel keeps).
 package link
 
 import (
