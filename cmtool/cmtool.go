@@ -115,82 +115,20 @@ func complete(ctx context.Context, c *cq.CQ, n int) error {
 // and disconnects. It prints "rdma_server: start" and "rdma_server: end
 // N" around the run, as the C program, and returns N's error.
 func RdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, stdout io.Writer) error {
-	fmt.Fprintln(stdout, "rdma_server: start")
-	err := rdmaServer(ctx, dev, l)
-	fmt.Fprintf(stdout, "rdma_server: end %d\n", status(err))
-	return err
+	return program(stdout, "rdma_server", func() error { return rdmaServer(ctx, dev, l, false) })
 }
 
-func rdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener) error {
-	e, err := newEndpoint(dev, msgLen, 1)
-	if err != nil {
-		return err
-	}
-	req, err := l.Accept(ctx)
-	if err != nil {
-		return fmt.Errorf("rdma_get_request: %w", err)
-	}
-	if e.conn, err = req.Accept(e.params(1, 1, msgLen)); err != nil {
-		return fmt.Errorf("rdma_accept: %w", err)
-	}
-	defer e.conn.Close()
-	if err := complete(ctx, e.rcq, 1); err != nil {
-		return fmt.Errorf("rdma_get_recv_comp: %w", err)
-	}
-	if err := e.send(1, true); err != nil {
-		return fmt.Errorf("rdma_post_send: %w", err)
-	}
-	if err := complete(ctx, e.scq, 1); err != nil {
-		return fmt.Errorf("rdma_get_send_comp: %w", err)
-	}
-	return e.conn.Disconnect(ctx)
-}
-
-// RdmaClient is librdmacm's rdma_client: it connects to server, sends a
-// 16-byte message, receives the server's, and disconnects.
-func RdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, stdout io.Writer) error {
-	fmt.Fprintln(stdout, "rdma_client: start")
-	err := rdmaClient(ctx, m, dev, server, local)
-	fmt.Fprintf(stdout, "rdma_client: end %d\n", status(err))
-	return err
-}
-
-func rdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr) error {
-	e, err := newEndpoint(dev, msgLen, 1)
-	if err != nil {
-		return err
-	}
-	p := e.params(1, 1, msgLen)
-	p.Local = local
-	if e.conn, err = m.Dial(ctx, server, p); err != nil {
-		return fmt.Errorf("rdma_connect: %w", err)
-	}
-	defer e.conn.Close()
-	if err := e.send(1, true); err != nil {
-		return fmt.Errorf("rdma_post_send: %w", err)
-	}
-	if err := complete(ctx, e.scq, 1); err != nil {
-		return fmt.Errorf("rdma_get_send_comp: %w", err)
-	}
-	if err := complete(ctx, e.rcq, 1); err != nil {
-		return fmt.Errorf("rdma_get_recv_comp: %w", err)
-	}
-	return e.conn.Disconnect(ctx)
-}
-
-// RdmaXServer is librdmacm's rdma_xserver with -c r (RC, its default): it
-// takes one connection request from l, accepts it with its SRQ number as
-// private data (4 bytes, 0 without XRC), receives the client's 16-byte
-// message, and disconnects. It prints "rdma_xserver: start" and
-// "rdma_xserver: end N", as the C program run under that name.
+// RdmaXServer is librdmacm's rdma_xserver with -c r (RC, its default):
+// rdma_server but that it accepts with its SRQ number as private data (4
+// bytes, 0 without XRC) and does not answer. It prints
+// "rdma_xserver: start" and "rdma_xserver: end N", as the C program run
+// under that name.
 func RdmaXServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, stdout io.Writer) error {
-	fmt.Fprintln(stdout, "rdma_xserver: start")
-	err := rdmaXServer(ctx, dev, l)
-	fmt.Fprintf(stdout, "rdma_xserver: end %d\n", status(err))
-	return err
+	return program(stdout, "rdma_xserver", func() error { return rdmaServer(ctx, dev, l, true) })
 }
 
-func rdmaXServer(ctx context.Context, dev *rnic.Device, l *cm.Listener) error {
+// rdmaServer runs rdma_server, or with x rdma_xserver.
+func rdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, x bool) error {
 	e, err := newEndpoint(dev, msgLen, 1)
 	if err != nil {
 		return err
@@ -199,8 +137,13 @@ func rdmaXServer(ctx context.Context, dev *rnic.Device, l *cm.Listener) error {
 	if err != nil {
 		return fmt.Errorf("rdma_get_request: %w", err)
 	}
-	p := e.params(1, 1, 0)
-	p.PrivateData = make([]byte, 4) // the SRQ number, big-endian: none over RC
+	var p cm.ConnParams
+	if x {
+		p = e.params(1, 1, 0)           // it sends nothing
+		p.PrivateData = make([]byte, 4) // the SRQ number, big-endian: none over RC
+	} else {
+		p = e.params(1, 1, msgLen)
+	}
 	if e.conn, err = req.Accept(p); err != nil {
 		return fmt.Errorf("rdma_accept: %w", err)
 	}
@@ -208,25 +151,40 @@ func rdmaXServer(ctx context.Context, dev *rnic.Device, l *cm.Listener) error {
 	if err := complete(ctx, e.rcq, 1); err != nil {
 		return fmt.Errorf("rdma_get_recv_comp: %w", err)
 	}
+	if !x {
+		if err := e.send(1, true); err != nil {
+			return fmt.Errorf("rdma_post_send: %w", err)
+		}
+		if err := complete(ctx, e.scq, 1); err != nil {
+			return fmt.Errorf("rdma_get_send_comp: %w", err)
+		}
+	}
 	return e.conn.Disconnect(ctx)
 }
 
-// RdmaXClient is librdmacm's rdma_xclient with -c r: it connects to
-// server, sends a 16-byte message inline, waits for its completion, and
-// disconnects.
-func RdmaXClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, stdout io.Writer) error {
-	fmt.Fprintln(stdout, "rdma_xclient: start")
-	err := rdmaXClient(ctx, m, dev, server, local)
-	fmt.Fprintf(stdout, "rdma_xclient: end %d\n", status(err))
-	return err
+// RdmaClient is librdmacm's rdma_client: it connects to server, sends a
+// 16-byte message, receives the server's, and disconnects.
+func RdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, stdout io.Writer) error {
+	return program(stdout, "rdma_client", func() error { return rdmaClient(ctx, m, dev, server, local, false) })
 }
 
-func rdmaXClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr) error {
+// RdmaXClient is librdmacm's rdma_xclient with -c r: rdma_client but that
+// it posts no receive and waits for no answer.
+func RdmaXClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, stdout io.Writer) error {
+	return program(stdout, "rdma_xclient", func() error { return rdmaClient(ctx, m, dev, server, local, true) })
+}
+
+// rdmaClient runs rdma_client, or with x rdma_xclient.
+func rdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, x bool) error {
 	e, err := newEndpoint(dev, msgLen, 1)
 	if err != nil {
 		return err
 	}
-	p := e.params(1, 0, msgLen)
+	recvs := 1
+	if x {
+		recvs = 0
+	}
+	p := e.params(1, recvs, msgLen)
 	p.Local = local
 	if e.conn, err = m.Dial(ctx, server, p); err != nil {
 		return fmt.Errorf("rdma_connect: %w", err)
@@ -238,7 +196,21 @@ func rdmaXClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server ne
 	if err := complete(ctx, e.scq, 1); err != nil {
 		return fmt.Errorf("rdma_get_send_comp: %w", err)
 	}
+	if !x {
+		if err := complete(ctx, e.rcq, 1); err != nil {
+			return fmt.Errorf("rdma_get_recv_comp: %w", err)
+		}
+	}
 	return e.conn.Disconnect(ctx)
+}
+
+// program prints name's "start" and "end N" lines around run, as the C
+// programs print them, and returns run's error.
+func program(stdout io.Writer, name string, run func() error) error {
+	fmt.Fprintf(stdout, "%s: start\n", name)
+	err := run()
+	fmt.Fprintf(stdout, "%s: end %d\n", name, status(err))
+	return err
 }
 
 // status is the C programs' return value for err: 0, or -1.

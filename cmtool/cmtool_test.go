@@ -3,10 +3,12 @@ package cmtool_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/cmtool"
 	"github.com/gorxe/gorxe/link/mem"
@@ -20,52 +22,41 @@ func ctx(t *testing.T) context.Context {
 }
 
 // TestRdmaServerClient: rdma_client's message reaches rdma_server and its
-// answer comes back; both print the C programs' two lines, and both
-// disconnect, their DREQs crossing.
+// answer comes back, and rdma_xclient's reaches rdma_xserver (whose end 0
+// says its receive completed well); each prints the C program's two
+// lines, and both sides disconnect, their DREQs crossing.
 func TestRdmaServerClient(t *testing.T) {
-	f := mem.NewFabric()
-	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
-	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
-	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sout, cout bytes.Buffer
-	done := make(chan error, 1)
-	go func() { done <- cmtool.RdmaServer(ctx(t), sdev, l, &sout) }()
-	if err := cmtool.RdmaClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, &cout); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if cout.String() != "rdma_client: start\nrdma_client: end 0\n" || sout.String() != "rdma_server: start\nrdma_server: end 0\n" {
-		t.Fatalf("client printed %q, server %q", cout.String(), sout.String())
-	}
-}
-
-// TestRdmaXServerClient: rdma_xclient's message reaches rdma_xserver
-// (whose end 0 says its receive completed well); both print the C
-// programs' two lines and disconnect.
-func TestRdmaXServerClient(t *testing.T) {
-	f := mem.NewFabric()
-	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
-	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
-	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sout, cout bytes.Buffer
-	done := make(chan error, 1)
-	go func() { done <- cmtool.RdmaXServer(ctx(t), sdev, l, &sout) }()
-	if err := cmtool.RdmaXClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, &cout); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if cout.String() != "rdma_xclient: start\nrdma_xclient: end 0\n" || sout.String() != "rdma_xserver: start\nrdma_xserver: end 0\n" {
-		t.Fatalf("client printed %q, server %q", cout.String(), sout.String())
+	type server func(context.Context, *rnic.Device, *cm.Listener, io.Writer) error
+	type client func(context.Context, *cm.Manager, *rnic.Device, netip.AddrPort, netip.Addr, io.Writer) error
+	for _, tc := range []struct {
+		server, client string
+		serve          server
+		dial           client
+	}{
+		{"rdma_server", "rdma_client", cmtool.RdmaServer, cmtool.RdmaClient},
+		{"rdma_xserver", "rdma_xclient", cmtool.RdmaXServer, cmtool.RdmaXClient},
+	} {
+		t.Run(tc.server, func(t *testing.T) {
+			f := mem.NewFabric()
+			sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+			cdev, cmgr := cmtest.Open(t, f, "10.0.0.1")
+			l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sout, cout bytes.Buffer
+			done := make(chan error, 1)
+			go func() { done <- tc.serve(ctx(t), sdev, l, &sout) }()
+			if err := tc.dial(ctx(t), cmgr, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, &cout); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if cout.String() != tc.client+": start\n"+tc.client+": end 0\n" || sout.String() != tc.server+": start\n"+tc.server+": end 0\n" {
+				t.Fatalf("client printed %q, server %q", cout.String(), sout.String())
+			}
+		})
 	}
 }
 
