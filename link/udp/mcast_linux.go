@@ -1,7 +1,6 @@
 package udp
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -130,49 +129,42 @@ func (l *Link) closeGroups() {
 // address, which would take the port from the host's other RoCE
 // sockets, the link's own included.)
 func (l *Link) listenGroup(g netip.Addr) (*net.UDPConn, error) {
-	ifc, err := interfaceOf(l.addr)
+	ifc, err := interfaceHolding(l.addr)
 	if err != nil {
 		return nil, err
 	}
-	family := unix.AF_INET6
-	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: int(l.port), Addr: g.As16()}
-	if l.v4 {
-		family = unix.AF_INET
-		sa = &unix.SockaddrInet4{Port: int(l.port), Addr: g.As4()}
-	}
-	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	fd, err := bindSock(g, l.port, 0, func(fd int) error {
+		type opt struct{ level, name, value int }
+		opts := []opt{{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1}}
+		if l.v4 {
+			opts = append(opts, opt{unix.IPPROTO_IP, unix.IP_RECVTOS, 1},
+				// Only the groups this socket joined, not every group
+				// some socket of the host did.
+				opt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0})
+		} else {
+			opts = append(opts, opt{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1}, opt{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1},
+				opt{unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1}) // rxe's zero checksums
+		}
+		for _, o := range opts {
+			if err := unix.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
+				return fmt.Errorf("setsockopt: %w", err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bind %v: %w", netip.AddrPortFrom(g, l.port), err)
 	}
 	f := os.NewFile(uintptr(fd), "udp:"+g.String())
 	defer f.Close() // FilePacketConn keeps a duplicate
-	type opt struct{ level, name, value int }
-	opts := []opt{{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1}}
-	if l.v4 {
-		opts = append(opts, opt{unix.IPPROTO_IP, unix.IP_RECVTOS, 1},
-			// Only the groups this socket joined, not every group some
-			// socket of the host did.
-			opt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0})
-	} else {
-		opts = append(opts, opt{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1}, opt{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1},
-			opt{unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1}) // rxe's zero checksums
-	}
-	for _, o := range opts {
-		if err := unix.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
-			return nil, fmt.Errorf("setsockopt: %w", err)
-		}
-	}
-	if err := unix.Bind(fd, sa); err != nil {
-		return nil, fmt.Errorf("bind %v: %w", netip.AddrPortFrom(g, l.port), err)
-	}
 	if l.v4 {
 		err = unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP,
-			&unix.IPMreqn{Multiaddr: g.As4(), Address: l.addr.As4(), Ifindex: int32(ifc)})
+			&unix.IPMreqn{Multiaddr: g.As4(), Address: l.addr.As4(), Ifindex: int32(ifc.Index)})
 	} else {
-		err = unix.SetsockoptIPv6Mreq(fd, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, &unix.IPv6Mreq{Multiaddr: g.As16(), Interface: uint32(ifc)})
+		err = unix.SetsockoptIPv6Mreq(fd, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, &unix.IPv6Mreq{Multiaddr: g.As16(), Interface: uint32(ifc.Index)})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("joining on interface %d: %w", ifc, err)
+		return nil, fmt.Errorf("joining on interface %s: %w", ifc.Name, err)
 	}
 	pc, err := net.FilePacketConn(f)
 	if err != nil {
@@ -185,7 +177,7 @@ func (l *Link) listenGroup(g netip.Addr) (*net.UDPConn, error) {
 // datagram as a packet for Receive, its headers synthesized, sent to g.
 func (l *Link) readGroup(g netip.Addr, gr *group) {
 	defer close(gr.done)
-	hdr := ipUDPLen(l.v4)
+	hdr := l.headerLen()
 	buf := make([]byte, link.MaxPacket)
 	oob := make([]byte, unix.CmsgSpace(4))
 	m := &l.mc
@@ -202,7 +194,8 @@ func (l *Link) readGroup(g netip.Addr, gr *group) {
 			l.stats.truncated.Add(1)
 			continue
 		}
-		size := l.headers(buf, netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), g, tosOf(oob[:oobn]), n)
+		tos, _ := controls(oob[:oobn])
+		size := l.headers(buf, netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), g, tos, n)
 		m.qmu.Lock()
 		if len(m.q) >= mcastQueueLen {
 			m.qmu.Unlock()
@@ -236,40 +229,4 @@ func (l *Link) takeMcast(bufs [][]byte, sizes []int) int {
 	m.q = append(m.q[:0], m.q[k:]...)
 	m.n.Store(int32(len(m.q)))
 	return k
-}
-
-// ipUDPLen is the length of the IP and UDP headers of the link's family.
-func ipUDPLen(v4 bool) int {
-	if v4 {
-		return 20 + 8
-	}
-	return 40 + 8
-}
-
-// tosOf returns the TOS or traffic class a datagram's control messages
-// carry, or 0.
-func tosOf(oob []byte) byte {
-	for len(oob) > 0 {
-		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
-		if err != nil {
-			return 0
-		}
-		oob = rest
-		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			return data[0]
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			return byte(binary.NativeEndian.Uint32(data))
-		}
-	}
-	return 0
-}
-
-// interfaceOf returns the index of the interface that holds addr.
-func interfaceOf(addr netip.Addr) (int, error) {
-	ifc, err := interfaceHolding(addr)
-	if err != nil {
-		return 0, err
-	}
-	return ifc.Index, nil
 }

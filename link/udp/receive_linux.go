@@ -135,10 +135,7 @@ const pollAsk = 8
 func (r *rxScratch) init(l *Link) {
 	r.l = l
 	r.recvFn = r.recvmmsg
-	r.payload = wire.IPv6Len + wire.UDPLen
-	if l.v4 {
-		r.payload = wire.IPv4Len + wire.UDPLen
-	}
+	r.payload = l.headerLen()
 	r.grow(link.BatchSize)
 }
 
@@ -427,7 +424,14 @@ type dgram struct {
 // meta returns what the socket told of datagram i.
 func (r *rxScratch) meta(i int) dgram {
 	d := dgram{name: (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&r.names[i]))}
-	oob := unsafe.Slice((*byte)(unsafe.Pointer(&r.oob[i][0])), r.hdrs[i].hdr.Controllen)
+	d.tos, d.seg = controls(unsafe.Slice((*byte)(unsafe.Pointer(&r.oob[i][0])), r.hdrs[i].hdr.Controllen))
+	return d
+}
+
+// controls returns what a datagram's control messages oob tell: its TOS
+// or traffic class, and, of a datagram of several packets (UDP_GRO), the
+// size of each but the last (0 if it is one packet).
+func controls(oob []byte) (tos byte, seg int) {
 	for len(oob) > 0 {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -436,14 +440,14 @@ func (r *rxScratch) meta(i int) dgram {
 		oob = rest
 		switch {
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			d.tos = data[0]
+			tos = data[0]
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			d.tos = byte(binary.NativeEndian.Uint32(data))
+			tos = byte(binary.NativeEndian.Uint32(data))
 		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
-			d.seg = int(binary.NativeEndian.Uint32(data))
+			seg = int(binary.NativeEndian.Uint32(data))
 		}
 	}
-	return d
+	return tos, seg
 }
 
 // synthesize writes the IP and UDP headers of a packet of datagram d, whose
@@ -462,6 +466,15 @@ func (r *rxScratch) synthesize(pkt []byte, d dgram, n int) int {
 		src = netip.AddrFrom16([16]byte(name[8:24])) // sin6_addr
 	}
 	return l.headers(pkt, netip.AddrPortFrom(src, sport), l.addr, d.tos, n)
+}
+
+// headerLen is the length of the IP and UDP headers the link writes in
+// front of a received payload.
+func (l *Link) headerLen() int {
+	if l.v4 {
+		return wire.IPv4Len + wire.UDPLen
+	}
+	return wire.IPv6Len + wire.UDPLen
 }
 
 // headers writes the IP and UDP headers of a datagram from src to dst
