@@ -86,7 +86,7 @@ func (l *Link) inputIPv4(f []byte, n int) int {
 		l.stats.dropBadFrame.Add(1)
 		return 0
 	}
-	if dst := [4]byte(ip[16:20]); !l.isV4(dst) && !(l.mc.has(dst) || dst[0]>>4 == 0xe && ip[9] == protoIGMP) {
+	if dst := [4]byte(ip[16:20]); !l.isV4(dst) && !(l.mc.Has(netip.AddrFrom4(dst)) || dst[0]>>4 == 0xe && ip[9] == protoIGMP) {
 		l.stats.dropNotForUs.Add(1)
 		return 0
 	}

@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/internal/ether"
@@ -42,33 +40,6 @@ const (
 // allRouters is 224.0.0.2, where IGMPv2 leaves go.
 var allRouters = [4]byte{224, 0, 0, 2}
 
-// mcast is the link's multicast state.
-type mcast struct {
-	mu     sync.Mutex
-	joins  map[[4]byte]int
-	groups atomic.Pointer[map[[4]byte]struct{}] // the groups joined, for the receive path
-}
-
-// has reports whether the link has joined group g.
-func (m *mcast) has(g [4]byte) bool {
-	set := m.groups.Load()
-	if set == nil {
-		return false
-	}
-	_, ok := (*set)[g]
-	return ok
-}
-
-// publish sets the receive path's set of groups to the joined ones.
-// m.mu must be held.
-func (m *mcast) publish() {
-	set := make(map[[4]byte]struct{}, len(m.joins))
-	for g := range m.joins {
-		set[g] = struct{}{}
-	}
-	m.groups.Store(&set)
-}
-
 var _ link.Multicaster = (*Link)(nil)
 
 // JoinGroup makes the link a member of the IPv4 multicast group: it
@@ -87,40 +58,25 @@ func (l *Link) JoinGroup(group netip.Addr) error {
 	if l.closed.Load() {
 		return link.ErrClosed
 	}
-	m := &l.mc
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	a := g.As4()
-	if m.joins == nil {
-		m.joins = make(map[[4]byte]int)
-	}
-	if m.joins[a]++; m.joins[a] == 1 {
-		m.publish()
-		l.sendIGMP(igmpV2Report, a, a)
-	}
-	return nil
+	return l.mc.Join(g, func() error {
+		l.sendIGMP(igmpV2Report, g.As4(), g.As4())
+		return nil
+	})
 }
 
 // LeaveGroup ends one JoinGroup of the group; at the last the link sends
 // an IGMPv2 leave. It implements link.Multicaster.
 func (l *Link) LeaveGroup(group netip.Addr) error {
 	g := group.Unmap()
-	m := &l.mc
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	a := g.As4()
-	switch m.joins[a] {
-	case 0:
-		return fmt.Errorf("tap: leave %v: not a member", group)
-	case 1:
-		delete(m.joins, a)
-		m.publish()
+	err := l.mc.Leave(g, func() error {
 		if !l.closed.Load() {
-			l.sendIGMP(igmpLeave, a, allRouters)
+			l.sendIGMP(igmpLeave, g.As4(), allRouters)
 		}
 		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tap: leave %v: %w", group, err)
 	}
-	m.joins[a]--
 	return nil
 }
 
@@ -138,14 +94,11 @@ func (l *Link) inputIGMP(f []byte, ihl, total int) {
 		return // another host's report or leave: nothing to do
 	}
 	asked := [4]byte(igmp[4:8])
-	m := &l.mc
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for g := range m.joins {
-		if asked == [4]byte{} || asked == g {
-			l.sendIGMP(igmpV2Report, g, g)
+	l.mc.Each(func(g netip.Addr) {
+		if asked == [4]byte{} || asked == g.As4() {
+			l.sendIGMP(igmpV2Report, g.As4(), g.As4())
 		}
-	}
+	})
 }
 
 // sendIGMP sends an IGMPv2 message of type typ about group to dst, from

@@ -67,4 +67,7 @@ func TestMulticast(t *testing.T) {
 	if err := b.JoinGroup(netip.MustParseAddr("ff0e::1")); err == nil {
 		t.Error("joined an IPv6 group")
 	}
+	if err := b.LeaveGroup(netip.MustParseAddr("ff0e::1")); err == nil {
+		t.Error("left an IPv6 group never joined")
+	}
 }

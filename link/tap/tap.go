@@ -38,6 +38,7 @@ import (
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/internal/ether"
+	"github.com/gorxe/gorxe/link/internal/groups"
 	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
@@ -141,7 +142,7 @@ type Link struct {
 	smu  sync.Mutex // guards sbuf, where solicitations are built
 	sbuf [128]byte
 
-	mc    mcast // the multicast groups joined (mcast.go)
+	mc    groups.Set // the multicast groups joined (mcast.go)
 	stats stats
 }
 

@@ -341,7 +341,7 @@ func (l *Link) gather(descs []xsk.Desc, buf []byte) int {
 		l.stats.badFrame.Add(1)
 		return 0
 	}
-	if group && !l.mc.has(dst) || !group && !slices.Contains(l.addrs, dst) {
+	if group && !l.mc.Has(dst) || !group && !slices.Contains(l.addrs, dst) {
 		l.stats.notForUs.Add(1)
 		return 0
 	}

@@ -3,14 +3,12 @@ package xdp
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/groups"
 )
 
 // Multicast. The XDP program takes every RoCE packet off the interface,
@@ -21,10 +19,8 @@ import (
 // and the interface's address filter), and the receive path takes the
 // frames to those groups as its own.
 type mcast struct {
-	mu       sync.Mutex
-	joins    map[netip.Addr]int
-	fd4, fd6 int                                     // the membership sockets, or -1
-	groups   atomic.Pointer[map[netip.Addr]struct{}] // the groups joined, for the receive path
+	groups.Set
+	fd4, fd6 int // the membership sockets, or -1
 }
 
 // open makes the membership sockets; a family the host does not
@@ -44,16 +40,6 @@ func (m *mcast) close() {
 	m.fd4, m.fd6 = -1, -1
 }
 
-// has reports whether the link has joined group.
-func (m *mcast) has(group netip.Addr) bool {
-	g := m.groups.Load()
-	if g == nil {
-		return false
-	}
-	_, ok := (*g)[group]
-	return ok
-}
-
 var _ link.Multicaster = (*Link)(nil)
 
 // JoinGroup makes the interface a member of the multicast group, and the
@@ -68,21 +54,9 @@ func (l *Link) JoinGroup(group netip.Addr) error {
 	if l.closed.Load() {
 		return link.ErrClosed
 	}
-	m := &l.mc
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.joins[g] > 0 {
-		m.joins[g]++
-		return nil
-	}
-	if err := l.membership(g, true); err != nil {
+	if err := l.mc.Join(g, func() error { return l.membership(g, true) }); err != nil {
 		return fmt.Errorf("xdp: join %v on %s: %w", g, l.name, err)
 	}
-	if m.joins == nil {
-		m.joins = make(map[netip.Addr]int)
-	}
-	m.joins[g] = 1
-	m.publish()
 	return nil
 }
 
@@ -92,32 +66,16 @@ func (l *Link) LeaveGroup(group netip.Addr) error {
 	g := group.Unmap().WithZone("")
 	l.rw.RLock()
 	defer l.rw.RUnlock()
-	m := &l.mc
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch m.joins[g] {
-	case 0:
-		return fmt.Errorf("xdp: leave %v: not a member", g)
-	case 1:
-		delete(m.joins, g)
-		m.publish()
+	err := l.mc.Leave(g, func() error {
 		if l.closed.Load() {
 			return nil // the sockets are closed, and their memberships with them
 		}
 		return l.membership(g, false)
+	})
+	if err != nil {
+		return fmt.Errorf("xdp: leave %v: %w", g, err)
 	}
-	m.joins[g]--
 	return nil
-}
-
-// publish sets the receive path's set of groups to the joined ones.
-// m.mu must be held.
-func (m *mcast) publish() {
-	set := make(map[netip.Addr]struct{}, len(m.joins))
-	for g := range maps.Keys(m.joins) {
-		set[g] = struct{}{}
-	}
-	m.groups.Store(&set)
 }
 
 // membership joins (or leaves) g on the link's interface with the
