@@ -264,12 +264,9 @@ const NoMargin time.Duration = -1
 // --retry_count 0.
 const NoRetries = -1
 
-// cmRetries returns RetryCount as rdma_cm's connection parameters take it
-// (whose 0 is 7, and which cut above 7 to 7).
-func (p *Params) cmRetries() uint8 { return cmRetries(p.RetryCount) }
-
 // cmRetries returns n, a count as Params.RetryCount, as rdma_cm's
-// connection parameters take it.
+// connection parameters take it (whose 0 is 7, and which cut above 7 to
+// 7).
 func cmRetries(n int) uint8 {
 	if n < 0 {
 		return cm.RetryNone

@@ -526,7 +526,7 @@ func (c *Conn) connectCM(s *Side, p *Params, mtu qp.MTU, l *cm.Listener) error {
 	cc := c.comm
 	params := func(i int) cm.ConnParams {
 		q := s.qps[i]
-		cp := cm.ConnParams{QP: q.qp, Access: q.mr.Access(), RetryCount: p.cmRetries(), RNRRetryCount: p.cmRetries(),
+		cp := cm.ConnParams{QP: q.qp, Access: q.mr.Access(), RetryCount: cmRetries(p.RetryCount), RNRRetryCount: cmRetries(p.RetryCount),
 			ACKTimeout: p.Timeout, TrafficClass: p.TrafficClass}
 		if !c.server {
 			cp.MTU = mtu
