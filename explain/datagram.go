@@ -56,11 +56,11 @@ func (m *model) datagram(i int, p *wire.Packet) {
 	}
 	c.sum.Messages[side]++
 	c.sum.Bytes[side] += int64(len(p.Payload))
-	if bth.QPN(b.QPN) == bth.MulticastQPN && !p.Dst().Unmap().IsMulticast() {
-		m.set(i, "malformed", fmt.Sprintf("UD SEND to the multicast QP (0xffffff) at %s, which is no multicast group: no QP receives it (IBTA §10.5.2.5).", pk.Dst))
-		return
-	}
 	if bth.QPN(b.QPN) == bth.MulticastQPN {
+		if !p.Dst().Unmap().IsMulticast() {
+			m.set(i, "malformed", fmt.Sprintf("UD SEND to the multicast QP (0xffffff) at %s, which is no multicast group: no QP receives it (IBTA §10.5.2.5).", pk.Dst))
+			return
+		}
 		pk.Text = fmt.Sprintf("UD SEND of %d bytes from QP %#x to the multicast QP (0xffffff) of group %s with Q_Key %#x: every QP attached to the group on each host that joined it (IGMP or MLD) gets a copy, into a posted receive of its own if the Q_Key is its own, behind a GRH naming the sender and the group; no ACK, no retry, and at most one MTU (IBTA §10.5.2.5).",
 			len(p.Payload), a.QPN, pk.Dst, p.DETH.QKey())
 		return
