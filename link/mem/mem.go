@@ -315,7 +315,6 @@ func (l *Link) deliver(ps []*packet) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for i := 0; i < len(ps); {
-		to := f.routes[ps[i].dst]
 		j := i + 1
 		for j < len(ps) && ps[j].dst == ps[i].dst {
 			j++
@@ -325,6 +324,7 @@ func (l *Link) deliver(ps []*packet) {
 			i = j
 			continue
 		}
+		to := f.routes[ps[i].dst]
 		if to == nil {
 			l.stats.noRoute.Add(uint64(j - i))
 			for _, p := range ps[i:j] {
