@@ -63,7 +63,17 @@ type ConnParams struct {
 	// failed Dial or Accept and Conn.Close leave it to the caller to
 	// destroy (in whatever state the attempt left it).
 	QP *rnic.QP
+	// QPNum, when QP is nil and QPNum is not 0, makes a connection with
+	// no QP of the device's: the REQ or REP names QPNum, and no QP is
+	// created or moved. It is rdma_connect and rdma_accept with a
+	// conn_param's qp_num on an id without a QP, as cmtime's test of
+	// connections without QPs does; PD, the CQs, Cap, Access and
+	// Receives are then ignored.
+	QPNum bth.QPN
 }
+
+// qpLess reports whether p asks for a connection without a QP.
+func (p *ConnParams) qpLess() bool { return p.QP == nil && p.QPNum != 0 }
 
 // RetryNone, as ConnParams' RetryCount or RNRRetryCount, asks for no
 // retry at all; their zero value is rdma_cm's default, 7.
@@ -117,8 +127,8 @@ type Conn struct {
 	peerPort   uint16 // the active side's rdma_cm port, or the service's
 	tid        uint64
 
-	qp       *rnic.QP
-	ownQP    bool // the manager created qp (not ConnParams.QP)
+	qp       *rnic.QP // nil for a connection without one (ConnParams.QPNum)
+	ownQP    bool     // the manager created qp (not ConnParams.QP)
 	remoteQP bth.QPN
 	req      *cm.REQ // the REQ sent (active) or received (passive)
 	rep      *cm.REP // the REP sent (passive) or received (active)
@@ -135,7 +145,8 @@ type Conn struct {
 	disconnected chan struct{} // closed when the connection ends
 }
 
-// QP returns the connection's queue pair.
+// QP returns the connection's queue pair, nil for a connection made
+// without one (ConnParams.QPNum).
 func (c *Conn) QP() *rnic.QP { return c.qp }
 
 // LocalAddr returns this side's address.
@@ -229,7 +240,7 @@ func (m *Manager) Connect(raddr netip.AddrPort, p ConnParams) (*Conn, error) {
 	req := &cm.REQ{
 		ServiceID:               cm.ServiceID(cm.PortSpaceTCP, raddr.Port()),
 		LocalCAGUID:             m.guid,
-		LocalQPN:                q.Num(),
+		LocalQPN:                qpNum(q, p),
 		ResponderResources:      p.ResponderResources,
 		InitiatorDepth:          p.InitiatorDepth,
 		RemoteCMResponseTimeout: m.cfg.ResponseTimeout,
@@ -262,7 +273,7 @@ func (m *Manager) Connect(raddr netip.AddrPort, p ConnParams) (*Conn, error) {
 	}
 	c := &Conn{
 		m: m, active: true, state: stReqSent, peer: peerAddr{src: dst, dst: local}, peerPort: raddr.Port(),
-		qp: q, ownQP: p.QP == nil, req: req, decided: make(chan struct{}), disconnected: make(chan struct{}),
+		qp: q, ownQP: p.QP == nil && q != nil, req: req, decided: make(chan struct{}), disconnected: make(chan struct{}),
 	}
 	c.localID = m.newCommID()
 	req.LocalCommID = c.localID
@@ -292,8 +303,11 @@ func (c *Conn) params(p ConnParams) {
 }
 
 // newQP creates an RC QP from p, or takes p.QP, and moves it to INIT,
-// posting p.Receives.
+// posting p.Receives. It returns nil for a connection without a QP.
 func (m *Manager) newQP(p ConnParams) (*rnic.QP, error) {
+	if p.qpLess() {
+		return nil, nil
+	}
 	q := p.QP
 	if q == nil {
 		var err error
@@ -323,14 +337,26 @@ func (m *Manager) newQP(p ConnParams) (*rnic.QP, error) {
 
 // release destroys q if the manager created it, not if p gave it.
 func release(q *rnic.QP, p ConnParams) {
-	if p.QP == nil {
+	if p.QP == nil && q != nil {
 		q.Destroy()
 	}
+}
+
+// qpNum returns the number a REQ or REP names: q's, or p.QPNum for a
+// connection without a QP.
+func qpNum(q *rnic.QP, p ConnParams) bth.QPN {
+	if q == nil {
+		return p.QPNum
+	}
+	return q.Num()
 }
 
 // toRTS moves the connection's QP from INIT through RTR to RTS, to the
 // peer's QP remoteQP whose first PSN is rq, sending from sq.
 func (c *Conn) toRTS(remoteQP bth.QPN, rq, sq bth.PSN, mtu qp.MTU, destRd, rd, retry, rnrRetry, timeout uint8) error {
+	if c.qp == nil {
+		return nil
+	}
 	av := qp.AddressVector{DGID: c.peer.src, SGIDIndex: uint8(c.m.dev.GIDIndex(c.peer.dst)), HopLimit: 64, TrafficClass: c.cp.tclass}
 	rtr := qp.Attr{State: qp.StateRTR, PathMTU: mtu, DestQPNum: remoteQP, RQPSN: rq, MaxDestRdAtomic: destRd, MinRNRTimer: 12, AV: av}
 	if err := c.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
@@ -423,6 +449,9 @@ func (c *Conn) handleDREP() {
 }
 
 func (c *Conn) toErr() {
+	if c.qp == nil {
+		return
+	}
 	_ = c.qp.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
 }
 
@@ -473,7 +502,7 @@ func (c *Conn) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.m.responseTime(c.m.cfg.ResponseTimeout)*time.Duration(c.m.cfg.MaxRetries+1))
 	defer cancel()
 	err := c.Disconnect(ctx)
-	if !c.ownQP {
+	if !c.ownQP || c.qp == nil {
 		return err
 	}
 	return errors.Join(err, c.qp.Destroy())

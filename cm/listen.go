@@ -164,7 +164,7 @@ func (r *Request) Accept(p ConnParams) (*Conn, error) {
 		return nil, fmt.Errorf("cm: accept: the request is %v", c.state)
 	}
 	req := c.req
-	c.qp, c.ownQP = q, p.QP == nil
+	c.qp, c.ownQP = q, p.QP == nil && q != nil
 	c.params(p)
 	if c.cp.resp == 0 {
 		c.cp.resp = req.InitiatorDepth
@@ -200,7 +200,7 @@ func (r *Request) Accept(p ConnParams) (*Conn, error) {
 		return nil, fmt.Errorf("cm: accept: moving the QP to RTS: %w", err)
 	}
 	c.rep = &cm.REP{
-		LocalCommID: c.localID, RemoteCommID: c.remoteID, LocalQPN: q.Num(), StartingPSN: psn,
+		LocalCommID: c.localID, RemoteCommID: c.remoteID, LocalQPN: qpNum(q, p), StartingPSN: psn,
 		ResponderResources: c.cp.resp, InitiatorDepth: min(c.cp.init, req.ResponderResources),
 		EndToEndFlowControl: true, RNRRetryCount: p.RNRRetryCount, LocalCAGUID: m.guid,
 	}
