@@ -65,7 +65,7 @@ func TestRping(t *testing.T) {
 }
 
 // TestCMTools runs librdmacm's rdma_server/rdma_client,
-// rdma_xserver/rdma_xclient, ucmatose, udaddy and mckey, as gorxe has them, between two namespaces over the udp link: each side
+// rdma_xserver/rdma_xclient, ucmatose, udaddy, mckey and cmtime, as gorxe has them, between two namespaces over the udp link: each side
 // prints the C program's lines and ends with status 0.
 func TestCMTools(t *testing.T) {
 	needRoot(t)
@@ -92,6 +92,10 @@ func TestCMTools(t *testing.T) {
 		{"mckey", []string{"mckey", "-m", "239.77.0.1", "--ip", "10.77.0.2", "-c", "2", "-S", "1000"},
 			[]string{"mckey", "-m", "239.77.0.1", "-s", "--ip", "10.77.0.1", "-S", "1000"},
 			"return status 0\n", "return status 0\n", []string{"mckey: joined dgid: ::ffff:239.77.0.1 mlid 0x0 sl 0\n", "data transfers complete"}},
+		// cmtime: the two sides sync over TCP through the warm-up and
+		// both tests, and each prints its two tables.
+		{"cmtime", []string{"cmtime", "-b", "10.77.0.2", "-c", "10"}, []string{"cmtime", "-s", "10.77.0.2", "-c", "10", "-n", "2"},
+			"", "", []string{"qp_conn                10\n", " test - no QPs\n", "cm_conn                10\n"}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			server := start(t, b, v.srv...)

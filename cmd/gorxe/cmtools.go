@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gorxe/gorxe/cmtool"
 	"github.com/gorxe/gorxe/internal/getopt"
@@ -40,6 +43,12 @@ type cmToolRun struct {
 	sender   bool   // -s
 	sendOnly bool   // -o
 	noLoop   bool   // -l
+
+	// cmtime's
+	ct      cmtool.CmtimeParams
+	mimic   int  // -m: µs
+	sockets bool // -S
+	timeout int  // -t: ms
 }
 
 type cmToolOption = toolOption[cmToolRun]
@@ -91,6 +100,29 @@ func cmToolOptions(tool string) []cmToolOption {
 			{'o', "", no, honoured, false, "join as a send-only full member: receive nothing from the group", flag(func(r *cmToolRun) *bool { return &r.sendOnly })},
 			{'l', "", no, refused, false, "blocking multicast loopback needs IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, which gorxe, like rxe, does not have", flag(func(r *cmToolRun) *bool { return &r.noLoop })},
 		}
+	case "cmtime":
+		opts = []cmToolOption{
+			server,
+			{'b', "", req, honoured, false, "bind address: this host's address to connect from", str(func(r *cmToolRun) *string { return &r.bind })},
+			{'c', "", req, honoured, false, "connections each test makes (100)", num(func(r *cmToolRun) *int { return &r.ct.Connections })},
+			{'p', "", req, honoured, false, "port number, of rdma_cm and of the TCP socket the two sides sync on (7471)", num(func(r *cmToolRun) *int { return &r.port })},
+			{'q', "", req, honoured, false, "the first QP number the tests without QPs name (1000)", func(r *cmToolRun, v string) error {
+				var n int
+				if err := parseInt(v, &n); err != nil {
+					return err
+				}
+				r.ct.BaseQPN = uint32(n)
+				return nil
+			}},
+			{'m', "", req, honoured, false, "mimic QPs: the first test too makes none, each QP step taking this many µs", func(r *cmToolRun, v string) error {
+				r.ct.Mimic = true
+				return parseInt(v, &r.mimic)
+			}},
+			{'n', "", req, honoured, false, "threads: connections worked on at once (1)", num(func(r *cmToolRun) *int { return &r.ct.Threads })},
+			{'r', "", req, accepted, false, "retries of the address and route resolution (2), which gorxe's connection manager does not do apart; an older cmtime's server gets them as the REQs' retry count", num(func(r *cmToolRun) *int { return &r.ct.Retries })},
+			{'S', "", no, honoured, false, "time TCP connections instead, the baseline", flag(func(r *cmToolRun) *bool { return &r.sockets })},
+			{'t', "", req, accepted, false, "timeout of the address and route resolution in ms (2000), which gorxe's connection manager does not do apart", num(func(r *cmToolRun) *int { return &r.timeout })},
+		}
 	case "ucmatose":
 		opts = []cmToolOption{
 			server,
@@ -114,7 +146,7 @@ func cmToolOptions(tool string) []cmToolOption {
 }
 
 func parseCMTool(tool string, args []string) (*cmToolRun, error) {
-	r := &cmToolRun{port: cmtool.DefaultPort, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams()}
+	r := &cmToolRun{port: cmtool.DefaultPort, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams(), ct: cmtool.DefaultCmtimeParams()}
 	operands, err := parseOptions(cmToolOptions(tool), r, args, false)
 	if err != nil || r.help {
 		return r, err
@@ -145,6 +177,15 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 		return r, errors.New("--link mem: the peer is another process: use --link udp, tap or xdp")
 	}
 	r.p.TOS = uint8(r.tos)
+	if tool == "cmtime" {
+		if r.mimic < 0 {
+			return r, fmt.Errorf("-m %d: a delay is not negative", r.mimic)
+		}
+		r.ct.MimicDelay = time.Duration(r.mimic) * time.Microsecond
+		if err := r.ct.Check(); err != nil {
+			return r, err
+		}
+	}
 	if err := r.p.Check(); err != nil {
 		return r, err
 	}
@@ -169,6 +210,8 @@ func cmToolUsage(w io.Writer, tool string) {
 		fmt.Fprintf(w, "librdmacm's udaddy: UD QPs found with service ID resolution (SIDR) on port 7174\nof rdma_cm's UDP port space; the client sends -C messages of -S bytes from each\nof -c QPs, the server answers each. Without -s it is the server.\n")
 	case "mckey":
 		fmt.Fprintf(w, "librdmacm's mckey: -c UD QPs join the IPv4 multicast group -m with rdma_cm (on\nRoCE: IGMP, no MADs); after 3 s a sender (-s) sends -C messages of -S bytes\nfrom each to the group, and a receiver waits for as many on each.\n")
+	case "cmtime":
+		fmt.Fprintf(w, "librdmacm's cmtime: times each step of making and ending -c connections with\nrdma_cm: a warm-up, a test with QPs and one without (made-up QP numbers from\n-q). The two sides sync over a TCP connection to the server's -p, as cmtime\nsince rdma-core 52; against an older cmtime's server (no TCP) the client makes\nits connections once, as that cmtime did. Without -s it is the server.\n")
 	case "ucmatose":
 		fmt.Fprintf(w, "librdmacm's ucmatose (cmatose): -c connections with rdma_cm; the server sends -C\nmessages of -S bytes on each, the client answers with as many; the server\ndisconnects. Without -s it is the server.\n")
 	}
@@ -195,6 +238,9 @@ func runUDAddy(args []string, stdout, stderr io.Writer) int {
 }
 func runMckey(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("mckey", args, stdout, stderr)
+}
+func runCmtime(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("cmtime", args, stdout, stderr)
 }
 
 // isUDPSpace reports whether v names rdma_cm's UDP port space as a number
@@ -223,7 +269,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
-	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy") && r.server != ""
+	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime") && r.server != ""
 	if tool == "rdma_client" || tool == "rdma_xclient" {
 		r.server = cmp.Or(r.server, "127.0.0.1") // their default
 	}
@@ -235,6 +281,9 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	peer, err := resolveHost(r.server)
 	if err != nil {
 		return fail(err)
+	}
+	if tool == "cmtime" && r.sockets {
+		return cmtimeSockets(ctx, r, peer, client, stdout, fail)
 	}
 	local, err := cmLocal(r.link, r.bind, peer, client)
 	if err != nil && tool == "mckey" {
@@ -278,6 +327,35 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		if cmtool.UDAddyClient(ctx, m, dev, peer, bind, r.p, stdout) != 0 {
 			return exitError
 		}
+	case tool == "cmtime" && client:
+		oob, err := cmtool.DialCmtime(ctx, server)
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			fmt.Fprintf(stderr, "%s: nothing takes TCP connections at %v: the server is a cmtime of rdma-core 51 or before, which syncs nothing\n", name, server)
+		case err != nil:
+			return fail(fmt.Errorf("oob_client_setup: %w", err))
+		default:
+			defer oob.Close()
+		}
+		if err := cmtool.CmtimeClient(ctx, m, oob, server, bind, r.ct, stdout); err != nil {
+			return fail(err)
+		}
+	case tool == "cmtime":
+		l, err := m.Listen(bind, uint16(r.port))
+		if err != nil {
+			return fail(err)
+		}
+		defer l.Close()
+		// After rdma_cm's listener, as cmtime: a client that finds the
+		// TCP socket finds the listener.
+		oob, err := listenOOB(ctx, bind, r.port)
+		if err != nil {
+			return fail(err)
+		}
+		defer oob.Close()
+		if err := cmtool.CmtimeServer(ctx, dev, l, oob, r.ct, stdout); err != nil {
+			return fail(err)
+		}
 	case tool == "mckey":
 		p := cmtool.DefaultMckeyParams()
 		p.CMAToseParams, p.Sender, p.SendOnly = r.p, r.sender, r.sendOnly
@@ -312,6 +390,44 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		} else if cmtool.CMAToseServer(ctx, dev, l, r.p, stdout) != 0 {
 			return exitError
 		}
+	}
+	return exitOK
+}
+
+// listenOOB listens on TCP port at bind (every address when it is not
+// valid) for cmtime's out-of-band socket.
+func listenOOB(ctx context.Context, bind netip.Addr, port int) (net.Listener, error) {
+	addr := net.JoinHostPort("", strconv.Itoa(port))
+	if bind.IsValid() {
+		addr = netip.AddrPortFrom(bind, uint16(port)).String()
+	}
+	var lc net.ListenConfig
+	return lc.Listen(ctx, "tcp", addr)
+}
+
+// cmtimeSockets runs cmtime -S, its baseline of TCP connections, which
+// needs no RDMA device.
+func cmtimeSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, stdout io.Writer, fail func(error) int) int {
+	if client {
+		if err := cmtool.CmtimeSocketClient(ctx, netip.AddrPortFrom(peer, uint16(r.port)), r.ct, stdout); err != nil {
+			return fail(err)
+		}
+		return exitOK
+	}
+	var bind netip.Addr
+	if r.bind != "" {
+		var err error
+		if bind, err = resolveHost(r.bind); err != nil {
+			return fail(err)
+		}
+	}
+	l, err := listenOOB(ctx, bind, r.port)
+	if err != nil {
+		return fail(err)
+	}
+	defer l.Close()
+	if err := cmtool.CmtimeSocketServer(ctx, l, r.ct, stdout); err != nil {
+		return fail(err)
 	}
 	return exitOK
 }

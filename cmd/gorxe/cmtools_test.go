@@ -19,6 +19,10 @@ func TestCMToolRefusals(t *testing.T) {
 		{[]string{"mckey", "-m", "239.0.0.1", "-p", "0x2"}, "mckey runs in the UDP port space only"},
 		{[]string{"rdma_xclient", "-s", "10.0.0.2", "-c", "x"}, "XRC queue pairs are not supported"},
 		{[]string{"rdma_xserver", "-c", "q"}, "-c q: the communication type is r (RC) or x (XRC)"},
+		{[]string{"cmtime", "-c", "0"}, "-c 0: at least one connection"},
+		{[]string{"cmtime", "-s", "10.0.0.2", "-n", "0"}, "-n 0: at least one thread"},
+		{[]string{"cmtime", "-q", "16777216"}, "-q 16777216: a QP number is 1 to 16777215"},
+		{[]string{"cmtime", "-m", "-5"}, "-m -5: a delay is not negative"},
 	} {
 		var out, errOut bytes.Buffer
 		if st := run(tc.args, &out, &errOut); st != exitUsage || !strings.Contains(errOut.String(), tc.want) {

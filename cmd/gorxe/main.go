@@ -10,7 +10,7 @@
 //	gorxe srq_pingpong [HOST]    rdma-core's ibv_srq_pingpong, either side
 //	gorxe rping -s|-c -a ADDR    librdmacm's rping, either side, over rdma_cm
 //	gorxe rdma_server, rdma_client, ucmatose   librdmacm's examples, over rdma_cm (and rdma_xserver,
-//	                                           rdma_xclient, udaddy, mckey)
+//	                                           rdma_xclient, udaddy, mckey, cmtime)
 //	gorxe qperf [SERVER -cm1 TEST ...]  qperf's RC tests, either side
 //
 // Run "gorxe help" for the list.
@@ -65,6 +65,7 @@ var commands = []command{
 	{"ucmatose", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's ucmatose: SENDs both ways over several rdma_cm connections", runUCMATose},
 	{"udaddy", "[-s SERVER] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's udaddy: UD SENDs both ways to QPs found with SIDR", runUDAddy},
 	{"mckey", "-m GROUP [-s] [-b ADDR] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's mckey: UD SENDs to an IPv4 multicast group joined with rdma_cm", runMckey},
+	{"cmtime", "[-s SERVER] [-b ADDR] [-c CONNS] [-n THREADS] [-S] ...", "librdmacm's cmtime: how long rdma_cm takes to make and end connections, with QPs and without, against stock cmtime", runCmtime},
 	{"qperf", "[SERVER -cm1 [-m SIZE] [-t TIME] ... TEST ...]", "qperf's RC tests (rc_bw, rc_lat, rc_rdma_read_bw ...) over rdma_cm, and its TCP and UDP ones, either side, against stock qperf", runQperf},
 }
 
