@@ -302,6 +302,12 @@ if ! $flags && ! $full; then
 	# 16-byte SEND from the client, the server's REP carrying its SRQ
 	# number (0), then both disconnect.
 	for dir in rxe-server gorxe-server; do cases+=("$dir rdma_x udp 1024 4 16 0"); done
+	# librdmacm's cmtime: 10 connections made and ended, timed. Since
+	# rdma-core 52 (trixie) the two sides sync over TCP through a warm-up,
+	# a test with QPs and one without (REQs naming made-up QP numbers),
+	# and both exit; before (bookworm) the client makes its connections
+	# once and the server serves until it is stopped.
+	for dir in rxe-server gorxe-server; do cases+=("$dir cmtime udp 1024 4 0 0"); done
 fi
 # --only takes the other cases out and leaves these their numbers, so that
 # case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
@@ -391,7 +397,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | qperf:*) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | qperf:*) return 0 ;; esac; return 1; }
 
 # vm_cm DIRECTION TEST IP SIZE: the VM's command for an rdma_cm case. As
 # server it listens on its own address (rping-rej: nothing listens, and
@@ -417,6 +423,8 @@ vm_cm() {
 	gorxe-server/mckey) echo "mckey -m 239.0.9.1 -b $own -s -C 1 -S $4" ;;
 	rxe-server/qperf:*) echo "qperf" ;;
 	gorxe-server/qperf:*) echo "qperf $gx -cm1 -t 2 ${2#qperf:} quit" ;;
+	rxe-server/cmtime) echo "timeout -s INT 15 cmtime -b $own -c 10" ;; # before rdma-core 52 it serves on
+	gorxe-server/cmtime) echo "cmtime -s $gx -c 10" ;;
 	esac
 }
 
@@ -442,6 +450,8 @@ host_cm() {
 	gorxe-server/mckey) echo "mckey -m 239.0.9.1 -c 2 -C 1 -S $4 --ip $own" ;;
 	rxe-server/qperf:*) echo "qperf $vm -cm1 -t 2 ${2#qperf:} quit" ;;
 	gorxe-server/qperf:*) echo "qperf" ;;
+	rxe-server/cmtime) echo "cmtime -s $vm -c 10 --ip $own" ;;
+	gorxe-server/cmtime) echo "cmtime -b $own -c 10" ;;
 	esac
 }
 
@@ -568,6 +578,7 @@ session() {
 		fi
 		if cmcase "$t"; then
 			[ "$t/$dir" = rping-rej/gorxe-server ] && stop="timeout 20" # it listens on, unasked
+			[ "$t/$dir" = cmtime/gorxe-server ] && stop="timeout 20" # an older cmtime's client syncs nothing
 			ip netns exec $ns $stop "$cache/gorxe" $(host_cm "$dir" "$t" "$ip" "$size") > "$run/gorxe.$n.out" 2>&1
 		else
 			ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx $mtu $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
@@ -617,6 +628,24 @@ session() {
 			else
 				{ [ "$g" = 124 ] && [ "${p:-0}" != 0 ] && grep -q "REJECTED, error 8" <<<"$vmout"; } || verdict=FAIL
 			fi
+		elif [ "$t" = cmtime ]; then
+			# A client that printed the test without QPs synced with
+			# its server (rdma-core 52 and later, and gorxe): both
+			# exit 0, the server having printed its tests. One of an
+			# older cmtime's dialect made its connections once (its
+			# table's "connect" row), and its server served on until
+			# it was stopped (124); every connection must have been
+			# made ("event: ..., error" says one was not).
+			local cout sout cs=$g ss=${p:-x}
+			cout=$(cat "$run/gorxe.$n.out") sout=$(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out")
+			if [ "$dir" = gorxe-server ]; then
+				cs=${p:-x} ss=$g sout=$cout cout=$(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out")
+			fi
+			if grep -q "^Connect (10) test - no QPs" <<<"$cout"; then
+				{ [ "$cs" = 0 ] && [ "$ss" = 0 ] && grep -q "^Accept (10) test - no QPs" <<<"$sout"; } || verdict=FAIL
+			else
+				{ [ "$cs" = 0 ] && [ "$ss" = 124 ] && grep -qE "^connect +:" <<<"$cout" && ! grep -q "error" <<<"$cout"; } || verdict=FAIL
+			fi
 		else
 			{ [ "$g" = 0 ] && [ "${p:-x}" = 0 ]; } || verdict=FAIL
 		fi
@@ -657,7 +686,7 @@ session() {
 		failed[$n]=$([ $verdict = FAIL ] && echo 1 || echo 0)
 		[ "$vm" != 1 ] && note="$note (VM $vm)"
 		local tool=perftest; [[ $t == *_pingpong ]] && tool=ibv_$t
-		cmcase "$t" && tool=$(vm_cm "$dir" "$t" "$ip" "$size" | cut -d' ' -f1)
+		cmcase "$t" && tool=$(vm_cm "$dir" "$t" "$ip" "$size" | sed 's/^timeout -s INT [0-9]* //' | cut -d' ' -f1)
 		line[$n]=$(caseline $verdict $n "gorxe=$g $tool=${p:-?}$note")
 		echo "${line[$n]}"
 		i=$((i + 1))
