@@ -119,7 +119,7 @@ type cmtime struct {
 	made    int    // the server's connections established
 	ended   int    // the server's connections ended
 	change  chan struct{}
-	legacy  bool // an older cmtime's client: its REQs carry the retries
+	legacy  bool // an older cmtime's client: its REQs carry the retries, it prints less
 }
 
 func newCmtime(dev *rnic.Device, p CmtimeParams, out io.Writer) *cmtime {
@@ -178,15 +178,21 @@ func (t *cmtime) reset(iter int, qps bool) {
 	}
 }
 
-// resources makes the PD and CQ the run's QPs share (cmtime's
-// open_verbs).
+// resources makes the PD and CQ the run's QPs share at its first QP, as
+// cmtime's open_verbs, and says so as it does in a test (an older
+// cmtime's rdma_create_qp says nothing, nor does its server).
 func (t *cmtime) resources() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.pd != nil {
 		return nil
 	}
+	if !t.legacy && t.nodes != nil {
+		fmt.Fprintln(t.out, "\tAllocating verbs resources")
+	}
 	c, err := t.dev.CreateCQ(1)
 	if err != nil {
-		return err
+		return fmt.Errorf("ibv_create_cq: %w", err)
 	}
 	t.pd, t.cq = t.dev.AllocPD(), c
 	return nil
@@ -196,6 +202,11 @@ func (t *cmtime) resources() error {
 // cmtime's create_qp and modify_qp do; a test without QPs sleeps the
 // mimic delay instead of each.
 func (t *cmtime) createQP(n *cmtimeNode, qps bool) error {
+	if qps {
+		if err := t.resources(); err != nil {
+			return err
+		}
+	}
 	n.start(t, stepCreateQP)
 	if qps {
 		q, err := t.dev.CreateQP(qp.InitAttr{Type: qp.TypeRC, PD: t.pd, SendCQ: t.cq, RecvCQ: t.cq, SigAll: true,
@@ -412,11 +423,6 @@ func (t *cmtime) clientTest(ctx context.Context, m *cm.Manager, oob net.Conn, se
 	}
 	t.start(stepFullConnect)
 	t.stampIDs(local)
-	if qps {
-		if err := t.resources(); err != nil {
-			return err
-		}
-	}
 	fmt.Fprintln(t.out, "\tCreating QPs")
 	t.start(stepCreateQP)
 	if err := t.each(func(n *cmtimeNode) error { return t.createQP(n, qps) }); err != nil {
@@ -524,13 +530,11 @@ func (t *cmtime) connectAll(ctx context.Context, m *cm.Manager, server netip.Add
 // socket, one pass of connections with QPs, and its table (total and
 // largest in ms, smallest and per connection in µs).
 func (t *cmtime) legacyClient(ctx context.Context, m *cm.Manager, server netip.AddrPort, local netip.Addr) error {
+	t.legacy = true
 	t.reset(t.p.Connections, true)
 	steps := []step{stepCreateID, stepBind, stepResolveAddr, stepResolveRoute, stepCreateQP, stepConnect, stepDisconnect, stepDestroyID}
 	names := map[step]string{stepCreateID: "creating id", stepBind: "binding source address", stepResolveAddr: "resolving address",
 		stepResolveRoute: "resolving route", stepCreateQP: "creating qp", stepConnect: "connecting", stepDisconnect: "disconnecting", stepDestroyID: "destroying id"}
-	if err := t.resources(); err != nil {
-		return err
-	}
 	for _, s := range steps[:4] {
 		if s == stepBind && !local.IsValid() {
 			continue
@@ -560,7 +564,6 @@ func (t *cmtime) legacyClient(ctx context.Context, m *cm.Manager, server netip.A
 	t.end(stepCreateQP)
 	fmt.Fprintln(t.out, names[stepConnect])
 	p := t.p
-	t.legacy = true
 	if err := t.connectAll(ctx, m, server, local); err != nil {
 		return err
 	}
@@ -616,9 +619,6 @@ func (t *cmtime) legacyClient(ctx context.Context, m *cm.Manager, server netip.A
 // until ctx ends.
 func CmtimeServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, oob net.Listener, p CmtimeParams, stdout io.Writer) error {
 	t := newCmtime(dev, p, stdout)
-	if err := t.resources(); err != nil {
-		return err
-	}
 	go t.acceptLoop(ctx, l)
 	stop := context.AfterFunc(ctx, func() { oob.Close() })
 	defer stop()
