@@ -47,6 +47,7 @@ var commands = []command{
 	{"decode", "[--json] [--roce-port PORT] FILE", "print the RoCE v2 packets of a pcap or pcapng capture", runDecode},
 	{"explain", "[--json] [--html OUT] [--roce-port PORT] FILE", "say what every packet of a capture does to both ends' state, and why", runExplain},
 	{"sim", "[flags] SCENARIO", "DCQCN on a simulated switch in virtual time, gorxe devices as its hosts: figures, CSV, plots", runSim},
+	{"devinfo", "[-v] [-d NAME] [-l] [--link udp|tap|xdp --ip ADDR]", "rdma-core's ibv_devinfo for a gorxe device: its attributes and its port's (also: gorxe ibv_devinfo)", runDevinfo},
 	{"show_gids", "[IFACE]", "print the GID table gorxe uses on each interface, as show_gids prints rxe's", runShowGids},
 	{"rc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
 		"RC SEND ping-pong against rdma-core's ibv_rc_pingpong, speaking its TCP exchange, flags and output", runRCPingpong},
@@ -79,6 +80,7 @@ var aliases = map[string]string{
 	"ibv_uc_pingpong":  "uc_pingpong",
 	"ibv_ud_pingpong":  "ud_pingpong",
 	"ibv_srq_pingpong": "srq_pingpong",
+	"ibv_devinfo":      "devinfo",
 }
 
 // unsupportedTools are tools of perftest's that gorxe knows of and does

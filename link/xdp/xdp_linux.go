@@ -23,6 +23,7 @@
 package xdp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -357,6 +358,10 @@ func (l *Link) Flags() link.Flags { return link.FlagCheapPoll }
 
 // Name returns the interface's name.
 func (l *Link) Name() string { return l.name }
+
+// MAC returns the interface's Ethernet address, which the link's frames
+// come from.
+func (l *Link) MAC() net.HardwareAddr { return net.HardwareAddr(bytes.Clone(l.mac[:])) }
 
 // Close detaches the XDP program, so that RoCE frames go to the kernel
 // again, and closes the sockets.
