@@ -14,9 +14,9 @@ import (
 
 // TestMulticast: a link that joined an IPv4 group reports it (a bridge
 // that snoops IGMP lists it as the group's member, and forwards the
-// group's packets to it), receives what another link sends to the group,
-// and after its last LeaveGroup leaves it on the bridge too; an IPv6
-// group is refused.
+// group's packets to it), receives what another link sends to the group
+// and what it sends itself (looped back), and after its last LeaveGroup
+// leaves it on the bridge too; an IPv6 group is refused.
 func TestMulticast(t *testing.T) {
 	needRoot(t)
 	br := newBridge(t)
@@ -52,6 +52,17 @@ func TestMulticast(t *testing.T) {
 	if err := wire.ParseIP(&p, next(t, rx)); err != nil || p.Dst() != group || p.BTH.PSN() != 7 {
 		t.Fatalf("b received a packet to %v, PSN %d (%v), want PSN 7 to %v", p.Dst(), p.BTH.PSN(), err, group)
 	}
+	// A member gets what it sends to the group itself, as a host's
+	// kernel loops it back: its Receive, waiting, wakes for it.
+	if err := b.Send([][]byte{rocePacket(t, b.Addrs()[0], group, 8, 64)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.ParseIP(&p, next(t, rx)); err != nil || p.Dst() != group || p.Src() != b.Addrs()[0] || p.BTH.PSN() != 8 {
+		t.Fatalf("b received a packet from %v to %v, PSN %d (%v), want its own PSN 8 to %v", p.Src(), p.Dst(), p.BTH.PSN(), err, group)
+	}
+	if s := b.Stats(); s.Looped != 1 {
+		t.Errorf("looped back %d packets, want 1", s.Looped)
+	}
 	for range 2 {
 		if err := b.LeaveGroup(group); err != nil {
 			t.Fatal(err)
@@ -60,6 +71,12 @@ func TestMulticast(t *testing.T) {
 	eventually(t, 5*time.Second, "the bridge drops b from the group", func() bool { return !member() })
 	if s := b.Stats(); s.IGMP != 2 {
 		t.Errorf("IGMP messages after the last leave: %d, want a report and a leave", s.IGMP)
+	}
+	if err := b.Send([][]byte{rocePacket(t, b.Addrs()[0], group, 9, 64)}); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.Looped != 1 {
+		t.Errorf("a packet to a group left was looped back (%d looped)", s.Looped)
 	}
 	if err := b.LeaveGroup(group); err == nil {
 		t.Error("left a group not joined")

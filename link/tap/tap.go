@@ -142,7 +142,8 @@ type Link struct {
 	smu  sync.Mutex // guards sbuf, where solicitations are built
 	sbuf [128]byte
 
-	mc    groups.Set // the multicast groups joined (mcast.go)
+	mc    groups.Set      // the multicast groups joined (mcast.go)
+	loop  groups.Loopback // what it sent to them, for its own Receive
 	stats stats
 }
 
@@ -321,6 +322,12 @@ func (l *Link) Send(bufs [][]byte) error {
 			return err
 		}
 		l.stats.packetsOut.Add(1)
+		if l.mc.Has(dst) && l.loop.Put(pkt) {
+			// A member host gets its own multicast, as the kernel loops
+			// it back (IP_MULTICAST_LOOP).
+			l.stats.looped.Add(1)
+			l.file.Kick()
+		}
 	}
 	return nil
 }
@@ -407,7 +414,7 @@ func (l *Link) waitReceive(timeoutMS int) (bool, error) {
 	if l.closed.Load() {
 		return false, link.ErrClosed
 	}
-	if stashed {
+	if stashed || l.loop.Pending() {
 		return true, nil
 	}
 	ready, err := l.file.WaitFor(unix.POLLIN, timeoutMS)
@@ -441,10 +448,18 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 		l.stash = nil
 	}
 	for n < len(bufs) {
+		if k := l.loop.Take(bufs[n:], sizes[n:]); k > 0 {
+			n += k
+			l.stats.packetsIn.Add(uint64(k))
+			continue
+		}
 		// Only the first packet is waited for; after it, what is
 		// already queued in the kernel is taken without blocking.
 		frame := bufs[n][link.Headroom-ether.HeaderLen:]
 		m, err := l.read(frame, block && n == 0)
+		if err == errLooped {
+			continue // a packet looped back while it waited
+		}
 		if err == unix.EAGAIN {
 			break
 		}
@@ -466,13 +481,21 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	return n, nil
 }
 
+// errLooped says that read, waiting, found a looped-back packet queued.
+var errLooped = errors.New("a looped-back packet is waiting")
+
 // read reads one frame into buf. If block is false and no frame is
-// waiting it returns unix.EAGAIN. The caller holds rmu.
+// waiting it returns unix.EAGAIN; blocking, it returns errLooped when a
+// packet the link sent to a group it is in waits (Send kicks the wait).
+// The caller holds rmu.
 func (l *Link) read(buf []byte, block bool) (int, error) {
 	for {
 		n, err := l.file.Read(buf)
 		if err != unix.EAGAIN || !block {
 			return n, err
+		}
+		if l.loop.Pending() {
+			return 0, errLooped
 		}
 		if err := l.file.Wait(unix.POLLIN); err != nil {
 			return 0, err
@@ -493,6 +516,7 @@ type Stats struct {
 	Solicits uint64 // ARP requests and neighbour solicitations sent
 	Queued   uint64 // packets queued while their destination was resolved
 	IGMP     uint64 // IGMP membership reports and leaves sent
+	Looped   uint64 // packets sent to a group the link is in, looped back to Receive
 
 	DropNotRoCE    uint64 // for this host, but not UDP to the RoCE port nor handled
 	DropNotForUs   uint64 // for another MAC or IP address, or broadcast/multicast IP
@@ -502,11 +526,12 @@ type Stats struct {
 	DropBadFrame   uint64 // truncated, malformed, bad checksum, VLAN-tagged or fragmented
 	DropTooBig     uint64 // sent packet larger than the MTU
 	WriteErrors    uint64 // frames the kernel refused
+	DropLoopFull   uint64 // looped-back packets dropped: MaxLooped waited already
 }
 
 type stats struct {
 	framesIn, framesOut, packetsIn, packetsOut                            atomic.Uint64
-	arp, ndp, icmp, solicits, queued, igmp                                atomic.Uint64
+	arp, ndp, icmp, solicits, queued, igmp, looped                        atomic.Uint64
 	dropNotRoCE, dropNotForUs, dropNoNeighbor, dropQueueFull, dropOffLink atomic.Uint64
 	dropBadFrame, dropTooBig, writeErrors                                 atomic.Uint64
 }
@@ -518,12 +543,12 @@ func (l *Link) Stats() Stats {
 		FramesIn: s.framesIn.Load(), FramesOut: s.framesOut.Load(),
 		PacketsIn: s.packetsIn.Load(), PacketsOut: s.packetsOut.Load(),
 		ARP: s.arp.Load(), NDP: s.ndp.Load(), ICMP: s.icmp.Load(),
-		Solicits: s.solicits.Load(), Queued: s.queued.Load(), IGMP: s.igmp.Load(),
+		Solicits: s.solicits.Load(), Queued: s.queued.Load(), IGMP: s.igmp.Load(), Looped: s.looped.Load(),
 		DropNotRoCE: s.dropNotRoCE.Load(), DropNotForUs: s.dropNotForUs.Load(),
 		DropNoNeighbor: s.dropNoNeighbor.Load(), DropQueueFull: s.dropQueueFull.Load(),
 		DropOffLink: s.dropOffLink.Load(), DropBadFrame: s.dropBadFrame.Load(),
 		DropTooBig:  s.dropTooBig.Load(),
-		WriteErrors: s.writeErrors.Load(),
+		WriteErrors: s.writeErrors.Load(), DropLoopFull: l.loop.Dropped(),
 	}
 }
 
@@ -541,6 +566,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "tap_solicits", Value: s.Solicits},
 		{Name: "tap_queued", Value: s.Queued},
 		{Name: "tap_igmp", Value: s.IGMP},
+		{Name: "tap_looped", Value: s.Looped},
 		{Name: "tap_drop_not_roce", Value: s.DropNotRoCE},
 		{Name: "tap_drop_not_for_us", Value: s.DropNotForUs},
 		{Name: "tap_drop_no_neighbor", Value: s.DropNoNeighbor},
@@ -549,5 +575,6 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "tap_drop_bad_frame", Value: s.DropBadFrame},
 		{Name: "tap_drop_too_big", Value: s.DropTooBig},
 		{Name: "tap_write_errors", Value: s.WriteErrors},
+		{Name: "tap_drop_loop_full", Value: s.DropLoopFull},
 	}
 }

@@ -64,6 +64,15 @@ func (l *Link) send(bufs [][]byte, deferred bool) error {
 			l.recent, l.recentMAC = dst, mac
 		}
 		l.put(mac, etherType, pkt)
+		if l.mc.Has(dst) && l.loop.Put(pkt) {
+			// A member host gets its own multicast, as the kernel loops
+			// it back (IP_MULTICAST_LOOP); the device's receive path
+			// takes it from the link.
+			l.stats.looped.Add(1)
+			var one [8]byte
+			one[0] = 1
+			unix.Write(l.loopFD, one[:])
+		}
 	}
 	l.flush()
 	if !deferred || l.tx.Pending() >= kickBatch {
@@ -251,13 +260,29 @@ func (l *Link) TryReceive(bufs [][]byte, sizes []int) (int, error) {
 		return 0, link.ErrClosed
 	}
 	want := min(len(bufs), len(sizes))
-	got := 0
+	got := l.takeLooped(bufs[:want], sizes[:want])
 	for i := 0; i < len(l.queues) && got < want; i++ {
 		q := l.queues[(l.next+i)%len(l.queues)]
 		got += l.receiveFrom(q, bufs[got:want], sizes[got:want])
 	}
 	l.next++
 	return got, nil
+}
+
+// takeLooped takes the packets the link looped back. Once none is left
+// it reads loopFD unreadable again: a Put after that sets Pending before
+// it writes loopFD, and wait checks Pending before it polls, so no packet
+// waits unseen.
+func (l *Link) takeLooped(bufs [][]byte, sizes []int) int {
+	if !l.loop.Pending() {
+		return 0
+	}
+	n := l.loop.Take(bufs, sizes)
+	if !l.loop.Pending() {
+		var v [8]byte
+		unix.Read(l.loopFD, v[:])
+	}
+	return n
 }
 
 // receiveFrom takes up to len(bufs) packets off q's RX ring, and gives
@@ -378,17 +403,20 @@ func (l *Link) wait(ms int) (bool, error) {
 	if l.closed.Load() {
 		return false, link.ErrClosed
 	}
-	var buf [17]unix.PollFd // a queue each, and the eventfd: on the stack up to 16 queues
+	var buf [18]unix.PollFd // a queue each, and the eventfds: on the stack up to 16 queues
 	fds := buf[:0]
 	for _, q := range l.queues {
 		if q.holding.Load() {
 			return true, nil // taken off the ring already
 		}
 	}
+	if l.loop.Pending() {
+		return true, nil
+	}
 	for _, q := range l.queues {
 		fds = append(fds, unix.PollFd{Fd: int32(q.sock.FD()), Events: unix.POLLIN})
 	}
-	fds = append(fds, unix.PollFd{Fd: int32(l.wakeFD), Events: unix.POLLIN})
+	fds = append(fds, unix.PollFd{Fd: int32(l.wakeFD), Events: unix.POLLIN}, unix.PollFd{Fd: int32(l.loopFD), Events: unix.POLLIN})
 	for {
 		n, err := unix.Poll(fds, ms)
 		if err == unix.EINTR {
@@ -441,7 +469,9 @@ func (l *Link) Counters() []link.Counter {
 		link.Counter{Name: "xdp_drop_no_neighbor", Value: s.noNeighbor.Load()},
 		link.Counter{Name: "xdp_drop_queue_full", Value: s.queueFull.Load()},
 		link.Counter{Name: "xdp_drop_no_tx_frame", Value: s.noFrame.Load()},
-		link.Counter{Name: "xdp_queued_for_neighbor", Value: s.queued.Load()})
+		link.Counter{Name: "xdp_queued_for_neighbor", Value: s.queued.Load()},
+		link.Counter{Name: "xdp_looped", Value: s.looped.Load()},
+		link.Counter{Name: "xdp_drop_loop_full", Value: l.loop.Dropped()})
 }
 
 // LineRate returns the interface's speed as its driver reports it

@@ -39,6 +39,7 @@ import (
 	"github.com/gorxe/gorxe/internal/xsk"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/internal/ether"
+	"github.com/gorxe/gorxe/link/internal/groups"
 	"github.com/gorxe/gorxe/link/internal/neigh"
 	"github.com/gorxe/gorxe/wire"
 )
@@ -86,6 +87,10 @@ type Link struct {
 	umem   *xsk.UMEM
 	queues []*queue
 	wakeFD int // an eventfd Close writes, to wake WaitReceive
+	// loop holds what the link sent to the groups it is in, for its
+	// own receive path, and loopFD, an eventfd, wakes WaitReceive for it.
+	loop   groups.Loopback
+	loopFD int
 	res    *neigh.Resolver
 	// nl is a netlink handle in the link's namespace, for the
 	// interface's own statistics; rxDropped0 is its receive drops when
@@ -153,7 +158,7 @@ const (
 )
 
 type stats struct {
-	notForUs, badFrame, tooBig, noNeighbor, queueFull, queued, noFrame, offLink atomic.Uint64
+	notForUs, badFrame, tooBig, noNeighbor, queueFull, queued, noFrame, offLink, looped atomic.Uint64
 }
 
 var _ interface {
@@ -178,7 +183,7 @@ func Open(c Config) (*Link, error) {
 	l := &Link{
 		name: ifc.Name, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr), mtu: min(ifc.MTU, link.MaxPacket),
 		port: c.Port, pending: make(map[netip.Addr]*waiting), resolve: make(chan struct{}, 1),
-		done: make(chan struct{}), wakeFD: -1,
+		done: make(chan struct{}), wakeFD: -1, loopFD: -1,
 	}
 	l.mc.open()
 	if l.port == 0 {
@@ -253,6 +258,9 @@ func Open(c Config) (*Link, error) {
 		return nil, err
 	}
 	if l.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("xdp: eventfd: %w", err)
+	}
+	if l.loopFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("xdp: eventfd: %w", err)
 	}
 	if l.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
@@ -401,8 +409,10 @@ func (l *Link) release() error {
 	if l.nl != nil {
 		l.nl.Close()
 	}
-	if l.wakeFD >= 0 {
-		unix.Close(l.wakeFD)
+	for _, fd := range []int{l.wakeFD, l.loopFD} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 	}
 	l.mc.close()
 	return errors.Join(errs...)

@@ -368,6 +368,37 @@ func TestMulticast(t *testing.T) {
 			if got := in[0][link.Headroom : link.Headroom+sizes[0]]; string(got) != string(pkt[link.Headroom:]) {
 				t.Fatalf("received\n% x\nwant\n% x", got, pkt[link.Headroom:])
 			}
+			// A member gets what it sends to the group itself, as a
+			// host's kernel loops it back; a Receive waiting wakes.
+			own := wire.Frame{IP: wire.IPFields{Src: p.B4, Dst: fam.group, HopLimit: 64}, SrcPort: 49153, DstPort: wire.UDPPort, Headers: f.Headers, Payload: f.Payload}
+			if fam.name == "IPv6" {
+				own.IP.Src = p.B6
+			}
+			mine, err := own.Append(make([]byte, link.Headroom))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				_, err := b.Receive(in, sizes)
+				got <- err
+			}()
+			time.Sleep(50 * time.Millisecond) // Receive is waiting
+			looped := counter(b, "xdp_looped")
+			if err := b.Send([][]byte{mine}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a Receive waiting did not wake for the link's own packet to its group")
+			}
+			if got := in[0][link.Headroom : link.Headroom+sizes[0]]; string(got) != string(mine[link.Headroom:]) || counter(b, "xdp_looped") != looped+1 {
+				t.Fatalf("received\n% x\nwant its own\n% x", got, mine[link.Headroom:])
+			}
 			if err := b.LeaveGroup(fam.group); err != nil {
 				t.Fatal(err)
 			}

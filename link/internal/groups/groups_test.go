@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+
+	"github.com/gorxe/gorxe/link"
 )
 
 // TestSet: joins nest; the network hears of the first join and the last
@@ -47,5 +49,32 @@ func TestSet(t *testing.T) {
 	}
 	if err := s.Leave(g, leave); !errors.Is(err, ErrNotMember) {
 		t.Fatalf("leaving after a refused join: %v, want ErrNotMember", err)
+	}
+}
+
+// TestLoopback: packets come out in order, at the headroom, as many as
+// there are buffers; a full queue drops and counts.
+func TestLoopback(t *testing.T) {
+	var l Loopback
+	if l.Pending() || l.Take(make([][]byte, 1), make([]int, 1)) != 0 {
+		t.Fatal("an empty loopback has packets")
+	}
+	for i := range MaxLooped + 2 {
+		if ok := l.Put([]byte{byte(i), 1, 2}); ok != (i < MaxLooped) {
+			t.Fatalf("Put %d: %v", i, ok)
+		}
+	}
+	if l.Dropped() != 2 || !l.Pending() {
+		t.Fatalf("dropped %d, pending %v", l.Dropped(), l.Pending())
+	}
+	bufs := [][]byte{make([]byte, link.Headroom+8), make([]byte, link.Headroom+8)}
+	sizes := make([]int, 2)
+	for want := 0; want < MaxLooped; want += 2 {
+		if n := l.Take(bufs, sizes); n != 2 || sizes[0] != 3 || bufs[0][link.Headroom] != byte(want) || bufs[1][link.Headroom] != byte(want+1) {
+			t.Fatalf("Take at %d: %d packets, sizes %v, first bytes %d %d", want, n, sizes, bufs[0][link.Headroom], bufs[1][link.Headroom])
+		}
+	}
+	if l.Pending() {
+		t.Fatal("pending after every packet was taken")
 	}
 }
