@@ -44,7 +44,35 @@ func devinfoOptions() []devinfoOption {
 // runDevinfo is "gorxe devinfo": ibv_devinfo of the device the link flags
 // open (also "gorxe ibv_devinfo").
 func runDevinfo(args []string, stdout, stderr io.Writer) int {
-	const name = "gorxe devinfo"
+	return withDevice("devinfo", args, stdout, stderr, func(r *devinfoRun, dev *rnic.Device) int {
+		if r.list {
+			fmt.Fprintf(stdout, "1 HCA found:\n\t%s\n", dev.Name())
+			return exitOK
+		}
+		if r.port != 0 && r.port != 1 {
+			fmt.Fprintln(stderr, "Invalid port requested for device")
+			return exitError
+		}
+		printDevinfo(stdout, dev, r.verbose)
+		return exitOK
+	})
+}
+
+// runDevices is "gorxe devices": rdma-core's ibv_devices, the device's
+// name and node GUID (also "gorxe ibv_devices").
+func runDevices(args []string, stdout, stderr io.Writer) int {
+	return withDevice("devices", args, stdout, stderr, func(_ *devinfoRun, dev *rnic.Device) int {
+		fmt.Fprintf(stdout, "    %-16s\t   node GUID\n", "device")
+		fmt.Fprintf(stdout, "    %-16s\t----------------\n", "------")
+		fmt.Fprintf(stdout, "    %-16s\t%016x\n", dev.Name(), dev.NodeGUID())
+		return exitOK
+	})
+}
+
+// withDevice parses the command line of devinfo or devices, opens the
+// device its link flags describe, and runs fn on it.
+func withDevice(tool string, args []string, stdout, stderr io.Writer, fn func(*devinfoRun, *rnic.Device) int) int {
+	name := "gorxe " + tool
 	r := &devinfoRun{link: linkFlags{port: wire.UDPPort}}
 	operands, err := parseOptions(devinfoOptions(), r, args, false)
 	if err == nil && len(operands) > 0 {
@@ -54,8 +82,8 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		return badCommandLine(stderr, name, err)
 	}
 	if r.help {
-		fmt.Fprintf(stdout, "Usage: gorxe devinfo [options]\n\nrdma-core's ibv_devinfo for the gorxe device the link flags open: its\nattributes, its port's, and with -v its GIDs.\n\n")
-		printOptions(stdout, devinfoOptions(), "ibv_devinfo")
+		fmt.Fprintf(stdout, "Usage: gorxe %s [options]\n\nrdma-core's ibv_%s for the gorxe device the link flags open.\n\n", tool, tool)
+		printOptions(stdout, devinfoOptions(), "ibv_"+tool)
 		return exitOK
 	}
 	r.link.kind = cmp.Or(r.link.kind, "udp")
@@ -76,24 +104,14 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
-	cfg := rnic.Config{Link: l, Name: r.name, Port: uint16(r.link.port)}
-	dev, err := rnic.Open(cfg)
+	dev, err := rnic.Open(rnic.Config{Link: l, Name: r.name, Port: uint16(r.link.port)})
 	if err != nil {
 		l.Close()
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
 	defer dev.Close()
-	if r.list {
-		fmt.Fprintf(stdout, "1 HCA found:\n\t%s\n", dev.Name())
-		return exitOK
-	}
-	if r.port != 0 && r.port != 1 {
-		fmt.Fprintln(stderr, "Invalid port requested for device")
-		return exitError
-	}
-	printDevinfo(stdout, dev, r.verbose)
-	return exitOK
+	return fn(r, dev)
 }
 
 // printDevinfo prints dev's attributes as ibv_devinfo prints a device's.

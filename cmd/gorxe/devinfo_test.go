@@ -43,3 +43,15 @@ func TestDevinfo(t *testing.T) {
 		t.Errorf("-i 2: status %d, %q", st, errOut.String())
 	}
 }
+
+// TestDevices: gorxe devices prints ibv_devices' table: the device's name
+// and its node GUID, 16 hex digits.
+func TestDevices(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if st := run([]string{"ibv_devices", "--ip", "127.0.0.77", "-d", "rxe7"}, &out, &errOut); st != exitOK {
+		t.Fatalf("status %d: %s", st, errOut.String())
+	}
+	if !regexp.MustCompile(`^    device          \t   node GUID\n    ------          \t----------------\n    rxe7            \t[0-9a-f]{16}\n$`).MatchString(out.String()) {
+		t.Fatalf("printed %q", out.String())
+	}
+}

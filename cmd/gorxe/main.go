@@ -48,6 +48,7 @@ var commands = []command{
 	{"explain", "[--json] [--html OUT] [--roce-port PORT] FILE", "say what every packet of a capture does to both ends' state, and why", runExplain},
 	{"sim", "[flags] SCENARIO", "DCQCN on a simulated switch in virtual time, gorxe devices as its hosts: figures, CSV, plots", runSim},
 	{"devinfo", "[-v] [-d NAME] [-l] [--link udp|tap|xdp --ip ADDR]", "rdma-core's ibv_devinfo for a gorxe device: its attributes and its port's (also: gorxe ibv_devinfo)", runDevinfo},
+	{"devices", "[--link udp|tap|xdp --ip ADDR]", "rdma-core's ibv_devices for a gorxe device: its name and node GUID (also: gorxe ibv_devices)", runDevices},
 	{"show_gids", "[IFACE]", "print the GID table gorxe uses on each interface, as show_gids prints rxe's", runShowGids},
 	{"rc_pingpong", "-g INDEX [-s SIZE] [-n ITERS] [-e] [-c] ... --link udp|tap --ip ADDR[/PREFIX] [HOST]",
 		"RC SEND ping-pong against rdma-core's ibv_rc_pingpong, speaking its TCP exchange, flags and output", runRCPingpong},
@@ -81,15 +82,21 @@ var aliases = map[string]string{
 	"ibv_ud_pingpong":  "ud_pingpong",
 	"ibv_srq_pingpong": "srq_pingpong",
 	"ibv_devinfo":      "devinfo",
+	"ibv_devices":      "devices",
 }
 
-// unsupportedTools are tools of perftest's that gorxe knows of and does
-// not have, with the reason.
+// unsupportedTools are tools of perftest's, rdma-core's and librdmacm's
+// that gorxe knows of and does not have, with the reason.
 var unsupportedTools = map[string]string{
 	"raw_ethernet_bw":        "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
 	"raw_ethernet_lat":       "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
 	"raw_ethernet_burst_lat": "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
 	"raw_ethernet_fs_rate":   "raw Ethernet tests send Ethernet frames of their own, not RoCE: gorxe is a RoCE v2 device",
+	"ibv_xsrq_pingpong":      "XRC queue pairs are not supported (rxe has none either)",
+	"xsrq_pingpong":          "XRC queue pairs are not supported (rxe has none either)",
+	"rstream":                "rsockets (librdmacm's rsocket protocol) is not implemented yet",
+	"riostream":              "rsockets (librdmacm's rsocket protocol) is not implemented yet",
+	"rcopy":                  "rsockets (librdmacm's rsocket protocol) is not implemented yet",
 }
 
 // toolName returns the command that a binary called argv0 runs by its
