@@ -38,25 +38,9 @@ func TestCallerQP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	accepted := make(chan *cm.Conn, 1)
-	go func() {
-		r, err := l.Accept(ctxFor(t, 10*time.Second))
-		if err != nil {
-			t.Error(err)
-			accepted <- nil
-			return
-		}
-		p := b.params("")
-		p.QP = qb
-		c, err := r.Accept(p)
-		if err == nil {
-			err = c.Established(ctxFor(t, 10*time.Second))
-		}
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
+	pb := b.params("")
+	pb.QP = qb
+	accepted := acceptOne(t, l, pb, true)
 	p := a.params("hello")
 	p.QP = qa
 	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 18515), p)
@@ -173,20 +157,7 @@ func TestPassiveTrafficClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	accepted := make(chan *cm.Conn, 1)
-	go func() {
-		r, err := l.Accept(ctxFor(t, 10*time.Second))
-		if err != nil {
-			t.Error(err)
-			accepted <- nil
-			return
-		}
-		c, err := r.Accept(b.params(""))
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
+	accepted := acceptOne(t, l, b.params(""), false)
 	p := a.params("hello")
 	p.TrafficClass = 0x68
 	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 18515), p)
@@ -203,4 +174,28 @@ func TestPassiveTrafficClass(t *testing.T) {
 	if got := cb.QP().Query().AV.TrafficClass; got != 0x68 {
 		t.Errorf("the passive side's traffic class is %#x, want the REQ's 0x68", got)
 	}
+}
+
+// acceptOne accepts the first request to l with p in a goroutine, and
+// sends the connection (nil if it failed, an error of the test's) on
+// the channel it returns; with established, once the RTU came.
+func acceptOne(t *testing.T, l *cm.Listener, p cm.ConnParams, established bool) <-chan *cm.Conn {
+	accepted := make(chan *cm.Conn, 1)
+	go func() {
+		r, err := l.Accept(ctxFor(t, 10*time.Second))
+		if err != nil {
+			t.Error(err)
+			accepted <- nil
+			return
+		}
+		c, err := r.Accept(p)
+		if err == nil && established {
+			err = c.Established(ctxFor(t, 10*time.Second))
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	return accepted
 }

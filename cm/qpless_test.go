@@ -54,23 +54,7 @@ func TestQPLess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	accepted := make(chan *cm.Conn, 1)
-	go func() {
-		r, err := l.Accept(ctxFor(t, 10*time.Second))
-		if err != nil {
-			t.Error(err)
-			accepted <- nil
-			return
-		}
-		c, err := r.Accept(cm.ConnParams{QPNum: 2000})
-		if err == nil {
-			err = c.Established(ctxFor(t, 10*time.Second))
-		}
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
+	accepted := acceptOne(t, l, cm.ConnParams{QPNum: 2000}, true)
 	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7471), cm.ConnParams{QPNum: 1000})
 	if err != nil {
 		t.Fatal(err)

@@ -9,20 +9,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/cmtool"
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // cmtimeRow matches a step's row of cmtime's table (rdma-core 52 and
 // later): its name, then six figures.
 var cmtimeRow = regexp.MustCompile(`(?m)^(full connect|create id|bind addr|resolve addr|resolve route|create qp|init qp attr|init qp|rtr qp attr|rtr qp|rts qp attr|rts qp|cm connect|establish|disconnect|destroy id|destroy qp) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+)$`)
 
-// TestCmtime: gorxe's cmtime client and server, synced over a TCP
-// connection as cmtime since rdma-core 52: the warm-up and both tests
-// run, each side prints its two tables of the 17 steps, and the client's
-// connections took time to make.
-func TestCmtime(t *testing.T) {
+// cmtimePair opens a server's device at 10.0.0.2 with a listener on
+// rdma_cm's port 7471 and a TCP listener for cmtime's socket on loopback,
+// and a client's connection manager at 10.0.0.1.
+func cmtimePair(t *testing.T) (*rnic.Device, *cm.Listener, *cm.Manager, net.Listener) {
 	f := mem.NewFabric()
 	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
 	_, cmgr := cmtest.Open(t, f, "10.0.0.1")
@@ -30,12 +31,21 @@ func TestCmtime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	oobl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer oobl.Close()
+	t.Cleanup(func() { oobl.Close() })
+	return sdev, l, cmgr, oobl
+}
+
+// TestCmtime: gorxe's cmtime client and server, synced over a TCP
+// connection as cmtime since rdma-core 52: the warm-up and both tests
+// run, each side prints its two tables of the 17 steps, and the client's
+// connections took time to make.
+func TestCmtime(t *testing.T) {
+	sdev, l, cmgr, oobl := cmtimePair(t)
 	p := cmtool.DefaultCmtimeParams()
 	p.Connections, p.Threads = 5, 2
 	var sout, cout bytes.Buffer
@@ -81,19 +91,7 @@ func TestCmtime(t *testing.T) {
 // once and prints that cmtime's table; the server serves them and is
 // stopped.
 func TestCmtimeLegacy(t *testing.T) {
-	f := mem.NewFabric()
-	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
-	_, cmgr := cmtest.Open(t, f, "10.0.0.1")
-	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	oobl, err := net.Listen("tcp", "127.0.0.1:0") // nobody dials it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer oobl.Close()
+	sdev, l, cmgr, oobl := cmtimePair(t) // nobody dials oobl
 	p := cmtool.DefaultCmtimeParams()
 	p.Connections = 4
 	var sout, cout bytes.Buffer
