@@ -371,6 +371,39 @@ func (s *side) poll(ctx context.Context, wcs []cq.WC) (n int, done bool, err err
 	return n, false, nil
 }
 
+// errTestDone, returned by a completions function, ends the test well:
+// the messages it was to send (-n) are all done.
+var errTestDone = errors.New("the test's messages are done")
+
+// completions is the loop of qperf's tests around ibv_poll_cq: it waits
+// for completions into wcs and hands each batch to fn, until the test's
+// time is up, the CQ fails, or fn returns an error (errTestDone: none).
+func (s *side) completions(ctx context.Context, wcs []cq.WC, fn func(batch []cq.WC) error) error {
+	for {
+		n, done, err := s.poll(ctx, wcs)
+		if err != nil || done {
+			return err
+		}
+		if err := fn(wcs[:n]); err != nil {
+			if err == errTestDone {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// received checks a receive's completion and counts it, a message of the
+// test's size, as qperf does.
+func (s *side) received(wc cq.WC) error {
+	if err := s.check(wc, &s.stat.R); err != nil {
+		return err
+	}
+	s.stat.R.Bytes += uint64(s.msgSize)
+	s.stat.R.Msgs++
+	return nil
+}
+
 // setup is qperf's rd_open and rd_prep: the QP connected, and a buffer
 // of size bytes (the message size for 0) registered and traded.
 func (s *side) setup(ctx context.Context, maxSend, maxRecv, size int) error {

@@ -71,12 +71,8 @@ func clientBW(ctx context.Context, s *side) error {
 	}
 	sent = ncqe
 	var wcs [ncqe]cq.WC
-	for {
-		n, done, err := s.poll(ctx, wcs[:])
-		if err != nil || done {
-			return err
-		}
-		for _, wc := range wcs[:n] {
+	return s.completions(ctx, wcs[:], func(batch []cq.WC) error {
+		for _, wc := range batch {
 			if wc.WRID != wridSend {
 				continue
 			}
@@ -84,9 +80,10 @@ func clientBW(ctx context.Context, s *side) error {
 				return err
 			}
 		}
+		n := len(batch)
 		if s.req.NoMsgs != 0 {
 			if s.stat.S.Msgs+s.stat.S.Errs >= uint64(s.req.NoMsgs) {
-				return nil
+				return errTestDone
 			}
 			n = left(n)
 		}
@@ -94,7 +91,8 @@ func clientBW(ctx context.Context, s *side) error {
 			return err
 		}
 		sent += uint64(n)
-	}
+		return nil
+	})
 }
 
 // serverDef is qperf's rd_server_def: receives kept posted, each
@@ -111,26 +109,18 @@ func serverDef(ctx context.Context, s *side) error {
 		return err
 	}
 	var wcs [ncqe]cq.WC
-	for {
-		n, done, err := s.poll(ctx, wcs[:])
-		if err != nil || done {
-			return err
-		}
-		for _, wc := range wcs[:n] {
-			if err := s.check(wc, &s.stat.R); err != nil {
+	return s.completions(ctx, wcs[:], func(batch []cq.WC) error {
+		for _, wc := range batch {
+			if err := s.received(wc); err != nil {
 				return err
 			}
-			s.stat.R.Bytes += uint64(s.msgSize)
-			s.stat.R.Msgs++
 			s.touch()
 		}
 		if s.req.NoMsgs != 0 && s.stat.R.Msgs+s.stat.R.Errs >= uint64(s.req.NoMsgs) {
-			return nil
+			return errTestDone
 		}
-		if err := s.postRecvs(n); err != nil {
-			return err
-		}
-	}
+		return s.postRecvs(len(batch))
+	})
 }
 
 // biBW is qperf's rd_bi_bw: both sides send and receive at once.
@@ -149,13 +139,9 @@ func biBW(ctx context.Context, s *side) error {
 		return err
 	}
 	var wcs [ncqe]cq.WC
-	for {
-		n, done, err := s.poll(ctx, wcs[:])
-		if err != nil || done {
-			return err
-		}
+	return s.completions(ctx, wcs[:], func(batch []cq.WC) error {
 		sent, recvd := 0, 0
-		for _, wc := range wcs[:n] {
+		for _, wc := range batch {
 			switch wc.WRID {
 			case wridSend:
 				if err := s.check(wc, &s.stat.S); err != nil {
@@ -163,11 +149,9 @@ func biBW(ctx context.Context, s *side) error {
 				}
 				sent++
 			case wridRecv:
-				if err := s.check(wc, &s.stat.R); err != nil {
+				if err := s.received(wc); err != nil {
 					return err
 				}
-				s.stat.R.Bytes += uint64(s.msgSize)
-				s.stat.R.Msgs++
 				s.touch()
 				recvd++
 			}
@@ -175,10 +159,8 @@ func biBW(ctx context.Context, s *side) error {
 		if err := s.postRecvs(recvd); err != nil {
 			return err
 		}
-		if err := s.postSends(sent); err != nil {
-			return err
-		}
-	}
+		return s.postSends(sent)
+	})
 }
 
 // ppLat is qperf's rd_pp_lat: a ping-pong of SENDs, or of RDMA WRITEs
@@ -210,12 +192,8 @@ func ppLat(rdma bool) func(ctx context.Context, s *side) error {
 			pending = 0
 		}
 		var wcs [2]cq.WC
-		for {
-			n, done, err := s.poll(ctx, wcs[:])
-			if err != nil || done {
-				return err
-			}
-			for _, wc := range wcs[:n] {
+		return s.completions(ctx, wcs[:], func(batch []cq.WC) error {
+			for _, wc := range batch {
 				switch wc.WRID {
 				case wridSend, wridRDMA:
 					if err := s.check(wc, &s.stat.S); err != nil {
@@ -223,11 +201,9 @@ func ppLat(rdma bool) func(ctx context.Context, s *side) error {
 					}
 					pending |= 1
 				case wridRecv:
-					if err := s.check(wc, &s.stat.R); err != nil {
+					if err := s.received(wc); err != nil {
 						return err
 					}
-					s.stat.R.Bytes += uint64(s.msgSize)
-					s.stat.R.Msgs++
 					if err := s.postRecvs(1); err != nil {
 						return err
 					}
@@ -235,12 +211,11 @@ func ppLat(rdma bool) func(ctx context.Context, s *side) error {
 				}
 			}
 			if pending == 3 {
-				if err := send(); err != nil {
-					return err
-				}
 				pending = 0
+				return send()
 			}
-		}
+			return nil
+		})
 	}
 }
 
@@ -343,22 +318,18 @@ func readLat(ctx context.Context, s *side) error {
 		return err
 	}
 	var wcs [1]cq.WC
-	for {
-		n, done, err := s.poll(ctx, wcs[:])
-		if err != nil || done {
-			return err
+	return s.completions(ctx, wcs[:], func(batch []cq.WC) error {
+		for _, wc := range batch {
+			if err := s.check(wc, &s.stat.S); err != nil {
+				return err
+			}
+			s.countRead()
+			if err := s.postRDMA(qp.WRRDMARead, 1); err != nil {
+				return err
+			}
 		}
-		if n == 0 {
-			continue
-		}
-		if err := s.check(wcs[0], &s.stat.S); err != nil {
-			return err
-		}
-		s.countRead()
-		if err := s.postRDMA(qp.WRRDMARead, 1); err != nil {
-			return err
-		}
-	}
+		return nil
+	})
 }
 
 // countRead counts a completed READ as received here and sent there.
@@ -384,12 +355,8 @@ func clientRDMABW(op qp.WROpcode) func(ctx context.Context, s *side) error {
 			return err
 		}
 		var wcs [ncqe]cq.WC
-		for {
-			n, done, err := s.poll(ctx, wcs[:])
-			if err != nil || done {
-				return err
-			}
-			for _, wc := range wcs[:n] {
+		return s.completions(ctx, wcs[:], func(batch []cq.WC) error {
+			for _, wc := range batch {
 				if err := s.check(wc, &s.stat.S); err != nil {
 					return err
 				}
@@ -398,10 +365,8 @@ func clientRDMABW(op qp.WROpcode) func(ctx context.Context, s *side) error {
 					s.touch()
 				}
 			}
-			if err := s.postRDMA(op, n); err != nil {
-				return err
-			}
-		}
+			return s.postRDMA(op, len(batch))
+		})
 	}
 }
 
@@ -439,12 +404,8 @@ func atomicRate(op qp.WROpcode) func(ctx context.Context, s *side) error {
 			}
 		}
 		var wcs [ncqe]cq.WC
-		for {
-			n, done, err := s.poll(ctx, wcs[:])
-			if err != nil || done {
-				return err
-			}
-			for _, wc := range wcs[:n] {
+		return s.completions(ctx, wcs[:], func(batch []cq.WC) error {
+			for _, wc := range batch {
 				if err := s.check(wc, &s.stat.S); err != nil {
 					return err
 				}
@@ -454,7 +415,8 @@ func atomicRate(op qp.WROpcode) func(ctx context.Context, s *side) error {
 					return err
 				}
 			}
-		}
+			return nil
+		})
 	}
 }
 
@@ -501,12 +463,8 @@ func verifyAtomic(op qp.WROpcode) func(ctx context.Context, s *side) error {
 		}
 		var wcs [ncqe]cq.WC
 		var word [8]byte
-		for {
-			n, done, err := s.poll(ctx, wcs[:])
-			if err != nil || done {
-				return err
-			}
-			for _, wc := range wcs[:n] {
+		return s.completions(ctx, wcs[:], func(batch []cq.WC) error {
+			for _, wc := range batch {
 				if err := s.check(wc, &s.stat.S); err != nil {
 					return err
 				}
@@ -527,6 +485,7 @@ func verifyAtomic(op qp.WROpcode) func(ctx context.Context, s *side) error {
 					return err
 				}
 			}
-		}
+			return nil
+		})
 	}
 }
