@@ -56,6 +56,8 @@ type CQ struct {
 	batch  *Batch
 	held   bool
 	driver Driver
+
+	onOverflow func() // OnOverflow's, called once, outside mu
 }
 
 // New returns an empty CQ that holds up to depth completions. Depth must be
@@ -69,6 +71,15 @@ func New(depth int) (*CQ, error) {
 		notify: make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}, nil
+}
+
+// OnOverflow installs fn, called once when a Push overruns the CQ (the
+// device's IBV_EVENT_CQ_ERR), on the pushing goroutine and without the
+// CQ's lock; it must not block.
+func (c *CQ) OnOverflow(fn func()) {
+	c.mu.Lock()
+	c.onOverflow = fn
+	c.mu.Unlock()
 }
 
 // Depth returns the number of completions the CQ can hold.
@@ -93,7 +104,11 @@ func (c *CQ) Push(wc WC) error {
 	if c.n == len(c.ring) {
 		c.err = ErrOverflow
 		close(c.done)
+		onOverflow := c.onOverflow
 		c.mu.Unlock()
+		if onOverflow != nil {
+			onOverflow()
+		}
 		return ErrOverflow
 	}
 	i := c.head + c.n

@@ -356,7 +356,14 @@ var populateMax = pages.Memory() / 4
 // CreateCQ creates a completion queue of depth entries.
 // A goroutine that waits on it (cq.CQ.Wait) runs the device's receive
 // path itself while packets keep coming (Drive).
-func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return d.rx.wakes.NewCQ(depth, d) }
+func (d *Device) CreateCQ(depth int) (*cq.CQ, error) {
+	c, err := d.rx.wakes.NewCQ(depth, d)
+	if err != nil {
+		return nil, err
+	}
+	c.OnOverflow(func() { d.events.post(AsyncEvent{Type: EventCQErr, CQ: c}) })
+	return c, nil
+}
 
 // QP is a queue pair of this device. Its methods are the verbs of an
 // ibv_qp; the transport engine behind them is driven by the device alone.
@@ -490,6 +497,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		if d.cfg.Trace != nil {
 			q.SetTrace(d.traceEvent)
 		}
+		q.SetAsync(dq.asyncEvent)
 		dq.e, dq.udq = q, q
 	default: // RC and UC: rc.New refuses the rest
 		q, err := rc.New(port, num, ia)
@@ -502,6 +510,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		if d.cfg.Trace != nil {
 			q.SetTrace(d.traceEvent)
 		}
+		q.SetAsync(dq.asyncEvent)
 		dq.e, dq.rcq = q, q
 	}
 	d.qps[num] = dq

@@ -78,6 +78,7 @@ type QP struct {
 	// onEvent, when set, is told of every state change and transport
 	// event (SetTrace).
 	onEvent func(trace.Event)
+	onAsync func(Async) // SetAsync's
 }
 
 // New creates a QP numbered num in the RESET state.
@@ -403,6 +404,9 @@ func (q *QP) enterError(failed *sendWQE, status cq.Status, why string) {
 		why = errWRFailed
 	}
 	q.stateEvent(prev, qp.StateErr, why)
+	if q.srq != nil {
+		q.async(AsyncLastWQE)
+	}
 	q.tm.stop()
 	q.cc.stop()
 	if prev == qp.StateRTR || prev == qp.StateRTS || prev == qp.StateSQD {

@@ -600,6 +600,10 @@ func (r *responder) rnrNAK(p *wire.Packet) {
 // class B and C errors). The NAK goes at once: answers still queued are
 // not sent from ERR.
 func (r *responder) fatalNAK(code aeth.NAKCode, p *wire.Packet, why string) {
+	if code == aeth.NAKRemoteAccess && p.ImmDt == nil {
+		// An R_Key violation no receive completion reports (C9-222.1.1).
+		r.q.async(AsyncAccessErr)
+	}
 	psn := p.BTH.PSN()
 	r.replies.clear()
 	r.flushAck()

@@ -50,6 +50,7 @@ type UD struct {
 	mrs   []*mr.MR // a send's SGEs' regions, reused
 
 	onEvent func(trace.Event) // SetTrace's
+	onAsync func(Async)       // SetAsync's
 }
 
 // GRHLen is the GRH area in front of every message a UD QP receives.
@@ -123,6 +124,9 @@ func (q *UD) enterError(why string) {
 	prev := q.attr.State
 	q.attr.State = qp.StateErr
 	q.event(trace.Event{Kind: trace.State, From: prev.String(), To: qp.StateErr.String(), Reason: why})
+	if q.srq != nil && q.onAsync != nil && prev != qp.StateErr {
+		q.onAsync(AsyncLastWQE)
+	}
 	q.flushRecv()
 }
 
