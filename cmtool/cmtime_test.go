@@ -14,6 +14,7 @@ import (
 	"github.com/gorxe/gorxe/cmtool"
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/rsocket"
 )
 
 // cmtimeRow matches a step's row of cmtime's table (rdma-core 52 and
@@ -147,5 +148,57 @@ func TestCmtimeSockets(t *testing.T) {
 	}
 	if !strings.HasPrefix(sout.String(), "Server baseline socket setup\nAccept sockets\nClosing sockets\nServer baseline socket results:\n") {
 		t.Errorf("the server printed\n%s", sout.String())
+	}
+}
+
+// TestRstream: gorxe's rstream client and server over rsockets, a custom
+// test with the data verified (-T v), and the default latency and
+// bandwidth tests' list: each side prints rstream's header and a line a
+// test, the same names.
+func TestRstream(t *testing.T) {
+	for _, p := range []cmtool.RstreamParams{
+		{Custom: true, Size: 5000, Count: 20, Iterations: 3, Verify: true},
+		{Custom: true, Size: 100, Count: 1, Iterations: 50, BufferSize: 4096},
+	} {
+		f := mem.NewFabric()
+		_, sm := cmtest.Open(t, f, "10.0.0.2")
+		_, cmgr := cmtest.Open(t, f, "10.0.0.1")
+		l, err := rsocket.Listen(sm, netip.Addr{}, cmtool.DefaultPort, rsocket.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sout, cout bytes.Buffer
+		done := make(chan error, 1)
+		go func() { done <- cmtool.Rstream(p, nil, cmtool.RstreamAcceptor(ctx(t), l, nil), &sout) }()
+		dial := cmtool.RstreamDialer(ctx(t), cmgr, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, false)
+		if err := cmtool.Rstream(p, dial, nil, &cout); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		row := regexp.MustCompile(`^custom +[0-9.]+k? +[0-9]+ +[0-9]+ +[0-9.]+[km]? +[0-9.]+s +[0-9.]+ +[0-9.]+$`)
+		for side, out := range map[string]string{"client": cout.String(), "server": sout.String()} {
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 2 || lines[0] != "name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer" || !row.MatchString(lines[1]) {
+				t.Errorf("%+v: the %s printed\n%s", p, side, out)
+			}
+		}
+	}
+}
+
+// TestRstreamTests: without -I, -C or -S, rstream's tests are its
+// latency then bandwidth tests of 64 B, 4 KiB, 64 KiB and 1 MiB; with -S
+// all, 33 sizes each.
+func TestRstreamTests(t *testing.T) {
+	p := cmtool.DefaultRstreamParams()
+	lat, bw := cmtool.RstreamTestNames(p)
+	if strings.Join(lat, " ") != "64_lat 4k_lat 64k_lat 1m_lat" || strings.Join(bw, " ") != "64_bw 4k_bw 64k_bw 1m_bw" {
+		t.Fatalf("tests %v and %v", lat, bw)
+	}
+	p.AllSizes = true
+	if lat, bw := cmtool.RstreamTestNames(p); len(lat) != 33 || len(bw) != 33 || lat[2] != "192_lat" || bw[32] != "6m_bw" {
+		t.Fatalf("-S all: %d and %d tests: %v", len(lat), len(bw), lat)
 	}
 }

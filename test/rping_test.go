@@ -65,7 +65,7 @@ func TestRping(t *testing.T) {
 }
 
 // TestCMTools runs librdmacm's rdma_server/rdma_client,
-// rdma_xserver/rdma_xclient, ucmatose, udaddy, mckey and cmtime, as gorxe has them, between two namespaces over the udp link: each side
+// rdma_xserver/rdma_xclient, ucmatose, udaddy, mckey, cmtime and rstream, as gorxe has them, between two namespaces over the udp link: each side
 // prints the C program's lines and ends with status 0.
 func TestCMTools(t *testing.T) {
 	needRoot(t)
@@ -96,6 +96,10 @@ func TestCMTools(t *testing.T) {
 		// both tests, and each prints its two tables.
 		{"cmtime", []string{"cmtime", "-b", "10.77.0.2", "-c", "10"}, []string{"cmtime", "-s", "10.77.0.2", "-c", "10", "-n", "2"},
 			"", "", []string{"qp_conn                10\n", " test - no QPs\n", "cm_conn                10\n"}},
+		// rstream: a byte stream over rsockets both ways, verified.
+		{"rstream", []string{"rstream", "-b", "10.77.0.2", "-S", "10000", "-C", "100", "-I", "2", "-T", "v"},
+			[]string{"rstream", "-s", "10.77.0.2", "-S", "10000", "-C", "100", "-I", "2", "-T", "v"},
+			"", "", []string{"name      bytes   xfers   iters   total", "\ncustom    9.7k    100     2       3.8m    "}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			server := start(t, b, v.srv...)

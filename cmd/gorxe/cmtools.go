@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorxe/gorxe/cmtool"
 	"github.com/gorxe/gorxe/internal/getopt"
+	"github.com/gorxe/gorxe/rsocket"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -43,6 +44,10 @@ type cmToolRun struct {
 	sender   bool   // -s
 	sendOnly bool   // -o
 	noLoop   bool   // -l
+
+	// rstream's
+	rs        cmtool.RstreamParams
+	keepalive int // -k
 
 	// cmtime's
 	ct      cmtool.CmtimeParams
@@ -100,6 +105,32 @@ func cmToolOptions(tool string) []cmToolOption {
 			{'o', "", no, honoured, false, "join as a send-only full member: receive nothing from the group", flag(func(r *cmToolRun) *bool { return &r.sendOnly })},
 			{'l', "", no, refused, false, "blocking multicast loopback needs IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, which gorxe, like rxe, does not have", flag(func(r *cmToolRun) *bool { return &r.noLoop })},
 		}
+	case "rstream":
+		custom := func(v *int) func(r *cmToolRun, s string) error {
+			return func(r *cmToolRun, s string) error {
+				r.rs.Custom = true
+				return parseInt(s, v)
+			}
+		}
+		opts = []cmToolOption{
+			server,
+			{'b', "", req, honoured, false, "bind address: this host's address to connect from", str(func(r *cmToolRun) *string { return &r.bind })},
+			{'f', "", req, honoured, false, "address format: name, ip or ipv6 (gid is refused)", str(func(r *cmToolRun) *string { return &r.format })},
+			{'B', "", req, honoured, false, "buffer size: SO_SNDBUF and SO_RCVBUF, rsockets' buffers twice that (512 KiB)", num(func(r *cmToolRun) *int { return &r.rs.BufferSize })},
+			{'i', "", req, honoured, false, "inline size of the latency tests' writes (64)", num(func(r *cmToolRun) *int { return &r.rs.Inline })},
+			{'I', "", req, honoured, false, "iterations: one test of this many rounds", func(r *cmToolRun, s string) error { return custom(&r.rs.Iterations)(r, s) }},
+			{'C', "", req, honoured, false, "transfer count: one test of this many transfers each way a round", func(r *cmToolRun, s string) error { return custom(&r.rs.Count)(r, s) }},
+			{'S', "", req, honoured, false, "transfer size: one test of transfers this size; all: every size of the default tests' list", func(r *cmToolRun, s string) error {
+				if strings.HasPrefix(strings.ToLower(s), "all") {
+					r.rs.AllSizes = true
+					return nil
+				}
+				return custom(&r.rs.Size)(r, s)
+			}},
+			port,
+			{'k', "", req, accepted, false, "keepalive time: gorxe sends no keepalives (it takes the peer's)", num(func(r *cmToolRun) *int { return &r.keepalive })},
+			{'T', "", req, honoured, false, "test option: s (TCP sockets), v (verify the data), a, b, n, r (how the C program waits and resolves: the same for gorxe); f (fork) is refused", func(r *cmToolRun, s string) error { return r.rstreamTestOption(s) }},
+		}
 	case "cmtime":
 		opts = []cmToolOption{
 			server,
@@ -146,7 +177,7 @@ func cmToolOptions(tool string) []cmToolOption {
 }
 
 func parseCMTool(tool string, args []string) (*cmToolRun, error) {
-	r := &cmToolRun{port: cmtool.DefaultPort, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams(), ct: cmtool.DefaultCmtimeParams()}
+	r := &cmToolRun{port: cmtool.DefaultPort, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams(), ct: cmtool.DefaultCmtimeParams(), rs: cmtool.DefaultRstreamParams()}
 	operands, err := parseOptions(cmToolOptions(tool), r, args, false)
 	if err != nil || r.help {
 		return r, err
@@ -177,6 +208,11 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 		return r, errors.New("--link mem: the peer is another process: use --link udp, tap or xdp")
 	}
 	r.p.TOS = uint8(r.tos)
+	if tool == "rstream" {
+		if err := r.rs.Check(); err != nil {
+			return r, err
+		}
+	}
 	if tool == "cmtime" {
 		if r.mimic < 0 {
 			return r, fmt.Errorf("-m %d: a delay is not negative", r.mimic)
@@ -210,6 +246,8 @@ func cmToolUsage(w io.Writer, tool string) {
 		fmt.Fprintf(w, "librdmacm's udaddy: UD QPs found with service ID resolution (SIDR) on port 7174\nof rdma_cm's UDP port space; the client sends -C messages of -S bytes from each\nof -c QPs, the server answers each. Without -s it is the server.\n")
 	case "mckey":
 		fmt.Fprintf(w, "librdmacm's mckey: -c UD QPs join the IPv4 multicast group -m with rdma_cm (on\nRoCE: IGMP, no MADs); after 3 s a sender (-s) sends -C messages of -S bytes\nfrom each to the group, and a receiver waits for as many on each.\n")
+	case "rstream":
+		fmt.Fprintf(w, "librdmacm's rstream: a byte stream over rsockets (RDMA WRITE with immediate into\nthe peer's buffer, credits back), timed both ways: without -I, -C or -S SIZE its\nlatency tests, then its bandwidth tests on a second connection, for 64 B, 4 KiB,\n64 KiB and 1 MiB (-S all: 33 sizes up to 6 MiB). Without -s it is the server.\n")
 	case "cmtime":
 		fmt.Fprintf(w, "librdmacm's cmtime: times each step of making and ending -c connections with\nrdma_cm: a warm-up, a test with QPs and one without (made-up QP numbers from\n-q). The two sides sync over a TCP connection to the server's -p, as cmtime\nsince rdma-core 52; against an older cmtime's server (no TCP) the client makes\nits connections once, as that cmtime did. Without -s it is the server.\n")
 	case "ucmatose":
@@ -238,6 +276,9 @@ func runUDAddy(args []string, stdout, stderr io.Writer) int {
 }
 func runMckey(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("mckey", args, stdout, stderr)
+}
+func runRstream(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("rstream", args, stdout, stderr)
 }
 func runCmtime(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("cmtime", args, stdout, stderr)
@@ -269,7 +310,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
-	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime") && r.server != ""
+	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime" || tool == "rstream") && r.server != ""
 	if tool == "rdma_client" || tool == "rdma_xclient" {
 		r.server = cmp.Or(r.server, "127.0.0.1") // their default
 	}
@@ -284,6 +325,9 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	}
 	if tool == "cmtime" && r.sockets {
 		return cmtimeSockets(ctx, r, peer, client, stdout, fail)
+	}
+	if tool == "rstream" && r.rs.Sockets {
+		return rstreamSockets(ctx, r, peer, client, stdout, fail)
 	}
 	local, err := cmLocal(r.link, r.bind, peer, client)
 	if err != nil && tool == "mckey" {
@@ -326,6 +370,19 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	case tool == "udaddy" && client:
 		if cmtool.UDAddyClient(ctx, m, dev, peer, bind, r.p, stdout) != 0 {
 			return exitError
+		}
+	case tool == "rstream" && client:
+		if err := cmtool.Rstream(r.rs, cmtool.RstreamDialer(ctx, m, server, bind, false), nil, stdout); err != nil {
+			return fail(err)
+		}
+	case tool == "rstream":
+		l, err := rsocket.Listen(m, bind, uint16(r.port), rsocket.Options{})
+		if err != nil {
+			return fail(err)
+		}
+		defer l.Close()
+		if err := cmtool.Rstream(r.rs, nil, cmtool.RstreamAcceptor(ctx, l, nil), stdout); err != nil {
+			return fail(err)
 		}
 	case tool == "cmtime" && client:
 		oob, err := cmtool.DialCmtime(ctx, server)
@@ -427,6 +484,63 @@ func cmtimeSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client bo
 	}
 	defer l.Close()
 	if err := cmtool.CmtimeSocketServer(ctx, l, r.ct, stdout); err != nil {
+		return fail(err)
+	}
+	return exitOK
+}
+
+// rstreamTestOption takes rstream's -T: s or socket, v or verify, and
+// the options of how the C program waits (a, async; b, block; n,
+// nonblock) or resolves (r, resolve), which change nothing in gorxe; f
+// (fork) is refused.
+func (r *cmToolRun) rstreamTestOption(v string) error {
+	o := strings.ToLower(v)
+	long := map[string]string{"socket": "s", "async": "a", "block": "b", "nonblock": "n", "resolve": "r", "verify": "v", "fork": "f"}
+	if len(o) > 1 {
+		short := ""
+		for name, s := range long {
+			if strings.HasPrefix(o, name) && (short == "" || len(name) > len(long[short])) {
+				short = s
+			}
+		}
+		o = short
+	}
+	switch o {
+	case "s":
+		r.rs.Sockets = true
+	case "v":
+		r.rs.Verify = true
+	case "a", "b", "n", "r":
+	case "f":
+		return fmt.Errorf("%w: -T f: gorxe's rstream server does not fork a process per connection", errRefused)
+	default:
+		return fmt.Errorf("-T %s: a test option is s, a, b, f, n, r or v", v)
+	}
+	return nil
+}
+
+// rstreamSockets runs rstream -T s, its test over TCP sockets, which needs
+// no RDMA device.
+func rstreamSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, stdout io.Writer, fail func(error) int) int {
+	if client {
+		if err := cmtool.Rstream(r.rs, cmtool.RstreamDialer(ctx, nil, netip.AddrPortFrom(peer, uint16(r.port)), netip.Addr{}, true), nil, stdout); err != nil {
+			return fail(err)
+		}
+		return exitOK
+	}
+	var bind netip.Addr
+	if r.bind != "" {
+		var err error
+		if bind, err = resolveHost(r.bind); err != nil {
+			return fail(err)
+		}
+	}
+	l, err := listenOOB(ctx, bind, r.port)
+	if err != nil {
+		return fail(err)
+	}
+	defer l.Close()
+	if err := cmtool.Rstream(r.rs, nil, cmtool.RstreamAcceptor(ctx, nil, l), stdout); err != nil {
 		return fail(err)
 	}
 	return exitOK

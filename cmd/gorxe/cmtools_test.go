@@ -23,6 +23,9 @@ func TestCMToolRefusals(t *testing.T) {
 		{[]string{"cmtime", "-s", "10.0.0.2", "-n", "0"}, "-n 0: at least one thread"},
 		{[]string{"cmtime", "-q", "16777216"}, "-q 16777216: a QP number is 1 to 16777215"},
 		{[]string{"cmtime", "-m", "-5"}, "-m -5: a delay is not negative"},
+		{[]string{"rstream", "-T", "f"}, "does not fork a process per connection"},
+		{[]string{"rstream", "-T", "x"}, "-T x: a test option is s, a, b, f, n, r or v"},
+		{[]string{"rstream", "-s", "10.0.0.2", "-S", "0"}, "-S 0: a transfer size is 1 byte to 1 GiB"},
 	} {
 		var out, errOut bytes.Buffer
 		if st := run(tc.args, &out, &errOut); st != exitUsage || !strings.Contains(errOut.String(), tc.want) {

@@ -308,6 +308,12 @@ if ! $flags && ! $full; then
 	# and both exit; before (bookworm) the client makes its connections
 	# once and the server serves until it is stopped.
 	for dir in rxe-server gorxe-server; do cases+=("$dir cmtime udp 1024 4 0 0"); done
+	# librdmacm's rstream: a byte stream over rsockets, RDMA WRITEs with
+	# immediate into the peer's buffer and credits back, the data
+	# verified (-T v): 64 KiB transfers, 100 each way, 4 rounds (the
+	# buffers' halves given back many times), and 64-byte ping-pongs,
+	# 2000 rounds (credits alone, zero-length writes).
+	for dir in rxe-server gorxe-server; do cases+=("$dir rstream:65536,100,4 udp 1024 4 65536 0" "$dir rstream:64,1,2000 udp 1024 4 64 0"); done
 fi
 # --only takes the other cases out and leaves these their numbers, so that
 # case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
@@ -397,7 +403,14 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | qperf:*) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | qperf:*) return 0 ;; esac; return 1; }
+
+# rstreamargs TEST: rstream's options for an rstream:SIZE,COUNT,ITERS case.
+rstreamargs() {
+	local a=${1#rstream:}
+	IFS=, read -r size count iters <<<"$a"
+	echo "-S $size -C $count -I $iters -T v"
+}
 
 # vm_cm DIRECTION TEST IP SIZE: the VM's command for an rdma_cm case. As
 # server it listens on its own address (rping-rej: nothing listens, and
@@ -425,6 +438,8 @@ vm_cm() {
 	gorxe-server/qperf:*) echo "qperf $gx -cm1 -t 2 ${2#qperf:} quit" ;;
 	rxe-server/cmtime) echo "timeout -s INT 15 cmtime -b $own -c 10" ;; # before rdma-core 52 it serves on
 	gorxe-server/cmtime) echo "cmtime -s $gx -c 10" ;;
+	rxe-server/rstream:*) echo "rstream -b $own $(rstreamargs "$2")" ;;
+	gorxe-server/rstream:*) echo "rstream -s $gx $(rstreamargs "$2")" ;;
 	esac
 }
 
@@ -452,6 +467,8 @@ host_cm() {
 	gorxe-server/qperf:*) echo "qperf" ;;
 	rxe-server/cmtime) echo "cmtime -s $vm -c 10 --ip $own" ;;
 	gorxe-server/cmtime) echo "cmtime -b $own -c 10" ;;
+	rxe-server/rstream:*) echo "rstream -s $vm $(rstreamargs "$2") --ip $own" ;;
+	gorxe-server/rstream:*) echo "rstream -b $own $(rstreamargs "$2")" ;;
 	esac
 }
 
@@ -662,6 +679,13 @@ session() {
 			local pings
 			pings=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "ping data: rdma-ping-" || true)
 			[ "$pings" = 200 ] || verdict=FAIL note=" ($pings ping lines, want 100 each side)"
+		fi
+		# rstream prints its custom test's line on both sides, and no
+		# verification failure.
+		if [[ $t == rstream:* ]] && [ $verdict = pass ]; then
+			local rows
+			rows=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -cE '^custom +[0-9.]+[km]? +[0-9.]+k? +[0-9.]+k? ' || true)
+			[ "$rows" = 2 ] || verdict=FAIL note=" ($rows lines of the test, want one each side)"
 		fi
 		# qperf's client prints the test's figure, once.
 		if [[ $t == qperf:* ]] && [ $verdict = pass ]; then

@@ -1,0 +1,302 @@
+package cmtool
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/rsocket"
+)
+
+// RstreamParams are librdmacm's rstream's options.
+type RstreamParams struct {
+	// Custom is set by -I, -C or -S SIZE: one test of Iterations ×
+	// Count transfers of Size bytes each way, on one connection. Without
+	// it rstream runs its latency tests, then its bandwidth tests on a
+	// second connection, for 64 B, 4 KiB, 64 KiB and 1 MiB (AllSizes, -S
+	// all: 64 B to 6 MiB in 25 steps).
+	Custom                  bool
+	Size, Count, Iterations int
+	AllSizes                bool
+	BufferSize              int  // -B: the sockets' SO_SNDBUF and SO_RCVBUF (512 KiB)
+	Inline                  int  // -i: the latency tests' inline size (64)
+	Verify                  bool // -T v: the bytes carry a sequence the receiver checks
+	Sockets                 bool // -T s: TCP sockets instead of rsockets
+}
+
+// DefaultRstreamParams returns rstream's defaults.
+func DefaultRstreamParams() RstreamParams {
+	return RstreamParams{Size: 1000, Count: 1000, Iterations: 1, Inline: 64}
+}
+
+// Check refuses what rstream could not run.
+func (p RstreamParams) Check() error {
+	switch {
+	case p.Size < 1 || p.Size > 1<<30:
+		return fmt.Errorf("-S %d: a transfer size is 1 byte to 1 GiB", p.Size)
+	case p.Count < 1 || p.Iterations < 1:
+		return fmt.Errorf("-C %d, -I %d: at least one transfer and one iteration", p.Count, p.Iterations)
+	case p.BufferSize < 0 || p.Inline < 0:
+		return fmt.Errorf("-B %d, -i %d: sizes are not negative", p.BufferSize, p.Inline)
+	}
+	return nil
+}
+
+// rstream's test sizes (rstream.c's test_size), each with the -S it
+// needs: 0 runs by default, 1 with -S all.
+var rstreamSizes = []struct{ size, option int }{
+	{1 << 6, 0},
+	{1 << 7, 1}, {1<<7 + 1<<6, 1}, {1 << 8, 1}, {1<<8 + 1<<7, 1}, {1 << 9, 1}, {1<<9 + 1<<8, 1},
+	{1 << 10, 1}, {1<<10 + 1<<9, 1}, {1 << 11, 1}, {1<<11 + 1<<10, 1},
+	{1 << 12, 0}, {1<<12 + 1<<11, 1}, {1 << 13, 1}, {1<<13 + 1<<12, 1}, {1 << 14, 1}, {1<<14 + 1<<13, 1},
+	{1 << 15, 1}, {1<<15 + 1<<14, 1},
+	{1 << 16, 0}, {1<<16 + 1<<15, 1}, {1 << 17, 1}, {1<<17 + 1<<16, 1}, {1 << 18, 1}, {1<<18 + 1<<17, 1},
+	{1 << 19, 1}, {1<<19 + 1<<18, 1},
+	{1 << 20, 0}, {1<<20 + 1<<19, 1}, {1 << 21, 1}, {1<<21 + 1<<20, 1}, {1 << 22, 1}, {1<<22 + 1<<21, 1},
+}
+
+// sizeToCount is common.c's size_to_count: how many transfers a test of
+// size bytes makes.
+func sizeToCount(size int) int {
+	switch {
+	case size >= 1<<20:
+		return 100
+	case size >= 1<<16:
+		return 1000
+	case size >= 1<<10:
+		return 10000
+	}
+	return 100000
+}
+
+// sizeStr and cntStr are common.c's size_str and cnt_str.
+func sizeStr(size int64) string {
+	base, mag := int64(1), ""
+	switch {
+	case size >= 1<<30:
+		base, mag = 1<<30, "g"
+	case size >= 1<<20:
+		base, mag = 1<<20, "m"
+	case size >= 1<<10:
+		base, mag = 1<<10, "k"
+	}
+	if size/base < 10 {
+		if fraction := size % base * 10 / base; fraction != 0 {
+			return fmt.Sprintf("%d.%d%s", size/base, fraction, mag)
+		}
+	}
+	return fmt.Sprintf("%d%s", size/base, mag)
+}
+
+func cntStr(n int64) string {
+	switch {
+	case n >= 1000000000:
+		return fmt.Sprintf("%db", n/1000000000)
+	case n >= 1000000:
+		return fmt.Sprintf("%dm", n/1000000)
+	case n >= 1000:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// rstreamTest is one of rstream's tests.
+type rstreamTest struct {
+	name                    string
+	size, count, iterations int
+}
+
+// tests returns the tests p asks for: the custom one, or the latency
+// tests then the bandwidth tests.
+func (p RstreamParams) tests() (latency, bandwidth []rstreamTest) {
+	if p.Custom {
+		return []rstreamTest{{"custom", p.Size, p.Count, p.Iterations}}, nil
+	}
+	for _, s := range rstreamSizes {
+		if s.option == 1 && !p.AllSizes {
+			continue
+		}
+		latency = append(latency, rstreamTest{sizeStr(int64(s.size)) + "_lat", s.size, 1, sizeToCount(s.size)})
+		bandwidth = append(bandwidth, rstreamTest{sizeStr(int64(s.size)) + "_bw", s.size, sizeToCount(s.size), 1})
+	}
+	return latency, bandwidth
+}
+
+// RstreamTestNames returns the names of the tests p asks for: the
+// latency tests', then the bandwidth tests'.
+func RstreamTestNames(p RstreamParams) (latency, bandwidth []string) {
+	lat, bw := p.tests()
+	for _, t := range lat {
+		latency = append(latency, t.name)
+	}
+	for _, t := range bw {
+		bandwidth = append(bandwidth, t.name)
+	}
+	return latency, bandwidth
+}
+
+// Rstream is librdmacm's rstream (librdmacm/examples/rstream.c): the
+// client (dial set) and the server (listen set) time transfers of a byte
+// stream both ways over rsockets (package rsocket), or TCP sockets with
+// p.Sockets, and each prints rstream's table. dial connects once per
+// connection the tests need; listen takes one.
+func Rstream(p RstreamParams, dial func(rsocket.Options) (io.ReadWriteCloser, error),
+	accept func(rsocket.Options) (io.ReadWriteCloser, error), stdout io.Writer) error {
+	client := dial != nil
+	latency, bandwidth := p.tests()
+	fmt.Fprintf(stdout, "%-10s%-8s%-8s%-8s%-8s%8s %10s%13s\n", "name", "bytes", "xfers", "iters", "total", "time", "Gb/sec", "usec/xfer")
+	buffer := p.BufferSize
+	if buffer == 0 {
+		buffer = 1 << 19
+	}
+	run := func(tests []rstreamTest, inline int) error {
+		if len(tests) == 0 {
+			return nil
+		}
+		o := rsocket.Options{RBufSize: uint32(2 * buffer), SBufSize: uint32(2 * buffer), Inline: uint32(inline)}
+		if inline < 0 {
+			o.Inline = rsocket.NoInline
+		}
+		connect := accept
+		if client {
+			connect = dial
+		}
+		s, err := connect(o)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		v := &verifier{on: p.Verify}
+		for _, t := range tests {
+			if err := rstreamRun(s, client, t, v, stdout); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := run(latency, p.Inline); err != nil {
+		return err
+	}
+	return run(bandwidth, -1) // rstream's bandwidth tests set RDMA_INLINE 0
+}
+
+// verifier is common.c's format_buf and verify_buf: the bytes sent carry
+// a running sequence, which the receiver checks.
+type verifier struct {
+	on        bool
+	out, in   byte
+	totalSeen int64
+}
+
+func (v *verifier) format(b []byte) {
+	for i := range b {
+		b[i] = v.out
+		v.out++
+	}
+}
+
+func (v *verifier) check(b []byte) error {
+	for i := range b {
+		if b[i] != v.in {
+			return fmt.Errorf("data verification failed byte %d", v.totalSeen+int64(i))
+		}
+		v.in++
+	}
+	v.totalSeen += int64(len(b))
+	return nil
+}
+
+// rstreamRun is rstream's run_test: a sync of 16 bytes each way, then the
+// test's transfers, the client sending first, and its line.
+func rstreamRun(s io.ReadWriter, client bool, t rstreamTest, v *verifier, stdout io.Writer) error {
+	buf := make([]byte, max(t.size, 16))
+	send := func(n int) error {
+		if v.on {
+			v.format(buf[:n])
+		}
+		if _, err := s.Write(buf[:n]); err != nil {
+			return fmt.Errorf("rsend: %w", err)
+		}
+		return nil
+	}
+	recv := func(n int) error {
+		if _, err := io.ReadFull(s, buf[:n]); err != nil {
+			return fmt.Errorf("rrecv: %w", err)
+		}
+		if v.on {
+			return v.check(buf[:n])
+		}
+		return nil
+	}
+	first, second := recv, send
+	if client {
+		first, second = send, recv
+	}
+	if err := first(16); err != nil {
+		return err
+	}
+	if err := second(16); err != nil {
+		return err
+	}
+	start := time.Now()
+	for range t.iterations {
+		for range t.count {
+			if err := first(t.size); err != nil {
+				return err
+			}
+		}
+		for range t.count {
+			if err := second(t.size); err != nil {
+				return err
+			}
+		}
+	}
+	usec := float64(time.Since(start).Microseconds())
+	bytes := int64(t.iterations) * int64(t.count) * int64(t.size) * 2
+	fmt.Fprintf(stdout, "%-10s%-8s%-8s%-8s%-8s%8.2fs%10.2f%11.2f\n", t.name, sizeStr(int64(t.size)), cntStr(int64(t.count)),
+		cntStr(int64(t.iterations)), sizeStr(bytes), usec/1e6, float64(bytes*8)/(1000*usec), usec/float64(t.iterations)/float64(t.count*2))
+	return nil
+}
+
+// RstreamDialer returns rstream's client connection maker: rsockets to
+// server from local on m, or with sockets a TCP connection.
+func RstreamDialer(ctx context.Context, m *cm.Manager, server netip.AddrPort, local netip.Addr, sockets bool) func(rsocket.Options) (io.ReadWriteCloser, error) {
+	return func(o rsocket.Options) (io.ReadWriteCloser, error) {
+		if sockets {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", server.String())
+			if err != nil {
+				return nil, fmt.Errorf("connect: %w", err)
+			}
+			return c, nil
+		}
+		c, err := rsocket.Dial(ctx, m, server, local, o)
+		if err != nil {
+			return nil, fmt.Errorf("rconnect: %w", err)
+		}
+		return c, nil
+	}
+}
+
+// RstreamAcceptor returns rstream's server connection taker from l, or
+// with sockets from the TCP listener tl.
+func RstreamAcceptor(ctx context.Context, l *rsocket.Listener, tl net.Listener) func(rsocket.Options) (io.ReadWriteCloser, error) {
+	return func(o rsocket.Options) (io.ReadWriteCloser, error) {
+		if tl != nil {
+			c, err := tl.Accept()
+			if err != nil {
+				return nil, fmt.Errorf("accept: %w", err)
+			}
+			return c, nil
+		}
+		c, err := l.AcceptOptions(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("raccept: %w", err)
+		}
+		return c, nil
+	}
+}
