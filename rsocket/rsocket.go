@@ -161,6 +161,7 @@ type Conn struct {
 	sbufHead       uint32 // where the next write's bytes go in sbuf
 
 	rmsgs          []rmsg
+	unread         uint32 // the bytes of rmsgs
 	rbufOffset     uint32 // where the next byte to read is
 	rbufFreeOffset uint32 // the half given to the peer next
 	rbufBytesAvail uint32

@@ -91,6 +91,13 @@ func (c *Conn) process(wcs []cq.WC) {
 					}
 				}
 			case opData:
+				// A peer that claims more than the buffer holds breaks
+				// the protocol: what it names cannot be in the buffer.
+				if c.unread+data > c.o.RBufSize {
+					c.fail(errors.New("rsocket: the peer wrote more than the receive buffer holds"))
+					return
+				}
+				c.unread += data
 				c.rmsgs = append(c.rmsgs, rmsg{left: data})
 			}
 			continue
@@ -255,6 +262,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		m := &c.rmsgs[0]
 		n := min(uint32(len(p)-read), m.left)
 		m.left -= n
+		c.unread -= n
 		if m.left == 0 {
 			c.rseqNo++
 			c.rmsgs = c.rmsgs[1:]
