@@ -146,13 +146,23 @@ func RstreamTestNames(p RstreamParams) (latency, bandwidth []string) {
 // connection the tests need; listen takes one.
 func Rstream(p RstreamParams, dial func(rsocket.Options) (io.ReadWriteCloser, error),
 	accept func(rsocket.Options) (io.ReadWriteCloser, error), stdout io.Writer) error {
-	client := dial != nil
 	latency, bandwidth := p.tests()
+	return rstream(p, latency, bandwidth, dial, accept, stdout)
+}
+
+// rstream runs the latency tests on one connection, then the bandwidth
+// tests on another.
+func rstream(p RstreamParams, latency, bandwidth []rstreamTest, dial func(rsocket.Options) (io.ReadWriteCloser, error),
+	accept func(rsocket.Options) (io.ReadWriteCloser, error), stdout io.Writer) error {
+	client := dial != nil
 	fmt.Fprintf(stdout, "%-10s%-8s%-8s%-8s%-8s%8s %10s%13s\n", "name", "bytes", "xfers", "iters", "total", "time", "Gb/sec", "usec/xfer")
 	buffer := p.BufferSize
 	if buffer == 0 {
 		buffer = 1 << 19
 	}
+	// format_buf's and verify_buf's sequences are the program's: they run
+	// on from one test, and one connection, to the next.
+	v := &verifier{on: p.Verify}
 	run := func(tests []rstreamTest, inline int) error {
 		if len(tests) == 0 {
 			return nil
@@ -170,7 +180,6 @@ func Rstream(p RstreamParams, dial func(rsocket.Options) (io.ReadWriteCloser, er
 			return err
 		}
 		defer s.Close()
-		v := &verifier{on: p.Verify}
 		for _, t := range tests {
 			if err := rstreamRun(s, client, t, v, stdout); err != nil {
 				return err

@@ -314,6 +314,9 @@ if ! $flags && ! $full; then
 	# buffers' halves given back many times), and 64-byte ping-pongs,
 	# 2000 rounds (credits alone, zero-length writes).
 	for dir in rxe-server gorxe-server; do cases+=("$dir rstream:65536,100,4 udp 1024 4 65536 0" "$dir rstream:64,1,2000 udp 1024 4 64 0"); done
+	# rstream's own tests: latency then bandwidth on a second connection,
+	# 64 B to 1 MiB, verified.
+	for dir in rxe-server gorxe-server; do cases+=("$dir rstream:default udp 1024 4 0 0"); done
 fi
 # --only takes the other cases out and leaves these their numbers, so that
 # case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
@@ -408,6 +411,10 @@ cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy |
 # rstreamargs TEST: rstream's options for an rstream:SIZE,COUNT,ITERS case.
 rstreamargs() {
 	local a=${1#rstream:}
+	if [ "$a" = default ]; then
+		echo "-T v"
+		return
+	fi
 	IFS=, read -r size count iters <<<"$a"
 	echo "-S $size -C $count -I $iters -T v"
 }
@@ -680,12 +687,13 @@ session() {
 			pings=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "ping data: rdma-ping-" || true)
 			[ "$pings" = 200 ] || verdict=FAIL note=" ($pings ping lines, want 100 each side)"
 		fi
-		# rstream prints its custom test's line on both sides, and no
-		# verification failure.
+		# rstream prints a line a test on both sides: its custom test's,
+		# or its eight (64_lat ... 1m_bw).
 		if [[ $t == rstream:* ]] && [ $verdict = pass ]; then
-			local rows
-			rows=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -cE '^custom +[0-9.]+[km]? +[0-9.]+k? +[0-9.]+k? ' || true)
-			[ "$rows" = 2 ] || verdict=FAIL note=" ($rows lines of the test, want one each side)"
+			local rows want=2
+			[ "$t" = rstream:default ] && want=16
+			rows=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -cE '^(custom|[0-9]+[km]?_(lat|bw)) +[0-9.]+[km]? +[0-9.]+k? +[0-9.]+k? ' || true)
+			[ "$rows" = "$want" ] || verdict=FAIL note=" ($rows lines of tests, want $((want / 2)) each side)"
 		fi
 		# qperf's client prints the test's figure, once.
 		if [[ $t == qperf:* ]] && [ $verdict = pass ]; then

@@ -1,0 +1,80 @@
+package cmtool
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/cm/cmtest"
+	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/rsocket"
+)
+
+// recorder keeps what is written through it.
+type recorder struct {
+	io.ReadWriteCloser
+	mu  *sync.Mutex
+	out *bytes.Buffer
+}
+
+func (r recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	r.out.Write(p)
+	r.mu.Unlock()
+	return r.ReadWriteCloser.Write(p)
+}
+
+// TestRstreamVerifySequence: with -T v the bytes the client sends carry
+// one running sequence over every test and both connections, as
+// rstream's format_buf (a static counter) makes them, and the server
+// checks it so: a sequence that began again on the second connection
+// fails against stock rstream.
+func TestRstreamVerifySequence(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f := mem.NewFabric()
+	_, sm := cmtest.Open(t, f, "10.0.0.2")
+	_, cmgr := cmtest.Open(t, f, "10.0.0.1")
+	l, err := rsocket.Listen(sm, netip.Addr{}, DefaultPort, rsocket.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := RstreamParams{Verify: true}
+	lat := []rstreamTest{{"64_lat", 64, 1, 3}, {"100_lat", 100, 1, 2}}
+	bw := []rstreamTest{{"64_bw", 64, 3, 1}}
+	var mu sync.Mutex
+	var sent bytes.Buffer
+	dial := RstreamDialer(ctx, cmgr, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, false)
+	recording := func(o rsocket.Options) (io.ReadWriteCloser, error) {
+		c, err := dial(o)
+		if err != nil {
+			return nil, err
+		}
+		return recorder{c, &mu, &sent}, nil
+	}
+	done := make(chan error, 1)
+	var sout, cout bytes.Buffer
+	go func() { done <- rstream(p, lat, bw, nil, RstreamAcceptor(ctx, l, nil), &sout) }()
+	if err := rstream(p, lat, bw, recording, nil, &cout); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the server: %v\n%s", err, sout.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := 16 + 64*3 + 16 + 100*2 + 16 + 64*3 // syncs and transfers, the client's half
+	if sent.Len() != want {
+		t.Fatalf("the client sent %d bytes, want %d", sent.Len(), want)
+	}
+	for i, b := range sent.Bytes() {
+		if b != byte(i) {
+			t.Fatalf("byte %d of what the client sent is %d, want %d: the sequence does not run on", i, b, byte(i))
+		}
+	}
+}
