@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +77,32 @@ func TestRstreamVerifySequence(t *testing.T) {
 	for i, b := range sent.Bytes() {
 		if b != byte(i) {
 			t.Fatalf("byte %d of what the client sent is %d, want %d: the sequence does not run on", i, b, byte(i))
+		}
+	}
+}
+
+// TestRstreamSockets: rstream -T s runs the same test over TCP sockets.
+func TestRstreamSockets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	p := RstreamParams{Custom: true, Size: 3000, Count: 5, Iterations: 2, Verify: true, Sockets: true}
+	done := make(chan error, 1)
+	var sout, cout bytes.Buffer
+	go func() { done <- Rstream(p, nil, RstreamAcceptor(ctx, nil, tl), &sout) }()
+	if err := Rstream(p, RstreamDialer(ctx, nil, netip.MustParseAddrPort(tl.Addr().String()), netip.Addr{}, true), nil, &cout); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{cout.String(), sout.String()} {
+		if !strings.Contains(out, "\ncustom    2.9k    5       2       58k     ") {
+			t.Errorf("printed\n%s", out)
 		}
 	}
 }

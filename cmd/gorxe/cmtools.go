@@ -465,8 +465,18 @@ func listenOOB(ctx context.Context, bind netip.Addr, port int) (net.Listener, er
 // cmtimeSockets runs cmtime -S, its baseline of TCP connections, which
 // needs no RDMA device.
 func cmtimeSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, stdout io.Writer, fail func(error) int) int {
+	return overTCP(ctx, r, peer, client, fail,
+		func(server netip.AddrPort) error { return cmtool.CmtimeSocketClient(ctx, server, r.ct, stdout) },
+		func(l net.Listener) error { return cmtool.CmtimeSocketServer(ctx, l, r.ct, stdout) })
+}
+
+// overTCP runs a tool's test over TCP sockets, which needs no RDMA
+// device: the client to peer at the tool's port, or the server on a
+// listener at its -b address (every address without one).
+func overTCP(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, fail func(error) int,
+	dial func(netip.AddrPort) error, serve func(net.Listener) error) int {
 	if client {
-		if err := cmtool.CmtimeSocketClient(ctx, netip.AddrPortFrom(peer, uint16(r.port)), r.ct, stdout); err != nil {
+		if err := dial(netip.AddrPortFrom(peer, uint16(r.port))); err != nil {
 			return fail(err)
 		}
 		return exitOK
@@ -483,7 +493,7 @@ func cmtimeSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client bo
 		return fail(err)
 	}
 	defer l.Close()
-	if err := cmtool.CmtimeSocketServer(ctx, l, r.ct, stdout); err != nil {
+	if err := serve(l); err != nil {
 		return fail(err)
 	}
 	return exitOK
@@ -519,29 +529,13 @@ func (r *cmToolRun) rstreamTestOption(v string) error {
 	return nil
 }
 
-// rstreamSockets runs rstream -T s, its test over TCP sockets, which needs
-// no RDMA device.
+// rstreamSockets runs rstream -T s, its test over TCP sockets.
 func rstreamSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, stdout io.Writer, fail func(error) int) int {
-	if client {
-		if err := cmtool.Rstream(r.rs, cmtool.RstreamDialer(ctx, nil, netip.AddrPortFrom(peer, uint16(r.port)), netip.Addr{}, true), nil, stdout); err != nil {
-			return fail(err)
-		}
-		return exitOK
-	}
-	var bind netip.Addr
-	if r.bind != "" {
-		var err error
-		if bind, err = resolveHost(r.bind); err != nil {
-			return fail(err)
-		}
-	}
-	l, err := listenOOB(ctx, bind, r.port)
-	if err != nil {
-		return fail(err)
-	}
-	defer l.Close()
-	if err := cmtool.Rstream(r.rs, nil, cmtool.RstreamAcceptor(ctx, nil, l), stdout); err != nil {
-		return fail(err)
-	}
-	return exitOK
+	return overTCP(ctx, r, peer, client, fail,
+		func(server netip.AddrPort) error {
+			return cmtool.Rstream(r.rs, cmtool.RstreamDialer(ctx, nil, server, netip.Addr{}, true), nil, stdout)
+		},
+		func(l net.Listener) error {
+			return cmtool.Rstream(r.rs, nil, cmtool.RstreamAcceptor(ctx, nil, l), stdout)
+		})
 }
