@@ -38,19 +38,20 @@ var layers = []struct{ pkg, may string }{
 	{"congestion", "internal/monotime"},        // DCQCN: a leaf the transport plugs in
 	{"trace", ""},                              // transport events: a leaf every layer reports with
 	{"explain", "trace wire/... internal/..."}, // a capture explained: a model of both ends, no device
-	{"rnic", "internal/rc congestion trace qp mr cq link wire/... internal/..."},                                                           // the device: links to QP engines
-	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                           // a scripted peer for tests
-	{"perftest", "cm rnic congestion qp mr cq link/... wire/... internal/..."},                                                             // perftest's protocol over gorxe
-	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                                // ibv_rc_pingpong's exchange and run over gorxe
-	{"sim", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                                     // DCQCN scenarios: devices on the fabric in virtual time
-	{"cm", "rnic qp mr cq wire/... internal/..."},                                                                                          // the connection manager on QP 1, above the device
-	{"cm/cmtest", "cm rnic rnic/rnictest link/..."},                                                                                        // devices with a connection manager, for tests
-	{"rping", "cm rnic qp mr cq wire/... internal/..."},                                                                                    // librdmacm's rping over cm
-	{"cmtool", "cm rnic qp mr cq wire/... internal/..."},                                                                                   // librdmacm's rdma_server/client, ucmatose over cm
-	{"qperf", "cm rnic qp mr cq wire/... internal/..."},                                                                                    // qperf's tests over cm
-	{"scene", "explain trace cm rnic congestion qp mr cq link/... wire/... internal/..."},                                                  // scripted scenes of the transport at work, in virtual time
-	{"cmd/...", "scene explain trace sim pingpong perftest rping cmtool qperf cm rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
-	{"test/...", "scene explain trace perftest cm rnic congestion qp mr cq link/... wire/... internal/..."},                                // system tests and benchmarks
+	{"rnic", "internal/rc congestion trace qp mr cq link wire/... internal/..."},                                                                   // the device: links to QP engines
+	{"rnic/rnictest", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                                   // a scripted peer for tests
+	{"perftest", "cm rnic congestion qp mr cq link/... wire/... internal/..."},                                                                     // perftest's protocol over gorxe
+	{"pingpong", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                                        // ibv_rc_pingpong's exchange and run over gorxe
+	{"sim", "rnic congestion qp mr cq link/... wire/... internal/..."},                                                                             // DCQCN scenarios: devices on the fabric in virtual time
+	{"cm", "rnic qp mr cq wire/... internal/..."},                                                                                                  // the connection manager on QP 1, above the device
+	{"cm/cmtest", "cm rnic rnic/rnictest link/..."},                                                                                                // devices with a connection manager, for tests
+	{"rping", "cm rnic qp mr cq wire/... internal/..."},                                                                                            // librdmacm's rping over cm
+	{"rsocket", "cm rnic qp mr cq wire/... internal/..."},                                                                                          // librdmacm's rsockets over cm
+	{"cmtool", "rsocket cm rnic qp mr cq wire/... internal/..."},                                                                                   // librdmacm's rdma_server/client, ucmatose over cm
+	{"qperf", "cm rnic qp mr cq wire/... internal/..."},                                                                                            // qperf's tests over cm
+	{"scene", "explain trace cm rnic congestion qp mr cq link/... wire/... internal/..."},                                                          // scripted scenes of the transport at work, in virtual time
+	{"cmd/...", "scene explain trace sim pingpong perftest rping cmtool rsocket qperf cm rnic congestion qp mr cq link/... wire/... internal/..."}, // the gorxe command
+	{"test/...", "scene explain trace perftest cm rnic congestion qp mr cq link/... wire/... internal/..."},                                        // system tests and benchmarks
 }
 
 // match reports whether pkg, a path below the module, matches pattern.
