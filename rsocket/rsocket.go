@@ -20,9 +20,10 @@
 //     operation is 4 (SGL) and whose count is its receive sequence number
 //     plus its queue's size: the sender may send until its own sequence
 //     number reaches that. When half of the receive buffer is free again
-//     the write carries a struct rs_sge (in the peer's byte order: little-
-//     endian here) naming that half, into the next slot of the sender's
-//     target SGL; otherwise it carries nothing.
+//     the write carries a struct rs_sge (in the host's byte order, which
+//     RS_CONN_FLAG_NET announces: little-endian here) naming that half, into
+//     the next slot of the sender's target SGL; otherwise it carries
+//     nothing.
 //   - Control messages are zero-length WRITEs with immediate, operation 7:
 //     0 disconnect, 1 keepalive, 2 shutdown (of writing). At most four are
 //     outstanding.
