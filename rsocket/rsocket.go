@@ -1,7 +1,8 @@
 // Package rsocket speaks librdmacm's rsockets (librdmacm/rsocket.c) on a
 // gorxe device: a byte stream over an RC connection made with rdma_cm,
-// interoperable with rstream, riostream and any program using rsockets
-// (rsocket, rsend, rrecv) on rxe or a RoCE NIC.
+// interoperable with rstream and any program using rsockets' stream calls
+// (rsocket, rsend, rrecv) on rxe or a RoCE NIC. riostream's I/O-mapped
+// writes (riomap, riowrite) are not there: a gorxe side offers no iomap.
 //
 // The protocol, as rsocket.c runs it over RoCE:
 //
