@@ -99,14 +99,8 @@ func withDevice(tool string, args []string, stdout, stderr io.Writer, fn func(*d
 		r.link.ip = a.String()
 	}
 	r.link.log = stderr
-	l, err := r.link.open()
+	dev, err := r.link.openDevice(rnic.Config{Name: r.name})
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return exitError
-	}
-	dev, err := rnic.Open(rnic.Config{Link: l, Name: r.name, Port: uint16(r.link.port)})
-	if err != nil {
-		l.Close()
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}

@@ -213,6 +213,26 @@ func (l *linkFlags) validateCC() error {
 	return nil
 }
 
+// openDevice opens the link the flags describe and a device on it; cfg
+// gives the rest of the device's configuration (its name, its window),
+// and the flags its port, congestion control, busy polling and trace. A
+// device that does not open closes the link.
+func (l *linkFlags) openDevice(cfg rnic.Config) (*rnic.Device, error) {
+	lk, err := l.open()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Link, cfg.Port = lk, uint16(l.port)
+	l.applyDevice(&cfg)
+	cfg.Trace = l.deviceTrace()
+	dev, err := rnic.Open(cfg)
+	if err != nil {
+		lk.Close()
+		return nil, err
+	}
+	return dev, nil
+}
+
 // applyDevice gives cfg what the flags ask of the device: its congestion
 // control, and how long it busy polls.
 func (l *linkFlags) applyDevice(cfg *rnic.Config) {
@@ -475,15 +495,8 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 		}
 		ep.gidIndex, gid = i, e.GID.Unmap()
 	}
-	l, err := lf.open()
-	if err != nil {
-		return err
-	}
-	cfg := rnic.Config{Name: name, Link: l, Port: uint16(lf.port), Window: r.p.Window}
-	lf.applyDevice(&cfg)
-	cfg.Trace = lf.deviceTrace()
-	if ep.dev, err = rnic.Open(cfg); err != nil {
-		l.Close()
+	var err error
+	if ep.dev, err = lf.openDevice(rnic.Config{Name: name, Window: r.p.Window}); err != nil {
 		return err
 	}
 	if lf.kind == "xdp" {

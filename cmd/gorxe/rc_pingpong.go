@@ -389,16 +389,8 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 		}
 		gid = e.GID.Unmap()
 	}
-	l, err := lf.open()
+	dev, err := lf.openDevice(rnic.Config{Name: cmp.Or(r.device, "gorxe0")})
 	if err != nil {
-		return nil, err
-	}
-	cfg := rnic.Config{Name: cmp.Or(r.device, "gorxe0"), Link: l, Port: uint16(lf.port)}
-	lf.applyDevice(&cfg)
-	cfg.Trace = lf.deviceTrace()
-	dev, err := rnic.Open(cfg)
-	if err != nil {
-		l.Close()
 		return nil, err
 	}
 	if lf.kind == "xdp" {

@@ -208,16 +208,8 @@ func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, 
 			return nil, nil, err
 		}
 	}
-	l, err := lf.open()
+	dev, err := lf.openDevice(rnic.Config{})
 	if err != nil {
-		return nil, nil, err
-	}
-	cfg := rnic.Config{Link: l, Port: uint16(lf.port)}
-	lf.applyDevice(&cfg)
-	cfg.Trace = lf.deviceTrace()
-	dev, err := rnic.Open(cfg)
-	if err != nil {
-		l.Close()
 		return nil, nil, err
 	}
 	mc := cm.Config{}
