@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -266,28 +267,33 @@ func (n *cmtimeNode) handshakeDone(t *cmtime) {
 	}
 }
 
-// destroy destroys the test's QPs and connections, timing each.
-func (t *cmtime) destroy() {
-	t.start(stepDestroyQP)
+// timed times step s done for each node in turn by fn (nil for a step
+// that takes no time in gorxe): the step in all, and each node's part.
+func (t *cmtime) timed(s step, fn func(n *cmtimeNode)) {
+	t.start(s)
 	for i := range t.nodes {
 		n := &t.nodes[i]
-		n.start(t, stepDestroyQP)
+		n.start(t, s)
+		if fn != nil {
+			fn(n)
+		}
+		n.end(t, s)
+	}
+	t.end(s)
+}
+
+// destroy destroys the test's QPs and connections, timing each.
+func (t *cmtime) destroy() {
+	t.timed(stepDestroyQP, func(n *cmtimeNode) {
 		if n.qp != nil {
 			n.qp.Destroy()
 		}
-		n.end(t, stepDestroyQP)
-	}
-	t.end(stepDestroyQP)
-	t.start(stepDestroyID)
-	for i := range t.nodes {
-		n := &t.nodes[i]
-		n.start(t, stepDestroyID)
+	})
+	t.timed(stepDestroyID, func(n *cmtimeNode) {
 		if n.conn != nil {
 			n.conn.Close()
 		}
-		n.end(t, stepDestroyID)
-	}
-	t.end(stepDestroyID)
+	})
 }
 
 // show prints a test's table as cmtime's show_perf: each step's time in
@@ -482,16 +488,12 @@ func (t *cmtime) stampIDs(local netip.Addr) {
 		case stepResolveRoute:
 			fmt.Fprintln(t.out, "\tResolving routes")
 		}
-		t.start(s)
-		for i := range t.nodes {
-			n := &t.nodes[i]
-			if s == stepCreateID {
-				n.start(t, stepFullConnect)
+		if s == stepCreateID {
+			for i := range t.nodes {
+				t.nodes[i].start(t, stepFullConnect)
 			}
-			n.start(t, s)
-			n.end(t, s)
 		}
-		t.end(s)
+		t.timed(s, nil)
 	}
 }
 
@@ -532,22 +534,32 @@ func (t *cmtime) connectAll(ctx context.Context, m *cm.Manager, server netip.Add
 func (t *cmtime) legacyClient(ctx context.Context, m *cm.Manager, server netip.AddrPort, local netip.Addr) error {
 	t.legacy = true
 	t.reset(t.p.Connections, true)
-	steps := []step{stepCreateID, stepBind, stepResolveAddr, stepResolveRoute, stepCreateQP, stepConnect, stepDisconnect, stepDestroyID}
-	names := map[step]string{stepCreateID: "creating id", stepBind: "binding source address", stepResolveAddr: "resolving address",
-		stepResolveRoute: "resolving route", stepCreateQP: "creating qp", stepConnect: "connecting", stepDisconnect: "disconnecting", stepDestroyID: "destroying id"}
-	for _, s := range steps[:4] {
-		if s == stepBind && !local.IsValid() {
-			continue
-		}
-		fmt.Fprintln(t.out, names[s])
-		t.start(s)
-		for i := range t.nodes {
-			t.nodes[i].start(t, s)
-			t.nodes[i].end(t, s)
-		}
-		t.end(s)
+	// That cmtime's steps: what it prints as it takes each, and the
+	// step's row in its table.
+	steps := []struct {
+		s            step
+		doing, label string
+	}{
+		{stepCreateID, "creating id", "create id"}, {stepBind, "binding source address", "bind addr"},
+		{stepResolveAddr, "resolving address", "resolve addr"}, {stepResolveRoute, "resolving route", "resolve route"},
+		{stepCreateQP, "creating qp", "create qp"}, {stepConnect, "connecting", "connect"},
+		{stepDisconnect, "disconnecting", "disconnect"}, {stepDestroyID, "destroying id", "destroy"},
 	}
-	fmt.Fprintln(t.out, names[stepCreateQP])
+	if !local.IsValid() {
+		steps = slices.Delete(steps, 1, 2) // no bind
+	}
+	say := func(s step) {
+		for _, st := range steps {
+			if st.s == s {
+				fmt.Fprintln(t.out, st.doing)
+			}
+		}
+	}
+	for _, st := range steps[:len(steps)-4] { // those before the QPs: no time in gorxe
+		say(st.s)
+		t.timed(st.s, nil)
+	}
+	say(stepCreateQP)
 	t.start(stepCreateQP)
 	for i := range t.nodes {
 		n := &t.nodes[i]
@@ -562,12 +574,11 @@ func (t *cmtime) legacyClient(ctx context.Context, m *cm.Manager, server netip.A
 		n.times[stepCreateQP] = span{start, t.now()}
 	}
 	t.end(stepCreateQP)
-	fmt.Fprintln(t.out, names[stepConnect])
-	p := t.p
+	say(stepConnect)
 	if err := t.connectAll(ctx, m, server, local); err != nil {
 		return err
 	}
-	fmt.Fprintln(t.out, names[stepDisconnect])
+	say(stepDisconnect)
 	t.start(stepDisconnect)
 	for i := range t.nodes {
 		n := &t.nodes[i]
@@ -580,23 +591,12 @@ func (t *cmtime) legacyClient(ctx context.Context, m *cm.Manager, server netip.A
 		}
 	}
 	t.end(stepDisconnect)
-	fmt.Fprintln(t.out, names[stepDestroyID])
-	t.start(stepDestroyID)
-	for i := range t.nodes {
-		n := &t.nodes[i]
-		n.start(t, stepDestroyID)
-		n.conn.Close()
-		n.end(t, stepDestroyID)
-	}
-	t.end(stepDestroyID)
+	say(stepDestroyID)
+	t.timed(stepDestroyID, func(n *cmtimeNode) { n.conn.Close() })
 
-	labels := map[step]string{stepCreateID: "create id", stepBind: "bind addr", stepResolveAddr: "resolve addr",
-		stepResolveRoute: "resolve route", stepCreateQP: "create qp", stepConnect: "connect", stepDisconnect: "disconnect", stepDestroyID: "destroy"}
 	fmt.Fprintln(t.out, "step              total ms     max ms     min us  us / conn")
-	for _, s := range steps {
-		if s == stepBind && !local.IsValid() {
-			continue
-		}
+	for _, st := range steps {
+		s := st.s
 		most, least := 0.0, 999999999.0
 		for i := range t.nodes {
 			if sp := t.nodes[i].times[s]; sp[0] != 0 && sp[1] != 0 {
@@ -605,7 +605,7 @@ func (t *cmtime) legacyClient(ctx context.Context, m *cm.Manager, server netip.A
 			}
 		}
 		us := float64(t.times[s][1] - t.times[s][0])
-		fmt.Fprintf(t.out, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", labels[s], us/1000, most/1000, least, us/float64(p.Connections))
+		fmt.Fprintf(t.out, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", st.label, us/1000, most/1000, least, us/float64(t.p.Connections))
 	}
 	return nil
 }
