@@ -187,18 +187,3 @@ func TestRstream(t *testing.T) {
 		}
 	}
 }
-
-// TestRstreamTests: without -I, -C or -S, rstream's tests are its
-// latency then bandwidth tests of 64 B, 4 KiB, 64 KiB and 1 MiB; with -S
-// all, 33 sizes each.
-func TestRstreamTests(t *testing.T) {
-	p := cmtool.DefaultRstreamParams()
-	lat, bw := cmtool.RstreamTestNames(p)
-	if strings.Join(lat, " ") != "64_lat 4k_lat 64k_lat 1m_lat" || strings.Join(bw, " ") != "64_bw 4k_bw 64k_bw 1m_bw" {
-		t.Fatalf("tests %v and %v", lat, bw)
-	}
-	p.AllSizes = true
-	if lat, bw := cmtool.RstreamTestNames(p); len(lat) != 33 || len(bw) != 33 || lat[2] != "192_lat" || bw[32] != "6m_bw" {
-		t.Fatalf("-S all: %d and %d tests: %v", len(lat), len(bw), lat)
-	}
-}

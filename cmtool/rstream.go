@@ -126,19 +126,6 @@ func (p RstreamParams) tests() (latency, bandwidth []rstreamTest) {
 	return latency, bandwidth
 }
 
-// RstreamTestNames returns the names of the tests p asks for: the
-// latency tests', then the bandwidth tests'.
-func RstreamTestNames(p RstreamParams) (latency, bandwidth []string) {
-	lat, bw := p.tests()
-	for _, t := range lat {
-		latency = append(latency, t.name)
-	}
-	for _, t := range bw {
-		bandwidth = append(bandwidth, t.name)
-	}
-	return latency, bandwidth
-}
-
 // Rstream is librdmacm's rstream (librdmacm/examples/rstream.c): the
 // client (dial set) and the server (listen set) time transfers of a byte
 // stream both ways over rsockets (package rsocket), or TCP sockets with

@@ -106,3 +106,31 @@ func TestRstreamSockets(t *testing.T) {
 		}
 	}
 }
+
+// TestRstreamTests: without -I, -C or -S, rstream's tests are its
+// latency then bandwidth tests of 64 B, 4 KiB, 64 KiB and 1 MiB; with -S
+// all, 33 sizes each.
+func TestRstreamTests(t *testing.T) {
+	p := DefaultRstreamParams()
+	lat, bw := testNames(p)
+	if strings.Join(lat, " ") != "64_lat 4k_lat 64k_lat 1m_lat" || strings.Join(bw, " ") != "64_bw 4k_bw 64k_bw 1m_bw" {
+		t.Fatalf("tests %v and %v", lat, bw)
+	}
+	p.AllSizes = true
+	if lat, bw := testNames(p); len(lat) != 33 || len(bw) != 33 || lat[2] != "192_lat" || bw[32] != "6m_bw" {
+		t.Fatalf("-S all: %d and %d tests: %v", len(lat), len(bw), lat)
+	}
+}
+
+// testNames returns the names of the tests p asks for: the latency
+// tests', then the bandwidth tests'.
+func testNames(p RstreamParams) (latency, bandwidth []string) {
+	lat, bw := p.tests()
+	for _, t := range lat {
+		latency = append(latency, t.name)
+	}
+	for _, t := range bw {
+		bandwidth = append(bandwidth, t.name)
+	}
+	return latency, bandwidth
+}

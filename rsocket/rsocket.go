@@ -184,8 +184,6 @@ const (
 	wridCtrl uint64 = 1 << 62
 )
 
-func mrKey(k uint32) mr.Key { return mr.Key(k) }
-
 // newConn makes a connection's resources: the CQ, the buffers, and the
 // receives to post before the handshake.
 func newConn(dev *rnic.Device, o Options) (*Conn, error) {

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 )
 
@@ -149,7 +150,7 @@ func (c *Conn) sendCredits() {
 	if c.rbufBytesAvail >= half {
 		wr.Flags = qp.SendInline
 		wr.Inline = encodeSGE(sge{addr: c.rmr.IOVA() + uint64(c.rbufFreeOffset), key: uint32(c.rmr.RKey()), length: half})
-		wr.RemoteAddr, wr.RKey = c.remoteSGL.addr+uint64(c.remoteSGE*sgeLen), mrKey(c.remoteSGL.key)
+		wr.RemoteAddr, wr.RKey = c.remoteSGL.addr+uint64(c.remoteSGE*sgeLen), mr.Key(c.remoteSGL.key)
 		c.rbufBytesAvail -= half
 		c.rbufFreeOffset += half
 		if c.rbufFreeOffset >= c.o.RBufSize {
@@ -223,7 +224,7 @@ func (c *Conn) writeData(b []byte, t sge) error {
 		}
 	}
 	wr := qp.SendWR{WRID: uint64(n), Opcode: qp.WRRDMAWriteWithImm, ImmData: msg(opData, n),
-		RemoteAddr: t.addr, RKey: mrKey(t.key)}
+		RemoteAddr: t.addr, RKey: mr.Key(t.key)}
 	if n <= c.o.Inline {
 		wr.Flags, wr.Inline = qp.SendInline, b
 	} else {
