@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gorxe/gorxe/internal/getopt"
 	"github.com/gorxe/gorxe/rnic"
@@ -115,32 +116,34 @@ func withDevice(tool string, args []string, stdout, stderr io.Writer, fn func(*d
 func printDevinfo(w io.Writer, dev *rnic.Device, verbose bool) {
 	a := dev.Query()
 	p := dev.QueryPort()
+	// field prints "name:" after depth tabs and its value at
+	// ibv_devinfo's column, the tab stop at 40 for the device's
+	// attributes and 48 for the port's.
+	field := func(depth int, name string, format string, v ...any) {
+		stop := 40
+		if depth > 1 {
+			stop = 48
+		}
+		tabs := (stop - (8*depth + len(name) + 1) + 7) / 8
+		fmt.Fprintf(w, "%s%s:%s"+format+"\n", append([]any{strings.Repeat("\t", depth), name, strings.Repeat("\t", tabs)}, v...)...)
+	}
 	guid := func(g uint64) string {
 		return fmt.Sprintf("%04x:%04x:%04x:%04x", g>>48&0xffff, g>>32&0xffff, g>>16&0xffff, g&0xffff)
 	}
 	fmt.Fprintf(w, "hca_id:\t%s\n", dev.Name())
-	fmt.Fprintf(w, "\ttransport:\t\t\tInfiniBand (0)\n")
-	fmt.Fprintf(w, "\tnode_guid:\t\t\t%s\n", guid(a.NodeGUID))
-	fmt.Fprintf(w, "\tsys_image_guid:\t\t\t%s\n", guid(a.SysImageGUID))
-	fmt.Fprintf(w, "\tvendor_id:\t\t\t0x%04x\n", a.VendorID)
-	fmt.Fprintf(w, "\tvendor_part_id:\t\t\t%d\n", a.VendorPartID)
-	fmt.Fprintf(w, "\thw_ver:\t\t\t\t0x%X\n", a.HWVer)
-	fmt.Fprintf(w, "\tphys_port_cnt:\t\t\t%d\n", a.PhysPortCnt)
+	field(1, "transport", "InfiniBand (0)")
+	field(1, "node_guid", "%s", guid(a.NodeGUID))
+	field(1, "sys_image_guid", "%s", guid(a.SysImageGUID))
+	field(1, "vendor_id", "0x%04x", a.VendorID)
+	field(1, "vendor_part_id", "%d", a.VendorPartID)
+	field(1, "hw_ver", "0x%X", a.HWVer)
+	field(1, "phys_port_cnt", "%d", a.PhysPortCnt)
 	if verbose {
-		rows := []struct {
-			name string
-			tabs string
-			v    any
-		}{
-			{"max_mr_size", "\t\t\t", fmt.Sprintf("0x%x", a.MaxMRSize)},
-			{"page_size_cap", "\t\t\t", fmt.Sprintf("0x%x", a.PageSizeCap)},
-			{"max_qp", "\t\t\t\t", a.MaxQP},
-			{"max_qp_wr", "\t\t\t", a.MaxQPWR},
-			{"device_cap_flags", "\t\t", fmt.Sprintf("0x%08x", uint32(a.DeviceCapFlags))},
-		}
-		for _, r := range rows {
-			fmt.Fprintf(w, "\t%s:%s%v\n", r.name, r.tabs, r.v)
-		}
+		field(1, "max_mr_size", "0x%x", a.MaxMRSize)
+		field(1, "page_size_cap", "0x%x", a.PageSizeCap)
+		field(1, "max_qp", "%d", a.MaxQP)
+		field(1, "max_qp_wr", "%d", a.MaxQPWR)
+		field(1, "device_cap_flags", "0x%08x", uint32(a.DeviceCapFlags))
 		for _, f := range []struct {
 			bit  rnic.DeviceCap
 			name string
@@ -154,60 +157,60 @@ func printDevinfo(w io.Writer, dev *rnic.Device, verbose bool) {
 			}
 		}
 		atomic := map[rnic.AtomicCap]string{rnic.AtomicNone: "ATOMIC_NONE", rnic.AtomicHCA: "ATOMIC_HCA", rnic.AtomicGlob: "ATOMIC_GLOB"}
-		rows = []struct {
+		for _, r := range []struct {
 			name string
-			tabs string
-			v    any
+			v    int
 		}{
-			{"max_sge", "\t\t\t", a.MaxSGE}, {"max_sge_rd", "\t\t\t", a.MaxSGERd},
-			{"max_cq", "\t\t\t\t", a.MaxCQ}, {"max_cqe", "\t\t\t", a.MaxCQE},
-			{"max_mr", "\t\t\t\t", a.MaxMR}, {"max_pd", "\t\t\t\t", a.MaxPD},
-			{"max_qp_rd_atom", "\t\t\t", a.MaxQPRdAtom}, {"max_ee_rd_atom", "\t\t\t", 0},
-			{"max_res_rd_atom", "\t\t", a.MaxResRdAtom}, {"max_qp_init_rd_atom", "\t\t", a.MaxQPInitRdAtom},
-			{"max_ee_init_rd_atom", "\t\t", 0},
-			{"atomic_cap", "\t\t\t", fmt.Sprintf("%s (%d)", atomic[a.AtomicCap], a.AtomicCap)},
-			{"max_ee", "\t\t\t\t", 0}, {"max_rdd", "\t\t\t", 0}, {"max_mw", "\t\t\t\t", 0},
-			{"max_raw_ipv6_qp", "\t\t", 0}, {"max_raw_ethy_qp", "\t\t", 0},
-			{"max_mcast_grp", "\t\t\t", a.MaxMcastGrp}, {"max_mcast_qp_attach", "\t\t", a.MaxMcastQPAttach},
-			{"max_total_mcast_qp_attach", "\t", a.MaxTotalMcastQPAttach},
-			{"max_ah", "\t\t\t\t", a.MaxAH}, {"max_fmr", "\t\t\t", 0},
-			{"max_srq", "\t\t\t", a.MaxSRQ}, {"max_srq_wr", "\t\t\t", a.MaxSRQWR}, {"max_srq_sge", "\t\t\t", a.MaxSRQSGE},
-			{"max_pkeys", "\t\t\t", a.MaxPKeys}, {"local_ca_ack_delay", "\t\t", a.LocalCAAckDelay},
+			{"max_sge", a.MaxSGE}, {"max_sge_rd", a.MaxSGERd}, {"max_cq", a.MaxCQ}, {"max_cqe", a.MaxCQE},
+			{"max_mr", a.MaxMR}, {"max_pd", a.MaxPD}, {"max_qp_rd_atom", a.MaxQPRdAtom}, {"max_ee_rd_atom", 0},
+			{"max_res_rd_atom", a.MaxResRdAtom}, {"max_qp_init_rd_atom", a.MaxQPInitRdAtom}, {"max_ee_init_rd_atom", 0},
+		} {
+			field(1, r.name, "%d", r.v)
 		}
-		for _, r := range rows {
-			fmt.Fprintf(w, "\t%s:%s%v\n", r.name, r.tabs, r.v)
+		field(1, "atomic_cap", "%s (%d)", atomic[a.AtomicCap], a.AtomicCap)
+		for _, r := range []struct {
+			name string
+			v    int
+		}{
+			{"max_ee", 0}, {"max_rdd", 0}, {"max_mw", 0}, {"max_raw_ipv6_qp", 0}, {"max_raw_ethy_qp", 0},
+			{"max_mcast_grp", a.MaxMcastGrp}, {"max_mcast_qp_attach", a.MaxMcastQPAttach},
+			{"max_total_mcast_qp_attach", a.MaxTotalMcastQPAttach}, {"max_ah", a.MaxAH}, {"max_fmr", 0},
+			{"max_srq", a.MaxSRQ}, {"max_srq_wr", a.MaxSRQWR}, {"max_srq_sge", a.MaxSRQSGE},
+			{"max_pkeys", a.MaxPKeys}, {"local_ca_ack_delay", a.LocalCAAckDelay},
+		} {
+			field(1, r.name, "%d", r.v)
 		}
 		fmt.Fprintf(w, "\tcompletion_timestamp_mask not supported\n")
 		fmt.Fprintf(w, "\tcore clock not supported\n")
-		fmt.Fprintf(w, "\tdevice_cap_flags_ex:\t\t0x%X\n", uint64(a.DeviceCapFlags))
-		fmt.Fprintf(w, "\tmax_wq_type_rq:\t\t\t0\n")
-		fmt.Fprintf(w, "\tnum_comp_vectors:\t\t1\n")
+		field(1, "device_cap_flags_ex", "0x%X", uint64(a.DeviceCapFlags))
+		field(1, "max_wq_type_rq", "0")
+		field(1, "num_comp_vectors", "1")
 	}
 	fmt.Fprintf(w, "\t\tport:\t1\n")
-	fmt.Fprintf(w, "\t\t\tstate:\t\t\tPORT_ACTIVE (%d)\n", p.State)
-	fmt.Fprintf(w, "\t\t\tmax_mtu:\t\t%d (%d)\n", p.MaxMTU.Bytes(), p.MaxMTU)
-	fmt.Fprintf(w, "\t\t\tactive_mtu:\t\t%d (%d)\n", p.ActiveMTU.Bytes(), p.ActiveMTU)
-	fmt.Fprintf(w, "\t\t\tsm_lid:\t\t\t0\n")
-	fmt.Fprintf(w, "\t\t\tport_lid:\t\t0\n")
-	fmt.Fprintf(w, "\t\t\tport_lmc:\t\t0x00\n")
-	fmt.Fprintf(w, "\t\t\tlink_layer:\t\tEthernet\n")
+	field(3, "state", "PORT_ACTIVE (%d)", p.State)
+	field(3, "max_mtu", "%d (%d)", p.MaxMTU.Bytes(), p.MaxMTU)
+	field(3, "active_mtu", "%d (%d)", p.ActiveMTU.Bytes(), p.ActiveMTU)
+	field(3, "sm_lid", "0")
+	field(3, "port_lid", "0")
+	field(3, "port_lmc", "0x00")
+	field(3, "link_layer", "Ethernet")
 	if verbose {
-		fmt.Fprintf(w, "\t\t\tmax_msg_sz:\t\t0x%x\n", p.MaxMsgSz)
-		fmt.Fprintf(w, "\t\t\tport_cap_flags:\t\t0x%08x\n", p.PortCapFlags)
-		fmt.Fprintf(w, "\t\t\tport_cap_flags2:\t0x0000\n")
-		fmt.Fprintf(w, "\t\t\tmax_vl_num:\t\t1 (1)\n")
 		c := dev.Counters()
-		fmt.Fprintf(w, "\t\t\tbad_pkey_cntr:\t\t0x%x\n", c.PKeyViolations)
-		fmt.Fprintf(w, "\t\t\tqkey_viol_cntr:\t\t0x%x\n", c.QKeyViolations)
-		fmt.Fprintf(w, "\t\t\tsm_sl:\t\t\t0\n")
-		fmt.Fprintf(w, "\t\t\tpkey_tbl_len:\t\t%d\n", p.PKeyTblLen)
-		fmt.Fprintf(w, "\t\t\tgid_tbl_len:\t\t%d\n", p.GIDTblLen)
-		fmt.Fprintf(w, "\t\t\tsubnet_timeout:\t\t0\n")
-		fmt.Fprintf(w, "\t\t\tinit_type_reply:\t0\n")
-		fmt.Fprintf(w, "\t\t\tactive_width:\t\t1X (%d)\n", p.ActiveWidth)
-		fmt.Fprintf(w, "\t\t\tactive_speed:\t\t2.5 Gbps (%d)\n", p.ActiveSpeed)
+		field(3, "max_msg_sz", "0x%x", p.MaxMsgSz)
+		field(3, "port_cap_flags", "0x%08x", p.PortCapFlags)
+		field(3, "port_cap_flags2", "0x0000")
+		field(3, "max_vl_num", "1 (1)")
+		field(3, "bad_pkey_cntr", "0x%x", c.PKeyViolations)
+		field(3, "qkey_viol_cntr", "0x%x", c.QKeyViolations)
+		field(3, "sm_sl", "0")
+		field(3, "pkey_tbl_len", "%d", p.PKeyTblLen)
+		field(3, "gid_tbl_len", "%d", p.GIDTblLen)
+		field(3, "subnet_timeout", "0")
+		field(3, "init_type_reply", "0")
+		field(3, "active_width", "1X (%d)", p.ActiveWidth)
+		field(3, "active_speed", "2.5 Gbps (%d)", p.ActiveSpeed)
 		for i, g := range dev.GIDs() {
-			fmt.Fprintf(w, "\t\t\tGID[%3d]:\t\t%s, RoCE v2\n", i, g)
+			field(3, fmt.Sprintf("GID[%3d]", i), "%s, RoCE v2", g)
 		}
 	}
 	fmt.Fprintln(w)
