@@ -106,10 +106,11 @@ func cmToolOptions(tool string) []cmToolOption {
 			{'l', "", no, refused, false, "blocking multicast loopback needs IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, which gorxe, like rxe, does not have", flag(func(r *cmToolRun) *bool { return &r.noLoop })},
 		}
 	case "rstream":
-		custom := func(v *int) func(r *cmToolRun, s string) error {
+		// -I, -C and -S SIZE make the run one custom test.
+		custom := func(field func(r *cmToolRun) *int) func(r *cmToolRun, s string) error {
 			return func(r *cmToolRun, s string) error {
 				r.rs.Custom = true
-				return parseInt(s, v)
+				return parseInt(s, field(r))
 			}
 		}
 		opts = []cmToolOption{
@@ -118,14 +119,14 @@ func cmToolOptions(tool string) []cmToolOption {
 			{'f', "", req, honoured, false, "address format: name, ip or ipv6 (gid is refused)", str(func(r *cmToolRun) *string { return &r.format })},
 			{'B', "", req, honoured, false, "buffer size: SO_SNDBUF and SO_RCVBUF, rsockets' buffers twice that (512 KiB)", num(func(r *cmToolRun) *int { return &r.rs.BufferSize })},
 			{'i', "", req, honoured, false, "inline size of the latency tests' writes (64)", num(func(r *cmToolRun) *int { return &r.rs.Inline })},
-			{'I', "", req, honoured, false, "iterations: one test of this many rounds", func(r *cmToolRun, s string) error { return custom(&r.rs.Iterations)(r, s) }},
-			{'C', "", req, honoured, false, "transfer count: one test of this many transfers each way a round", func(r *cmToolRun, s string) error { return custom(&r.rs.Count)(r, s) }},
+			{'I', "", req, honoured, false, "iterations: one test of this many rounds", custom(func(r *cmToolRun) *int { return &r.rs.Iterations })},
+			{'C', "", req, honoured, false, "transfer count: one test of this many transfers each way a round", custom(func(r *cmToolRun) *int { return &r.rs.Count })},
 			{'S', "", req, honoured, false, "transfer size: one test of transfers this size; all: every size of the default tests' list", func(r *cmToolRun, s string) error {
 				if strings.HasPrefix(strings.ToLower(s), "all") {
 					r.rs.AllSizes = true
 					return nil
 				}
-				return custom(&r.rs.Size)(r, s)
+				return custom(func(r *cmToolRun) *int { return &r.rs.Size })(r, s)
 			}},
 			port,
 			{'k', "", req, accepted, false, "keepalive time: gorxe sends no keepalives (it takes the peer's)", num(func(r *cmToolRun) *int { return &r.keepalive })},
