@@ -130,16 +130,13 @@ var ErrClosed = errors.New("rsocket: connection closed")
 // goroutines at once, each on one; Close ends both.
 type Conn struct {
 	o    Options
-	dev  *rnic.Device
 	conn *cm.Conn
 	q    *rnic.QP
 	cq   *cq.CQ
 	pd   *mr.PD
 
-	rbuf []byte // the receive buffer, RBufSize, written by the peer
-	rmr  *mr.MR
-	tsgl []byte // the target SGL the peer writes the next buffers into
-	tmr  *mr.MR
+	rmr  *mr.MR // the receive buffer, RBufSize, written by the peer
+	tmr  *mr.MR // the target SGL, where the peer writes the next buffers
 	sbuf []byte // the send buffer, a ring of SBufSize
 	smr  *mr.MR
 
@@ -188,18 +185,16 @@ const (
 // receives to post before the handshake.
 func newConn(dev *rnic.Device, o Options) (*Conn, error) {
 	o.defaults()
-	c := &Conn{o: o, dev: dev, pd: dev.AllocPD(), ctrlMaxSeqno: ctrlSize}
+	c := &Conn{o: o, pd: dev.AllocPD(), ctrlMaxSeqno: ctrlSize}
 	c.cond.L = &c.mu
 	var err error
 	if c.cq, err = dev.CreateCQ(int(o.SQSize) + int(o.RQSize)); err != nil {
 		return nil, err
 	}
-	c.rbuf = make([]byte, o.RBufSize)
-	if c.rmr, err = dev.RegMR(c.pd, c.rbuf, mr.LocalWrite|mr.RemoteWrite); err != nil {
+	if c.rmr, err = dev.RegMR(c.pd, make([]byte, o.RBufSize), mr.LocalWrite|mr.RemoteWrite); err != nil {
 		return nil, err
 	}
-	c.tsgl = make([]byte, sglSize*sgeLen)
-	if c.tmr, err = dev.RegMR(c.pd, c.tsgl, mr.LocalWrite|mr.RemoteWrite); err != nil {
+	if c.tmr, err = dev.RegMR(c.pd, make([]byte, sglSize*sgeLen), mr.LocalWrite|mr.RemoteWrite); err != nil {
 		return nil, err
 	}
 	c.sbuf = make([]byte, o.SBufSize)
