@@ -135,7 +135,7 @@ func (d *Device) QueryPort() PortAttr {
 // kernel's cm_find_remote_qpn).
 func (d *Device) NodeGUID() uint64 {
 	if m, ok := d.link.(interface{ MAC() net.HardwareAddr }); ok {
-		if mac := m.MAC(); len(mac) == 6 && !isZero(mac) {
+		if mac := m.MAC(); len(mac) == 6 && [6]byte(mac) != [6]byte{} {
 			return eui64(mac)
 		}
 	}
@@ -150,13 +150,4 @@ func (d *Device) NodeGUID() uint64 {
 func eui64(mac net.HardwareAddr) uint64 {
 	b := [8]byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
 	return binary.BigEndian.Uint64(b[:])
-}
-
-func isZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
