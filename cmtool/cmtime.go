@@ -9,11 +9,11 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/internal/tcpdial"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
@@ -377,18 +377,7 @@ func CmtimeClient(ctx context.Context, m *cm.Manager, oob net.Conn, server netip
 // syscall.ECONNREFUSED then says the server is a cmtime of rdma-core 51
 // or before, which has no such socket.
 func DialCmtime(ctx context.Context, server netip.AddrPort) (net.Conn, error) {
-	var d net.Dialer
-	for tries := 0; ; tries++ {
-		c, err := d.DialContext(ctx, "tcp", server.String())
-		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || tries == 10 {
-			return c, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return tcpdial.Dial(ctx, &net.Dialer{}, server.String(), time.Second)
 }
 
 // oobSendRecv sends v and waits for the peer to send it back (cmtime's

@@ -18,10 +18,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gorxe/gorxe/internal/perfkey"
+	"github.com/gorxe/gorxe/internal/tcpdial"
 	"github.com/gorxe/gorxe/qp"
 )
 
@@ -182,23 +182,11 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 // DialWith is Dial with d's settings, such as the source address
 // (perftest's --bind_source_ip).
 func DialWith(ctx context.Context, d *net.Dialer, addr string) (*Conn, error) {
-	give := time.Now().Add(DialRetry)
-	for {
-		nc, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return NewConn(ctx, nc, false), nil
-		}
-		if ctx.Err() != nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(give) {
-			return nil, fmt.Errorf("perftest: connecting to %s: %w", addr, err)
-		}
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("perftest: connecting to %s: %w", addr, ctx.Err())
-		case <-t.C:
-		}
+	nc, err := tcpdial.Dial(ctx, d, addr, DialRetry)
+	if err != nil {
+		return nil, fmt.Errorf("perftest: connecting to %s: %w", addr, err)
 	}
+	return NewConn(ctx, nc, false), nil
 }
 
 // NewConn wraps an established connection: server tells the role.

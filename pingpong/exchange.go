@@ -8,6 +8,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/gorxe/gorxe/internal/tcpdial"
 )
 
 // DefaultPort is rc_pingpong's TCP port (-p).
@@ -22,24 +24,11 @@ const DialRetry = 5 * time.Second
 // pp_client_exch_dest does, retrying refused connections for up to
 // DialRetry.
 func Dial(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
-	give := time.Now().Add(DialRetry)
-	for {
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c, nil
-		}
-		if ctx.Err() != nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(give) {
-			return nil, fmt.Errorf("pingpong: connecting to %s: %w", addr, err)
-		}
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("pingpong: connecting to %s: %w", addr, ctx.Err())
-		case <-t.C:
-		}
+	c, err := tcpdial.Dial(ctx, &net.Dialer{}, addr, DialRetry)
+	if err != nil {
+		return nil, fmt.Errorf("pingpong: connecting to %s: %w", addr, err)
 	}
+	return c, nil
 }
 
 // Accept waits for one client on ln, as pp_server_exch_dest does, and
