@@ -578,6 +578,55 @@ func TestGoBackUndone(t *testing.T) {
 	}
 }
 
+// TestConfirmProbe: after a silence the requester resends a few packets
+// from the oldest, an ACK answers one of them, and the requester sends
+// its last packet again (gorxe's recoveryConfirm). explain tells it as
+// the probe it is, not as the run going on, and what follows as the
+// probe's answer says: a NAK of the gap sends the requester back from
+// there; an ACK past the resent packets, then new requests, undo the
+// go-back.
+func TestConfirmProbe(t *testing.T) {
+	_, req := packets(t)
+	ack, middle, first, last, window := writeWindow(t)
+	nak := func(psn bth.PSN) []byte {
+		f := wire.Frame{IP: wire.IPFields{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.0.1"), HopLimit: 64}, SrcPort: 49152, DstPort: wire.UDPPort}
+		f.BTH = bth.Fields{Opcode: bth.RCAcknowledge, PKey: bth.DefaultPKey, DestQP: 0x11, PSN: psn}
+		f.AETH = aeth.Fields{Syndrome: aeth.NAK(aeth.NAKPSNSequenceError)}
+		p, err := f.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	few := [][]byte{first(), middle(11), middle(12), middle(13), ack(11), last()}
+	for _, tc := range []struct {
+		name string
+		then [][]byte
+		want trace.Event // on the packet after the probe's answer
+	}{
+		{"the rest lost", [][]byte{nak(14), middle(14), last(), ack(15)}, trace.Event{Kind: trace.GoBack, PSN: 14, Reason: trace.GoBackNAK}},
+		{"the rest arriving", [][]byte{ack(15), req(bth.RCRDMAWriteOnly, 16, 64), ack(16)}, trace.Event{Kind: trace.GoBackUndone, PSN: 15, Expected: 16}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := readPackets(t, slices.Concat(window, few, tc.then)...)
+			probe := r.Packets[len(window)+len(few)-1]
+			if !slices.ContainsFunc(probe.Events, func(e trace.Event) bool { return e.Kind == trace.Probe && e.Reason == trace.ProbeConfirm }) ||
+				!strings.Contains(probe.Text, "answered one of the 4 packets") {
+				t.Fatalf("packet %d: %q, events %+v; want the probe after the resends' answer", probe.Index, probe.Text, probe.Events)
+			}
+			next := r.Packets[len(window)+len(few)+1]
+			if !slices.ContainsFunc(next.Events, func(e trace.Event) bool {
+				return e.Kind == tc.want.Kind && e.PSN == tc.want.PSN && e.Reason == tc.want.Reason && e.Expected == tc.want.Expected
+			}) {
+				t.Errorf("packet %d: %q, events %+v; want %+v", next.Index, next.Text, next.Events, tc.want)
+			}
+			if sum := r.Conns[0].Summary; sum.Timeouts[0] != 1 {
+				t.Errorf("%d timeouts, want 1: the probe is no timeout's", sum.Timeouts[0])
+			}
+		})
+	}
+}
+
 // TestProbeUnanswered explains the go-back after a tail-loss probe (the
 // last packet resent alone) that no answer followed as the probe's, not
 // the local ACK timer's; an answer in between makes the next go-back the

@@ -597,6 +597,15 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		// (it was going back already): its ACK timer did.
 		caused = false
 	}
+	if q.resending && !caused && q.fewAt != 0 && q.fewAnswered != 0 && q.fewSent <= maxFew &&
+		psn != q.runNext && psnAdd(psn, span) == q.next {
+		// The last packet sent, not the run's next: the answer to the few
+		// resent packets could be theirs or the originals', and a probe
+		// asks which. The run stays where it was, for the answer to tell.
+		m.event(i, trace.Event{Kind: trace.Probe, QP: s.QPN, PSN: psn, Reason: trace.ProbeConfirm})
+		return fmt.Sprintf("A probe: the ACK of packet %d answered one of the %s %s resent from packet %d after the silence, as the resend's answer or, late, the original's. So it resends nothing more and sends its last packet again, asking for an ACK: an answer for a PSN it has not resent will show the originals arriving, and a NAK of the gap the probe shows will say they were lost (gorxe's requester tests a timeout so, as TCP's F-RTO does).",
+			m.pkt(q.fewAnswered).Index, plural(q.fewSent, "packet"), s.label(), m.pkt(q.fewAt).Index)
+	}
 	if q.resending && !caused && psnDiff(psn, q.runNext) >= 0 {
 		// The run goes on; a PSN it skipped was resent and lost before
 		// the capture point.
@@ -1034,6 +1043,8 @@ func (c *conn) nak(m *model, i int, s, r *end, side int, psn uint32, syn aeth.Sy
 // the NAK at packet i, which the model took for in sequence: the capture
 // saw them on their way but not psn's loss, which the NAK now shows. The
 // first of them is the one the responder s NAKed; the rest it dropped.
+// What the requester's side said of a resent one stands; the responder's
+// story, a duplicate's included, is told again.
 func (c *conn) retell(m *model, i int, s, r *end, psn uint32) {
 	var later []int
 	for p, j := range r.req.sent {
@@ -1049,10 +1060,11 @@ func (c *conn) retell(m *model, i int, s, r *end, psn uint32) {
 	}
 	for k, j := range later {
 		pk := m.pkt(j)
+		pk.Events = slices.DeleteFunc(pk.Events, func(e trace.Event) bool { return e.Kind == trace.Duplicate })
 		if k == 0 {
 			pk.Anomaly = "out of sequence"
-			pk.Text = fmt.Sprintf("PSN %d arrives while %d is expected (%d was lost after the capture point): %s NAKs once with PSN sequence error and drops what follows until %d comes back (IBTA §9.7.5.1).",
-				pk.PSN, psn, psn, s.label(), psn)
+			pk.Text = joinText(m.retx[j], fmt.Sprintf("PSN %d arrives while %d is expected (%d was lost after the capture point): %s NAKs once with PSN sequence error and drops what follows until %d comes back (IBTA §9.7.5.1).",
+				pk.PSN, psn, psn, s.label(), psn))
 			e := trace.Event{Kind: trace.NAKSent, QP: s.QPN, PSN: pk.PSN, Expected: psn, Syndrome: trace.PSNSequenceError, Opcode: pk.Opcode, Time: pk.Time}
 			pk.Events = append(pk.Events, e)
 			continue
@@ -1060,7 +1072,7 @@ func (c *conn) retell(m *model, i int, s, r *end, psn uint32) {
 		if pk.Anomaly == "" {
 			pk.Anomaly = "out of sequence"
 		}
-		pk.Text = fmt.Sprintf("PSN %d is dropped: %s has NAKed and discards every request until PSN %d comes back.", pk.PSN, s.label(), psn)
+		pk.Text = joinText(m.retx[j], fmt.Sprintf("PSN %d is dropped: %s has NAKed and discards every request until PSN %d comes back.", pk.PSN, s.label(), psn))
 	}
 }
 

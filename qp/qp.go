@@ -49,7 +49,9 @@ type InitAttr struct {
 	SRQ    SRQ
 	Window int // unacknowledged PSNs the requester allows; 0 means DefaultWindow
 	// NoTailProbe turns off the tail-loss probe (timers.go), leaving only
-	// the IBTA's local ACK timeout to recover a lost last packet, as rxe.
+	// the IBTA's local ACK timeout to recover a lost last packet, as rxe,
+	// and the probe that asks, after a timeout, whether the packets sent
+	// before it are arriving late.
 	NoTailProbe bool
 }
 

@@ -210,19 +210,56 @@ func TestAckTimeoutLate(t *testing.T) {
 
 // TestAckTimeoutLostWindow: a whole window is lost, every packet of it.
 // After the local ACK timeout the requester resends the first four
-// packets from the oldest, and once they are acknowledged, the rest,
-// go-back-N: every byte arrives, with no second timeout.
+// packets from the oldest. Once the first is acknowledged, it probes with
+// the window's last packet (recoveryConfirm): the answer could be the
+// original's, late. The responder NAKs the gap the probe shows, and the
+// requester sends the rest, go-back-N: every byte arrives, with no second
+// timeout, for one packet more than the window twice. With probes off,
+// the rest goes at the first answer.
 func TestAckTimeoutLostWindow(t *testing.T) {
+	for _, noProbe := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: noProbe}) // 67 ms
+			const n = 32 * 1024
+			a.link.SetFaults(mem.Faults{DropFunc: func(_ []byte, seq uint64) bool { return seq < n/1024 }})
+			writeChecked(t, a, b, 1, n, 5, 2*time.Second)
+			sa, sb := a.stats(), b.stats()
+			probes := uint64(1)
+			if noProbe {
+				probes = 0
+			}
+			if sa.RetransmitTimeouts != 1 || sb.DuplicateRequest != 0 || sb.OutOfSeqRequest != probes || sa.SentPkts != 2*n/1024+probes {
+				t.Fatalf("no probe %v: timeouts %d, duplicates %d, out of sequence %d, sent %d; want 1, 0, %d, %d\n%s",
+					noProbe, sa.RetransmitTimeouts, sb.DuplicateRequest, sb.OutOfSeqRequest, sa.SentPkts, probes, 2*n/1024+probes, a.traceText())
+			}
+		})
+	}
+}
+
+// TestConfirmProbeNAKLost: as TestAckTimeoutLostWindow, but the NAK that
+// answers the requester's probe after the resends (recoveryConfirm) is
+// lost too, and the resends are all acknowledged: nothing is left to
+// answer, and only a timer can end the wait. The probe timer does: the
+// requester goes back to the oldest unacknowledged PSN, and every byte
+// arrives. (A QP that took the acknowledged resends for nothing
+// outstanding disarmed its timers here and never sent again.)
+func TestConfirmProbeNAKLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, noProbe: true}) // 67 ms
+		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3}) // 67 ms
 		const n = 32 * 1024
 		a.link.SetFaults(mem.Faults{DropFunc: func(_ []byte, seq uint64) bool { return seq < n/1024 }})
+		var naks atomic.Int32
+		b.link.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
+			var p wire.Packet
+			return wire.ParseIP(&p, pkt) == nil && p.BTH.Opcode() == bth.RCAcknowledge &&
+				p.AETH.Syndrome().Type() == aeth.TypeNAK && naks.Add(1) == 1
+		}})
 		writeChecked(t, a, b, 1, n, 5, 2*time.Second)
-		sa, sb := a.stats(), b.stats()
-		if sa.RetransmitTimeouts != 1 || sb.DuplicateRequest != 0 || sb.OutOfSeqRequest != 0 || sa.SentPkts != 2*n/1024 {
-			t.Fatalf("timeouts %d, duplicates %d, out of sequence %d, sent %d; want 1, 0, 0, %d\n%s",
-				sa.RetransmitTimeouts, sb.DuplicateRequest, sb.OutOfSeqRequest, sa.SentPkts, 2*n/1024, a.traceText())
+		sa := a.stats()
+		if naks.Load() == 0 || sa.TailProbes == 0 {
+			t.Fatalf("%d NAKs, %d probes: the probe after the resends was not NAKed\n%s", naks.Load(), sa.TailProbes, a.traceText())
 		}
+		checkEvents(t, []*side{a, b}, trace.Event{Kind: trace.Probe, Reason: trace.ProbeConfirm}, trace.Event{Kind: trace.GoBack, Reason: trace.GoBackProbe})
 	})
 }
 
@@ -911,46 +948,59 @@ func TestHeavyLoss(t *testing.T) {
 // requester had not yet sent again undoes it: a few go-backs of a few
 // packets, not the window again every few milliseconds. One packet lost
 // (its NAK comes from behind the queue) changes little.
+//
+// The same with rstream's writes, 2 KiB doubling to 64 KiB, each its own
+// message: the first answers from behind the queue are for packets the
+// go-back has resent, and say nothing of the rest; the requester probes
+// and waits for the next (recoveryConfirm) instead of sending the window
+// again (which made 299 duplicates of 512 packets).
 func TestProbeSlowDrain(t *testing.T) {
-	for _, drop := range []uint64{0, 100, 300} {
-		synctest.Test(t, func(t *testing.T) {
-			a, b := newPair(t, pairOpts{timeout: 18, mtu: qp.MTU4096, bufSize: 4 << 20}) // 1.07 s
-			a.postSend(t, writeWR(1, a, b, 0, 64))                                       // a short round trip measured
-			status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
-			// 4 MB/s: a 4 KiB packet a millisecond; the packet sent drop-th
-			// from now lost, if drop is not 0.
-			a.link.SetFaults(mem.Faults{Bandwidth: 4 << 20, DropFunc: func(_ []byte, seq uint64) bool { return seq+1 == drop }})
-			const msgs, size = 32, 64 << 10
-			wrs := make([]qp.SendWR, msgs)
-			for i := range wrs {
-				wrs[i] = writeWR(uint64(2+i), a, b, i*size, size)
-			}
-			fill(a.buf[:msgs*size], 9)
-			a.postSend(t, wrs...)
-			wait(t, a.scq, msgs, 10*time.Second)
-			if !bytes.Equal(a.buf[:msgs*size], b.buf[:msgs*size]) {
-				t.Fatal("data differs")
-			}
-			sa, sb := a.stats(), b.stats()
-			// Each go-back of the window sent up to 256 packets again:
-			// before the backoff, 32 go-backs sent 6561 packets for these
-			// 512; with a backoff that the first answer after a go-back
-			// ended, 6 and 1764 (with one packet lost, 32 go-backs and
-			// 9889 packets for 2048 at MTU 1024); now 4 and 550 (with
-			// one lost, 9 and 790).
-			need := uint64(msgs * size / 4096)
-			t.Logf("packet %d lost: %d go-backs (%d undone), %d packets sent for %d, %d duplicates at the responder",
-				drop, sa.CompleterRetryErr, sa.SpuriousGoBacks, sa.SentPkts, need, sb.DuplicateRequest)
-			// A loss costs the window once more: the responder drops
-			// what follows the gap.
-			most := need + need/4
-			if drop != 0 {
-				most += qp.DefaultWindow
-			}
-			if sa.CompleterRetryErr > 10 || sa.SentPkts > most || sb.DuplicateRequest > 64 {
-				t.Fatalf("packet %d lost: %d go-backs, %d packets sent for %d, %d duplicates; want at most 10, %d and 64\n%s",
-					drop, sa.CompleterRetryErr, sa.SentPkts, need, sb.DuplicateRequest, most, a.traceText())
-			}
-		})
+	for _, growing := range []bool{false, true} {
+		for _, drop := range []uint64{0, 100, 300} {
+			synctest.Test(t, func(t *testing.T) {
+				a, b := newPair(t, pairOpts{timeout: 18, mtu: qp.MTU4096, bufSize: 4 << 20}) // 1.07 s
+				a.postSend(t, writeWR(1, a, b, 0, 64))                                       // a short round trip measured
+				status(t, wait(t, a.scq, 1, time.Second), cq.StatusSuccess)
+				// 4 MB/s: a 4 KiB packet a millisecond; the packet sent drop-th
+				// from now lost, if drop is not 0.
+				a.link.SetFaults(mem.Faults{Bandwidth: 4 << 20, DropFunc: func(_ []byte, seq uint64) bool { return seq+1 == drop }})
+				var wrs []qp.SendWR
+				off, size := 0, 64<<10
+				if growing {
+					size = 2 << 10
+				}
+				for off+size <= 2<<20 {
+					wrs = append(wrs, writeWR(uint64(2+len(wrs)), a, b, off, size))
+					off += size
+					size = min(2*size, 64<<10)
+				}
+				fill(a.buf[:off], 9)
+				a.postSend(t, wrs...)
+				wait(t, a.scq, len(wrs), 10*time.Second)
+				if !bytes.Equal(a.buf[:off], b.buf[:off]) {
+					t.Fatal("data differs")
+				}
+				sa, sb := a.stats(), b.stats()
+				// Each go-back of the window sent up to 256 packets again:
+				// before the backoff, 32 go-backs sent 6561 packets for these
+				// 512; with a backoff that the first answer after a go-back
+				// ended, 6 and 1764 (with one packet lost, 32 go-backs and
+				// 9889 packets for 2048 at MTU 1024); now 4 and 550 (with
+				// one lost, 9 and 790).
+				need := uint64((off + 4095) / 4096)
+				t.Logf("growing %v, packet %d lost: %d go-backs (%d undone), %d packets sent for %d, %d duplicates at the responder",
+					growing, drop, sa.CompleterRetryErr, sa.SpuriousGoBacks, sa.SentPkts, need, sb.DuplicateRequest)
+				// A loss costs the window once more: the responder drops
+				// what follows the gap.
+				most := need + need/4
+				if drop != 0 {
+					most += qp.DefaultWindow
+				}
+				if sa.CompleterRetryErr > 10 || sa.SentPkts > most || sb.DuplicateRequest > 64 {
+					t.Fatalf("growing %v, packet %d lost: %d go-backs, %d packets sent for %d, %d duplicates; want at most 10, %d and 64\n%s",
+						growing, drop, sa.CompleterRetryErr, sa.SentPkts, need, sb.DuplicateRequest, most, a.traceText())
+				}
+			})
+		}
 	}
 }

@@ -68,7 +68,8 @@ type Config struct {
 	// received; 4791 (wire.UDPPort) when zero.
 	Port uint16
 	// NoTailProbe turns the requester's tail-loss probe off for every QP,
-	// leaving the local ACK timeout alone to recover a lost last packet.
+	// leaving the local ACK timeout alone to recover a lost last packet
+	// (qp.InitAttr.NoTailProbe).
 	NoTailProbe bool
 	// Trace, when set, is told of every QP state change and transport
 	// event (package trace): the NAKs, RNR NAKs, duplicate answers and

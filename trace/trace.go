@@ -74,7 +74,8 @@ const (
 	// Timeout: the local ACK timer fired with PSN the oldest unacknowledged.
 	Timeout
 	// Probe: with no ACK for Wait, the requester resends its last packet,
-	// PSN, to learn what the responder has (a tail-loss probe).
+	// PSN, to learn what the responder has (a tail-loss probe). With a
+	// Reason (ProbeConfirm) and no Wait, an answer sent it, not a timer.
 	Probe
 	// ProbeSpurious: the probe with PSN was not needed: its packet was
 	// answered twice, so the first answer was late, not lost. Probes wait
@@ -146,6 +147,11 @@ const (
 	GoBackImpliedNAK = "implied NAK"      // an answer to a later request
 	GoBackProbe      = "probe unanswered" // a tail-loss probe's second timeout
 )
+
+// ProbeConfirm is the reason of a Probe sent when the responder answered
+// one of the few packets resent after a timeout: the answer may be the
+// resend's or the original's, and the probe's answer tells which.
+const ProbeConfirm = "a resend answered: are the packets sent before it arriving?"
 
 // The reasons of Duplicate: what the responder does with the request.
 const (
@@ -324,9 +330,12 @@ func (e Event) appendText(b []byte) []byte {
 		b = append(b, "local ACK timeout at PSN "...)
 		b = psn(b)
 	case Probe:
-		b = append(b, "no ACK for "...)
-		b = append(b, e.Wait.String()...)
-		b = append(b, ": probing with PSN "...)
+		if e.Reason == "" {
+			b = append(b, "no ACK for "...)
+			b = append(b, e.Wait.String()...)
+			b = append(b, ": "...)
+		}
+		b = append(b, "probing with PSN "...)
 		b = psn(b)
 	case ProbeSpurious:
 		b = append(b, "probe with PSN "...)

@@ -31,6 +31,7 @@ var examples = []struct {
 	{Event{Kind: GoBack, PSN: 20, Reason: GoBackImpliedNAK}, "go back to PSN 20: implied NAK"},
 	{Event{Kind: Timeout, PSN: 21}, "local ACK timeout at PSN 21"},
 	{Event{Kind: Probe, PSN: 30, Wait: 2 * time.Millisecond}, "no ACK for 2ms: probing with PSN 30"},
+	{Event{Kind: Probe, PSN: 30, Reason: ProbeConfirm}, "probing with PSN 30: a resend answered: are the packets sent before it arriving?"},
 	{Event{Kind: ProbeSpurious, PSN: 30, Wait: 9 * time.Millisecond}, "probe with PSN 30 was not needed (answered twice): probes now wait 9ms"},
 	{Event{Kind: GoBackUndone, PSN: 40, Expected: 300}, "go-back undone: PSN 40 answered before it was sent again; resuming at PSN 300"},
 	{Event{Kind: RNRWaitOver, PSN: 8}, "RNR wait over, resending from PSN 8"},
@@ -94,7 +95,7 @@ func TestJSONRoundTrip(t *testing.T) {
 		if full.WRID == 0 {
 			full.WRID = 99
 		}
-		if full.Wait == 0 {
+		if full.Wait == 0 && !ev.Kind.has(fWait) { // a Probe's may be 0
 			full.Wait = time.Second
 		}
 		if full.Rate == 0 {

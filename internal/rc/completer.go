@@ -21,6 +21,7 @@ type completer struct {
 	retryLeft uint8   // retries left of retry_cnt
 	rnrLeft   uint8   // retries left of rnr_retry
 	state     recoveryState
+	fewEnd    bth.PSN // recoveryFew, recoveryConfirm: the requester sends nothing from here
 }
 
 // recoveryState says whether a go-back-N is under way.
@@ -50,6 +51,22 @@ const (
 	// before arriving after all: the requester then resumes where it was
 	// (onProgress).
 	recoveryFew
+	// recoveryConfirm: an answer came during recoveryFew, but for a
+	// packet resent since the go-back: it may answer the resend (the
+	// packets sent before were lost) or the original (they are arriving,
+	// late). The requester resends nothing more and probes with the last
+	// packet it ever sent (onProgress): if the packets after the resent
+	// ones were lost, the responder NAKs the gap the probe shows, and
+	// go-back-N goes on from there, a round trip later than it would
+	// have; if they are arriving, the responder answers one of them, a
+	// PSN not resent, and the go-back is undone. Without it a responder
+	// answering late, behind a queue, drew the whole window again as soon
+	// as it answered one of the first few packets: rstream's transfers
+	// start at 2 KiB, each its own message, and soft-RoCE in a one-CPU VM
+	// saw 274 duplicates of a 256-packet burst (docs/interop.md). This is
+	// F-RTO's test (RFC 5682), which sends new data after the first
+	// answer to learn whether a timeout was spurious.
+	recoveryConfirm
 )
 
 // start resets the completer for a requester starting at psn.
@@ -193,7 +210,7 @@ func (c *completer) goBack(psn bth.PSN, why string) {
 	q.tm.onRetransmit(psn, why)
 	c.state = recoveryGoBackN
 	if why == trace.GoBackTimeout || why == trace.GoBackProbe {
-		c.state = recoveryFew
+		c.state, c.fewEnd = recoveryFew, psn.Add(timeoutResend)
 	}
 	q.stats.CompleterRetryErr++
 	q.event(trace.Event{Kind: trace.GoBack, PSN: uint32(psn), Reason: why})
@@ -248,19 +265,31 @@ func (c *completer) retire(a bth.PSN) *sendWQE {
 // answering from behind a queue of a window, a millisecond a packet,
 // would otherwise get every packet twice. Were some of those packets
 // lost after all, the responder NAKs the gap, or the probe finds it.
+//
+// The first answer during that recovery for a packet it has sent again
+// says nothing either way: the requester stops resending and probes
+// (recoveryConfirm), and the answers that follow decide.
 func (c *completer) onProgress() {
 	q := c.q
 	q.tm.onAcked(c.psn)
 	c.retryLeft = q.attr.RetryCnt
 	c.rnrLeft = q.attr.RNRRetry
-	few := c.state == recoveryFew
+	few := c.state == recoveryFew || c.state == recoveryConfirm
+	state := c.state
 	c.state = recoveryNone
-	if few && q.req.psn.Before(c.psn) && c.psn.Before(q.req.sentMax) {
+	switch {
+	case !few || !c.psn.Before(q.req.sentMax):
+		q.req.skipTo(c.psn)
+	case q.req.psn.Before(c.psn):
 		q.stats.SpuriousGoBacks++
 		q.event(trace.Event{Kind: trace.GoBackUndone, PSN: uint32(c.psn.Add(bth.PSNMask)), Expected: uint32(q.req.sentMax)})
 		q.req.skipTo(q.req.sentMax)
-	} else {
-		q.req.skipTo(c.psn)
+	case state == recoveryConfirm:
+		c.state = state // a resend answered; the probe is out
+	case q.tm.probeLast(trace.ProbeConfirm):
+		c.state, c.fewEnd = recoveryConfirm, q.req.psn
+	default:
+		q.req.skipTo(c.psn) // the last packet cannot be probed (a READ, an atomic)
 	}
 	q.tm.restartRetransmit()
 }
@@ -379,8 +408,16 @@ const timeoutResend = 4
 
 // resendingFew reports whether the requester, after a local ACK timeout
 // or an unanswered probe, sends only the first timeoutResend packets
-// from the oldest unanswered PSN (recoveryFew).
-func (c *completer) resendingFew() bool { return c.state == recoveryFew }
+// from the oldest unanswered PSN (recoveryFew), or nothing more until an
+// answer shows whether the packets sent before are arriving
+// (recoveryConfirm).
+func (c *completer) resendingFew() bool {
+	return c.state == recoveryFew || c.state == recoveryConfirm
+}
+
+// holds reports whether the recovery from silence keeps the requester,
+// standing at psn, from sending.
+func (c *completer) holds(psn bth.PSN) bool { return c.resendingFew() && !psn.Before(c.fewEnd) }
 
 // useRetry takes one retry from retry_cnt (7 is unlimited, as rxe), or
 // fails the oldest work request with RETRY_EXC_ERR when none are left.

@@ -49,8 +49,12 @@ func (r *requester) start() {
 }
 
 // outstanding reports whether the requester stands past the oldest
-// unanswered PSN: whether it has packets out that it has not gone back on.
-func (r *requester) outstanding() bool { return r.psn != r.q.comp.oldest() }
+// unanswered PSN, or has probed for the recovery to learn whether the
+// packets after it are arriving (recoveryConfirm): whether it has packets
+// out that it has not gone back on, and whose answers the timers wait for.
+func (r *requester) outstanding() bool {
+	return r.psn != r.q.comp.oldest() || r.q.comp.state == recoveryConfirm
+}
 
 // unanswered reports whether any PSN ever sent is still unanswered, gone
 // back on or not.
@@ -106,7 +110,7 @@ func (r *requester) windowRoom() bool {
 		return true // nothing is acknowledged, so nothing holds a window open
 	}
 	oldest := r.q.comp.oldest()
-	if r.q.comp.resendingFew() && r.psn.Diff(oldest) >= timeoutResend {
+	if r.q.comp.holds(r.psn) {
 		return false // a few packets after a timeout, until one is answered
 	}
 	room := int32(r.q.window) - r.psn.Diff(oldest)

@@ -392,14 +392,33 @@ func (t *timers) expiredProbe(now monotime.Time) {
 		q.req.sendSome()
 		return
 	}
-	if q.req.resendLast() {
-		// The answer may be the copy's: a sample taken from it counted the
-		// probe's wait as a round trip, and twice that the next one's.
-		t.onRetransmit(q.req.sentMax.Add(bth.PSNMask), trace.GoBackProbe)
+	if t.probeLast("") {
 		t.probed, t.probedSince, t.watch = q.req.sentMax.Add(bth.PSNMask), t.probeArmedAt, watchAnswer
-		q.stats.TailProbes++
-		q.event(trace.Event{Kind: trace.Probe, PSN: uint32(t.probed), Wait: t.probeTimeout()})
 	}
 	t.probeState = probeSent
 	t.armProbe(now)
+}
+
+// probeLast sends the last packet sent again, asking for an ACK, and
+// reports whether it could (requester.resendLast; not on a QP without
+// probes). why is the probe's trace reason: empty for the tail-loss
+// probe, which a probe timeout sent, or trace.ProbeConfirm. The next
+// probe timeout without progress goes back.
+func (t *timers) probeLast(why string) bool {
+	q := t.q
+	if q.noProbe || !q.req.resendLast() {
+		return false
+	}
+	// The answer may be the copy's: a sample taken from it counted the
+	// probe's wait as a round trip, and twice that the next one's.
+	psn := q.req.sentMax.Add(bth.PSNMask)
+	t.onRetransmit(psn, trace.GoBackProbe)
+	t.probeState = probeSent
+	q.stats.TailProbes++
+	e := trace.Event{Kind: trace.Probe, PSN: uint32(psn), Reason: why}
+	if why == "" {
+		e.Wait = t.probeTimeout()
+	}
+	q.event(e)
+	return true
 }
