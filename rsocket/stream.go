@@ -98,6 +98,13 @@ func (c *Conn) process(wcs []cq.WC) {
 					c.fail(errors.New("rsocket: the peer wrote more than the receive buffer holds"))
 					return
 				}
+				if data == 0 {
+					// rsend sends no empty message; one would make Read
+					// return nothing. It is read at once, its credit
+					// given back.
+					c.rseqNo++
+					continue
+				}
 				c.unread += data
 				c.rmsgs = append(c.rmsgs, rmsg{left: data})
 			}
