@@ -42,14 +42,13 @@ const (
 	// rather than a loss (a peer just started, its first window slow to
 	// come through: 96 ms in the emulated VMs of make bench-vm, past a
 	// 67 ms timeout; a soft-RoCE peer draining a queue), and then costs
-	// those few duplicates, not the window again. An answer that shows
-	// progress, or a NAK, ends it and go-back-N goes on from there: a
-	// window lost whole costs one round trip more than it would have.
-	// TCP restarts from one segment after its retransmission timeout
-	// (RFC 5681) for the same reason. An answer for a PSN the requester
-	// has not sent again since it went back shows the packets sent
-	// before arriving after all: the requester then resumes where it was
-	// (onProgress).
+	// those few duplicates, not the window again. A NAK ends it and
+	// go-back-N goes on from there. TCP restarts from one segment after
+	// its retransmission timeout (RFC 5681) for the same reason. An
+	// answer for a PSN the requester has not sent again since it went
+	// back shows the packets sent before arriving after all: the
+	// requester then resumes where it was (onProgress). An answer for
+	// one it has resent leads to recoveryConfirm.
 	recoveryFew
 	// recoveryConfirm: an answer came during recoveryFew, but for a
 	// packet resent since the go-back: it may answer the resend (the
