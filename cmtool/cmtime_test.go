@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cm/cmtest"
@@ -159,6 +160,8 @@ func TestRstream(t *testing.T) {
 	for _, p := range []cmtool.RstreamParams{
 		{Custom: true, Size: 5000, Count: 20, Iterations: 3, Verify: true},
 		{Custom: true, Size: 100, Count: 1, Iterations: 50, BufferSize: 4096},
+		// Keepalives every millisecond change nothing the test sees.
+		{Custom: true, Size: 3000, Count: 10, Iterations: 20, Verify: true, KeepAlive: time.Millisecond},
 	} {
 		f := mem.NewFabric()
 		_, sm := cmtest.Open(t, f, "10.0.0.2")

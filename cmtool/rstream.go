@@ -26,6 +26,10 @@ type RstreamParams struct {
 	Inline                  int  // -i: the latency tests' inline size (64)
 	Verify                  bool // -T v: the bytes carry a sequence the receiver checks
 	Sockets                 bool // -T s: TCP sockets instead of rsockets
+	// KeepAlive is -k (seconds there): a keepalive every KeepAlive on
+	// each connection (rsocket.Options.KeepAlive; TCP's with -T s); 0
+	// for none.
+	KeepAlive time.Duration
 }
 
 // DefaultRstreamParams returns rstream's defaults.
@@ -42,6 +46,8 @@ func (p RstreamParams) Check() error {
 		return fmt.Errorf("-C %d, -I %d: at least one transfer and one iteration", p.Count, p.Iterations)
 	case p.BufferSize < 0 || p.Inline < 0:
 		return fmt.Errorf("-B %d, -i %d: sizes are not negative", p.BufferSize, p.Inline)
+	case p.KeepAlive < 0:
+		return fmt.Errorf("-k %v: a keepalive time is not negative", p.KeepAlive)
 	}
 	return nil
 }
@@ -154,7 +160,7 @@ func rstream(p RstreamParams, latency, bandwidth []rstreamTest, dial func(rsocke
 		if len(tests) == 0 {
 			return nil
 		}
-		o := rsocket.Options{RBufSize: uint32(2 * buffer), SBufSize: uint32(2 * buffer), Inline: uint32(inline)}
+		o := rsocket.Options{RBufSize: uint32(2 * buffer), SBufSize: uint32(2 * buffer), Inline: uint32(inline), KeepAlive: p.KeepAlive}
 		if inline < 0 {
 			o.Inline = rsocket.NoInline
 		}
@@ -268,7 +274,7 @@ func RstreamDialer(ctx context.Context, m *cm.Manager, server netip.AddrPort, lo
 			if err != nil {
 				return nil, fmt.Errorf("connect: %w", err)
 			}
-			return c, nil
+			return c, keepAliveTCP(c, o.KeepAlive)
 		}
 		c, err := rsocket.Dial(ctx, m, server, local, o)
 		if err != nil {
@@ -287,7 +293,7 @@ func RstreamAcceptor(ctx context.Context, l *rsocket.Listener, tl net.Listener) 
 			if err != nil {
 				return nil, fmt.Errorf("accept: %w", err)
 			}
-			return c, nil
+			return c, keepAliveTCP(c, o.KeepAlive)
 		}
 		c, err := l.AcceptOptions(ctx, o)
 		if err != nil {
@@ -295,4 +301,18 @@ func RstreamAcceptor(ctx context.Context, l *rsocket.Listener, tl net.Listener) 
 		}
 		return c, nil
 	}
+}
+
+// keepAliveTCP sets c's keepalive as rstream sets a socket's: with -k,
+// SO_KEEPALIVE and TCP_KEEPIDLE, the probes' interval and count left to
+// the kernel; without, none (Go turns it on by default).
+func keepAliveTCP(c net.Conn, every time.Duration) error {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	if every == 0 {
+		return tc.SetKeepAlive(false)
+	}
+	return tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: every, Interval: -1, Count: -1})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/rsocket"
+	"golang.org/x/sys/unix"
 )
 
 // recorder keeps what is written through it.
@@ -133,4 +134,47 @@ func testNames(p RstreamParams) (latency, bandwidth []string) {
 		bandwidth = append(bandwidth, t.name)
 	}
 	return latency, bandwidth
+}
+
+// TestKeepAliveTCP: rstream -T s -k N sets SO_KEEPALIVE and TCP_KEEPIDLE
+// N on its sockets; without -k, no keepalive (Go's default is on).
+func TestKeepAliveTCP(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	for _, every := range []time.Duration{7 * time.Second, 0} {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := keepAliveTCP(c, every); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := c.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var on, idle int
+		var gerr error
+		raw.Control(func(fd uintptr) {
+			if on, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE); gerr == nil {
+				idle, gerr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_KEEPIDLE)
+			}
+		})
+		c.Close()
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		if want := every != 0; (on != 0) != want || want && idle != 7 {
+			t.Errorf("-k %v: SO_KEEPALIVE %d, TCP_KEEPIDLE %d", every, on, idle)
+		}
+	}
 }

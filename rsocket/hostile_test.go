@@ -29,15 +29,15 @@ type peer struct {
 	} // the rsocket's first receive buffer half, from its REP
 }
 
-// hostile connects a hand-made peer to an rsocket listener; firstBuf is
-// the rs_sge the peer offers as its first receive buffer, or nil for a
-// real one.
-func hostile(t *testing.T, firstBuf func(p *peer) (addr uint64, key, length uint32)) (*peer, *rsocket.Conn) {
+// hostile connects a hand-made peer to an rsocket listener of options o;
+// firstBuf is the rs_sge the peer offers as its first receive buffer, or
+// nil for a real one.
+func hostile(t *testing.T, o rsocket.Options, firstBuf func(p *peer) (addr uint64, key, length uint32)) (*peer, *rsocket.Conn) {
 	t.Helper()
 	f := mem.NewFabric()
 	_, sm := cmtest.Open(t, f, "10.0.0.2")
 	dev, cmgr := cmtest.Open(t, f, "10.0.0.1")
-	l, err := rsocket.Listen(sm, netip.Addr{}, 7471, rsocket.Options{})
+	l, err := rsocket.Listen(sm, netip.Addr{}, 7471, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func within(t *testing.T, what string, fn func()) {
 // its buffers.
 func TestHostilePeer(t *testing.T) {
 	t.Run("more data than the buffer", func(t *testing.T) {
-		p, server := hostile(t, nil)
+		p, server := hostile(t, rsocket.Options{}, nil)
 		p.write(t, 0<<29|(1<<17+1), nil) // claims one byte more than the 128 KiB buffer
 		within(t, "Read", func() {
 			if n, err := server.Read(make([]byte, 64)); err == nil || !strings.Contains(err.Error(), "more than the receive buffer holds") {
@@ -141,7 +141,7 @@ func TestHostilePeer(t *testing.T) {
 		// IOMAP_SGL (6), which gorxe offered no room for: none is data,
 		// and the data after them reads as sent. An empty data message
 		// does not make Read return nothing.
-		p, server := hostile(t, nil)
+		p, server := hostile(t, rsocket.Options{}, nil)
 		for _, op := range []uint32{1, 2, 3, 5, 6} {
 			p.write(t, op<<29|100, nil)
 		}
@@ -167,7 +167,7 @@ func TestHostilePeer(t *testing.T) {
 		// The peer names a buffer outside its memory region: the
 		// rsocket's write fails with a remote access error, and Write
 		// says so.
-		_, server := hostile(t, func(p *peer) (uint64, uint32, uint32) {
+		_, server := hostile(t, rsocket.Options{}, func(p *peer) (uint64, uint32, uint32) {
 			return p.mr.IOVA() + 1<<20, uint32(p.mr.RKey()), 4096
 		})
 		within(t, "Write", func() {
@@ -182,4 +182,41 @@ func TestHostilePeer(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestKeepAlive: with KeepAlive set, the rsocket sends a keepalive
+// control message (a zero-length WRITE with immediate 0xE0000001) every
+// KeepAlive while it is idle, as rsockets' keepalive service; none
+// without it.
+func TestKeepAlive(t *testing.T) {
+	for _, every := range []time.Duration{20 * time.Millisecond, 0} {
+		p, _ := hostile(t, rsocket.Options{KeepAlive: every}, nil)
+		keepalives := 0
+		wcs := make([]cq.WC, 8)
+		start := time.Now()
+		wait := 5 * time.Second // for three; without keepalives, a while for none
+		if every == 0 {
+			wait = 100 * time.Millisecond
+		}
+		for time.Since(start) < wait && keepalives < 3 {
+			n, err := p.cq.Poll(wcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, wc := range wcs[:n] {
+				if wc.Opcode != cq.OpRecvRDMAWithImm || wc.ImmData != 7<<29|1 || wc.ByteLen != 0 {
+					t.Fatalf("the peer got %+v; want only keepalives", wc)
+				}
+				keepalives++
+			}
+			time.Sleep(time.Millisecond)
+		}
+		took := time.Since(start)
+		switch {
+		case every == 0 && keepalives != 0:
+			t.Errorf("no KeepAlive: %d keepalives", keepalives)
+		case every != 0 && (keepalives < 3 || time.Duration(keepalives) > took/every+1):
+			t.Errorf("KeepAlive %v: %d keepalives in %v", every, keepalives, took)
+		}
+	}
 }

@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cq"
@@ -82,6 +83,13 @@ type Options struct {
 	// Inline is the largest write sent inline (64; NoInline for none).
 	// Whether a write goes inline changes nothing on the wire.
 	Inline uint32
+	// KeepAlive, when not zero, sends a keepalive control message every
+	// KeepAlive while the connection is up, idle or not, as rsockets'
+	// keepalive service does for a socket with SO_KEEPALIVE (every
+	// TCP_KEEPIDLE seconds). The peer ignores it; a peer that is gone
+	// fails its write after the QP's retries, which ends the connection,
+	// and a Read waiting on it returns the error.
+	KeepAlive time.Duration
 }
 
 // NoInline, as Options.Inline, sends no data write inline (rsockets'
@@ -368,6 +376,34 @@ func (c *Conn) start(conn *cm.Conn) {
 		<-conn.Disconnected()
 		c.cancel()
 	}()
+	if c.o.KeepAlive > 0 {
+		go c.keepalive()
+	}
+}
+
+// keepalive sends a keepalive control message every KeepAlive until the
+// connection ends, as rsocket.c's tcp_svc_send_keepalive: only when a
+// control message may go (at most four outstanding).
+func (c *Conn) keepalive() {
+	t := time.NewTicker(c.o.KeepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		c.poll()
+		if c.connected && c.ctrlSeqno != c.ctrlMaxSeqno {
+			c.postCtrl(ctrlKeepalive)
+		}
+		up := c.connected
+		c.mu.Unlock()
+		if !up {
+			return
+		}
+	}
 }
 
 // RemoteAddr returns the peer's address and rdma_cm port.

@@ -309,19 +309,25 @@ func (c *Conn) Close() error {
 			c.progress()
 		}
 		if c.connected {
-			c.ctrlSeqno++
-			if _, err := c.q.PostSend([]qp.SendWR{{WRID: wridCtrl, Opcode: qp.WRRDMAWriteWithImm, ImmData: msg(opCtrl, ctrlDisconnect)}}); err != nil {
-				c.fail(err)
-			}
+			c.postCtrl(ctrlDisconnect)
 		}
 		// rs_conn_all_sends_done: every data write and control
 		// message completed.
 		for c.connected && int(c.ctrlMaxSeqno-c.ctrlSeqno)+c.sqeAvail != int(c.o.SQSize) {
 			c.progress()
 		}
+		c.connected = false // no keepalive goes now
 	}
 	c.mu.Unlock()
-	err := c.conn.Close()
 	c.cancel()
-	return err
+	return c.conn.Close()
+}
+
+// postCtrl sends the control message ctrl (a zero-length WRITE with
+// immediate, operation 7); c.mu is held and a control message may go.
+func (c *Conn) postCtrl(ctrl uint32) {
+	c.ctrlSeqno++
+	if _, err := c.q.PostSend([]qp.SendWR{{WRID: wridCtrl, Opcode: qp.WRRDMAWriteWithImm, ImmData: msg(opCtrl, ctrl)}}); err != nil {
+		c.fail(err)
+	}
 }

@@ -129,7 +129,7 @@ func cmToolOptions(tool string) []cmToolOption {
 				return custom(func(r *cmToolRun) *int { return &r.rs.Size })(r, s)
 			}},
 			port,
-			{'k', "", req, accepted, false, "keepalive time: gorxe sends no keepalives (it takes the peer's)", num(func(r *cmToolRun) *int { return &r.keepalive })},
+			{'k', "", req, honoured, false, "keepalive time in seconds: a keepalive every so often, idle or not (SO_KEEPALIVE and TCP_KEEPIDLE)", num(func(r *cmToolRun) *int { return &r.keepalive })},
 			{'T', "", req, honoured, false, "test option: s (TCP sockets), v (verify the data), a, b, n, r (how the C program waits and resolves: the same for gorxe); f (fork) is refused", func(r *cmToolRun, s string) error { return r.rstreamTestOption(s) }},
 		}
 	case "cmtime":
@@ -210,6 +210,7 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 	}
 	r.p.TOS = uint8(r.tos)
 	if tool == "rstream" {
+		r.rs.KeepAlive = time.Duration(r.keepalive) * time.Second
 		if err := r.rs.Check(); err != nil {
 			return r, err
 		}
