@@ -162,11 +162,14 @@ func TestRstream(t *testing.T) {
 		{Custom: true, Size: 100, Count: 1, Iterations: 50, BufferSize: 4096},
 		// Keepalives every millisecond change nothing the test sees.
 		{Custom: true, Size: 3000, Count: 10, Iterations: 20, Verify: true, KeepAlive: time.Millisecond},
+		// riostream's: riowrites into the peer's mapped memory.
+		{Custom: true, Size: 70000, Count: 5, Iterations: 3, Verify: true, IOMapped: true},
+		{Custom: true, Size: 64, Count: 1, Iterations: 300, IOMapped: true},
 	} {
 		f := mem.NewFabric()
 		_, sm := cmtest.Open(t, f, "10.0.0.2")
 		_, cmgr := cmtest.Open(t, f, "10.0.0.1")
-		l, err := rsocket.Listen(sm, netip.Addr{}, cmtool.DefaultPort, rsocket.Options{})
+		l, err := rsocket.Listen(sm, netip.Addr{}, cmtool.DefaultPort, rsocket.Options{}) // Rstream sizes each connection
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,11 +177,9 @@ func TestRstream(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- cmtool.Rstream(p, nil, cmtool.RstreamAcceptor(ctx(t), l, nil), &sout) }()
 		dial := cmtool.RstreamDialer(ctx(t), cmgr, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, false)
-		if err := cmtool.Rstream(p, dial, nil, &cout); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
+		cerr := cmtool.Rstream(p, dial, nil, &cout)
+		if serr := <-done; cerr != nil || serr != nil {
+			t.Fatalf("%+v: the client: %v; the server: %v", p, cerr, serr)
 		}
 		l.Close()
 		row := regexp.MustCompile(`^custom +[0-9.]+k? +[0-9]+ +[0-9]+ +[0-9.]+[km]? +[0-9.]+s +[0-9.]+ +[0-9.]+$`)

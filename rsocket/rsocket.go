@@ -1,8 +1,8 @@
 // Package rsocket speaks librdmacm's rsockets (librdmacm/rsocket.c) on a
 // gorxe device: a byte stream over an RC connection made with rdma_cm,
 // interoperable with rstream and any program using rsockets' stream calls
-// (rsocket, rsend, rrecv) on rxe or a RoCE NIC. riostream's I/O-mapped
-// writes (riomap, riowrite) are not there: a gorxe side offers no iomap.
+// (rsocket, rsend, rrecv) on rxe or a RoCE NIC, and its I/O-mapped writes
+// (riomap, riowrite, riounmap: IOMap, IOWrite) as riostream runs them.
 //
 // The protocol, as rsocket.c runs it over RoCE:
 //
@@ -51,9 +51,10 @@ import (
 // The immediate data's operations (rsocket.c's RS_OP_*) and control
 // messages (RS_CTRL_*).
 const (
-	opData = 0
-	opSGL  = 4
-	opCtrl = 7
+	opData     = 0
+	opSGL      = 4
+	opIOMapSGL = 6
+	opCtrl     = 7
 
 	ctrlDisconnect = 0
 	ctrlKeepalive  = 1
@@ -83,6 +84,11 @@ type Options struct {
 	// Inline is the largest write sent inline (64; NoInline for none).
 	// Whether a write goes inline changes nothing on the wire.
 	Inline uint32
+	// IOMapSize is how many of the peer's I/O mappings (riomap) this
+	// side takes: rsockets' RDMA_IOMAPSIZE, 0 by default, as riostream
+	// sets it to 1. The peer may IOWrite only into memory a mapping
+	// names.
+	IOMapSize uint8
 	// KeepAlive, when not zero, sends a keepalive control message every
 	// KeepAlive while the connection is up, idle or not, as rsockets'
 	// keepalive service does for a socket with SO_KEEPALIVE (every
@@ -141,6 +147,7 @@ type Conn struct {
 	conn *cm.Conn
 	q    *rnic.QP
 	cq   *cq.CQ
+	dev  *rnic.Device // for the memory IOMap registers
 	pd   *mr.PD
 
 	rmr  *mr.MR // the receive buffer, RBufSize, written by the peer
@@ -159,9 +166,12 @@ type Conn struct {
 	ctrlSeqno        uint32 // control messages posted
 	ctrlMaxSeqno     uint32 // ... and the most that may be
 
-	remoteSGL sge // the peer's target SGL
-	remoteSGE int // its slot the next credits go to
-	targetSGE int // our target SGL's slot the next write goes to
+	remoteSGL   sge      // the peer's target SGL
+	remoteIOMap sge      // the peer's iomap table: its address, key and entries
+	iomaps      []*IOMap // this side's mappings, by their index in the peer's table
+	iomapQueue  []*IOMap // mappings not yet written there
+	remoteSGE   int      // its slot the next credits go to
+	targetSGE   int      // our target SGL's slot the next write goes to
 
 	sqeAvail       int
 	sbufBytesAvail uint32
@@ -193,7 +203,7 @@ const (
 // receives to post before the handshake.
 func newConn(dev *rnic.Device, o Options) (*Conn, error) {
 	o.defaults()
-	c := &Conn{o: o, pd: dev.AllocPD(), ctrlMaxSeqno: ctrlSize}
+	c := &Conn{o: o, dev: dev, pd: dev.AllocPD(), ctrlMaxSeqno: ctrlSize}
 	c.cond.L = &c.mu
 	var err error
 	if c.cq, err = dev.CreateCQ(int(o.SQSize) + int(o.RQSize)); err != nil {
@@ -202,7 +212,7 @@ func newConn(dev *rnic.Device, o Options) (*Conn, error) {
 	if c.rmr, err = dev.RegMR(c.pd, make([]byte, o.RBufSize), mr.LocalWrite|mr.RemoteWrite); err != nil {
 		return nil, err
 	}
-	if c.tmr, err = dev.RegMR(c.pd, make([]byte, sglSize*sgeLen), mr.LocalWrite|mr.RemoteWrite); err != nil {
+	if c.tmr, err = dev.RegMR(c.pd, make([]byte, sglSize*sgeLen+int(o.IOMapSize)*iomapLen), mr.LocalWrite|mr.RemoteWrite); err != nil {
 		return nil, err
 	}
 	c.sbuf = make([]byte, o.SBufSize)
@@ -237,7 +247,8 @@ func (c *Conn) connData() []byte {
 	b[0] = 1 // version
 	b[1] = 2 // RS_CONN_FLAG_IOMAP, and not NET: this side's SGEs are little-endian
 	binary.BigEndian.PutUint16(b[2:], c.o.RQSize)
-	// reserved[3], then target_iomap_size 0
+	// reserved[3], then target_iomap_size
+	b[7] = byte(valueToScale(int(c.o.IOMapSize)))
 	binary.BigEndian.PutUint64(b[8:], c.tmr.IOVA())
 	binary.BigEndian.PutUint32(b[16:], uint32(c.tmr.RKey()))
 	binary.BigEndian.PutUint32(b[20:], sglSize)
@@ -261,6 +272,10 @@ func (c *Conn) saveConnData(b []byte) error {
 		return errors.New("rsocket: the peer's target SGL has no slot")
 	}
 	c.remoteSGE = 1
+	if b[1]&2 != 0 { // RS_CONN_FLAG_IOMAP: its iomap table follows its target SGL
+		c.remoteIOMap = sge{addr: c.remoteSGL.addr + uint64(sgeLen)*uint64(c.remoteSGL.length), key: c.remoteSGL.key, length: uint32(scaleToValue(int(b[7])))}
+		c.iomaps = make([]*IOMap, min(c.remoteIOMap.length, 1<<16))
+	}
 	first := sge{addr: binary.BigEndian.Uint64(b[24:]), key: binary.BigEndian.Uint32(b[32:]), length: binary.BigEndian.Uint32(b[36:])}
 	c.putTarget(0, first)
 	c.sseqComp = binary.BigEndian.Uint16(b[2:])

@@ -186,6 +186,10 @@ func (c *Conn) canSend() bool {
 func (c *Conn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.poll()
+	if err := c.sendIOMaps(); err != nil {
+		return 0, err
+	}
 	sent, olen := 0, uint32(olapStart)
 	for sent < len(p) {
 		c.poll()
@@ -232,10 +236,18 @@ func (c *Conn) writeData(b []byte, t sge) error {
 	}
 	wr := qp.SendWR{WRID: uint64(n), Opcode: qp.WRRDMAWriteWithImm, ImmData: msg(opData, n),
 		RemoteAddr: t.addr, RKey: mr.Key(t.key)}
+	return c.post(&wr, b)
+}
+
+// post sends wr with b as its payload: inline if it is small enough, else
+// from the send buffer's ring, in one SGE or two where it wraps. Its
+// completion gives back the ring's bytes (uint32(wr.WRID) of them, the
+// payload's length) and the send queue entry.
+func (c *Conn) post(wr *qp.SendWR, b []byte) error {
+	n := uint32(len(b))
 	if n <= c.o.Inline {
 		wr.Flags, wr.Inline = qp.SendInline, b
 	} else {
-		// The ring's bytes, in one SGE or two where it wraps.
 		first := min(n, c.o.SBufSize-c.sbufHead)
 		copy(c.sbuf[c.sbufHead:], b[:first])
 		wr.SGList = []qp.SGE{{Addr: c.smr.IOVA() + uint64(c.sbufHead), Length: first, LKey: c.smr.LKey()}}
@@ -245,7 +257,7 @@ func (c *Conn) writeData(b []byte, t sge) error {
 		}
 		c.sbufHead = (c.sbufHead + n) % c.o.SBufSize
 	}
-	_, err := c.q.PostSend([]qp.SendWR{wr})
+	_, err := c.q.PostSend([]qp.SendWR{*wr})
 	return err
 }
 
@@ -318,9 +330,17 @@ func (c *Conn) Close() error {
 		}
 		c.connected = false // no keepalive goes now
 	}
+	maps := c.iomaps
+	c.iomaps, c.iomapQueue = nil, nil
 	c.mu.Unlock()
 	c.cancel()
-	return c.conn.Close()
+	err := c.conn.Close()
+	for _, m := range maps { // rs_free_iomappings
+		if m != nil {
+			m.mr.Deregister()
+		}
+	}
+	return err
 }
 
 // postCtrl sends the control message ctrl (a zero-length WRITE with

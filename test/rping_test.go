@@ -65,7 +65,7 @@ func TestRping(t *testing.T) {
 }
 
 // TestCMTools runs librdmacm's rdma_server/rdma_client,
-// rdma_xserver/rdma_xclient, ucmatose, udaddy, mckey, cmtime and rstream, as gorxe has them, between two namespaces over the udp link: each side
+// rdma_xserver/rdma_xclient, ucmatose, udaddy, mckey, cmtime, rstream and riostream, as gorxe has them, between two namespaces over the udp link: each side
 // prints the C program's lines and ends with status 0.
 func TestCMTools(t *testing.T) {
 	needRoot(t)
@@ -99,6 +99,10 @@ func TestCMTools(t *testing.T) {
 		// rstream: a byte stream over rsockets both ways, verified.
 		{"rstream", []string{"rstream", "-b", "10.77.0.2", "-S", "10000", "-C", "100", "-I", "2", "-T", "v"},
 			[]string{"rstream", "-s", "10.77.0.2", "-S", "10000", "-C", "100", "-I", "2", "-T", "v"},
+			"", "", []string{"name      bytes   xfers   iters   total", "\ncustom    9.7k    100     2       3.8m    "}},
+		// riostream: riowrites into the peer's mapped memory, verified.
+		{"riostream", []string{"riostream", "-b", "10.77.0.2", "-S", "10000", "-C", "100", "-I", "2", "-T", "v"},
+			[]string{"riostream", "-s", "10.77.0.2", "-S", "10000", "-C", "100", "-I", "2", "-T", "v"},
 			"", "", []string{"name      bytes   xfers   iters   total", "\ncustom    9.7k    100     2       3.8m    "}},
 	} {
 		t.Run(v.name, func(t *testing.T) {

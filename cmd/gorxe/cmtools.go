@@ -105,7 +105,7 @@ func cmToolOptions(tool string) []cmToolOption {
 			{'o', "", no, honoured, false, "join as a send-only full member: receive nothing from the group", flag(func(r *cmToolRun) *bool { return &r.sendOnly })},
 			{'l', "", no, refused, false, "blocking multicast loopback needs IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, which gorxe, like rxe, does not have", flag(func(r *cmToolRun) *bool { return &r.noLoop })},
 		}
-	case "rstream":
+	case "rstream", "riostream":
 		// -I, -C and -S SIZE make the run one custom test.
 		custom := func(field func(r *cmToolRun) *int) func(r *cmToolRun, s string) error {
 			return func(r *cmToolRun, s string) error {
@@ -129,9 +129,14 @@ func cmToolOptions(tool string) []cmToolOption {
 				return custom(func(r *cmToolRun) *int { return &r.rs.Size })(r, s)
 			}},
 			port,
-			{'k', "", req, honoured, false, "keepalive time in seconds: a keepalive every so often, idle or not (SO_KEEPALIVE and TCP_KEEPIDLE)", num(func(r *cmToolRun) *int { return &r.keepalive })},
-			{'T', "", req, honoured, false, "test option: s (TCP sockets), v (verify the data), a, b, n, r (how the C program waits and resolves: the same for gorxe); f (fork) is refused", func(r *cmToolRun, s string) error { return r.rstreamTestOption(s) }},
 		}
+		if tool == "riostream" { // no -k, and fewer -T options
+			opts = append(opts, cmToolOption{'T', "", req, honoured, false, "test option: v (verify the data), a, b, n (how the C program waits: the same for gorxe)", func(r *cmToolRun, s string) error { return r.rstreamTestOption(tool, s) }})
+			break
+		}
+		opts = append(opts,
+			cmToolOption{'k', "", req, honoured, false, "keepalive time in seconds: a keepalive every so often, idle or not (SO_KEEPALIVE and TCP_KEEPIDLE)", num(func(r *cmToolRun) *int { return &r.keepalive })},
+			cmToolOption{'T', "", req, honoured, false, "test option: s (TCP sockets), v (verify the data), a, b, n, r (how the C program waits and resolves: the same for gorxe); f (fork) is refused", func(r *cmToolRun, s string) error { return r.rstreamTestOption(tool, s) }})
 	case "cmtime":
 		opts = []cmToolOption{
 			server,
@@ -209,8 +214,9 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 		return r, errors.New("--link mem: the peer is another process: use --link udp, tap or xdp")
 	}
 	r.p.TOS = uint8(r.tos)
-	if tool == "rstream" {
+	if tool == "rstream" || tool == "riostream" {
 		r.rs.KeepAlive = time.Duration(r.keepalive) * time.Second
+		r.rs.IOMapped = tool == "riostream"
 		if err := r.rs.Check(); err != nil {
 			return r, err
 		}
@@ -248,6 +254,8 @@ func cmToolUsage(w io.Writer, tool string) {
 		fmt.Fprintf(w, "librdmacm's udaddy: UD QPs found with service ID resolution (SIDR) on port 7174\nof rdma_cm's UDP port space; the client sends -C messages of -S bytes from each\nof -c QPs, the server answers each. Without -s it is the server.\n")
 	case "mckey":
 		fmt.Fprintf(w, "librdmacm's mckey: -c UD QPs join the IPv4 multicast group -m with rdma_cm (on\nRoCE: IGMP, no MADs); after 3 s a sender (-s) sends -C messages of -S bytes\nfrom each to the group, and a receiver waits for as many on each.\n")
+	case "riostream":
+		fmt.Fprintf(w, "librdmacm's riostream: rstream's tests with rsockets' I/O-mapped writes: each side\nmaps its buffer (riomap) and the transfers are RDMA WRITEs into the peer's\n(riowrite), each round's last marked in its last byte, which the peer watches.\nWithout -s it is the server.\n")
 	case "rstream":
 		fmt.Fprintf(w, "librdmacm's rstream: a byte stream over rsockets (RDMA WRITE with immediate into\nthe peer's buffer, credits back), timed both ways: without -I, -C or -S SIZE its\nlatency tests, then its bandwidth tests on a second connection, for 64 B, 4 KiB,\n64 KiB and 1 MiB (-S all: 33 sizes up to 6 MiB). Without -s it is the server.\n")
 	case "cmtime":
@@ -282,6 +290,9 @@ func runMckey(args []string, stdout, stderr io.Writer) int {
 func runRstream(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("rstream", args, stdout, stderr)
 }
+func runRiostream(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("riostream", args, stdout, stderr)
+}
 func runCmtime(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("cmtime", args, stdout, stderr)
 }
@@ -312,7 +323,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
-	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime" || tool == "rstream") && r.server != ""
+	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime" || tool == "rstream" || tool == "riostream") && r.server != ""
 	if tool == "rdma_client" || tool == "rdma_xclient" {
 		r.server = cmp.Or(r.server, "127.0.0.1") // their default
 	}
@@ -373,11 +384,11 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		if cmtool.UDAddyClient(ctx, m, dev, peer, bind, r.p, stdout) != 0 {
 			return exitError
 		}
-	case tool == "rstream" && client:
+	case (tool == "rstream" || tool == "riostream") && client:
 		if err := cmtool.Rstream(r.rs, cmtool.RstreamDialer(ctx, m, server, bind, false), nil, stdout); err != nil {
 			return fail(err)
 		}
-	case tool == "rstream":
+	case tool == "rstream" || tool == "riostream":
 		l, err := rsocket.Listen(m, bind, uint16(r.port), rsocket.Options{})
 		if err != nil {
 			return fail(err)
@@ -505,7 +516,7 @@ func overTCP(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, fa
 // the options of how the C program waits (a, async; b, block; n,
 // nonblock) or resolves (r, resolve), which change nothing in gorxe; f
 // (fork) is refused.
-func (r *cmToolRun) rstreamTestOption(v string) error {
+func (r *cmToolRun) rstreamTestOption(tool, v string) error {
 	o := strings.ToLower(v)
 	long := map[string]string{"socket": "s", "async": "a", "block": "b", "nonblock": "n", "resolve": "r", "verify": "v", "fork": "f"}
 	if len(o) > 1 {
@@ -517,6 +528,9 @@ func (r *cmToolRun) rstreamTestOption(v string) error {
 		}
 		o = short
 	}
+	if tool == "riostream" && (o == "s" || o == "r" || o == "f") {
+		return errors.New("riostream's test options are a, b, n and v")
+	}
 	switch o {
 	case "s":
 		r.rs.Sockets = true
@@ -524,9 +538,9 @@ func (r *cmToolRun) rstreamTestOption(v string) error {
 		r.rs.Verify = true
 	case "a", "b", "n", "r":
 	case "f":
-		return fmt.Errorf("%w: -T f: gorxe's rstream server does not fork a process per connection", errRefused)
+		return fmt.Errorf("%w: gorxe's rstream server does not fork a process per connection", errRefused)
 	default:
-		return fmt.Errorf("-T %s: a test option is s, a, b, f, n, r or v", v)
+		return errors.New("a test option is s, a, b, f, n, r or v")
 	}
 	return nil
 }

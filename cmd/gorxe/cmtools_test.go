@@ -26,6 +26,8 @@ func TestCMToolRefusals(t *testing.T) {
 		{[]string{"rstream", "-T", "f"}, "does not fork a process per connection"},
 		{[]string{"rstream", "-T", "x"}, "-T x: a test option is s, a, b, f, n, r or v"},
 		{[]string{"rstream", "-s", "10.0.0.2", "-S", "0"}, "-S 0: a transfer size is 1 byte to 1 GiB"},
+		{[]string{"riostream", "-T", "s"}, "-T s: riostream's test options are a, b, n and v"},
+		{[]string{"riostream", "-k", "5"}, "invalid option -- 'k'"},
 	} {
 		var out, errOut bytes.Buffer
 		if st := run(tc.args, &out, &errOut); st != exitUsage || !strings.Contains(errOut.String(), tc.want) {
