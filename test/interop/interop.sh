@@ -314,12 +314,17 @@ if ! $flags && ! $full; then
 	# buffers' halves given back many times), and 64-byte ping-pongs,
 	# 2000 rounds (credits alone, zero-length writes).
 	for dir in rxe-server gorxe-server; do cases+=("$dir rstream:65536,100,4 udp 1024 4 65536 0" "$dir rstream:64,1,2000 udp 1024 4 64 0"); done
+	# librdmacm's riostream: rstream's transfers as riowrites, plain RDMA
+	# WRITEs into memory each side maps (riomap) and names in the peer's
+	# iomap table, the round's last marked in its last byte, which the
+	# peer watches; the same sizes.
+	for dir in rxe-server gorxe-server; do cases+=("$dir riostream:65536,100,4 udp 1024 4 65536 0" "$dir riostream:64,1,2000 udp 1024 4 64 0"); done
 fi
-# rstream's own tests, verified: latency then bandwidth on a second
-# connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
-# matrix only.
+# rstream's and riostream's own tests, verified: latency then bandwidth on
+# a second connection, 64 B to 1 MiB. About 100 s each in the VM, so in
+# the full matrix only.
 if $full; then
-	for dir in rxe-server gorxe-server; do cases+=("$dir rstream:default udp 1024 4 0 0"); done
+	for dir in rxe-server gorxe-server; do cases+=("$dir rstream:default udp 1024 4 0 0" "$dir riostream:default udp 1024 4 0 0"); done
 fi
 # --only takes the other cases out and leaves these their numbers, so that
 # case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
@@ -409,11 +414,12 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | qperf:*) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | qperf:*) return 0 ;; esac; return 1; }
 
-# rstreamargs TEST: rstream's options for an rstream:SIZE,COUNT,ITERS case.
+# rstreamargs TEST: rstream's (or riostream's) options for an
+# rstream:SIZE,COUNT,ITERS (riostream:...) case.
 rstreamargs() {
-	local a=${1#rstream:}
+	local a=${1#*:}
 	if [ "$a" = default ]; then
 		echo "-T v"
 		return
@@ -448,8 +454,8 @@ vm_cm() {
 	gorxe-server/qperf:*) echo "qperf $gx -cm1 -t 2 ${2#qperf:} quit" ;;
 	rxe-server/cmtime) echo "timeout -s INT 15 cmtime -b $own -c 10" ;; # before rdma-core 52 it serves on
 	gorxe-server/cmtime) echo "cmtime -s $gx -c 10" ;;
-	rxe-server/rstream:*) echo "rstream -b $own $(rstreamargs "$2")" ;;
-	gorxe-server/rstream:*) echo "rstream -s $gx $(rstreamargs "$2")" ;;
+	rxe-server/rstream:* | rxe-server/riostream:*) echo "${2%%:*} -b $own $(rstreamargs "$2")" ;;
+	gorxe-server/rstream:* | gorxe-server/riostream:*) echo "${2%%:*} -s $gx $(rstreamargs "$2")" ;;
 	esac
 }
 
@@ -477,8 +483,8 @@ host_cm() {
 	gorxe-server/qperf:*) echo "qperf" ;;
 	rxe-server/cmtime) echo "cmtime -s $vm -c 10 --ip $own" ;;
 	gorxe-server/cmtime) echo "cmtime -b $own -c 10" ;;
-	rxe-server/rstream:*) echo "rstream -s $vm $(rstreamargs "$2") --ip $own" ;;
-	gorxe-server/rstream:*) echo "rstream -b $own $(rstreamargs "$2")" ;;
+	rxe-server/rstream:* | rxe-server/riostream:*) echo "${2%%:*} -s $vm $(rstreamargs "$2") --ip $own" ;;
+	gorxe-server/rstream:* | gorxe-server/riostream:*) echo "${2%%:*} -b $own $(rstreamargs "$2")" ;;
 	esac
 }
 
@@ -690,11 +696,11 @@ session() {
 			pings=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "ping data: rdma-ping-" || true)
 			[ "$pings" = 200 ] || verdict=FAIL note=" ($pings ping lines, want 100 each side)"
 		fi
-		# rstream prints a line a test on both sides: its custom test's,
-		# or its eight (64_lat ... 1m_bw).
-		if [[ $t == rstream:* ]] && [ $verdict = pass ]; then
+		# rstream (and riostream) prints a line a test on both sides: its
+		# custom test's, or its eight (64_lat ... 1m_bw).
+		if [[ $t == rstream:* || $t == riostream:* ]] && [ $verdict = pass ]; then
 			local rows want=2
-			[ "$t" = rstream:default ] && want=16
+			[ "${t#*:}" = default ] && want=16
 			rows=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -cE '^(custom|[0-9]+[km]?_(lat|bw)) +[0-9.]+[km]? +[0-9.]+k? +[0-9.]+k? ' || true)
 			[ "$rows" = "$want" ] || verdict=FAIL note=" ($rows lines of tests, want $((want / 2)) each side)"
 		fi
