@@ -49,6 +49,9 @@ type cmToolRun struct {
 	rs        cmtool.RstreamParams
 	keepalive int // -k
 
+	// rcopy's: the file to copy, and its name on the server
+	rcopySrc, rcopyDst string
+
 	// cmtime's
 	ct      cmtool.CmtimeParams
 	mimic   int  // -m: µs
@@ -71,6 +74,8 @@ func cmToolOptions(tool string) []cmToolOption {
 	server := cmToolOption{'s', "", req, honoured, false, "server address", str(func(r *cmToolRun) *string { return &r.server })}
 	var opts []cmToolOption
 	switch tool {
+	case "rcopy":
+		opts = []cmToolOption{{'p', "", req, honoured, false, "port number (7427)", num(func(r *cmToolRun) *int { return &r.port })}}
 	case "rdma_server":
 		opts = []cmToolOption{port}
 	case "rdma_client":
@@ -183,12 +188,28 @@ func cmToolOptions(tool string) []cmToolOption {
 }
 
 func parseCMTool(tool string, args []string) (*cmToolRun, error) {
-	r := &cmToolRun{port: cmtool.DefaultPort, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams(), ct: cmtool.DefaultCmtimeParams(), rs: cmtool.DefaultRstreamParams()}
+	port := cmtool.DefaultPort
+	if tool == "rcopy" {
+		port = cmtool.RcopyPort
+	}
+	r := &cmToolRun{port: port, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams(), ct: cmtool.DefaultCmtimeParams(), rs: cmtool.DefaultRstreamParams()}
 	operands, err := parseOptions(cmToolOptions(tool), r, args, false)
 	if err != nil || r.help {
 		return r, err
 	}
-	if len(operands) > 0 {
+	switch {
+	case tool == "rcopy" && len(operands) == 0: // the server
+	case tool == "rcopy" && len(operands) == 2:
+		// SOURCE SERVER[:DESTINATION]; the destination is the source's
+		// name when not given.
+		r.rcopySrc = operands[0]
+		var named bool
+		if r.server, r.rcopyDst, named = strings.Cut(operands[1], ":"); !named {
+			r.rcopyDst = r.rcopySrc
+		}
+	case tool == "rcopy":
+		return r, errors.New("give SOURCE SERVER[:DESTINATION] to copy a file, or nothing to be the server")
+	case len(operands) > 0:
 		return r, fmt.Errorf("unexpected operands %q", operands)
 	}
 	r.link.kind = cmp.Or(r.link.kind, "udp")
@@ -254,6 +275,8 @@ func cmToolUsage(w io.Writer, tool string) {
 		fmt.Fprintf(w, "librdmacm's udaddy: UD QPs found with service ID resolution (SIDR) on port 7174\nof rdma_cm's UDP port space; the client sends -C messages of -S bytes from each\nof -c QPs, the server answers each. Without -s it is the server.\n")
 	case "mckey":
 		fmt.Fprintf(w, "librdmacm's mckey: -c UD QPs join the IPv4 multicast group -m with rdma_cm (on\nRoCE: IGMP, no MADs); after 3 s a sender (-s) sends -C messages of -S bytes\nfrom each to the group, and a receiver waits for as many on each.\n")
+	case "rcopy":
+		fmt.Fprintf(w, "librdmacm's rcopy: copies a file over rsockets, port 7427. With no operand it is the\nserver, which writes each file its clients send where they name it, and serves\nuntil stopped; gorxe rcopy SOURCE SERVER[:DESTINATION] sends one (DESTINATION\nis SOURCE's name when not given).\n")
 	case "riostream":
 		fmt.Fprintf(w, "librdmacm's riostream: rstream's tests with rsockets' I/O-mapped writes: each side\nmaps its buffer (riomap) and the transfers are RDMA WRITEs into the peer's\n(riowrite), each round's last marked in its last byte, which the peer watches.\nWithout -s it is the server.\n")
 	case "rstream":
@@ -290,6 +313,9 @@ func runMckey(args []string, stdout, stderr io.Writer) int {
 func runRstream(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("rstream", args, stdout, stderr)
 }
+func runRcopy(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("rcopy", args, stdout, stderr)
+}
 func runRiostream(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("riostream", args, stdout, stderr)
 }
@@ -323,7 +349,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
-	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime" || tool == "rstream" || tool == "riostream") && r.server != ""
+	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime" || tool == "rstream" || tool == "riostream" || tool == "rcopy") && r.server != ""
 	if tool == "rdma_client" || tool == "rdma_xclient" {
 		r.server = cmp.Or(r.server, "127.0.0.1") // their default
 	}
@@ -383,6 +409,24 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	case tool == "udaddy" && client:
 		if cmtool.UDAddyClient(ctx, m, dev, peer, bind, r.p, stdout) != 0 {
 			return exitError
+		}
+	case tool == "rcopy" && client:
+		conn, err := rsocket.Dial(ctx, m, server, bind, rsocket.Options{})
+		if err != nil {
+			return fail(fmt.Errorf("rconnect failed: %w", err))
+		}
+		if err := cmtool.RcopyClient(conn, r.rcopySrc, r.rcopyDst, stdout); err != nil {
+			fmt.Fprintln(stdout)
+			return fail(err)
+		}
+	case tool == "rcopy":
+		l, err := rsocket.Listen(m, bind, uint16(r.port), rsocket.Options{})
+		if err != nil {
+			return fail(err)
+		}
+		defer l.Close()
+		if err := cmtool.RcopyServer(ctx, l, stdout); err != nil && ctx.Err() == nil {
+			return fail(err)
 		}
 	case (tool == "rstream" || tool == "riostream") && client:
 		if err := cmtool.Rstream(r.rs, cmtool.RstreamDialer(ctx, m, server, bind, false), nil, stdout); err != nil {

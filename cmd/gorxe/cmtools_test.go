@@ -28,6 +28,7 @@ func TestCMToolRefusals(t *testing.T) {
 		{[]string{"rstream", "-s", "10.0.0.2", "-S", "0"}, "-S 0: a transfer size is 1 byte to 1 GiB"},
 		{[]string{"riostream", "-T", "s"}, "-T s: riostream's test options are a, b, n and v"},
 		{[]string{"riostream", "-k", "5"}, "invalid option -- 'k'"},
+		{[]string{"rcopy", "file"}, "give SOURCE SERVER[:DESTINATION] to copy a file, or nothing to be the server"},
 	} {
 		var out, errOut bytes.Buffer
 		if st := run(tc.args, &out, &errOut); st != exitUsage || !strings.Contains(errOut.String(), tc.want) {
