@@ -319,6 +319,10 @@ if ! $flags && ! $full; then
 	# iomap table, the round's last marked in its last byte, which the
 	# peer watches; the same sizes.
 	for dir in rxe-server gorxe-server; do cases+=("$dir riostream:65536,100,4 udp 1024 4 65536 0" "$dir riostream:64,1,2000 udp 1024 4 64 0"); done
+	# librdmacm's rcopy: a file of 3000001 random bytes copied over
+	# rsockets to the other side's server, which writes it where the
+	# client names it, in the share; the host compares the two.
+	for dir in rxe-server gorxe-server; do cases+=("$dir rcopy udp 1024 4 3000001 0"); done
 fi
 # rstream's and riostream's own tests, verified: latency then bandwidth on
 # a second connection, 64 B to 1 MiB. About 100 s each in the VM, so in
@@ -414,7 +418,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | qperf:*) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
 
 # rstreamargs TEST: rstream's (or riostream's) options for an
 # rstream:SIZE,COUNT,ITERS (riostream:...) case.
@@ -454,6 +458,8 @@ vm_cm() {
 	gorxe-server/qperf:*) echo "qperf $gx -cm1 -t 2 ${2#qperf:} quit" ;;
 	rxe-server/cmtime) echo "timeout -s INT 15 cmtime -b $own -c 10" ;; # before rdma-core 52 it serves on
 	gorxe-server/cmtime) echo "cmtime -s $gx -c 10" ;;
+	rxe-server/rcopy) echo "timeout -s INT 12 rcopy" ;; # it serves until stopped
+	gorxe-server/rcopy) echo "rcopy /tmp/rcopy.src.$n $gx:$run/share/rcopy.dst.$n" ;;
 	rxe-server/rstream:* | rxe-server/riostream:*) echo "${2%%:*} -b $own $(rstreamargs "$2")" ;;
 	gorxe-server/rstream:* | gorxe-server/riostream:*) echo "${2%%:*} -s $gx $(rstreamargs "$2")" ;;
 	esac
@@ -483,6 +489,8 @@ host_cm() {
 	gorxe-server/qperf:*) echo "qperf" ;;
 	rxe-server/cmtime) echo "cmtime -s $vm -c 10 --ip $own" ;;
 	gorxe-server/cmtime) echo "cmtime -b $own -c 10" ;;
+	rxe-server/rcopy) echo "rcopy $run/share/rcopy.src.$n $vm:/tmp/rcopy.dst.$n --ip $own" ;;
+	gorxe-server/rcopy) echo "rcopy --ip $own" ;;
 	rxe-server/rstream:* | rxe-server/riostream:*) echo "${2%%:*} -s $vm $(rstreamargs "$2") --ip $own" ;;
 	gorxe-server/rstream:* | gorxe-server/riostream:*) echo "${2%%:*} -b $own $(rstreamargs "$2")" ;;
 	esac
@@ -543,6 +551,9 @@ session() {
 			local vmc="$(vmcmd "$t") $opts"
 			cmcase "$t" && vmc=$(vm_cm "$dir" "$t" "$ip" "$size")
 			echo "while [ ! -f /mnt/go.$n ]; do sleep 0.2; done"
+			# rcopy maps its files, which the share's (9p) cannot be:
+			# they go through the VM's /tmp.
+			[ "$t" = rcopy ] && echo "cp /mnt/rcopy.src.$n /tmp/ 2>/dev/null"
 			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
 			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
 			echo "echo \"=== case $n: $vmc (\$(grep MemAvailable /proc/meminfo))\""
@@ -552,6 +563,7 @@ session() {
 			# The newline ends a last line a stopped perftest left open.
 			local after="hw > /mnt/hw.$n.after"
 			[ "$loss" != 0 ] && after="$after; tc -s qdisc show dev eth0 | sed -n 's/.*(dropped \([0-9]*\),.*/netem_dropped \1/p' > /mnt/netem.$n"
+			[ "$t" = rcopy ] && after="$after; cp /tmp/rcopy.dst.$n /mnt/ 2>/dev/null"
 			echo "hw > /mnt/hw.$n.before"
 			echo "touch /mnt/started.$n" # the host's client waits for this
 			echo "$stop $vmc; rc=\$?; $after; echo; echo \"=== exit $n \$rc\""
@@ -588,6 +600,7 @@ session() {
 		sleep 0.5
 		local tapdrop0
 		tapdrop0=$(ip netns exec $ns cat /sys/class/net/vmtap0/statistics/tx_dropped)
+		[ "$t" = rcopy ] && head -c "$size" /dev/urandom > "$run/share/rcopy.src.$n"
 		touch "$run/share/go.$n"
 		if [ "$dir" = rxe-server ]; then
 			# The VM's server must be listening. The VM sees go.N within
@@ -612,6 +625,7 @@ session() {
 		if cmcase "$t"; then
 			[ "$t/$dir" = rping-rej/gorxe-server ] && stop="timeout 20" # it listens on, unasked
 			[ "$t/$dir" = cmtime/gorxe-server ] && stop="timeout 20" # an older cmtime's client syncs nothing
+			[ "$t/$dir" = rcopy/gorxe-server ] && stop="timeout -s INT 10" # it serves until stopped
 			ip netns exec $ns $stop "$cache/gorxe" $(host_cm "$dir" "$t" "$ip" "$size") > "$run/gorxe.$n.out" 2>&1
 		else
 			ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx $mtu $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
@@ -661,6 +675,17 @@ session() {
 			else
 				{ [ "$g" = 124 ] && [ "${p:-0}" != 0 ] && grep -q "REJECTED, error 8" <<<"$vmout"; } || verdict=FAIL
 			fi
+		elif [ "$t" = rcopy ]; then
+			# The client copies the file and exits 0, its figure
+			# printed; the server serves on until it is stopped (124);
+			# the copy is the file, byte for byte.
+			local cs=$g ss=${p:-x} cout="$run/gorxe.$n.out"
+			if [ "$dir" = gorxe-server ]; then
+				cs=${p:-x} ss=$g
+				sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out" > "$run/rcopy.$n.out"
+				cout="$run/rcopy.$n.out"
+			fi
+			{ [ "$cs" = 0 ] && [ "$ss" = 124 ] && grep -q "^$size bytes in " "$cout" && cmp -s "$run/share/rcopy.src.$n" "$run/share/rcopy.dst.$n"; } || verdict=FAIL
 		elif [ "$t" = cmtime ]; then
 			# A client that printed the test without QPs synced with
 			# its server (rdma-core 52 and later, and gorxe): both
