@@ -211,11 +211,8 @@ func (m *IOMap) Close() error {
 // (rs_send_iomaps), each taking a credit; c.mu is held.
 func (c *Conn) sendIOMaps() error {
 	for len(c.iomapQueue) > 0 {
-		for !c.canSend() && c.writable {
-			c.progress()
-		}
-		if !c.writable {
-			return c.endErr(io.ErrClosedPipe)
+		if err := c.awaitSend(); err != nil {
+			return err
 		}
 		m := c.iomapQueue[0]
 		c.iomapQueue = c.iomapQueue[1:]
@@ -275,20 +272,10 @@ func (c *Conn) IOWrite(p []byte, offset int64) (int, error) {
 				return sent, fmt.Errorf("%w of the peer's holds offset %d", ErrNoIOMap, offset)
 			}
 		}
-		for !c.canSend() && c.writable {
-			c.progress()
+		if err := c.awaitSend(); err != nil {
+			return sent, err
 		}
-		if !c.writable {
-			return sent, c.endErr(io.ErrClosedPipe)
-		}
-		n := uint32(len(p) - sent)
-		if olen < n {
-			n = olen
-			if olen < maxTransfer {
-				olen <<= 1
-			}
-		}
-		n = min(n, c.sbufBytesAvail, uint32(base+int64(to.length)-offset))
+		n := min(nextTransfer(uint32(len(p)-sent), &olen), c.sbufBytesAvail, uint32(base+int64(to.length)-offset))
 		c.sqeAvail--
 		c.sbufBytesAvail -= n
 		wr := qp.SendWR{WRID: uint64(n), Opcode: qp.WRRDMAWrite, RemoteAddr: to.addr + uint64(offset-base), RKey: mr.Key(to.key)}

@@ -193,22 +193,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 	sent, olen := 0, uint32(olapStart)
 	for sent < len(p) {
 		c.poll()
-		for !c.canSend() && c.writable {
-			c.progress()
-		}
-		if !c.writable {
-			return sent, c.endErr(io.ErrClosedPipe)
-		}
-		left := uint32(len(p) - sent)
-		n := left
-		if olen < left {
-			n = olen
-			if olen < maxTransfer {
-				olen <<= 1
-			}
+		if err := c.awaitSend(); err != nil {
+			return sent, err
 		}
 		t := c.target(c.targetSGE)
-		n = min(n, c.sbufBytesAvail, t.length)
+		n := min(nextTransfer(uint32(len(p)-sent), &olen), c.sbufBytesAvail, t.length)
 		if err := c.writeData(p[sent:sent+int(n)], t); err != nil {
 			c.fail(err)
 			return sent, err
@@ -216,6 +205,32 @@ func (c *Conn) Write(p []byte) (int, error) {
 		sent += int(n)
 	}
 	return sent, nil
+}
+
+// awaitSend waits until a message may go (rs_can_send) and returns nil,
+// or the connection's error if it ends first; c.mu is held.
+func (c *Conn) awaitSend() error {
+	for !c.canSend() && c.writable {
+		c.progress()
+	}
+	if !c.writable {
+		return c.endErr(io.ErrClosedPipe)
+	}
+	return nil
+}
+
+// nextTransfer returns how much of left the next write of rsend's or
+// riowrite's takes: all of it, or olen, which doubles from 2 KiB up to
+// 64 KiB from one write to the next.
+func nextTransfer(left uint32, olen *uint32) uint32 {
+	if left <= *olen {
+		return left
+	}
+	n := *olen
+	if *olen < maxTransfer {
+		*olen <<= 1
+	}
+	return n
 }
 
 // writeData is rs_write_data: the target SGE is moved past the write
