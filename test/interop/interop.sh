@@ -324,11 +324,13 @@ if ! $flags && ! $full; then
 	# client names it, in the share; the host compares the two.
 	for dir in rxe-server gorxe-server; do cases+=("$dir rcopy udp 1024 4 3000001 0"); done
 fi
-# rstream's and riostream's own tests, verified: latency then bandwidth on
-# a second connection, 64 B to 1 MiB. About 100 s each in the VM, so in
-# the full matrix only.
+# rstream's own tests, verified: latency then bandwidth on a second
+# connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
+# matrix only. riostream's are not here: its 64_lat alone (100000 round
+# trips, the stock side spinning on its memory on the VM's one CPU) took
+# 130 s against gorxe.
 if $full; then
-	for dir in rxe-server gorxe-server; do cases+=("$dir rstream:default udp 1024 4 0 0" "$dir riostream:default udp 1024 4 0 0"); done
+	for dir in rxe-server gorxe-server; do cases+=("$dir rstream:default udp 1024 4 0 0"); done
 fi
 # --only takes the other cases out and leaves these their numbers, so that
 # case.N.pcap, counters.N.txt and gorxe.N.out are named as in the full
