@@ -81,12 +81,12 @@ func RcopyClient(conn io.ReadWriteCloser, src, dst string, stdout io.Writer) err
 	}
 	size := st.Size()
 	padded := (len(dst) + 8) &^ 7 // the NUL, and up to a multiple of 8
-	open := rcopyHdr{command: rcopyOpen, length: uint16(rcopyHdrLen + padded), data: unixMode(st.Mode())}.append(nil)
-	open = append(open, dst...)
-	open = append(open, make([]byte, padded-len(dst))...)
 	if rcopyHdrLen+padded > 0xFFFF {
 		return fmt.Errorf("the destination's name is %d bytes long: rcopy's message takes 65535 in all", len(dst))
 	}
+	open := rcopyHdr{command: rcopyOpen, length: uint16(rcopyHdrLen + padded), data: unixMode(st.Mode())}.append(nil)
+	open = append(open, dst...)
+	open = append(open, make([]byte, padded-len(dst))...)
 	if _, err := conn.Write(open); err != nil {
 		return err
 	}

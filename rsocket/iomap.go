@@ -107,36 +107,33 @@ func (m *IOMap) Len() int { return int(m.mr.Len()) }
 
 // ReadAt reads the mapping's bytes from off (relative to its start).
 func (m *IOMap) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off+int64(len(p)) > int64(m.mr.Len()) {
-		return 0, io.EOF
-	}
-	if err := m.mr.ReadAt(m.mr.IOVA()+uint64(off), p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return m.access(m.mr.ReadAt, p, off)
 }
 
 // WriteAt writes the mapping's bytes from off, as the program writes its
 // own memory.
 func (m *IOMap) WriteAt(p []byte, off int64) (int, error) {
-	if off < 0 || off+int64(len(p)) > int64(m.mr.Len()) {
-		return 0, io.EOF
-	}
-	if err := m.mr.WriteAt(m.mr.IOVA()+uint64(off), p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return m.access(m.mr.WriteAt, p, off)
 }
 
 // Peek reads the byte at off as a program polling the memory does: never
 // in the middle of a packet's placement (mr.MR.Peek).
 func (m *IOMap) Peek(off int64) (byte, error) {
 	var b [1]byte
-	if off < 0 || off >= int64(m.mr.Len()) {
+	_, err := m.access(m.mr.Peek, b[:], off)
+	return b[0], err
+}
+
+// access runs op (one of the region's copies) on p at off, relative to
+// the mapping's start: io.EOF for a range outside the mapping.
+func (m *IOMap) access(op func(iova uint64, p []byte) error, p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > int64(m.mr.Len()) {
 		return 0, io.EOF
 	}
-	err := m.mr.Peek(m.mr.IOVA()+uint64(off), b[:])
-	return b[0], err
+	if err := op(m.mr.IOVA()+uint64(off), p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // spinTime is how long Wait polls the device before it sleeps: far

@@ -273,8 +273,7 @@ func (c *completer) onProgress() {
 	q.tm.onAcked(c.psn)
 	c.retryLeft = q.attr.RetryCnt
 	c.rnrLeft = q.attr.RNRRetry
-	few := c.state == recoveryFew || c.state == recoveryConfirm
-	state := c.state
+	few, confirming := c.resendingFew(), c.state == recoveryConfirm
 	c.state = recoveryNone
 	switch {
 	case !few || !c.psn.Before(q.req.sentMax):
@@ -283,8 +282,8 @@ func (c *completer) onProgress() {
 		q.stats.SpuriousGoBacks++
 		q.event(trace.Event{Kind: trace.GoBackUndone, PSN: uint32(c.psn.Add(bth.PSNMask)), Expected: uint32(q.req.sentMax)})
 		q.req.skipTo(q.req.sentMax)
-	case state == recoveryConfirm:
-		c.state = state // a resend answered; the probe is out
+	case confirming:
+		c.state = recoveryConfirm // a resend answered; the probe is out
 	case q.tm.probeLast(trace.ProbeConfirm):
 		c.state, c.fewEnd = recoveryConfirm, q.req.psn
 	default:
