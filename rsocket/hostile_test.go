@@ -20,6 +20,7 @@ import (
 // peer is the far side of an rsocket connection, speaking the protocol by
 // hand: its own struct rs_conn_data, and then whatever a test writes.
 type peer struct {
+	conn *cm.Conn
 	q    *rnic.QP
 	cq   *cq.CQ
 	mr   *mr.MR // its receive buffer and target SGL, writable by the rsocket
@@ -65,6 +66,7 @@ func hostile(t *testing.T, o rsocket.Options, firstBuf func(p *peer) (addr uint6
 	cd := make([]byte, 40)
 	cd[0], cd[1] = 1, 2
 	binary.BigEndian.PutUint16(cd[2:], 64)
+	cd[7] = 1 // an iomap table of one entry, after its target SGL
 	binary.BigEndian.PutUint64(cd[8:], p.mr.IOVA())
 	binary.BigEndian.PutUint32(cd[16:], uint32(p.mr.RKey()))
 	binary.BigEndian.PutUint32(cd[20:], 2)
@@ -81,7 +83,7 @@ func hostile(t *testing.T, o rsocket.Options, firstBuf func(p *peer) (addr uint6
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	p.q = conn.QP()
+	p.conn, p.q = conn, conn.QP()
 	rep := conn.PrivateData()
 	if len(rep) < 40 {
 		t.Fatalf("the rsocket's REP carries %d bytes of private data", len(rep))
@@ -219,4 +221,24 @@ func TestKeepAlive(t *testing.T) {
 			t.Errorf("KeepAlive %v: %d keepalives in %v", every, keepalives, took)
 		}
 	}
+}
+
+// TestWaitPeerGone: a peer that disconnects (a DREQ, without rsockets'
+// disconnect message first) ends an IOMap.Wait with an error, not a wait,
+// or a spin, that never ends.
+func TestWaitPeerGone(t *testing.T) {
+	p, server := hostile(t, rsocket.Options{IOMapSize: 1}, nil)
+	m, err := server.IOMap(64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond) // Wait has gone to sleep
+		p.conn.Close()
+	}()
+	within(t, "Wait", func() {
+		if err := m.Wait(ctx(t), 63, 1); err == nil {
+			t.Error("Wait returned nil for a byte never written")
+		}
+	})
 }

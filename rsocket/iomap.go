@@ -173,15 +173,15 @@ func (m *IOMap) Wait(ctx context.Context, off int64, want byte) error {
 		if err := c.Err(); err != nil {
 			return err
 		}
+		// The peer's DREQ ends the sleep too; the next turn's Err says so.
 		wctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(c.ctx, cancel) // the peer's disconnect ends the wait
-		_, err = m.mr.WaitWrite(wctx, seen)
+		stop := context.AfterFunc(c.ctx, cancel)
+		m.mr.WaitWrite(wctx, seen)
 		stop()
 		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		_ = err // the connection's end: the next turn's Err says so
 	}
 }
 
@@ -293,7 +293,11 @@ func (c *Conn) IOWrite(p []byte, offset int64) (int, error) {
 func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.poll()
+	if c.ctx.Err() != nil {
+		c.peerGone() // a DREQ with no disconnect message before it
+	} else {
+		c.poll()
+	}
 	if c.connected {
 		return nil
 	}

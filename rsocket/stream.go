@@ -27,14 +27,20 @@ func (c *Conn) progress() {
 	case err == nil:
 		c.process(c.wcs[:n])
 	case c.ctx.Err() != nil:
-		// The peer disconnected: what it sent before is queued.
-		c.poll()
-		c.connected, c.readable, c.writable = false, false, false
+		c.peerGone()
 	default:
 		c.fail(err)
 	}
 	c.updateCredits()
 	c.cond.Broadcast()
+}
+
+// peerGone ends the connection once the peer's DREQ has come (c.ctx is
+// done): what it sent before is queued, and is processed first; c.mu is
+// held.
+func (c *Conn) peerGone() {
+	c.poll()
+	c.connected, c.readable, c.writable = false, false, false
 }
 
 // poll processes the completions waiting, without waiting; c.mu is held.
