@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cm"
-	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/cq"
-	"github.com/gorxe/gorxe/link/mem"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
@@ -35,24 +33,10 @@ type peer struct {
 // nil for a real one.
 func hostile(t *testing.T, o rsocket.Options, firstBuf func(p *peer) (addr uint64, key, length uint32)) (*peer, *rsocket.Conn) {
 	t.Helper()
-	f := mem.NewFabric()
-	_, sm := cmtest.Open(t, f, "10.0.0.2")
-	dev, cmgr := cmtest.Open(t, f, "10.0.0.1")
-	l, err := rsocket.Listen(sm, netip.Addr{}, 7471, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	accepted := make(chan *rsocket.Conn, 1)
-	go func() {
-		c, err := l.Accept(ctx(t))
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
+	dev, cmgr, accepted := serve(t, o)
 	p := &peer{}
 	pd := dev.AllocPD()
+	var err error
 	if p.cq, err = dev.CreateCQ(64); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/rnic"
 	"github.com/gorxe/gorxe/rsocket"
 )
 
@@ -20,12 +22,15 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-// pair connects a client and a server rsocket over an in-memory fabric.
-func pair(t *testing.T, o rsocket.Options) (client, server *rsocket.Conn) {
+// serve opens a server and a client device on an in-memory fabric, and
+// listens on the server's with options o: the channel has the first
+// connection accepted (nil if Accept failed). It returns the client's
+// device and connection manager.
+func serve(t *testing.T, o rsocket.Options) (*rnic.Device, *cm.Manager, <-chan *rsocket.Conn) {
 	t.Helper()
 	f := mem.NewFabric()
 	_, sm := cmtest.Open(t, f, "10.0.0.2")
-	_, cmgr := cmtest.Open(t, f, "10.0.0.1")
+	dev, cmgr := cmtest.Open(t, f, "10.0.0.1")
 	l, err := rsocket.Listen(sm, netip.Addr{}, 7471, o)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +44,14 @@ func pair(t *testing.T, o rsocket.Options) (client, server *rsocket.Conn) {
 		}
 		accepted <- c
 	}()
-	client, err = rsocket.Dial(ctx(t), cmgr, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, o)
+	return dev, cmgr, accepted
+}
+
+// pair connects a client and a server rsocket over an in-memory fabric.
+func pair(t *testing.T, o rsocket.Options) (client, server *rsocket.Conn) {
+	t.Helper()
+	_, cmgr, accepted := serve(t, o)
+	client, err := rsocket.Dial(ctx(t), cmgr, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
