@@ -263,6 +263,43 @@ func TestConfirmProbeNAKLost(t *testing.T) {
 	})
 }
 
+// TestRNRDuringConfirm: a whole window is lost, and a SEND inside the
+// four packets resent after the local ACK timeout finds no receive WQE.
+// The WRITE before it is acknowledged (the requester probes, in
+// recoveryConfirm), then the SEND draws an RNR NAK, and the responder
+// drops the probe that follows. The RNR NAK ends the recovery from
+// silence: once the receive is posted, the requester resends from the
+// SEND to the end of the window after the RNR wait, as after any RNR NAK,
+// without a second probe. (Before, it resent only the SEND and then
+// waited, holding the rest, for the probe timer.)
+func TestRNRDuringConfirm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newPair(t, pairOpts{timeout: 14, retryCnt: 3, rnrRetry: 7, minRNRTimer: 14}) // 67 ms; 1.28 ms
+		a.link.SetFaults(mem.Faults{DropFunc: func(_ []byte, seq uint64) bool { return seq < 32 }})
+		fill(a.buf[:32*1024], 6)
+		a.postSend(t, writeWR(1, a, b, 0, 3*1024), // PSNs 0-2
+			qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{a.sge(3*1024, 1024)}}, // 3
+			writeWR(3, a, b, 4*1024, 28*1024)) // 4-31
+		time.Sleep(80 * time.Millisecond) // past the timeout, the resends and the first RNR NAKs
+		if a.stats().RcvdRNRErr == 0 || a.stats().TailProbes != 1 {
+			t.Fatalf("%d RNR NAKs, %d probes before the receive; want some and 1\n%s", a.stats().RcvdRNRErr, a.stats().TailProbes, a.traceText())
+		}
+		posted := time.Now()
+		b.postRecv(t, qp.RecvWR{WRID: 9, SGList: []qp.SGE{b.sge(64*1024, 1024)}})
+		status(t, wait(t, a.scq, 3, 2*time.Second), cq.StatusSuccess, cq.StatusSuccess, cq.StatusSuccess)
+		took := time.Since(posted)
+		if !bytes.Equal(a.buf[:3*1024], b.buf[:3*1024]) || !bytes.Equal(a.buf[4*1024:32*1024], b.buf[4*1024:32*1024]) ||
+			!bytes.Equal(a.buf[3*1024:4*1024], b.buf[64*1024:65*1024]) {
+			t.Fatal("data differs")
+		}
+		sa := a.stats()
+		if sa.RetransmitTimeouts != 1 || sa.TailProbes != 1 || took > 5*time.Millisecond {
+			t.Fatalf("timeouts %d, probes %d, %v from the receive to the completions; want 1, 1, at most an RNR wait and a few round trips\n%s",
+				sa.RetransmitTimeouts, sa.TailProbes, took, a.traceText())
+		}
+	})
+}
+
 // TestPSNSequenceError: a middle packet is lost; the responder NAKs the
 // gap once and drops what follows; the requester goes back to the NAKed PSN.
 func TestPSNSequenceError(t *testing.T) {

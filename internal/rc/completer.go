@@ -142,6 +142,11 @@ func (c *completer) handleAck(psn bth.PSN, syn aeth.Syndrome) {
 		default:
 			c.rnrLeft--
 		}
+		// The responder holds psn and drops what follows until psn comes
+		// again: an answer that ends a recovery from silence, which
+		// would otherwise hold the requester at fewEnd with nothing
+		// left to answer, until a probe timeout.
+		c.state = recoveryNone
 		q.req.goBack(psn)
 		q.tm.startRNRWait(syn.RNRTimer())
 	case aeth.TypeNAK:
