@@ -183,13 +183,18 @@ func perfOptions() []perfOption {
 		}},
 		{0, "use_old_post_send", no, accepted, false, "the older post-send verbs", noop},
 		{0, "no_ddp", no, accepted, false, "no out-of-order receive WRs (a ConnectX-7 capability; gorxe, like rxe, has none)", noop},
-		{0, "use_hugepages", no, accepted, false, "", noop},
+		{0, "use_hugepages", no, accepted, false, "buffers on huge pages (gorxe's are Go memory)", noop},
 		{0, "odp", no, accepted, false, "on-demand paging (gorxe's memory is always resident)", noop},
-		{0, "use-null-mr", no, accepted, false, "", noop},
+		{0, "use-null-mr", no, accepted, false, "a null memory region (ibv_alloc_null_mr), which drops what is written to it", noop},
 		{0, "wait_destroy", req, honoured, false, "seconds to wait after the run before releasing the QPs and the device", numIn(0, math.MaxUint32, "wait_destroy", func(r *perfRun) *int { return &r.waitDestroy })},
-		{0, "cqe_poll", req, accepted, false, "", noop},
-		{0, "disable_dynamic_polling", no, accepted, false, "", noop},
-		{0, "pin_cores", req, accepted, false, "", noop},
+		{0, "cqe_poll", req, accepted, false, "completions polled per call (gorxe polls in batches of its own)", noop},
+		{0, "disable_dynamic_polling", no, accepted, false, "keep --cqe_poll's batch fixed", noop},
+		{0, "no_lock", no, accepted, false, "no locks in posting and polling (a parent domain)", noop},
+		{0, "no_enhanced_reorder", no, accepted, false, "as --no_ddp", noop},
+		{0, "disable_pcie_relaxed", no, accepted, false, "no PCIe relaxed ordering (gorxe has no PCIe)", noop},
+		{0, "pin_cores", req, accepted, false, "CPU affinity (set it with taskset)", noop},
+		{0, "numa_node", req, accepted, false, "the NUMA node to run on (set it with numactl)", noop},
+		{0, "disable_numa", no, accepted, false, "no NUMA binding", noop},
 		{0, "dlid", req, accepted, false, "destination LID (no meaning on RoCE)", noop},
 		{0, "pkey_index", req, honoured, false, "P_Key index: gorxe's table has one entry, index 0", func(r *perfRun, v string) error {
 			var n int
@@ -418,11 +423,12 @@ var otherPerftestOptions = []struct {
 	reason string
 }{
 	{"force-link remote_mac local_mac remote_ip local_ip remote_port local_port ethertype flows flows_burst reply_every vlan_pcp", getopt.RequiredArg, "raw Ethernet tests only"},
-	{"use_rss tcp reversed vlan_en raw_ipv6 promiscuous sniffer raw_mcast", getopt.NoArg, "raw Ethernet tests only"},
+	{"use_rss tcp vlan_en raw_ipv6 promiscuous sniffer raw_mcast", getopt.NoArg, "raw Ethernet tests only"},
+	{"reversed", getopt.NoArg, "the server as the sender: run the sending side as the client"},
 	{"use_cuda_bus_id cuda_mem_type use_musa use_musa_bus_id use_neuron use_hl use_mlu use_opencl opencl_platform_id use_ib_dm_dmabuf gpu_touch", getopt.RequiredArg, "accelerator memory is not supported"},
 	{"use_cuda_dmabuf use_cuda_pcie_mapping use_data_direct use_musa_dmabuf use_musa_pcie_mapping use_rocm_dmabuf use_neuron_dmabuf use_mlu_dmabuf", getopt.NoArg, "accelerator memory is not supported"},
-	{"aes_block_size kek_path credentials_path data_enc_keys_number data_enc_key_app_path log_dci_streams log_active_dci_streams congest_type tph_mem cpu_id ph numa_node", getopt.RequiredArg, "a vendor extension gorxe does not have"},
-	{"no_lock aes_xts encrypt_on_tx sig_before disable_pcie_relaxed use_ooo no_enhanced_reorder unsolicited_write sig_offload disable_numa", getopt.NoArg, "a vendor extension gorxe does not have"},
+	{"aes_block_size kek_path credentials_path data_enc_keys_number data_enc_key_app_path log_dci_streams log_active_dci_streams congest_type tph_mem cpu_id ph", getopt.RequiredArg, "a vendor extension gorxe does not have"},
+	{"aes_xts encrypt_on_tx sig_before use_ooo unsolicited_write sig_offload", getopt.NoArg, "a vendor extension gorxe does not have"},
 }
 
 // parsePerf parses a perftest command line for test t. Like perftest it

@@ -139,6 +139,7 @@ var perfCommandLines = []struct {
 	{perftest.WriteBW, "-d rxe0 -F -x 1 -S 3 10.0.0.2", "dev=rxe0 gid=1 server=10.0.0.2"},
 	{perftest.WriteBW, "-d rxe0 --cpu_util -F", "dev=rxe0"},
 	{perftest.WriteBW, "-d rxe0 -X 2 --use_hugepages", "dev=rxe0"},
+	{perftest.WriteBW, "--numa_node=0 --disable_pcie_relaxed --no_lock --pin_cores 0-1 --disable_numa --no_enhanced_reorder 10.0.0.2", "server=10.0.0.2"},
 	{perftest.WriteBW, "-d rxe0 -- 10.0.0.2", "dev=rxe0 server=10.0.0.2"},
 	{perftest.WriteBW, "-n 5", "iters=5"},
 	{perftest.ReadBW, "-d rxe0 -F", "dev=rxe0"},
@@ -318,6 +319,7 @@ func TestPerfCommandLineErrors(t *testing.T) {
 		{perftest.WriteBW, "--cc-param rpg_min_rate=0", "rpg_min_rate", false},
 		{perftest.WriteBW, "--cc none --cc-param rpg_ai_rate=1", "congestion control is off", false},
 		{perftest.WriteBW, "--cc-par rpg_ai_rate=1", "unrecognized option", false}, // typed in full
+		{perftest.WriteBW, "--reversed 10.0.0.2", "run the sending side as the client", true},
 	} {
 		_, err := parsePerf(tc.test, strings.Fields(tc.args))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
