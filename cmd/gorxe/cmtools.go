@@ -52,6 +52,11 @@ type cmToolRun struct {
 	// rcopy's: the file to copy, and its name on the server
 	rcopySrc, rcopyDst string
 
+	// udpong's
+	up        cmtool.UDPongParams
+	upSockets bool // -T s
+	upBuffer  int  // -B
+
 	// cmtime's
 	ct      cmtool.CmtimeParams
 	mimic   int  // -m: µs
@@ -76,6 +81,22 @@ func cmToolOptions(tool string) []cmToolOption {
 	switch tool {
 	case "rcopy":
 		opts = []cmToolOption{{'p', "", req, honoured, false, "port number (7427)", num(func(r *cmToolRun) *int { return &r.port })}}
+	case "udpong":
+		custom := func(field func(r *cmToolRun) *int) func(r *cmToolRun, s string) error {
+			return func(r *cmToolRun, s string) error {
+				r.up.Custom = true
+				return parseInt(s, field(r))
+			}
+		}
+		opts = []cmToolOption{
+			server,
+			{'b', "", req, honoured, false, "bind address: the server's address and port to take datagrams on, the client's to send from", str(func(r *cmToolRun) *string { return &r.bind })},
+			{'B', "", req, honoured, false, "buffer size: SO_SNDBUF and SO_RCVBUF, a 2 KiB message each way for each 2 KiB (512 KiB)", num(func(r *cmToolRun) *int { return &r.upBuffer })},
+			{'C', "", req, honoured, false, "transfer count: one test of this many transfers (1000)", custom(func(r *cmToolRun) *int { return &r.up.Count })},
+			{'S', "", req, honoured, false, "transfer size: one test of transfers this size, 16 bytes or more (1000)", custom(func(r *cmToolRun) *int { return &r.up.Size })},
+			{'p', "", req, honoured, false, "port number (7174)", num(func(r *cmToolRun) *int { return &r.port })},
+			{'T', "", req, honoured, false, "test option: s (UDP sockets), e (the custom test echoed: latency), a, b, n (how the C program waits: the same for gorxe)", (*cmToolRun).udpongTestOption},
+		}
 	case "rdma_server":
 		opts = []cmToolOption{port}
 	case "rdma_client":
@@ -189,10 +210,13 @@ func cmToolOptions(tool string) []cmToolOption {
 
 func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 	port := cmtool.DefaultPort
-	if tool == "rcopy" {
+	switch tool {
+	case "rcopy":
 		port = cmtool.RcopyPort
+	case "udpong":
+		port = cmtool.UDPongPort
 	}
-	r := &cmToolRun{port: port, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams(), ct: cmtool.DefaultCmtimeParams(), rs: cmtool.DefaultRstreamParams()}
+	r := &cmToolRun{port: port, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams(), ct: cmtool.DefaultCmtimeParams(), rs: cmtool.DefaultRstreamParams(), up: cmtool.DefaultUDPongParams()}
 	operands, err := parseOptions(cmToolOptions(tool), r, args, false)
 	if err != nil || r.help {
 		return r, err
@@ -242,6 +266,14 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 			return r, err
 		}
 	}
+	if tool == "udpong" {
+		if err := r.up.Check(); err != nil {
+			return r, err
+		}
+		if r.upBuffer < 0 {
+			return r, fmt.Errorf("-B %d: a buffer size is not negative", r.upBuffer)
+		}
+	}
 	if tool == "cmtime" {
 		if r.mimic < 0 {
 			return r, fmt.Errorf("-m %d: a delay is not negative", r.mimic)
@@ -279,6 +311,8 @@ func cmToolUsage(w io.Writer, tool string) {
 		fmt.Fprintf(w, "librdmacm's rcopy: copies a file over rsockets, port 7427. With no operand it is the\nserver, which writes each file its clients send where they name it, and serves\nuntil stopped; gorxe rcopy SOURCE SERVER[:DESTINATION] sends one (DESTINATION\nis SOURCE's name when not given).\n")
 	case "riostream":
 		fmt.Fprintf(w, "librdmacm's riostream: rstream's tests with rsockets' I/O-mapped writes: each side\nmaps its buffer (riomap) and the transfers are RDMA WRITEs into the peer's\n(riowrite), each round's last marked in its last byte, which the peer watches.\nWithout -s it is the server.\n")
+	case "udpong":
+		fmt.Fprintf(w, "librdmacm's udpong: datagram rsockets (UD QPs; the first datagram to a peer goes\nover UDP and teaches it the sender's QPN). The client logs in to the server, then\nfor each size from 64 B to 1.5 KiB times echoed messages (_lat), then a stream of\nthem the server counts (_bw); -S or -C make it one test. Without -s it is the\nserver, which answers until stopped. The messages must fit the path MTU.\n")
 	case "rstream":
 		fmt.Fprintf(w, "librdmacm's rstream: a byte stream over rsockets (RDMA WRITE with immediate into\nthe peer's buffer, credits back), timed both ways: without -I, -C or -S SIZE its\nlatency tests, then its bandwidth tests on a second connection, for 64 B, 4 KiB,\n64 KiB and 1 MiB (-S all: 33 sizes up to 6 MiB). Without -s it is the server.\n")
 	case "cmtime":
@@ -319,6 +353,9 @@ func runRcopy(args []string, stdout, stderr io.Writer) int {
 func runRiostream(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("riostream", args, stdout, stderr)
 }
+func runUDPong(args []string, stdout, stderr io.Writer) int {
+	return runCMTool("udpong", args, stdout, stderr)
+}
 func runCmtime(args []string, stdout, stderr io.Writer) int {
 	return runCMTool("cmtime", args, stdout, stderr)
 }
@@ -349,7 +386,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitError
 	}
-	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime" || tool == "rstream" || tool == "riostream" || tool == "rcopy") && r.server != ""
+	client := tool == "rdma_client" || tool == "rdma_xclient" || (tool == "ucmatose" || tool == "udaddy" || tool == "cmtime" || tool == "rstream" || tool == "riostream" || tool == "rcopy" || tool == "udpong") && r.server != ""
 	if tool == "rdma_client" || tool == "rdma_xclient" {
 		r.server = cmp.Or(r.server, "127.0.0.1") // their default
 	}
@@ -367,6 +404,9 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	}
 	if tool == "rstream" && r.rs.Sockets {
 		return rstreamSockets(ctx, r, peer, client, stdout, fail)
+	}
+	if tool == "udpong" && r.upSockets {
+		return udpongSockets(ctx, r, peer, client, stdout, fail)
 	}
 	local, err := cmLocal(r.link, r.bind, peer, client)
 	if err != nil && tool == "mckey" {
@@ -439,6 +479,19 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		}
 		defer l.Close()
 		if err := cmtool.Rstream(r.rs, nil, cmtool.RstreamAcceptor(ctx, l, nil), stdout); err != nil {
+			return fail(err)
+		}
+	case tool == "udpong":
+		laddr, err := udpongBind(r, local, client)
+		if err != nil {
+			return fail(err)
+		}
+		s, err := rsocket.ListenPacket(dev, laddr, rsocket.PacketOptions{BufferSize: r.upBuffer})
+		if err != nil {
+			return fail(err)
+		}
+		defer s.Close()
+		if err := udpongRun(ctx, s, server, client, r, stdout); err != nil {
 			return fail(err)
 		}
 	case tool == "cmtime" && client:
@@ -598,4 +651,77 @@ func rstreamSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client b
 		func(l net.Listener) error {
 			return cmtool.Rstream(r.rs, nil, cmtool.RstreamAcceptor(ctx, nil, l), stdout)
 		})
+}
+
+// udpongTestOption is udpong's -T: s (sockets), a, b, n and e, or their
+// names' prefixes (socket, async, block, nonblock, echo).
+func (r *cmToolRun) udpongTestOption(v string) error {
+	o := strings.ToLower(v)
+	if len(o) > 1 {
+		for _, name := range []string{"socket", "async", "block", "nonblock", "echo"} {
+			if strings.HasPrefix(o, name) {
+				o = name[:1]
+				break
+			}
+		}
+	}
+	switch o {
+	case "s":
+		r.upSockets = true
+	case "e":
+		r.up.Echo = true
+	case "a", "b", "n":
+	default:
+		return errors.New("a test option is s, a, b, n or e")
+	}
+	return nil
+}
+
+// udpongBind returns where udpong's socket binds: -b's address, else the
+// device's; the server on -p's port, the client on one the kernel picks.
+func udpongBind(r *cmToolRun, local string, client bool) (netip.AddrPort, error) {
+	addr := local
+	if r.bind != "" {
+		addr = r.bind
+	}
+	ip, err := resolveHost(addr)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if !ip.IsValid() {
+		ip = netip.IPv6Unspecified()
+	}
+	port := uint16(r.port)
+	if client {
+		port = 0
+	}
+	return netip.AddrPortFrom(ip, port), nil
+}
+
+// udpongRun runs udpong's client or server on s.
+func udpongRun(ctx context.Context, s cmtool.DatagramSocket, server netip.AddrPort, client bool, r *cmToolRun, stdout io.Writer) error {
+	if client {
+		return cmtool.UDPongClient(ctx, s, server, r.up, stdout)
+	}
+	if err := cmtool.UDPongServer(ctx, s, stdout); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// udpongSockets runs udpong -T s, over kernel UDP sockets.
+func udpongSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, stdout io.Writer, fail func(error) int) int {
+	laddr, err := udpongBind(r, "", client)
+	if err != nil {
+		return fail(err)
+	}
+	u, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(laddr))
+	if err != nil {
+		return fail(err)
+	}
+	defer u.Close()
+	if err := udpongRun(ctx, cmtool.UDPSocket{UDPConn: u}, netip.AddrPortFrom(peer, uint16(r.port)), client, r, stdout); err != nil {
+		return fail(err)
+	}
+	return exitOK
 }

@@ -29,6 +29,10 @@ func TestCMToolRefusals(t *testing.T) {
 		{[]string{"riostream", "-T", "s"}, "-T s: riostream's test options are a, b, n and v"},
 		{[]string{"riostream", "-k", "5"}, "invalid option -- 'k'"},
 		{[]string{"rcopy", "file"}, "give SOURCE SERVER[:DESTINATION] to copy a file, or nothing to be the server"},
+		{[]string{"udpong", "-s", "10.0.0.2", "-S", "8"}, "size must be at least 16 bytes"},
+		{[]string{"udpong", "-S", "4000"}, "-S 4000: udpong's message is at most 2056 bytes"},
+		{[]string{"udpong", "-T", "x"}, "-T x: a test option is s, a, b, n or e"},
+		{[]string{"udpong", "-B", "-1"}, "-B -1: a buffer size is not negative"},
 	} {
 		var out, errOut bytes.Buffer
 		if st := run(tc.args, &out, &errOut); st != exitUsage || !strings.Contains(errOut.String(), tc.want) {

@@ -69,6 +69,7 @@ var commands = []command{
 	{"mckey", "-m GROUP [-s] [-b ADDR] [-c CONNS] [-C COUNT] [-S SIZE] ...", "librdmacm's mckey: UD SENDs to an IPv4 multicast group joined with rdma_cm", runMckey},
 	{"rstream", "[-s SERVER] [-S SIZE|all] [-C COUNT] [-I ITERS] [-T s|v] ...", "librdmacm's rstream: a byte stream over rsockets (RDMA WRITEs with immediate), timed, against stock rstream", runRstream},
 	{"riostream", "[-s SERVER] [-S SIZE|all] [-C COUNT] [-I ITERS] [-T v] ...", "librdmacm's riostream: rstream's tests as riowrites into memory the peer mapped with riomap, against stock riostream", runRiostream},
+	{"udpong", "[-s SERVER] [-S SIZE] [-C COUNT] [-T e|s] ...", "librdmacm's udpong: datagram rsockets over UD QPs, against stock udpong", runUDPong},
 	{"rcopy", "[SOURCE SERVER[:DESTINATION]] [-p PORT]", "librdmacm's rcopy: a file copied over rsockets, either side, against stock rcopy", runRcopy},
 	{"cmtime", "[-s SERVER] [-b ADDR] [-c CONNS] [-n THREADS] [-S] ...", "librdmacm's cmtime: how long rdma_cm takes to make and end connections, with QPs and without, against stock cmtime", runCmtime},
 	{"qperf", "[SERVER -cm1 [-m SIZE] [-t TIME] ... TEST ...]", "qperf's RC tests (rc_bw, rc_lat, rc_rdma_read_bw ...) over rdma_cm, and its TCP and UDP ones, either side, against stock qperf", runQperf},
