@@ -180,18 +180,8 @@ func New(dev *rnic.Device, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cm: %w", err)
 	}
-	steps := []struct {
-		a    qp.Attr
-		mask qp.AttrMask
-	}{
-		{qp.Attr{State: qp.StateInit, Port: 1, QKey: deth.GSIQKey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
-		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
-		{qp.Attr{State: qp.StateRTS}, qp.AttrState | qp.AttrSQPSN},
-	}
-	for _, s := range steps {
-		if err := m.gsi.Modify(&s.a, s.mask); err != nil {
-			return nil, fmt.Errorf("cm: QP 1: %w", err)
-		}
+	if err := InitUD(m.gsi, deth.GSIQKey); err != nil {
+		return nil, fmt.Errorf("cm: QP 1: %w", err)
 	}
 	for i := range slots {
 		if err := m.postRecv(i); err != nil {
@@ -488,4 +478,23 @@ const packetLifetime = 16
 // timeoutDuration is 4.096 µs × 2^exp, the IBTA's encoding of timeouts.
 func timeoutDuration(exp uint8) time.Duration {
 	return time.Duration(4096<<min(exp, 31)) * time.Nanosecond
+}
+
+// InitUD brings a UD QP (or QP 1) from RESET to RTS as rdma_create_qp does
+// for an id of the UDP port space (ucma_init_ud_qp): INIT on port 1 with
+// P_Key index 0 and qkey, RTR, and RTS with send PSN 0.
+func InitUD(q *rnic.QP, qkey uint32) error {
+	for _, s := range []struct {
+		a    qp.Attr
+		mask qp.AttrMask
+	}{
+		{qp.Attr{State: qp.StateInit, Port: 1, QKey: qkey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
+		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
+		{qp.Attr{State: qp.StateRTS}, qp.AttrState | qp.AttrSQPSN},
+	} {
+		if err := q.Modify(&s.a, s.mask); err != nil {
+			return err
+		}
+	}
+	return nil
 }

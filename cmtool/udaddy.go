@@ -62,17 +62,8 @@ func newUDNode(dev *rnic.Device, p CMAToseParams, noRecvs bool) (*udNode, error)
 		Cap: qp.Cap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(depth), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
-	for _, s := range []struct {
-		a    qp.Attr
-		mask qp.AttrMask
-	}{
-		{qp.Attr{State: qp.StateInit, Port: 1, QKey: cm.UDPQKey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
-		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
-		{qp.Attr{State: qp.StateRTS}, qp.AttrState | qp.AttrSQPSN},
-	} {
-		if err := u.qp.Modify(&s.a, s.mask); err != nil {
-			return nil, err
-		}
+	if err := cm.InitUD(u.qp, cm.UDPQKey); err != nil {
+		return nil, err
 	}
 	recvs := n
 	if noRecvs {

@@ -362,18 +362,9 @@ func (c *PacketConn) newQP(src netip.AddrPort) (*dsQP, error) {
 		Cap: qp.Cap{MaxSendWR: uint32(c.rq), MaxRecvWR: uint32(c.rq), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
-	for _, s := range []struct {
-		a    qp.Attr
-		mask qp.AttrMask
-	}{
-		{qp.Attr{State: qp.StateInit, Port: 1, QKey: cm.UDPQKey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
-		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
-		{qp.Attr{State: qp.StateRTS}, qp.AttrState | qp.AttrSQPSN},
-	} {
-		if err := q.qp.Modify(&s.a, s.mask); err != nil {
-			q.qp.Destroy()
-			return nil, err
-		}
+	if err := cm.InitUD(q.qp, cm.UDPQKey); err != nil {
+		q.qp.Destroy()
+		return nil, err
 	}
 	for i := range c.rq {
 		if err := q.postRecv(i); err != nil {
