@@ -3,6 +3,7 @@
 package test
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,35 @@ func TestCMTools(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUDPong runs librdmacm's udpong as gorxe has it, over datagram
+// rsockets between two namespaces on the udp link: the client logs in
+// (the first message over UDP, which teaches the server its QPN), then an
+// echoed test and a streamed one, each a line of udpong's; the server,
+// which answers until it is stopped, printed the logins. (Stock udpong
+// cannot run on rxe: see test/interop/interop.sh.)
+func TestUDPong(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 1500)
+	server := start(t, b, "udpong", "--ip", "10.77.0.2")
+	time.Sleep(time.Second)
+	for _, v := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-S", "1000", "-C", "500", "-T", "e"}, "custom    1000    1k      "},
+		{[]string{"-S", "500", "-C", "2000"}, "custom    500     "},
+	} {
+		client := start(t, a, append([]string{"udpong", "-s", "10.77.0.2"}, v.args...)...)
+		if err := client.wait(t, 60*time.Second); err != nil || !strings.Contains(client.out.String(), "\n"+v.want) {
+			t.Fatalf("udpong %v: %v\nstdout:\n%s\nstderr:\n%s", v.args, err, client.out.String(), client.errOut.String())
+		}
+	}
+	server.cmd.Process.Signal(os.Interrupt)
+	if err := server.wait(t, 10*time.Second); err != nil || strings.Count(server.out.String(), "client login from 10.77.0.1\n") != 2 {
+		t.Fatalf("server: %v\nstdout:\n%s\nstderr:\n%s", err, server.out.String(), server.errOut.String())
 	}
 }

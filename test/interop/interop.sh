@@ -323,12 +323,10 @@ if ! $flags && ! $full; then
 	# rsockets to the other side's server, which writes it where the
 	# client names it, in the share; the host compares the two.
 	for dir in rxe-server gorxe-server; do cases+=("$dir rcopy udp 1024 4 3000001 0"); done
-	# librdmacm's udpong: datagram rsockets. The client's first message
-	# goes over UDP and teaches the server its QPN, the server's answer
-	# over UDP teaches the client the server's; the rest are UD SENDs
-	# behind rsockets' ds_header: 500 echoed 1000-byte messages, and
-	# 2000 streamed, which the server counts.
-	for dir in rxe-server gorxe-server; do cases+=("$dir udpong:echo udp 1024 4 1000 0" "$dir udpong:bw udp 1024 4 1000 0"); done
+	# librdmacm's udpong (datagram rsockets) is not here: the stock one
+	# cannot run on rxe, even against itself in the VM (rconnect fails
+	# with ENOENT, rdma-core 44 and 56), so gorxe's is tested against
+	# itself (test/rping_test.go).
 fi
 # rstream's own tests, verified: latency then bandwidth on a second
 # connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
@@ -426,16 +424,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | udpong:* | qperf:*) return 0 ;; esac; return 1; }
-
-# udpongargs TEST SIZE: the client's options for a udpong:echo or
-# udpong:bw case.
-udpongargs() {
-	case $1 in
-	udpong:echo) echo "-S $2 -C 500 -T e" ;;
-	*) echo "-S $2 -C 2000" ;;
-	esac
-}
+cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
 
 # rstreamargs TEST: rstream's (or riostream's) options for an
 # rstream:SIZE,COUNT,ITERS (riostream:...) case.
@@ -477,8 +466,6 @@ vm_cm() {
 	gorxe-server/cmtime) echo "cmtime -s $gx -c 10" ;;
 	rxe-server/rcopy) echo "timeout -s INT 12 rcopy" ;; # it serves until stopped
 	gorxe-server/rcopy) echo "rcopy /tmp/rcopy.src.$n $gx:$run/share/rcopy.dst.$n" ;;
-	rxe-server/udpong:*) echo "timeout -s INT 20 udpong -b $own" ;; # it serves until stopped; without -b, on the loopback
-	gorxe-server/udpong:*) echo "udpong -s $gx $(udpongargs "$2" "$4")" ;;
 	rxe-server/rstream:* | rxe-server/riostream:*) echo "${2%%:*} -b $own $(rstreamargs "$2")" ;;
 	gorxe-server/rstream:* | gorxe-server/riostream:*) echo "${2%%:*} -s $gx $(rstreamargs "$2")" ;;
 	esac
@@ -510,8 +497,6 @@ host_cm() {
 	gorxe-server/cmtime) echo "cmtime -b $own -c 10" ;;
 	rxe-server/rcopy) echo "rcopy $run/share/rcopy.src.$n $vm:/tmp/rcopy.dst.$n --ip $own" ;;
 	gorxe-server/rcopy) echo "rcopy --ip $own" ;;
-	rxe-server/udpong:*) echo "udpong -s $vm $(udpongargs "$2" "$4") --ip $own" ;;
-	gorxe-server/udpong:*) echo "udpong --ip $own" ;;
 	rxe-server/rstream:* | rxe-server/riostream:*) echo "${2%%:*} -s $vm $(rstreamargs "$2") --ip $own" ;;
 	gorxe-server/rstream:* | gorxe-server/riostream:*) echo "${2%%:*} -b $own $(rstreamargs "$2")" ;;
 	esac
@@ -647,7 +632,6 @@ session() {
 			[ "$t/$dir" = rping-rej/gorxe-server ] && stop="timeout 20" # it listens on, unasked
 			[ "$t/$dir" = cmtime/gorxe-server ] && stop="timeout 20" # an older cmtime's client syncs nothing
 			[ "$t/$dir" = rcopy/gorxe-server ] && stop="timeout -s INT 10" # it serves until stopped
-			[[ $t/$dir == udpong:*/gorxe-server ]] && stop="timeout -s INT 15"
 			ip netns exec $ns $stop "$cache/gorxe" $(host_cm "$dir" "$t" "$ip" "$size") > "$run/gorxe.$n.out" 2>&1
 		else
 			ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx $mtu $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
@@ -708,16 +692,6 @@ session() {
 				cout="$run/rcopy.$n.out"
 			fi
 			{ [ "$cs" = 0 ] && [ "$ss" = 124 ] && grep -q "^$size bytes in " "$cout" && cmp -s "$run/share/rcopy.src.$n" "$run/share/rcopy.dst.$n"; } || verdict=FAIL
-		elif [[ $t == udpong:* ]]; then
-			# The client runs its test and exits 0, its line printed;
-			# the server answers until it is stopped (124), having
-			# printed the client's login.
-			local cs=$g ss=${p:-x} cout sout
-			cout=$(cat "$run/gorxe.$n.out") sout=$(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out")
-			if [ "$dir" = gorxe-server ]; then
-				cs=${p:-x} ss=$g sout=$cout cout=$(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out")
-			fi
-			{ [ "$cs" = 0 ] && [ "$ss" = 124 ] && grep -qE '^custom +[0-9.]+k? +[0-9.]+k? ' <<<"$cout" && grep -q "^client login from " <<<"$sout"; } || verdict=FAIL
 		elif [ "$t" = cmtime ]; then
 			# A client that printed the test without QPs synced with
 			# its server (rdma-core 52 and later, and gorxe): both
