@@ -41,6 +41,21 @@ type UDPongParams struct {
 	// Echo makes the custom test a latency test: the server echoes each
 	// message (-T e).
 	Echo bool
+	// MaxSize, when not 0, is the longest message the socket carries:
+	// udpong's own tests skip the sizes above it.
+	MaxSize int
+}
+
+// SkippedSizes returns udpong's own tests' sizes that MaxSize leaves
+// out.
+func (p UDPongParams) SkippedSizes() []int {
+	var out []int
+	for _, size := range udpongSizes {
+		if p.MaxSize != 0 && size > p.MaxSize {
+			out = append(out, size)
+		}
+	}
+	return out
 }
 
 // DefaultUDPongParams are udpong's defaults: 1000 transfers of 1000
@@ -150,6 +165,9 @@ func UDPongClient(ctx context.Context, s DatagramSocket, server netip.AddrPort, 
 	}
 	for _, echo := range []bool{true, false} {
 		for _, size := range udpongSizes {
+			if p.MaxSize != 0 && size > p.MaxSize {
+				continue
+			}
 			name, count := sizeStr(int64(size))+"_bw", sizeToCount(size)
 			if echo {
 				name, count = sizeStr(int64(size))+"_lat", count/10

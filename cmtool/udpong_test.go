@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,5 +96,16 @@ func TestUDPongSockets(t *testing.T) {
 	client, _ := runUDPong(t, s, c, s.LocalAddr().(*net.UDPAddr).AddrPort(), cmtool.UDPongParams{Custom: true, Size: 64, Count: 1000, Echo: true})
 	if !strings.Contains(client, "\ncustom    64      2k      125k    ") {
 		t.Fatalf("client printed\n%s", client)
+	}
+}
+
+// TestUDPongSkippedSizes: udpong's own tests leave out the sizes a
+// socket cannot carry (1 KiB and more where the path MTU is 1024).
+func TestUDPongSkippedSizes(t *testing.T) {
+	if got := (cmtool.UDPongParams{MaxSize: 1016}).SkippedSizes(); !slices.Equal(got, []int{1024, 1536}) {
+		t.Errorf("skipped %v, want [1024 1536]", got)
+	}
+	if got := (cmtool.UDPongParams{}).SkippedSizes(); got != nil {
+		t.Errorf("skipped %v with no limit", got)
 	}
 }

@@ -160,6 +160,17 @@ func (c *PacketConn) Dropped() uint64 {
 	return c.dropped
 }
 
+// MaxPayload returns the longest datagram the socket sends: what the path
+// MTU (and rsockets' 2 KiB messages) leave after its header, 8 bytes for
+// an IPv4 address, 24 for an IPv6 one.
+func (c *PacketConn) MaxPayload() int {
+	hdr := dsHdrLen4
+	if a := c.local.Addr(); a.Is6() && !a.IsUnspecified() {
+		hdr = dsHdrLen6
+	}
+	return min(sndLowat, c.dev.MTU().Bytes()) - hdr
+}
+
 // Connect sets the peer that Write sends to (rconnect on a datagram
 // rsocket). Datagrams from others are still received.
 func (c *PacketConn) Connect(raddr netip.AddrPort) error {
@@ -437,7 +448,7 @@ func (q *dsQP) udpHeader(op uint8) []byte {
 // with its own, and delivers the data.
 func (c *PacketConn) udpService() {
 	defer c.done.Done()
-	buf := make([]byte, sndLowat)
+	buf := make([]byte, dsUDPHdrLen6+sndLowat) // room for the longest datagram and any header
 	for {
 		n, from, err := c.udp.ReadFromUDPAddrPort(buf)
 		if err != nil {

@@ -120,8 +120,17 @@ func TestDatagramErrors(t *testing.T) {
 	if _, err := a.Write([]byte("x")); err == nil {
 		t.Error("Write on an unconnected socket did not fail")
 	}
-	if _, err := a.WriteToAddrPort(make([]byte, da.MTU().Bytes()), b.LocalAddr()); err == nil {
-		t.Error("a datagram of the MTU and its header was sent")
+	if max := a.MaxPayload(); max != min(da.MTU().Bytes(), 2048)-8 {
+		t.Errorf("MaxPayload %d with path MTU %v; want 8 bytes less than it or 2 KiB", max, da.MTU())
+	}
+	if _, err := a.WriteToAddrPort(make([]byte, a.MaxPayload()+1), b.LocalAddr()); err == nil {
+		t.Error("a datagram longer than MaxPayload was sent")
+	}
+	if _, err := a.WriteToAddrPort(make([]byte, a.MaxPayload()), b.LocalAddr()); err != nil {
+		t.Errorf("a datagram of MaxPayload: %v", err)
+	}
+	if got, _ := read(t, b); len(got) != a.MaxPayload() {
+		t.Errorf("b read %d bytes, want %d", len(got), a.MaxPayload())
 	}
 	if _, err := a.WriteToAddrPort([]byte("x"), netip.MustParseAddrPort("127.0.0.2:0")); err == nil {
 		t.Error("a datagram to port 0 was sent")

@@ -491,6 +491,12 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		defer s.Close()
+		if client && !r.up.Custom {
+			r.up.MaxSize = s.MaxPayload()
+			if skipped := r.up.SkippedSizes(); len(skipped) > 0 {
+				fmt.Fprintf(stderr, "%s: not testing %v bytes: a datagram and rsockets' header must fit the path MTU (%v)\n", name, skipped, dev.MTU())
+			}
+		}
 		if err := udpongRun(ctx, s, server, client, r, stdout); err != nil {
 			return fail(err)
 		}
