@@ -127,10 +127,9 @@ func ListenPacket(dev *rnic.Device, laddr netip.AddrPort, o PacketOptions) (*Pac
 	if err != nil {
 		return nil, fmt.Errorf("rsocket: bind: %w", err)
 	}
-	c := &PacketConn{dev: dev, udp: udp, local: udp.LocalAddr().(*net.UDPAddr).AddrPort(), pd: dev.AllocPD(), rq: depth,
+	c := &PacketConn{dev: dev, udp: udp, local: unmapped(udp.LocalAddr().(*net.UDPAddr).AddrPort()), pd: dev.AllocPD(), rq: depth,
 		inbox: make(chan datagram, depth), slots: make(chan int, depth),
 		qps: map[netip.Addr]*dsQP{}, byQPN: map[bth.QPN]*dsQP{}, dests: map[netip.AddrPort]*dsDest{}}
-	c.local = netip.AddrPortFrom(c.local.Addr().Unmap(), c.local.Port())
 	if c.cq, err = dev.CreateCQ(2 * depth * dsMaxQPs); err != nil {
 		udp.Close()
 		return nil, err
@@ -168,8 +167,14 @@ func (c *PacketConn) MaxPayload() int {
 	if a := c.local.Addr(); a.Is6() && !a.IsUnspecified() {
 		hdr = dsHdrLen6
 	}
-	return min(sndLowat, c.dev.MTU().Bytes()) - hdr
+	return c.maxPayload(hdr)
 }
+
+// maxPayload is the longest datagram behind a header of hdrLen bytes.
+func (c *PacketConn) maxPayload(hdrLen int) int { return min(sndLowat, c.dev.MTU().Bytes()) - hdrLen }
+
+// unmapped returns a with an IPv4-mapped address as the IPv4 one.
+func unmapped(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
 
 // Connect sets the peer that Write sends to (rconnect on a datagram
 // rsocket). Datagrams from others are still received.
@@ -201,8 +206,9 @@ func (c *PacketConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// SetReadDeadline makes ReadFromAddrPort fail with os.ErrDeadlineExceeded
-// after t; the zero time waits for ever.
+// SetReadDeadline makes the reads that start after it fail with
+// os.ErrDeadlineExceeded after t (a read already waiting keeps the
+// deadline it started with); the zero time waits for ever.
 func (c *PacketConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	c.deadline = t
@@ -213,6 +219,11 @@ func (c *PacketConn) SetReadDeadline(t time.Time) error {
 // ReadFromAddrPort receives one datagram into p, and where it came from.
 // A datagram longer than p is cut to it, as rrecvfrom cuts it.
 func (c *PacketConn) ReadFromAddrPort(p []byte) (int, netip.AddrPort, error) {
+	select {
+	case d := <-c.inbox:
+		return copy(p, d.data), d.from, nil
+	default:
+	}
 	c.mu.Lock()
 	deadline := c.deadline
 	c.mu.Unlock()
@@ -221,11 +232,6 @@ func (c *PacketConn) ReadFromAddrPort(p []byte) (int, netip.AddrPort, error) {
 		t := time.NewTimer(time.Until(deadline))
 		defer t.Stop()
 		timeout = t.C
-	}
-	select {
-	case d := <-c.inbox:
-		return copy(p, d.data), d.from, nil
-	default:
 	}
 	select {
 	case d := <-c.inbox:
@@ -240,7 +246,7 @@ func (c *PacketConn) ReadFromAddrPort(p []byte) (int, netip.AddrPort, error) {
 // WriteToAddrPort sends p to addr: over the UDP socket while addr's QPN
 // is not known, as a UD SEND once it is. It waits for a send slot.
 func (c *PacketConn) WriteToAddrPort(p []byte, addr netip.AddrPort) (int, error) {
-	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+	addr = unmapped(addr)
 	c.mu.Lock()
 	d, err := c.destLocked(addr)
 	if err != nil {
@@ -249,11 +255,8 @@ func (c *PacketConn) WriteToAddrPort(p []byte, addr netip.AddrPort) (int, error)
 	}
 	ah, qpn, hdr := d.ah, d.qpn, d.qp.hdr
 	c.mu.Unlock()
-	if len(hdr)+len(p) > sndLowat {
-		return 0, fmt.Errorf("rsocket: send: %d bytes: a datagram and its %d-byte header are at most %d", len(p), len(hdr), sndLowat)
-	}
-	if mtu := c.dev.MTU().Bytes(); len(hdr)+len(p) > mtu {
-		return 0, fmt.Errorf("rsocket: send: %d bytes: a datagram and its %d-byte header must fit the path MTU, %d", len(p), len(hdr), mtu)
+	if max := c.maxPayload(len(hdr)); len(p) > max {
+		return 0, fmt.Errorf("rsocket: send: %d bytes: behind its %d-byte header a datagram is at most %d (the path MTU, %d, and rsockets' 2 KiB messages)", len(p), len(hdr), max, c.dev.MTU().Bytes())
 	}
 	if ah == nil {
 		if _, err := c.udp.WriteToUDPAddrPort(append(d.qp.udpHeader(0), p...), addr); err != nil {
@@ -457,8 +460,7 @@ func (c *PacketConn) udpService() {
 			}
 			return
 		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		c.udpMessage(buf[:n], from)
+		c.udpMessage(buf[:n], unmapped(from))
 	}
 }
 
@@ -542,7 +544,7 @@ func (c *PacketConn) receive() {
 			if wc.Status == cq.StatusSuccess && wc.ByteLen >= wire.GRHLen && int(wc.ByteLen) <= dsSlot {
 				b := q.rbuf[slot*dsSlot+wire.GRHLen : slot*dsSlot+int(wc.ByteLen)]
 				if from, hlen, ok := parseDSHeader(b); ok {
-					c.deliver(b[hlen:], netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
+					c.deliver(b[hlen:], unmapped(from))
 				}
 			}
 			if err := q.postRecv(slot); err != nil && c.ctx.Err() == nil {
