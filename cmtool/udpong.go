@@ -51,12 +51,15 @@ type UDPongParams struct {
 func (p UDPongParams) SkippedSizes() []int {
 	var out []int
 	for _, size := range udpongSizes {
-		if p.MaxSize != 0 && size > p.MaxSize {
+		if p.skips(size) {
 			out = append(out, size)
 		}
 	}
 	return out
 }
+
+// skips reports whether MaxSize leaves size out of udpong's own tests.
+func (p UDPongParams) skips(size int) bool { return p.MaxSize != 0 && size > p.MaxSize }
 
 // DefaultUDPongParams are udpong's defaults: 1000 transfers of 1000
 // bytes for a custom test.
@@ -165,7 +168,7 @@ func UDPongClient(ctx context.Context, s DatagramSocket, server netip.AddrPort, 
 	}
 	for _, echo := range []bool{true, false} {
 		for _, size := range udpongSizes {
-			if p.MaxSize != 0 && size > p.MaxSize {
+			if p.skips(size) {
 				continue
 			}
 			name, count := sizeStr(int64(size))+"_bw", sizeToCount(size)
