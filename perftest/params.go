@@ -118,6 +118,12 @@ type Params struct {
 	// Duplex is -b: both sides send, and each prints the sum of both
 	// sides' bandwidth. Bandwidth tests only.
 	Duplex bool
+	// Reversed is --reversed: the sides swap their roles in the test, so
+	// that the server (the side without a peer name, which listens) runs
+	// the client's part, sending, and the side that dials runs the
+	// server's. The out-of-band exchange keeps its direction. As in
+	// perftest, both sides must set it.
+	Reversed bool
 	// OutReads is -o: the RDMA READs and atomics this side lets its peer
 	// keep outstanding, offered in the key message (READ and atomic tests
 	// only). 0 is gorxe's default, 16; more than the device takes
@@ -544,6 +550,10 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("UD connection only possible in SEND verb")
 	case p.Connection == qp.TypeUC && (p.RDMACM || p.CommRDMACM):
 		return fmt.Errorf("UC is not supported in librdmacm") // perftest's parser
+	case p.Reversed && (p.RDMACM || p.CommRDMACM):
+		// perftest's rdma_cm connection follows the test roles, so its
+		// reversed client would dial with no server name.
+		return fmt.Errorf("--reversed with -R or -z: rdma_cm connects by the test roles, which --reversed swaps; run without -R and -z")
 	case p.TxDepth < 1 || p.TxDepth > 8192 || p.RxDepth < 1 || p.RxDepth > 8192 && !(p.unreliable() && p.RxDepth <= ucMaxRx):
 		return fmt.Errorf("tx and rx depth must be 1..8192")
 	case p.Atomic != FetchAndAdd && p.Atomic != CmpAndSwap:

@@ -41,7 +41,9 @@ const maxOutReads = qp.MaxRdAtomic
 // and returns its measurements; the server returns the client's
 // (bandwidth tests with a passive server) or its own (the others), as
 // perftest prints them. With Duplex each side returns the sum of both
-// sides' rates, as perftest prints it.
+// sides' rates, as perftest prints it. With Reversed the side that
+// listened on opt.Conn is the test's client, and the side that dialled its
+// server.
 func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, error) {
 	p.Defaults()
 	if err := p.Validate(); err != nil {
@@ -52,7 +54,9 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 		// never goes above.
 		p.MTU = min(p.MTU, opt.Dev.MTU())
 	}
-	server := opt.Conn.IsServer()
+	// server is this side's role in the test; the Conn's role (who
+	// listened) orders the exchange's reads and writes.
+	server := opt.Conn.IsServer() != p.Reversed
 	sizes := p.Sizes()
 	maxSize := sizes[len(sizes)-1]
 	side, err := NewSide(opt.Dev, &p, maxSize, server)
@@ -192,7 +196,7 @@ func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, erro
 			return out, err
 		}
 		if p.Infinite {
-			return out, finishInfinite(caller, &p, opt.Conn, flow, lastInterval)
+			return out, finishInfinite(caller, &p, opt.Conn, server, flow, lastInterval)
 		}
 		r.Allocs, r.Packets = allocs, packets(opt.Dev.Counters())-pk0
 		if r.BW != nil {
@@ -359,8 +363,8 @@ func reporter(p *Params, r *Result, last **BWResult) func(BWResult) {
 // of its own, as the caller's has ended; a server of either 6.06 or 6.2x
 // takes them. The other sides just stop, as perftest's, which are
 // killed: their peers' next read fails.
-func finishInfinite(caller context.Context, p *Params, c *Conn, flow Flow, last *BWResult) error {
-	if c.IsServer() || !flow.PassiveServer() {
+func finishInfinite(caller context.Context, p *Params, c *Conn, server bool, flow Flow, last *BWResult) error {
+	if server || !flow.PassiveServer() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), finishTimeout)

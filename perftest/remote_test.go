@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,5 +231,58 @@ func TestAddressesBeforeRun(t *testing.T) {
 	}
 	if res[0].Locals[2].QPN == 0 || len(calls) != 0 {
 		t.Fatalf("result %+v, %d more calls", res[0], len(calls))
+	}
+}
+
+// TestRemoteReversed: with --reversed on both sides the side that
+// listened runs the client's part and the side that dialled the
+// server's, while the exchange keeps its direction. Which device sent the
+// data shows it: the test's client sends the WRITEs and SENDs and
+// receives the READ responses (10 packets a message at 10000 bytes,
+// against one request or at most one ACK).
+func TestRemoteReversed(t *testing.T) {
+	for _, tt := range []Test{WriteBW, SendBW, ReadBW, ReadLat, WriteLat} {
+		t.Run(string(tt), func(t *testing.T) {
+			p := Params{Test: tt, Iters: 200, Check: true, Reversed: true}
+			if !tt.IsLatency() {
+				p.Size = 10000
+			}
+			dialled, listened := runPair(t, p, mem.Faults{})
+			if len(dialled) != 1 || len(listened) != 1 || !dialled[0].Checked || !listened[0].Checked {
+				t.Fatalf("dialled %+v listened %+v", dialled, listened)
+			}
+			if tt.IsLatency() {
+				// read_lat's server takes no part and reports nothing.
+				if listened[0].Lat == nil || listened[0].Lat.Iters != 200 {
+					t.Fatalf("the listening side (the test's client) reports %+v", listened[0].Lat)
+				}
+				if (tt == ReadLat) != (dialled[0].Lat == nil) {
+					t.Fatalf("the dialling side (the test's server) reports %+v", dialled[0].Lat)
+				}
+				return
+			}
+			if listened[0].BW == nil || listened[0].BW.Iters != 200 || dialled[0].BW == nil {
+				t.Fatalf("listened %+v dialled %+v", listened[0].BW, dialled[0].BW)
+			}
+			c := listened[0].Client // the listening side's device
+			out, in := c.SentPkts, c.RcvdPkts
+			if tt == ReadBW {
+				out, in = in, out
+			}
+			if out < 200*10 || in >= out/5 {
+				t.Fatalf("the listening side, the test's client, sent %d packets and received %d", c.SentPkts, c.RcvdPkts)
+			}
+		})
+	}
+}
+
+// TestReversedRefusedWithCM: perftest's rdma_cm connection follows the
+// test roles, so --reversed cannot go with -R or -z.
+func TestReversedRefusedWithCM(t *testing.T) {
+	for _, p := range []Params{{Test: WriteBW, Reversed: true, RDMACM: true}, {Test: SendBW, Reversed: true, CommRDMACM: true}} {
+		p.Defaults()
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "--reversed") {
+			t.Errorf("%+v: %v, want a refusal naming --reversed", p, err)
+		}
 	}
 }

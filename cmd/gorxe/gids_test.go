@@ -182,3 +182,40 @@ func TestPerfLoopbackPair(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfReversed: with --reversed on both sides the listening side runs
+// the test's client and the dialling side its server, and each prints as
+// perftest's machine does: read_lat's latency table on the side that
+// listened, "Waiting for client to connect" on the one that dialled.
+func TestPerfReversed(t *testing.T) {
+	common := []string{"read_lat", "--reversed", "--roce-port", freePort(t, "udp"), "-p", freePort(t, "tcp"), "-n", "50", "--check", "--give-up", "5s"}
+	done := make(chan ran, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := run(append(slices.Clone(common), "--ip", "127.0.0.2"), &out, &errOut)
+		done <- ran{code, out.String(), errOut.String()}
+	}()
+	var out, errOut bytes.Buffer
+	code := run(append(slices.Clone(common), "--ip", "127.0.0.3", "127.0.0.2"), &out, &errOut)
+	dialled := ran{code, out.String(), errOut.String()}
+	var listened ran
+	select {
+	case listened = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the listening side did not finish; the dialling side: %+v", dialled)
+	}
+	const table, waiting = "t_typical[usec]", "Waiting for client to connect"
+	for _, c := range []struct {
+		who            string
+		r              ran
+		table, waiting bool
+	}{
+		{"listened (the test's client)", listened, true, false},
+		{"dialled (the test's server)", dialled, false, true},
+	} {
+		if c.r.code != 0 || !strings.Contains(c.r.out, "data check: ok") ||
+			strings.Contains(c.r.out, table) != c.table || strings.Contains(c.r.out, waiting) != c.waiting {
+			t.Errorf("%s: exit %d, want the latency table %v and %q %v\n%s\nstderr: %s", c.who, c.r.code, c.table, waiting, c.waiting, c.r.out, c.r.errOut)
+		}
+	}
+}

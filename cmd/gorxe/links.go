@@ -395,10 +395,12 @@ func openRemote(ctx context.Context, r *perfRun, name string, stdout io.Writer, 
 		}
 	}
 	var err error
+	if !quiet && r.testServer() {
+		// perftest prints it on the test's server, which with
+		// --reversed is the side that dials.
+		fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
+	}
 	if r.server == "" {
-		if !quiet {
-			fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
-		}
 		if ep.conn, err = perftest.Listen(ctx, net.JoinHostPort(r.bindIP, strconv.Itoa(r.tcpPort))); err != nil {
 			return fail(err)
 		}

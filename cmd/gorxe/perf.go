@@ -167,7 +167,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		defer ep.close()
 		gidIndex = ep.gidIndex
 		if !quiet {
-			perftest.PrintBanner(stdout, &p, perftest.BannerInfo{Device: ep.dev.Name(), GIDIndex: ep.gidIndex, Server: r.server == ""})
+			perftest.PrintBanner(stdout, &p, perftest.BannerInfo{Device: ep.dev.Name(), GIDIndex: ep.gidIndex, Server: r.testServer()})
 		}
 		final = func() []qp.NamedCounter { c := ep.dev.Counters(); return c.Named() }
 		if r.watch != nil {
@@ -192,7 +192,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	first := true
-	reports := p.Reports(r.server == "" && r.link.kind != "mem")
+	reports := p.Reports(r.testServer() && r.link.kind != "mem")
 	emit := func(res *perftest.Result, ps *perftest.Params) {
 		r.verify.Report(ps, res.BW)
 		switch {
@@ -392,7 +392,7 @@ func writeOutJSON(r *perfRun, p *perftest.Params, res *perftest.Result, gidIndex
 	if err != nil {
 		return err
 	}
-	info := perftest.OutJSONInfo{Device: cmp.Or(r.device, "gorxe0"), LinkType: "Ethernet", GIDIndex: gidIndex, Server: r.server == ""}
+	info := perftest.OutJSONInfo{Device: cmp.Or(r.device, "gorxe0"), LinkType: "Ethernet", GIDIndex: gidIndex, Server: r.testServer()}
 	if err := perftest.WriteOutJSON(f, p, info, res); err != nil {
 		f.Close()
 		return err

@@ -91,6 +91,8 @@ func TestPerfRateLimitErrors(t *testing.T) {
 		{"write_lat --rate_limit 1 --rate_limit_type SW", "SW Rate limiter can't be executed"},
 		{"send_bw -b --rate_limit 1 --rate_limit_type SW", "SW Rate limiter can't be executed"},
 		{"write_bw -a --rate_limit 1 --rate_units M --rate_limit_type SW", "less than one 8388608-byte message a second"},
+		{"write_bw --reversed -R --link udp", "--reversed with -R or -z"},
+		{"send_bw --reversed -z --link udp", "--reversed with -R or -z"},
 	} {
 		args := strings.Fields(c.args)
 		if !strings.Contains(c.args, "--link") {

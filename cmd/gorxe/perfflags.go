@@ -69,6 +69,11 @@ type perfRun struct {
 	help, version bool
 }
 
+// testServer reports whether this side runs the server's part of the
+// test: the side without a server name, or with --reversed the one with
+// it (perftest's machine, which decides its output too).
+func (r *perfRun) testServer() bool { return (r.server == "") != r.p.Reversed }
+
 // perfOption is one row of perftest's option table, or one of gorxe's.
 type perfOption = toolOption[perfRun]
 
@@ -390,6 +395,7 @@ func perfOptions() []perfOption {
 		{0, "burst_size", req, honoured, false, "messages a rate-limited burst (tx depth)", numIn(0, math.MaxInt32, "Burst size", func(r *perfRun) *int { return &r.p.RateLimit.Burst })},
 		{0, "typical_pkt_size", req, honoured, false, "packet size of packet pacing (PP, raw Ethernet only)", numIn(0, 0xFFFF, "Typical pkt size", func(r *perfRun) *int { return &r.typicalPktSize })},
 		{'b', "bidirectional", no, honoured, false, "both sides send (bandwidth tests); each prints the sum", flag(func(r *perfRun) *bool { return &r.p.Duplex })},
+		{0, "reversed", no, honoured, false, "the sides swap roles: the server sends and the client receives (give it to both sides)", flag(func(r *perfRun) *bool { return &r.p.Reversed })},
 		{0, "report-both", no, honoured, false, "with -b, also print each side's own results (Local, Remote)", flag(func(r *perfRun) *bool { return &r.reportBoth })},
 		{'o', "outs", req, honoured, false, "outstanding READs and atomics offered to the peer (READ and atomic tests)", num(func(r *perfRun) *int { return &r.p.OutReads })},
 		{0, "write_with_imm", no, honoured, false, "RDMA WRITE with immediate (write_bw, write_lat; a perftest peer needs 6.20 or later)", flag(func(r *perfRun) *bool { return &r.p.WithImm })},
@@ -424,7 +430,6 @@ var otherPerftestOptions = []struct {
 }{
 	{"force-link remote_mac local_mac remote_ip local_ip remote_port local_port ethertype flows flows_burst reply_every vlan_pcp", getopt.RequiredArg, "raw Ethernet tests only"},
 	{"use_rss tcp vlan_en raw_ipv6 promiscuous sniffer raw_mcast", getopt.NoArg, "raw Ethernet tests only"},
-	{"reversed", getopt.NoArg, "the server as the sender: run the sending side as the client"},
 	{"use_cuda_bus_id cuda_mem_type use_musa use_musa_bus_id use_neuron use_hl use_mlu use_opencl opencl_platform_id use_ib_dm_dmabuf gpu_touch", getopt.RequiredArg, "accelerator memory is not supported"},
 	{"use_cuda_dmabuf use_cuda_pcie_mapping use_data_direct use_musa_dmabuf use_musa_pcie_mapping use_rocm_dmabuf use_neuron_dmabuf use_mlu_dmabuf", getopt.NoArg, "accelerator memory is not supported"},
 	{"aes_block_size kek_path credentials_path data_enc_keys_number data_enc_key_app_path log_dci_streams log_active_dci_streams congest_type tph_mem cpu_id ph", getopt.RequiredArg, "a vendor extension gorxe does not have"},
