@@ -81,7 +81,8 @@ func (p UDPongParams) Check() error {
 
 // DatagramSocket is what udpong sends and receives on: a datagram
 // rsocket (rsocket.PacketConn), or with -T s a kernel UDP socket
-// (UDPSocket).
+// (UDPSocket). A read deadline set while a read waits applies to that
+// read, as a net.PacketConn's does.
 type DatagramSocket interface {
 	WriteToAddrPort(p []byte, addr netip.AddrPort) (int, error)
 	ReadFromAddrPort(p []byte) (int, netip.AddrPort, error)
@@ -109,12 +110,15 @@ func UDPongServer(ctx context.Context, s DatagramSocket, stdout io.Writer) error
 		nextID uint8
 		msg    [udpongMsgSize]byte
 	)
+	// The end of ctx ends a read that waits: a deadline set while a
+	// read waits applies to it. The server owns the read deadline.
+	s.SetReadDeadline(time.Time{})
+	defer context.AfterFunc(ctx, func() { s.SetReadDeadline(time.Unix(1, 0)) })()
 	for ctx.Err() == nil {
-		s.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		n, from, err := s.ReadFromAddrPort(msg[:])
 		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			continue
+		case ctx.Err() != nil:
+			return nil
 		case err != nil:
 			return fmt.Errorf("rrecv: %w", err)
 		case n < 8:

@@ -82,7 +82,7 @@ type PacketConn struct {
 	byQPN    map[bth.QPN]*dsQP
 	dests    map[netip.AddrPort]*dsDest
 	conn     *dsDest // after Connect
-	deadline time.Time
+	deadline *deadline
 	err      error // why the socket stopped
 	dropped  uint64
 }
@@ -128,7 +128,7 @@ func ListenPacket(dev *rnic.Device, laddr netip.AddrPort, o PacketOptions) (*Pac
 		return nil, fmt.Errorf("rsocket: bind: %w", err)
 	}
 	c := &PacketConn{dev: dev, udp: udp, local: unmapped(udp.LocalAddr().(*net.UDPAddr).AddrPort()), pd: dev.AllocPD(), rq: depth,
-		inbox: make(chan datagram, depth), slots: make(chan int, depth),
+		inbox: make(chan datagram, depth), slots: make(chan int, depth), deadline: newDeadline(),
 		qps: map[netip.Addr]*dsQP{}, byQPN: map[bth.QPN]*dsQP{}, dests: map[netip.AddrPort]*dsDest{}}
 	if c.cq, err = dev.CreateCQ(2 * depth * dsMaxQPs); err != nil {
 		udp.Close()
@@ -206,13 +206,11 @@ func (c *PacketConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// SetReadDeadline makes the reads that start after it fail with
-// os.ErrDeadlineExceeded after t (a read already waiting keeps the
-// deadline it started with); the zero time waits for ever.
+// SetReadDeadline makes reads fail with os.ErrDeadlineExceeded after t,
+// those already waiting too, as a net.PacketConn's; the zero time waits
+// for ever.
 func (c *PacketConn) SetReadDeadline(t time.Time) error {
-	c.mu.Lock()
-	c.deadline = t
-	c.mu.Unlock()
+	c.deadline.set(t)
 	return nil
 }
 
@@ -224,22 +222,22 @@ func (c *PacketConn) ReadFromAddrPort(p []byte) (int, netip.AddrPort, error) {
 		return copy(p, d.data), d.from, nil
 	default:
 	}
-	c.mu.Lock()
-	deadline := c.deadline
-	c.mu.Unlock()
-	var timeout <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case d := <-c.inbox:
-		return copy(p, d.data), d.from, nil
-	case <-timeout:
-		return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
-	case <-c.ctx.Done():
-		return 0, netip.AddrPort{}, c.stopErr()
+	expired := c.deadline.done()
+	for {
+		select {
+		case d := <-c.inbox:
+			return copy(p, d.data), d.from, nil
+		case <-expired:
+			// A deadline moved on since this read took its channel
+			// gives a new one.
+			if now := c.deadline.done(); now != expired {
+				expired = now
+				continue
+			}
+			return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
+		case <-c.ctx.Done():
+			return 0, netip.AddrPort{}, c.stopErr()
+		}
 	}
 }
 

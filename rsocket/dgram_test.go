@@ -113,6 +113,56 @@ func TestDatagramConnected(t *testing.T) {
 	}
 }
 
+// TestDatagramDeadline: a deadline set while a read waits applies to it,
+// as a net.PacketConn's: brought forward it ends the read, moved away it
+// lets the read wait on for the datagram.
+func TestDatagramDeadline(t *testing.T) {
+	a, b, _, _ := packetPair(t)
+	b.SetReadDeadline(time.Time{})
+	readErr := make(chan error, 1)
+	go func() {
+		_, _, err := b.ReadFromAddrPort(make([]byte, 8))
+		readErr <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	b.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a waiting read after its deadline: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a deadline set while a read waited did not end it")
+	}
+	// Past, then moved away while the next read waits: the read takes
+	// the datagram that comes after the old deadline.
+	b.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 8)
+		n, _, err := b.ReadFromAddrPort(buf)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- string(buf[:n])
+	}()
+	time.Sleep(5 * time.Millisecond)
+	b.SetReadDeadline(time.Time{})
+	time.Sleep(40 * time.Millisecond)
+	if _, err := a.WriteToAddrPort([]byte("late"), b.LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != "late" {
+			t.Fatalf("the read whose deadline was lifted returned %q", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read whose deadline was lifted got nothing")
+	}
+}
+
 // TestDatagramErrors: what cannot be sent, a read past its deadline, a
 // closed socket: each an error, none a hang.
 func TestDatagramErrors(t *testing.T) {
