@@ -148,6 +148,9 @@ flagcases+=(
 # UD QPs keep their QPN's port. One label: the VMs' perftests take no
 # list.
 flagcases+=("write_bw 4 65536 --flow_label,74565,-q,2" "send_bw 4 1024 --flow_label,7,-c,UD")
+# --reversed: the sides swap their parts in the test (the side that
+# listens sends), the exchange keeps its direction.
+flagcases+=("write_bw 4 65536 --reversed" "send_bw 4 65536 --reversed" "read_bw 4 65536 --reversed,-q,2" "read_lat 4 64 --reversed")
 if $flags; then
 	for c in "${flagcases[@]}"; do
 		set -- $c
@@ -327,6 +330,8 @@ if ! $flags && ! $full; then
 	# cannot run on rxe, even against itself in the VM (rconnect fails
 	# with ENOENT, rdma-core 44 and 56), so gorxe's is tested against
 	# itself (test/rping_test.go).
+	# perftest's --reversed, both ways: the side that listens sends.
+	cases+=("gorxe-server write_bw udp 1024 4 65536 0 --reversed" "rxe-server send_bw udp 1024 4 65536 0 --reversed")
 fi
 # rstream's own tests, verified: latency then bandwidth on a second
 # connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
