@@ -1,64 +1,58 @@
 package rsocket
 
 import (
+	"context"
 	"sync"
 	"time"
 )
 
-// deadline is a read deadline as net.Conn's: a channel that is closed when
-// it passes, which a read waiting on it sees even when the deadline is set
-// after the read began.
+// deadline is a read deadline as net.Conn's, held as a context that a
+// waiting read waits on: it ends when the deadline passes, when the
+// socket's context ends, and whenever the deadline is set again, so that
+// a read already waiting looks at the new one (the context it holds is
+// then no longer the deadline's).
 type deadline struct {
-	mu      sync.Mutex
-	timer   *time.Timer
-	expired chan struct{} // closed once the deadline has passed
+	parent context.Context
+	mu     sync.Mutex
+	at     time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-func newDeadline() *deadline { return &deadline{expired: make(chan struct{})} }
+func newDeadline(parent context.Context) *deadline {
+	d := &deadline{parent: parent}
+	d.ctx, d.cancel = context.WithCancel(parent)
+	return d
+}
 
-// set moves the deadline to t; the zero time is none. Reads waiting on
-// the channel keep it while t is in the future, and are woken at once
-// when t has passed.
+// set moves the deadline to t; the zero time is none.
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.timer != nil && !d.timer.Stop() {
-		// The timer fired: its function closes expired, or is about to.
-		<-d.expired
-	}
-	d.timer = nil
-	passed := isClosed(d.expired)
+	d.setLocked(t)
+}
+
+func (d *deadline) setLocked(t time.Time) {
+	d.cancel()
+	d.at = t
 	if t.IsZero() {
-		if passed {
-			d.expired = make(chan struct{})
-		}
-		return
-	}
-	if wait := time.Until(t); wait > 0 {
-		if passed {
-			d.expired = make(chan struct{})
-		}
-		ch := d.expired
-		d.timer = time.AfterFunc(wait, func() { close(ch) })
-		return
-	}
-	if !passed {
-		close(d.expired)
+		d.ctx, d.cancel = context.WithCancel(d.parent)
+	} else {
+		d.ctx, d.cancel = context.WithDeadline(d.parent, t)
 	}
 }
 
-// done returns the channel that is closed when the deadline passes.
-func (d *deadline) done() <-chan struct{} {
+// wake wakes the reads waiting on the deadline, which look again, and
+// keeps the deadline where it is.
+func (d *deadline) wake() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.expired
+	d.setLocked(d.at)
 }
 
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+// context returns the context a read waits on.
+func (d *deadline) context() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ctx
 }

@@ -75,7 +75,15 @@ type PacketConn struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 	inbox  chan datagram
-	slots  chan int // free send slots
+	bufs   chan []byte // datagram buffers the reads gave back
+	slots  chan int    // free send slots
+	// poll holds the right to take completions from the CQ: the reads,
+	// and the writes that wait for a send slot, process the CQ
+	// themselves, one at a time, as rsocket.c's callers of
+	// ds_process_cqs do, so that a datagram reaches a waiting read with
+	// no hand-off between goroutines. wcs is its holder's.
+	poll chan struct{}
+	wcs  []cq.WC
 
 	mu       sync.Mutex
 	qps      map[netip.Addr]*dsQP // by source address
@@ -101,6 +109,10 @@ type dsQP struct {
 	hdr  []byte // its ds_header
 	rbuf []byte
 	rmr  *mr.MR
+
+	sendMu sync.Mutex // a send's work request, kept here so that a send allocates nothing
+	wr     [1]qp.SendWR
+	sge    [1]qp.SGE
 }
 
 // dsDest is a peer: the QP that reaches it and, once known, its QPN and
@@ -128,7 +140,7 @@ func ListenPacket(dev *rnic.Device, laddr netip.AddrPort, o PacketOptions) (*Pac
 		return nil, fmt.Errorf("rsocket: bind: %w", err)
 	}
 	c := &PacketConn{dev: dev, udp: udp, local: unmapped(udp.LocalAddr().(*net.UDPAddr).AddrPort()), pd: dev.AllocPD(), rq: depth,
-		inbox: make(chan datagram, depth), slots: make(chan int, depth), deadline: newDeadline(),
+		inbox: make(chan datagram, depth), slots: make(chan int, depth), bufs: make(chan []byte, depth), poll: make(chan struct{}, 1), wcs: make([]cq.WC, 32),
 		qps: map[netip.Addr]*dsQP{}, byQPN: map[bth.QPN]*dsQP{}, dests: map[netip.AddrPort]*dsDest{}}
 	if c.cq, err = dev.CreateCQ(2 * depth * dsMaxQPs); err != nil {
 		udp.Close()
@@ -143,9 +155,10 @@ func ListenPacket(dev *rnic.Device, laddr netip.AddrPort, o PacketOptions) (*Pac
 		c.slots <- i
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.done.Add(2)
+	c.deadline = newDeadline(c.ctx)
+	c.poll <- struct{}{}
+	c.done.Add(1)
 	go c.udpService()
-	go c.receive()
 	return c, nil
 }
 
@@ -215,28 +228,76 @@ func (c *PacketConn) SetReadDeadline(t time.Time) error {
 }
 
 // ReadFromAddrPort receives one datagram into p, and where it came from.
-// A datagram longer than p is cut to it, as rrecvfrom cuts it.
+// A datagram longer than p is cut to it, as rrecvfrom cuts it. While no
+// datagram waits, the read processes the completion queue itself.
 func (c *PacketConn) ReadFromAddrPort(p []byte) (int, netip.AddrPort, error) {
-	select {
-	case d := <-c.inbox:
-		return copy(p, d.data), d.from, nil
-	default:
-	}
-	expired := c.deadline.done()
 	for {
 		select {
 		case d := <-c.inbox:
-			return copy(p, d.data), d.from, nil
-		case <-expired:
-			// A deadline moved on since this read took its channel
-			// gives a new one.
-			if now := c.deadline.done(); now != expired {
-				expired = now
-				continue
-			}
-			return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
-		case <-c.ctx.Done():
+			return c.take(p, d)
+		default:
+		}
+		ctx := c.deadline.context()
+		select {
+		case d := <-c.inbox:
+			return c.take(p, d)
+		case <-c.poll:
+			c.progress(ctx)
+			c.poll <- struct{}{}
+		case <-ctx.Done():
+		}
+		switch {
+		case ctx.Err() == nil || c.deadline.context() != ctx:
+			// Completions processed, or the deadline set again, or a
+			// datagram delivered from the UDP socket: look again.
+		case c.ctx.Err() != nil:
 			return 0, netip.AddrPort{}, c.stopErr()
+		default:
+			return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+// take copies d into p and keeps its buffer for another datagram.
+func (c *PacketConn) take(p []byte, d datagram) (int, netip.AddrPort, error) {
+	n := copy(p, d.data)
+	select {
+	case c.bufs <- d.data:
+	default:
+	}
+	return n, d.from, nil
+}
+
+// progress waits for completions until ctx ends, and processes them;
+// the caller holds c.poll.
+func (c *PacketConn) progress(ctx context.Context) {
+	n, err := c.cq.Wait(ctx, c.wcs)
+	if err != nil {
+		if ctx.Err() == nil && c.ctx.Err() == nil {
+			c.stop(fmt.Errorf("rsocket: completion queue: %w", err))
+		}
+		return
+	}
+	c.process(c.wcs[:n])
+}
+
+// sendSlot returns a free slot of the send buffer, processing the
+// completion queue while there is none.
+func (c *PacketConn) sendSlot() (int, error) {
+	for {
+		select {
+		case slot := <-c.slots:
+			return slot, nil
+		default:
+		}
+		select {
+		case slot := <-c.slots:
+			return slot, nil
+		case <-c.poll:
+			c.progress(c.ctx)
+			c.poll <- struct{}{}
+		case <-c.ctx.Done():
+			return 0, c.stopErr()
 		}
 	}
 }
@@ -262,11 +323,9 @@ func (c *PacketConn) WriteToAddrPort(p []byte, addr netip.AddrPort) (int, error)
 		}
 		return len(p), nil
 	}
-	var slot int
-	select {
-	case slot = <-c.slots:
-	case <-c.ctx.Done():
-		return 0, c.stopErr()
+	slot, err := c.sendSlot()
+	if err != nil {
+		return 0, err
 	}
 	if err := c.postSend(d.qp, slot, hdr, p, ah, qpn); err != nil {
 		c.slots <- slot
@@ -280,8 +339,11 @@ func (c *PacketConn) postSend(q *dsQP, slot int, hdr, p []byte, ah *qp.AH, qpn b
 	b := c.sbuf[slot*sndLowat:]
 	n := copy(b, hdr)
 	n += copy(b[n:], p)
-	_, err := q.qp.PostSend([]qp.SendWR{{WRID: uint64(slot), Opcode: qp.WRSend, Flags: qp.SendSignaled, AH: ah, RemoteQPN: qpn, RemoteQKey: cm.UDPQKey,
-		SGList: []qp.SGE{{Addr: c.smr.IOVA() + uint64(slot*sndLowat), Length: uint32(n), LKey: c.smr.LKey()}}}})
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	q.sge[0] = qp.SGE{Addr: c.smr.IOVA() + uint64(slot*sndLowat), Length: uint32(n), LKey: c.smr.LKey()}
+	q.wr[0] = qp.SendWR{WRID: uint64(slot), Opcode: qp.WRSend, Flags: qp.SendSignaled, AH: ah, RemoteQPN: qpn, RemoteQKey: cm.UDPQKey, SGList: q.sge[:]}
+	_, err := q.qp.PostSend(q.wr[:])
 	return err
 }
 
@@ -494,61 +556,62 @@ func (c *PacketConn) udpMessage(b []byte, from netip.AddrPort) {
 	}
 	c.udp.WriteToUDPAddrPort(reply, from)
 	c.deliver(b[hlen:], from)
+	c.deadline.wake() // a read may be waiting on the CQ
 }
 
 // deliver queues a datagram for ReadFromAddrPort, or drops it when the
 // queue is full, as a UD QP with no receive posted would.
 func (c *PacketConn) deliver(data []byte, from netip.AddrPort) {
+	var b []byte
 	select {
-	case c.inbox <- datagram{append([]byte(nil), data...), from}:
+	case b = <-c.bufs:
 	default:
+		b = make([]byte, 0, sndLowat)
+	}
+	select {
+	case c.inbox <- datagram{append(b[:0], data...), from}:
+	default:
+		select {
+		case c.bufs <- b:
+		default:
+		}
 		c.mu.Lock()
 		c.dropped++
 		c.mu.Unlock()
 	}
 }
 
-// receive processes the CQ: receives are datagrams behind a ds_header;
-// sends give their slot back.
-func (c *PacketConn) receive() {
-	defer c.done.Done()
-	wcs := make([]cq.WC, 32)
-	for {
-		n, err := c.cq.Wait(c.ctx, wcs)
-		if err != nil {
-			if c.ctx.Err() == nil {
-				c.stop(fmt.Errorf("rsocket: completion queue: %w", err))
+// process handles completions: receives are datagrams behind a
+// ds_header, queued for the reads, and posted again; sends give their
+// slot back.
+func (c *PacketConn) process(wcs []cq.WC) {
+	for _, wc := range wcs {
+		if wc.WRID&recvFlag == 0 {
+			select {
+			case c.slots <- int(wc.WRID):
+			default: // not one of ours: the channel holds every slot
 			}
-			return
+			continue
 		}
-		for _, wc := range wcs[:n] {
-			if wc.WRID&recvFlag == 0 {
-				select {
-				case c.slots <- int(wc.WRID):
-				default: // not one of ours: the channel holds every slot
-				}
-				continue
+		c.mu.Lock()
+		q := c.byQPN[bth.QPN(wc.QPNum)]
+		c.mu.Unlock()
+		if q == nil || wc.Status == cq.StatusWRFlushErr {
+			continue
+		}
+		slot := int(wc.WRID &^ recvFlag)
+		if slot >= c.rq {
+			continue
+		}
+		if wc.Status == cq.StatusSuccess && wc.ByteLen >= wire.GRHLen && int(wc.ByteLen) <= dsSlot {
+			b := q.rbuf[slot*dsSlot+wire.GRHLen : slot*dsSlot+int(wc.ByteLen)]
+			if from, hlen, ok := parseDSHeader(b); ok {
+				c.deliver(b[hlen:], unmapped(from))
 			}
-			c.mu.Lock()
-			q := c.byQPN[bth.QPN(wc.QPNum)]
-			c.mu.Unlock()
-			if q == nil || wc.Status == cq.StatusWRFlushErr {
-				continue
-			}
-			slot := int(wc.WRID &^ recvFlag)
-			if slot >= c.rq {
-				continue
-			}
-			if wc.Status == cq.StatusSuccess && wc.ByteLen >= wire.GRHLen && int(wc.ByteLen) <= dsSlot {
-				b := q.rbuf[slot*dsSlot+wire.GRHLen : slot*dsSlot+int(wc.ByteLen)]
-				if from, hlen, ok := parseDSHeader(b); ok {
-					c.deliver(b[hlen:], unmapped(from))
-				}
-			}
-			if err := q.postRecv(slot); err != nil && c.ctx.Err() == nil {
-				c.stop(fmt.Errorf("rsocket: post receive: %w", err))
-				return
-			}
+		}
+		if err := q.postRecv(slot); err != nil && c.ctx.Err() == nil {
+			c.stop(fmt.Errorf("rsocket: post receive: %w", err))
+			return
 		}
 	}
 }

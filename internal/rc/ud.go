@@ -48,6 +48,7 @@ type UD struct {
 	tx    [][]byte
 	txb   [][]byte
 	mrs   []*mr.MR // a send's SGEs' regions, reused
+	txd   TxDesc   // the packet being sent's, kept here so that a send allocates nothing
 
 	onEvent func(trace.Event) // SetTrace's
 	onAsync func(Async)       // SetAsync's
@@ -307,12 +308,12 @@ func (q *UD) send(wr *qp.SendWR) {
 	clear(t[off : off+pad])
 	bth.Header(t).SetPadCnt(pad)
 	av := wr.AH.AV()
-	tx := TxDesc{
+	q.txd = TxDesc{
 		SGIDIndex: av.SGIDIndex, DGID: av.DGID, DestQPN: wr.RemoteQPN,
 		TrafficClass: av.TrafficClass, FlowLabel: av.FlowLabel, HopLimit: av.HopLimit,
 		SrcPort: wire.UDPSourcePort(av.FlowLabel, q.num, wr.RemoteQPN),
 	}
-	pkt := q.port.Finish(&tx, buf, off+pad)
+	pkt := q.port.Finish(&q.txd, buf, off+pad)
 	if pkt == nil {
 		q.port.FreeBuffer(buf) // no route: the datagram is lost, as on a wire
 	} else {
