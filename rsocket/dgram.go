@@ -165,11 +165,18 @@ func ListenPacket(dev *rnic.Device, laddr netip.AddrPort, o PacketOptions) (*Pac
 // LocalAddr returns the address the socket is bound to.
 func (c *PacketConn) LocalAddr() netip.AddrPort { return c.local }
 
-// Dropped returns how many datagrams arrived with the receive queue full.
+// Dropped returns how many datagrams were lost on arrival: those its UD
+// QPs found no receive posted for (the receive queue is reposted as the
+// reads take datagrams), and those from the UDP socket that found the
+// queue of datagrams for the reads full.
 func (c *PacketConn) Dropped() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.dropped
+	n := c.dropped
+	for _, q := range c.qps {
+		n += q.qp.Stats().UDDropped
+	}
+	return n
 }
 
 // MaxPayload returns the longest datagram the socket sends: what the path

@@ -163,6 +163,54 @@ func TestDatagramDeadline(t *testing.T) {
 	}
 }
 
+// TestDatagramDropped: datagrams that come while nobody reads wait in
+// the receive queue; those beyond it are lost, and Dropped counts them.
+func TestDatagramDropped(t *testing.T) {
+	f := mem.NewFabric()
+	da, db := rnictest.Open(t, f, "127.0.0.1"), rnictest.Open(t, f, "127.0.0.2")
+	a, err := rsocket.ListenPacket(da, netip.MustParseAddrPort("127.0.0.1:0"), rsocket.PacketOptions{BufferSize: 16 * 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := rsocket.ListenPacket(db, netip.MustParseAddrPort("127.0.0.2:0"), rsocket.PacketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := a.WriteToAddrPort([]byte("login"), b.LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	read(t, b) // b has a's QPN now: what it sends goes over UD
+	const sent, room = 40, 16
+	rcvd := da.Counters().RcvdPkts
+	for i := range sent {
+		if _, err := b.WriteToAddrPort([]byte{byte(i)}, a.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for end := time.Now().Add(10 * time.Second); da.Counters().RcvdPkts < rcvd+sent; {
+		if time.Now().After(end) {
+			t.Fatalf("a's device received %d of %d", da.Counters().RcvdPkts-rcvd, sent)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := a.Dropped(); got != sent-room {
+		t.Fatalf("Dropped %d; want the %d beyond a receive queue of %d", got, sent-room, room)
+	}
+	a.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	buf := make([]byte, 8)
+	for i := range room {
+		if n, _, err := a.ReadFromAddrPort(buf); err != nil || n != 1 || buf[0] != byte(i) {
+			t.Fatalf("read %d: %x, %v; want datagram %d", i, buf[:n], err, i)
+		}
+	}
+	if _, _, err := a.ReadFromAddrPort(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read past what the queue held: %v", err)
+	}
+}
+
 // TestDatagramErrors: what cannot be sent, a read past its deadline, a
 // closed socket: each an error, none a hang.
 func TestDatagramErrors(t *testing.T) {
