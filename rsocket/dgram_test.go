@@ -23,20 +23,27 @@ import (
 // bind the address its device has, and a socket on each.
 func packetPair(t *testing.T) (a, b *rsocket.PacketConn, da, db *rnic.Device) {
 	t.Helper()
-	f := mem.NewFabric()
-	da, db = rnictest.Open(t, f, "127.0.0.1"), rnictest.Open(t, f, "127.0.0.2")
-	var err error
-	if a, err = rsocket.ListenPacket(da, netip.MustParseAddrPort("127.0.0.1:0"), rsocket.PacketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	if b, err = rsocket.ListenPacket(db, netip.MustParseAddrPort("127.0.0.2:0"), rsocket.PacketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	a, b, da, db = packetPairWith(t, rsocket.PacketOptions{})
 	for _, c := range []*rsocket.PacketConn{a, b} {
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	}
+	return a, b, da, db
+}
+
+// packetPairWith is packetPair with a's options, and no deadlines.
+func packetPairWith(tb testing.TB, oa rsocket.PacketOptions) (a, b *rsocket.PacketConn, da, db *rnic.Device) {
+	tb.Helper()
+	f := mem.NewFabric()
+	da, db = rnictest.Open(tb, f, "127.0.0.1"), rnictest.Open(tb, f, "127.0.0.2")
+	var err error
+	if a, err = rsocket.ListenPacket(da, netip.MustParseAddrPort("127.0.0.1:0"), oa); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { a.Close() })
+	if b, err = rsocket.ListenPacket(db, netip.MustParseAddrPort("127.0.0.2:0"), rsocket.PacketOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { b.Close() })
 	return a, b, da, db
 }
 
@@ -166,18 +173,7 @@ func TestDatagramDeadline(t *testing.T) {
 // TestDatagramDropped: datagrams that come while nobody reads wait in
 // the receive queue; those beyond it are lost, and Dropped counts them.
 func TestDatagramDropped(t *testing.T) {
-	f := mem.NewFabric()
-	da, db := rnictest.Open(t, f, "127.0.0.1"), rnictest.Open(t, f, "127.0.0.2")
-	a, err := rsocket.ListenPacket(da, netip.MustParseAddrPort("127.0.0.1:0"), rsocket.PacketOptions{BufferSize: 16 * 2048})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := rsocket.ListenPacket(db, netip.MustParseAddrPort("127.0.0.2:0"), rsocket.PacketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b, da, _ := packetPairWith(t, rsocket.PacketOptions{BufferSize: 16 * 2048})
 	b.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := a.WriteToAddrPort([]byte("login"), b.LocalAddr()); err != nil {
 		t.Fatal(err)
@@ -337,18 +333,7 @@ func ExamplePacketConn() {
 // over UD QPs on two devices of an in-memory fabric; each side's read
 // processes its completion queue itself.
 func BenchmarkDatagramEcho(b *testing.B) {
-	f := mem.NewFabric()
-	da, db := rnictest.Open(b, f, "127.0.0.1"), rnictest.Open(b, f, "127.0.0.2")
-	a, err := rsocket.ListenPacket(da, netip.MustParseAddrPort("127.0.0.1:0"), rsocket.PacketOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
-	peer, err := rsocket.ListenPacket(db, netip.MustParseAddrPort("127.0.0.2:0"), rsocket.PacketOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer peer.Close()
+	a, peer, _, _ := packetPairWith(b, rsocket.PacketOptions{})
 	go func() {
 		buf := make([]byte, 2048)
 		for {
