@@ -60,7 +60,10 @@ type PacketOptions struct {
 	BufferSize int
 }
 
-// PacketConn is a datagram rsocket.
+// PacketConn is a datagram rsocket. Its methods may be called from
+// several goroutines at once. A read with no datagram waiting, and a write
+// with no send slot free, process the socket's completion queue
+// themselves; the socket's one goroutine serves its UDP port.
 type PacketConn struct {
 	dev   *rnic.Device
 	udp   *net.UDPConn
