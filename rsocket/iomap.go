@@ -171,6 +171,11 @@ func (m *IOMap) Wait(ctx context.Context, off int64, want byte) error {
 			continue
 		}
 		if err := c.Err(); err != nil {
+			// The peer's writes complete before it disconnects, so its
+			// last may have landed since the look above: look again.
+			if b, perr := m.Peek(off); perr == nil && b == want {
+				return nil
+			}
 			return err
 		}
 		// The peer's DREQ ends the sleep too; the next turn's Err says so.
