@@ -242,28 +242,42 @@ func (c *PacketConn) SetReadDeadline(t time.Time) error {
 // datagram waits, the read processes the completion queue itself.
 func (c *PacketConn) ReadFromAddrPort(p []byte) (int, netip.AddrPort, error) {
 	for {
-		select {
-		case d := <-c.inbox:
-			return c.take(p, d)
-		default:
-		}
 		ctx := c.deadline.context()
-		select {
-		case d := <-c.inbox:
+		if d, ok := await(c, c.inbox, ctx); ok {
 			return c.take(p, d)
-		case <-c.poll:
-			c.progress(ctx)
-			c.poll <- struct{}{}
-		case <-ctx.Done():
 		}
 		switch {
-		case ctx.Err() == nil || c.deadline.context() != ctx:
-			// Completions processed, or the deadline set again, or a
-			// datagram delivered from the UDP socket: look again.
+		case c.deadline.context() != ctx:
+			// The deadline set again, or a datagram delivered from the
+			// UDP socket: look again.
 		case c.ctx.Err() != nil:
 			return 0, netip.AddrPort{}, c.stopErr()
 		default:
 			return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+// await returns the next value of ch, processing the completion queue
+// while none comes and no other caller does, or false once ctx has ended.
+func await[T any](c *PacketConn, ch <-chan T, ctx context.Context) (T, bool) {
+	for {
+		select {
+		case v := <-ch:
+			return v, true
+		default:
+		}
+		if ctx.Err() != nil {
+			var none T
+			return none, false
+		}
+		select {
+		case v := <-ch:
+			return v, true
+		case <-c.poll:
+			c.progress(ctx)
+			c.poll <- struct{}{}
+		case <-ctx.Done(): // a datagram may have come with it: look once more
 		}
 	}
 }
@@ -291,27 +305,6 @@ func (c *PacketConn) progress(ctx context.Context) {
 	c.process(c.wcs[:n])
 }
 
-// sendSlot returns a free slot of the send buffer, processing the
-// completion queue while there is none.
-func (c *PacketConn) sendSlot() (int, error) {
-	for {
-		select {
-		case slot := <-c.slots:
-			return slot, nil
-		default:
-		}
-		select {
-		case slot := <-c.slots:
-			return slot, nil
-		case <-c.poll:
-			c.progress(c.ctx)
-			c.poll <- struct{}{}
-		case <-c.ctx.Done():
-			return 0, c.stopErr()
-		}
-	}
-}
-
 // WriteToAddrPort sends p to addr: over the UDP socket while addr's QPN
 // is not known, as a UD SEND once it is. It waits for a send slot.
 func (c *PacketConn) WriteToAddrPort(p []byte, addr netip.AddrPort) (int, error) {
@@ -333,9 +326,9 @@ func (c *PacketConn) WriteToAddrPort(p []byte, addr netip.AddrPort) (int, error)
 		}
 		return len(p), nil
 	}
-	slot, err := c.sendSlot()
-	if err != nil {
-		return 0, err
+	slot, ok := await(c, c.slots, c.ctx) // a free send slot
+	if !ok {
+		return 0, c.stopErr()
 	}
 	if err := c.postSend(d.qp, slot, hdr, p, ah, qpn); err != nil {
 		c.slots <- slot
