@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gorxe/gorxe/link/mem"
-	"github.com/gorxe/gorxe/rnic"
+	"github.com/gorxe/gorxe/rnic/rnictest"
 )
 
 // FuzzDatagramUDP feeds what a stranger may send to a datagram socket's
@@ -29,11 +29,7 @@ func FuzzDatagramUDP(f *testing.F) {
 	f.Add(hdr(4, opData, 200, 1, []byte{1, 2, 3, 4}))
 	f.Add([]byte{0x55, 0x55, 0x55})
 
-	dev, err := rnic.Open(rnic.Config{Link: mustLink(f)})
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer dev.Close()
+	dev := rnictest.Open(f, mem.NewFabric(), "127.0.0.1")
 	c, err := ListenPacket(dev, netip.MustParseAddrPort("127.0.0.1:0"), PacketOptions{})
 	if err != nil {
 		f.Fatal(err)
@@ -67,12 +63,4 @@ func FuzzDatagramUDP(f *testing.F) {
 			t.Fatalf("the socket stopped: %v", c.stopErr())
 		}
 	})
-}
-
-func mustLink(f *testing.F) *mem.Link {
-	l, err := mem.NewFabric().NewLink(netip.MustParseAddr("127.0.0.1"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	return l
 }

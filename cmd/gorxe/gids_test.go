@@ -188,22 +188,8 @@ func TestPerfLoopbackPair(t *testing.T) {
 // perftest's machine does: read_lat's latency table on the side that
 // listened, "Waiting for client to connect" on the one that dialled.
 func TestPerfReversed(t *testing.T) {
-	common := []string{"read_lat", "--reversed", "--roce-port", freePort(t, "udp"), "-p", freePort(t, "tcp"), "-n", "50", "--check", "--give-up", "5s"}
-	done := make(chan ran, 1)
-	go func() {
-		var out, errOut bytes.Buffer
-		code := run(append(slices.Clone(common), "--ip", "127.0.0.2"), &out, &errOut)
-		done <- ran{code, out.String(), errOut.String()}
-	}()
-	var out, errOut bytes.Buffer
-	code := run(append(slices.Clone(common), "--ip", "127.0.0.3", "127.0.0.2"), &out, &errOut)
-	dialled := ran{code, out.String(), errOut.String()}
-	var listened ran
-	select {
-	case listened = <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("the listening side did not finish; the dialling side: %+v", dialled)
-	}
+	args := []string{"--reversed", "-n", "50", "--check"}
+	listened, dialled := pingpongPair(t, "read_lat", append([]string{"--ip", "127.0.0.1"}, args...), args)
 	const table, waiting = "t_typical[usec]", "Waiting for client to connect"
 	for _, c := range []struct {
 		who            string

@@ -55,7 +55,8 @@ func rcPingpongPair(t *testing.T, serverArgs, clientArgs []string) (server, clie
 }
 
 // pingpongPair is rcPingpongPair for the command tool (rc_pingpong,
-// uc_pingpong).
+// uc_pingpong, or any tool whose -p is its TCP port and whose operand is
+// the server's host, as perftest's).
 func pingpongPair(t *testing.T, tool string, serverArgs, clientArgs []string) (server, client ran) {
 	t.Helper()
 	tcp, roce := freePort(t, "tcp"), freePort(t, "udp")
