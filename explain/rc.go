@@ -110,9 +110,17 @@ type requester struct {
 	causePSN uint32
 	causeAt  int
 	wait     time.Duration // an RNR NAK's timer
-	// A go-back-N run in progress resends runNext next.
+	// inRun says the implied NAK came during a go-back-N run that had yet
+	// to resend the READ it names, with no answer acknowledging anything
+	// new since the run began: the run resends it in its turn, and no new
+	// go-back begins (rxe's completer starts no second retry while one
+	// it started has made no progress, and does not count one).
+	inRun bool
+	// A go-back-N run in progress resends runNext next; it began with
+	// the packet runAt.
 	resending bool
 	runNext   uint32
+	runAt     int
 	// The last resend after a silence (a tail-loss probe or a timeout),
 	// which began with the packet probeAt (0 when none is in question),
 	// resent up to probed, the last PSN sent before it; probeAnswered is
@@ -606,11 +614,19 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 		return fmt.Sprintf("A probe: the ACK of packet %d answered one of the %s %s resent from packet %d after the silence, as the resend's answer or, late, the original's. So it resends nothing more and sends its last packet again, asking for an ACK: an answer for a PSN it has not resent will show the originals arriving, and a NAK of the gap the probe shows will say they were lost (gorxe's requester tests a timeout so, as TCP's F-RTO does).",
 			m.pkt(q.fewAnswered).Index, plural(q.fewSent, "packet"), s.label(), m.pkt(q.fewAt).Index)
 	}
+	if q.resending && q.inRun && q.cause == "implied" && psn == q.runNext {
+		caused = false
+	}
 	if q.resending && !caused && psnDiff(psn, q.runNext) >= 0 {
 		// The run goes on; a PSN it skipped was resent and lost before
 		// the capture point.
 		q.runNext = psnAdd(psn, span)
 		q.undoAt = 0
+		if q.inRun && q.cause == "implied" && psnDiff(q.causePSN, psn) >= 0 && psnDiff(q.causePSN, q.runNext) < 0 {
+			at := m.pkt(q.causeAt).Index
+			q.cause, q.inRun = "", false
+			return fmt.Sprintf("Resent, go-back-N: %s goes on resending everything after the PSN it went back to, and this is the READ whose responses packet %d showed lost: the run resends it in its turn, not a new go-back.", s.label(), at)
+		}
 		if q.fewAt != 0 && q.fewAnswered != 0 && q.fewSent <= maxFew {
 			first, n, answered := q.fewAt, q.fewSent, q.fewAnswered
 			q.fewAt, q.fewAnswered = 0, 0
@@ -628,7 +644,7 @@ func (c *conn) resent(m *model, i int, s *end, side int, psn uint32, span int, p
 	if crossed {
 		from = psn
 	}
-	q.resending, q.runNext = true, psnAdd(psn, span)
+	q.resending, q.runNext, q.runAt = true, psnAdd(psn, span), i
 	q.fewAt, q.fewAnswered, q.undoAt = 0, 0, 0
 	q.probeAt, q.probeAnswered = 0, 0 // a new run: its copies' answers say nothing of the last one's need
 	ev := trace.Event{Kind: trace.GoBack, QP: s.QPN, PSN: psn}
@@ -966,7 +982,7 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 			continue
 		}
 		implied = fmt.Sprintf(" It acknowledges PSNs past the READ at %d, whose responses have not all come: an implied NAK, and %s will ask again.", rd.psn, r.label())
-		q.cause, q.causePSN, q.causeAt = "implied", psnAdd(rd.psn, rd.got), i
+		q.impliedNAK(&rd, i)
 		m.event(i, trace.Event{Kind: trace.ImpliedNAK, QP: r.QPN, PSN: q.causePSN})
 		break
 	}
@@ -1118,10 +1134,17 @@ func (c *conn) implied(m *model, i int, r *end, j int) {
 	if j == 0 || q.cause == "implied" {
 		return
 	}
-	rd := q.reads[0]
-	q.cause, q.causePSN, q.causeAt = "implied", psnAdd(rd.psn, rd.got), i
+	q.impliedNAK(&q.reads[0], i)
 	m.event(i, trace.Event{Kind: trace.ImpliedNAK, QP: r.QPN, PSN: q.causePSN})
 	m.pkt(i).Anomaly = "out of sequence"
+}
+
+// impliedNAK notes an implied NAK at packet i for the READ or atomic rd,
+// whose answers from rd.got on were lost, and whether a go-back run
+// already under way covers it (inRun).
+func (q *requester) impliedNAK(rd *pendingRead, i int) {
+	q.cause, q.causePSN, q.causeAt = "implied", psnAdd(rd.psn, rd.got), i
+	q.inRun = q.resending && q.ackedAt < q.runAt && psnDiff(rd.psn, q.runNext) >= 0
 }
 
 // readResponse explains one READ response packet.
@@ -1162,9 +1185,13 @@ func (c *conn) readResponse(m *model, i int, s, r *end, side int, psn uint32, po
 		case k > rd.got:
 			missing := psnAdd(rd.psn, rd.got)
 			if q.cause != "implied" {
-				q.cause, q.causePSN, q.causeAt = "implied", missing, i
+				q.impliedNAK(rd, i)
 				m.event(i, trace.Event{Kind: trace.ImpliedNAK, QP: r.QPN, PSN: missing})
 				m.pkt(i).Anomaly = "out of sequence"
+				if q.inRun {
+					return fmt.Sprintf("READ response at PSN %d while %d is missing: the responses between were lost. %s discards this one; the go-back run it began at packet %d, which nothing has answered yet, has still to resend the READ at PSN %d, and resends it in its turn (a second go-back is not begun while the first has made no progress).",
+						psn, missing, r.label(), m.pkt(q.runAt).Index, rd.psn)
+				}
 				return fmt.Sprintf("READ response at PSN %d while %d is missing: the responses between were lost. %s discards this one and will ask for the READ again from PSN %d, from the middle (C9-107).",
 					psn, missing, r.label(), missing)
 			}

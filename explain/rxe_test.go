@@ -302,6 +302,37 @@ func TestHiddenTimeout(t *testing.T) {
 	}
 }
 
+// TestRetryInRetry explains an interop capture in which rxe's requester,
+// slowed by the VM, went back at its ACK timer five times while the
+// answers were on their way (testdata/interop/retry-in-retry). During the
+// run that began at packet 353, a READ response replayed for an earlier
+// run's duplicate came ahead of the rest of its READ (packet 362): an
+// implied NAK, but the run had still to resend that READ and had had no
+// answer, so rxe's completer started no second retry (started_retry) and
+// its requester resent the READ at packet 370 in its turn. explain must
+// count the five go-backs rxe counts, not a sixth at packet 370.
+func TestRetryInRetry(t *testing.T) {
+	dir := "../testdata/interop/retry-in-retry"
+	pcap := filepath.Join(dir, "case23-bookworm-read_bw-udp6.pcap")
+	hw, net := counters(t, filepath.Join(dir, "case23-rxe-hw_counters.txt")), counters(t, filepath.Join(dir, "case23-net.txt"))
+	checkRxeCase(t, pcap, hw, net, false)
+	r := read(t, pcap)
+	for _, c := range []struct {
+		pkt  int
+		want string
+	}{
+		{362, "the go-back run it began at packet 353"},
+		{370, "the run resends it in its turn, not a new go-back"},
+	} {
+		if p := r.Packets[c.pkt-1]; !strings.Contains(p.Text, c.want) {
+			t.Errorf("packet %d: %q, want %q in it", c.pkt, p.Text, c.want)
+		}
+	}
+	if e := r.Packets[370-1].Events; len(e) != 1 || e[0].Kind != trace.Duplicate {
+		t.Errorf("packet 370's events %v, want only the duplicate at gorxe", e)
+	}
+}
+
 // TestLateNAK explains an interop capture in which rxe, far behind in a
 // slow VM, sent the NAK it owed for a request out of sequence after it
 // had taken the PSN the NAK names (testdata/interop/late-nak): explain's
