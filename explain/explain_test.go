@@ -334,8 +334,36 @@ func TestResendMismatch(t *testing.T) {
 // the answers to the lost READ, which come before those of the READs
 // sent first after it, are in PSN order and imply no other NAK.
 func TestReadLostBeforeCapture(t *testing.T) {
+	frame, read, answers := readTraffic(t)
+	nak := frame(true, wire.Headers{BTH: bth.Fields{Opcode: bth.RCAcknowledge, PSN: 116},
+		AETH: aeth.Fields{Syndrome: aeth.NAK(aeth.NAKPSNSequenceError)}}, 0)
+	// The READ at 116 is lost before the capture point. (The one at 84
+	// shows the path MTU: the next request comes 16 PSNs later.)
+	pkts := [][]byte{read(84), read(100), read(132), read(148)}
+	pkts = append(pkts, answers(84)...)
+	pkts = append(pkts, answers(100)...)
+	pkts = append(pkts, nak, read(116))
+	pkts = append(pkts, answers(116)...)
+	pkts = append(pkts, read(132), read(148))
+	pkts = append(pkts, answers(132)...)
+	pkts = append(pkts, answers(148)...)
+	r := readPackets(t, pkts...)
+	got := goBacks(r)
+	if len(got) != 1 || got[0].Kind != trace.GoBack || got[0].Reason != trace.GoBackNAK || got[0].PSN != 116 {
+		t.Errorf("events %v, want one go-back to PSN 116 after the NAK", got)
+	}
+	if s := r.Conns[0].Summary.Retransmissions; s != [2]int{3, 0} {
+		t.Errorf("retransmissions %v, want [3 0]", s)
+	}
+}
+
+// readTraffic returns builders of an RC connection's packets between
+// 10.0.0.1 (the requester) and 10.0.0.2 at path MTU 4096: frame, any
+// packet (back: the responder's); read, a READ of 16 MTUs at a PSN; and
+// answers, the 16 responses to the READ at a PSN, in order.
+func readTraffic(t *testing.T) (frame func(back bool, h wire.Headers, n int) []byte, read func(bth.PSN) []byte, answers func(bth.PSN) [][]byte) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	frame := func(back bool, h wire.Headers, n int) []byte {
+	frame = func(back bool, h wire.Headers, n int) []byte {
 		f := wire.Frame{IP: wire.IPFields{Src: a, Dst: b, HopLimit: 64}, SrcPort: 49152, DstPort: wire.UDPPort, Headers: h, Payload: make([]byte, n)}
 		f.BTH.PKey, f.BTH.DestQP = bth.DefaultPKey, 0x22
 		if back {
@@ -348,11 +376,11 @@ func TestReadLostBeforeCapture(t *testing.T) {
 		return p
 	}
 	const mtu, span = 4096, 16
-	read := func(psn bth.PSN) []byte {
+	read = func(psn bth.PSN) []byte {
 		return frame(false, wire.Headers{BTH: bth.Fields{Opcode: bth.RCRDMAReadRequest, PSN: psn},
 			RETH: reth.Fields{VA: 0x1000, RKey: 7, DMALen: span * mtu}}, 0)
 	}
-	answers := func(psn bth.PSN) (pkts [][]byte) {
+	answers = func(psn bth.PSN) (pkts [][]byte) {
 		for k := range bth.PSN(span) {
 			op := bth.RCRDMAReadResponseMiddle
 			var h wire.Headers
@@ -367,20 +395,12 @@ func TestReadLostBeforeCapture(t *testing.T) {
 		}
 		return pkts
 	}
-	nak := frame(true, wire.Headers{BTH: bth.Fields{Opcode: bth.RCAcknowledge, PSN: 116},
-		AETH: aeth.Fields{Syndrome: aeth.NAK(aeth.NAKPSNSequenceError)}}, 0)
-	// The READ at 116 is lost before the capture point. (The one at 84
-	// shows the path MTU: the next request comes 16 PSNs later.)
-	pkts := [][]byte{read(84), read(100), read(132), read(148)}
-	pkts = append(pkts, answers(84)...)
-	pkts = append(pkts, answers(100)...)
-	pkts = append(pkts, nak, read(116))
-	pkts = append(pkts, answers(116)...)
-	pkts = append(pkts, read(132), read(148))
-	pkts = append(pkts, answers(132)...)
-	pkts = append(pkts, answers(148)...)
-	r := readPackets(t, pkts...)
-	var got []trace.Event
+	return frame, read, answers
+}
+
+// goBacks returns the go-backs, probes, implied NAKs and timeouts r's
+// packets show, in order.
+func goBacks(r *Report) (got []trace.Event) {
 	for _, p := range r.Packets {
 		for _, e := range p.Events {
 			if e.Kind == trace.GoBack || e.Kind == trace.Probe || e.Kind == trace.ImpliedNAK || e.Kind == trace.Timeout {
@@ -388,11 +408,55 @@ func TestReadLostBeforeCapture(t *testing.T) {
 			}
 		}
 	}
-	if len(got) != 1 || got[0].Kind != trace.GoBack || got[0].Reason != trace.GoBackNAK || got[0].PSN != 116 {
-		t.Errorf("events %v, want one go-back to PSN 116 after the NAK", got)
+	return got
+}
+
+// TestImpliedNAKInRun: a READ response that shows the responses before
+// it lost, coming while a go-back run has still to resend that READ and
+// has had no answer since it began, is covered by the run, whose resend
+// of the READ in its turn is no second go-back (rxe's requester neither
+// starts nor counts one then). Once the run has had an answer that
+// acknowledges something new, the same response begins a new go-back.
+func TestImpliedNAKInRun(t *testing.T) {
+	frame, read, answers := readTraffic(t)
+	middle := func(psn bth.PSN) []byte { // a response from inside a READ's
+		return frame(true, wire.Headers{BTH: bth.Fields{Opcode: bth.RCRDMAReadResponseMiddle, PSN: psn}}, 4096)
 	}
-	if s := r.Conns[0].Summary.Retransmissions; s != [2]int{3, 0} {
-		t.Errorf("retransmissions %v, want [3 0]", s)
+	for _, c := range []struct {
+		name     string
+		progress bool
+		want     []string
+	}{
+		{"no answer since the run began", false, []string{trace.GoBackTimeout}},
+		{"an answer since the run began", true, []string{trace.GoBackTimeout, trace.GoBackImpliedNAK}},
+	} {
+		// READs at 100, 116, 132 and 148; nothing answers, and the
+		// requester goes back at its timer, resending 100 and 116.
+		pkts := [][]byte{read(100), read(116), read(132), read(148), read(100), read(116)}
+		if c.progress {
+			pkts = append(pkts, answers(100)...)
+		}
+		// A late response from the middle of the READ at 132, whose
+		// first ones are lost; then the run resends 132 and 148.
+		pkts = append(pkts, middle(134), read(132), read(148))
+		for _, psn := range []bth.PSN{100, 116, 132, 148} {
+			if psn != 100 || !c.progress {
+				pkts = append(pkts, answers(psn)...)
+			}
+		}
+		var got []string
+		implied := 0
+		for _, e := range goBacks(readPackets(t, pkts...)) {
+			switch e.Kind {
+			case trace.GoBack:
+				got = append(got, e.Reason)
+			case trace.ImpliedNAK:
+				implied++
+			}
+		}
+		if !slices.Equal(got, c.want) || implied != 1 {
+			t.Errorf("%s: go-backs %v and %d implied NAKs, want %v and 1", c.name, got, implied, c.want)
+		}
 	}
 }
 
