@@ -65,13 +65,23 @@ func TestPerfRateLimitUnpaced(t *testing.T) {
 	}
 }
 
-// TestPerfRateLimitErrors: what perftest refuses, gorxe refuses, mostly
-// in perftest's words.
-func TestPerfRateLimitErrors(t *testing.T) {
+// TestPerfUsageErrors: command lines a perftest tool refuses as it
+// starts, after its flags parse (the rate limiter's, --reversed's, the
+// link's and the test's own checks), and those the parser refuses: exit
+// status 2 with what is wrong, mostly in perftest's words. The parser's
+// table of refused flags is TestPerfCommandLineErrors'.
+func TestPerfUsageErrors(t *testing.T) {
 	for _, c := range []struct {
 		args string
 		want string
 	}{
+		{"write_bw -m 1000", "the MTU is 256, 512, 1024, 2048 or 4096"},
+		{"atomic_bw -A SWAP", `atomic type "SWAP": want FETCH_AND_ADD or CMP_AND_SWAP`},
+		{"write_bw --fault drop=7", "probability outside 0..1"},
+		{"write_bw --link tap", "--link tap needs --ip"},
+		{"read_lat --link mem somehost", "a SERVER needs --link udp or tap, not mem"},
+		{"write_bw --link tap --ip 10.0.0.1", "--link tap needs --ip ADDR/PREFIX"}, // tap needs a prefix
+		{"send_bw --bogus", "unrecognized option '--bogus'"},
 		{"write_bw --burst_size 8", "Can't enable burst mode when rate limiter is off"},
 		{"write_bw --rate_limit 0", "Rate limit must be non-negative floating point number"},
 		{"write_bw --rate_limit fast", "Rate limit must be non-negative floating point number"},

@@ -125,23 +125,6 @@ func TestPerfGivesUp(t *testing.T) {
 	}
 }
 
-func TestPerfUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"write_bw", "-m", "1000"},
-		{"atomic_bw", "-A", "SWAP"},
-		{"write_bw", "--fault", "drop=7"},
-		{"write_bw", "--link", "tap"},
-		{"read_lat", "--link", "mem", "somehost"},
-		{"write_bw", "--link", "tap", "--ip", "10.0.0.1"}, // tap needs a prefix
-		{"send_bw", "--bogus"},
-	} {
-		var out, errOut bytes.Buffer
-		if code := run(args, &out, &errOut); code != exitUsage || errOut.Len() == 0 {
-			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
-		}
-	}
-}
-
 // TestPerfCounters: --counters prints the devices' counters at exit, as
 // lines and as a JSON object after the result's.
 func TestPerfCounters(t *testing.T) {
