@@ -3,8 +3,14 @@
 package test
 
 import (
+	"errors"
 	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestRDMACMLinks runs every test with -R (rdma_cm: the exchange on the
@@ -39,6 +45,69 @@ func TestRDMACMLinks(t *testing.T) {
 	run("b/send_bw", udp4, append(testArgs("send_bw", 1024), "-R", "-b", "-q", "2")...)
 	for _, test := range []string{"write_bw", "send_lat"} {
 		run("z/"+test, udp4, append(testArgs(test, 1024), "-z")...)
+	}
+}
+
+// TestRDMACMServerAddress runs -R servers typed as a user types them on a
+// host with one interface: no --link, no --ip, the server binding the
+// interface's GID that -x names, or perftest's choice (IPv4, or IPv6
+// with --ipv6), as perftest on rxe0 does. On a host whose only
+// interface is the loopback, or with two that have addresses, it says
+// why it cannot choose, and exits 1.
+func TestRDMACMServerAddress(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	for _, tc := range []struct {
+		name      string
+		srv, cli  []string
+		serverGID string
+	}{
+		// serverGID as perftest prints the local address's
+		{"default", []string{"-R"}, []string{"-R", "--ip", "10.77.0.1", "10.77.0.2"}, "00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:02"},
+		{"ipv6", []string{"-R", "--ipv6"}, []string{"-R", "--ip", "fd77::1", "fd77::2"}, "253:119:00:00:00:00:00:00:00:00:00:00:00:00:00:02"},
+		{"x", []string{"-z", "-x", "2"}, []string{"-z", "--ip", "fd77::1", "fd77::2"}, "253:119:00:00:00:00:00:00:00:00:00:00:00:00:00:02"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := testArgs("write_bw", 1024)
+			// The server's report in perftest's words, which name its GID.
+			srvArgs := slices.DeleteFunc(slices.Clone(base), func(a string) bool { return a == "--json" })
+			srv, _ := pair(t, b, a, append(srvArgs, tc.srv...), append(base, tc.cli...))
+			local := regexp.MustCompile(`local address: .*\n GID: (.*)\n`).FindStringSubmatch(srv.out.String())
+			if local == nil || local[1] != tc.serverGID {
+				t.Errorf("the server's local address is not GID %s:\n%s", tc.serverGID, srv.out.String())
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name  string
+		setup func(n *netns)
+		want  string
+	}{
+		{"loopback only", func(*netns) {}, "no interface but the loopback has an address"},
+		{"two interfaces", func(n *netns) {
+			c := newNS(t, "c")
+			vethPair(t, n, c, 1500)
+			d := newNS(t, "d")
+			n.ip(t, "link", "add", "vx", "type", "veth", "peer", "name", "vy", "netns", d.name)
+			n.ip(t, "addr", "add", "10.76.0.1/24", "dev", "vx")
+			n.ip(t, "link", "set", "vx", "up")
+		}, "2 interfaces have addresses (va, vx)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNS(t, "n")
+			tc.setup(n)
+			g := start(t, n, "write_bw", "-R", "-n", "5")
+			err := g.wait(t, 10*time.Second)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exit %v, want status 1\n%s", err, g.errOut.String())
+			}
+			if got := g.errOut.String(); !strings.Contains(got, tc.want) || !strings.Contains(got, "--ip or --bind_source_ip") {
+				t.Errorf("stderr %q does not say %q and what to give", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -151,6 +151,42 @@ func localGIDs(addr netip.Addr) (string, []gidEntry, error) {
 	return loop.Name, append(t, gidEntry{GID: netip.AddrFrom16(want.As16()), Iface: loop.Name, Usable: true}), nil
 }
 
+// soleInterfaceGIDs returns the GID table of the host's only interface
+// that could carry RoCE: up, not the loopback, and holding an address
+// other than a link-local one. It is what a server that has no address
+// to learn from a client (-R on the udp link) binds to without --ip, as
+// perftest's -d names the one RDMA device, bound to one interface, that
+// such a host has. With none or several it says which, for the user to
+// choose.
+func soleInterfaceGIDs() ([]gidEntry, error) {
+	ifis, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var sole []gidEntry
+	for i, ifi := range ifis {
+		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		t, err := ifaceTable(&ifis[i])
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(t, func(e gidEntry) bool { return e.Usable && !e.GID.Unmap().IsLinkLocalUnicast() }) {
+			names = append(names, ifi.Name)
+			sole = t
+		}
+	}
+	switch len(names) {
+	case 0:
+		return nil, fmt.Errorf("no interface but the loopback has an address")
+	case 1:
+		return sole, nil
+	}
+	return nil, fmt.Errorf("%d interfaces have addresses (%s)", len(names), strings.Join(names, ", "))
+}
+
 // gidsHint says where a user finds entry i of iface's table t: show_gids,
 // or for an address of lo's range that lo does not list (localGIDs), the
 // slot after what show_gids lists.

@@ -58,7 +58,19 @@ func openRemoteCM(ctx context.Context, r *perfRun, name string, stdout io.Writer
 			return fail(err)
 		}
 	default:
-		return fail(fmt.Errorf("-R and -z on the udp link: the server needs its address, --ip or --bind_source_ip"))
+		// No client to learn an address from: the host's only
+		// interface with one, as rxe0 is bound to one.
+		t, err := soleInterfaceGIDs()
+		if err != nil {
+			return fail(fmt.Errorf("-R and -z on the udp link: the server needs its address, and %v: give it with --ip or --bind_source_ip", err))
+		}
+		e, _, err := pickGID(t, r.gidIndex, r.ipv6, netip.Addr{})
+		if err != nil {
+			return fail(err)
+		}
+		if err := ep.openDevice(r, name, e.addr()); err != nil {
+			return fail(err)
+		}
 	}
 	var err error
 	if ep.cm, err = cm.New(ep.dev, cm.Config{}); err != nil {
