@@ -10,7 +10,8 @@ import (
 )
 
 // TestRping runs gorxe rping between two namespaces joined by a veth, over
-// the udp link (IPv4, IPv6) and the xdp link, with -C 50 -v -V: the
+// the udp link (IPv4, IPv6, and a server given no address) and the xdp
+// link, with -C 50 -v -V: the
 // connection is made by the connection managers on QP 1, with no TCP; each
 // side prints a line a ping, and the server ends when the client
 // disconnects. Then a client to a port nobody listens on is rejected at
@@ -25,12 +26,15 @@ func TestRping(t *testing.T) {
 		srvLink        []string
 		cliLink        []string
 	}{
-		{"udp/IPv4", "10.77.0.2", "10.77.0.1", []string{"--link", "udp"}, nil, nil},
-		{"udp/IPv6", "fd77::2", "fd77::1", []string{"--link", "udp"}, nil, nil},
-		{"xdp/IPv4", "10.77.0.2", "10.77.0.1", []string{"--link", "xdp"}, []string{"--dev", "vb"}, []string{"--dev", "va"}},
+		{"udp/IPv4", "10.77.0.2", "10.77.0.1", []string{"--link", "udp"}, []string{"-a", "10.77.0.2"}, nil},
+		{"udp/IPv6", "fd77::2", "fd77::1", []string{"--link", "udp"}, []string{"-a", "fd77::2"}, nil},
+		// As rping's server is typed: no address, the host's only
+		// interface's taken.
+		{"udp/any", "10.77.0.2", "10.77.0.1", nil, nil, nil},
+		{"xdp/IPv4", "10.77.0.2", "10.77.0.1", []string{"--link", "xdp"}, []string{"-a", "10.77.0.2", "--dev", "vb"}, []string{"--dev", "va"}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			srvArgs := append(append([]string{"rping", "-s", "-a", v.srv, "-v", "-S", "1000"}, v.link...), v.srvLink...)
+			srvArgs := append(append([]string{"rping", "-s", "-v", "-S", "1000"}, v.link...), v.srvLink...)
 			cliArgs := append(append([]string{"rping", "-c", "-a", v.srv, "-C", "50", "-v", "-V", "-S", "1000"}, v.link...), v.cliLink...)
 			server := start(t, b, srvArgs...)
 			time.Sleep(time.Second) // the server's device opens and listens; a REQ before is rejected
@@ -79,14 +83,16 @@ func TestCMTools(t *testing.T) {
 		cliEnd     string
 		wantOutput []string
 	}{
-		{"rdma_server", []string{"rdma_server", "--ip", "10.77.0.2"}, []string{"rdma_client", "-s", "10.77.0.2"},
+		// Servers as they are typed (rdma_server, ucmatose, udaddy):
+		// no address, the host's only interface's taken.
+		{"rdma_server", []string{"rdma_server"}, []string{"rdma_client", "-s", "10.77.0.2"},
 			"rdma_server: end 0\n", "rdma_client: end 0\n", nil},
 		{"rdma_xserver", []string{"rdma_xserver", "--ip", "10.77.0.2"}, []string{"rdma_xclient", "-s", "10.77.0.2", "-c", "r"},
 			"rdma_xserver: end 0\n", "rdma_xclient: end 0\n", nil},
-		{"ucmatose", []string{"ucmatose", "--ip", "10.77.0.2", "-c", "3", "-C", "20", "-S", "3000"},
+		{"ucmatose", []string{"ucmatose", "-c", "3", "-C", "20", "-S", "3000"},
 			[]string{"ucmatose", "-s", "10.77.0.2", "-c", "3", "-C", "20", "-S", "3000"},
 			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
-		{"udaddy", []string{"udaddy", "--ip", "10.77.0.2", "-c", "2"}, []string{"udaddy", "-s", "10.77.0.2", "-c", "2"},
+		{"udaddy", []string{"udaddy", "-c", "2"}, []string{"udaddy", "-s", "10.77.0.2", "-c", "2"},
 			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
 		// mckey's receiver (two QPs in the group) and sender: IGMP joins
 		// across the veth, and the group's messages.

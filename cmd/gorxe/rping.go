@@ -226,8 +226,11 @@ func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, 
 
 // cmLocal returns the address the device of an rdma_cm tool takes on the
 // udp or tap link: --ip, else the source address given, else (a client)
-// the kernel's route's to the peer; a server with none of them is refused,
-// as the udp link binds one address.
+// the kernel's route's to the peer, else (a server on the udp link) the
+// address perftest would choose of the host's only interface with one,
+// where the kernel's rdma_cm, listening on every address, would be
+// reached. A server with none of them is refused, as the udp link binds
+// one address.
 func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string, error) {
 	switch {
 	case lf.ip != "" || lf.kind == "xdp":
@@ -240,6 +243,15 @@ func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string,
 			return "", err
 		}
 		return a.String(), nil
+	case lf.kind == "tap":
+		return "", errors.New("the tap link needs --ip ADDR/PREFIX")
 	}
-	return "", errors.New("the udp link binds one address: give one of this host's addresses with --ip")
+	t, err := soleInterfaceGIDs()
+	if err == nil {
+		var e gidEntry
+		if e, _, err = pickGID(t, -1, false, netip.Addr{}); err == nil {
+			return e.addr().String(), nil
+		}
+	}
+	return "", fmt.Errorf("the udp link binds one address, and %v: give one of this host's addresses with --ip", err)
 }
