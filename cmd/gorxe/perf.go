@@ -56,14 +56,14 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if r.server != "" && r.link.kind == "mem" {
-		fmt.Fprintf(stderr, "%s: a SERVER needs --link udp or tap, not mem\n", name)
+		fmt.Fprintf(stderr, "%s: a SERVER needs --link udp, tap or xdp, not mem\n", name)
 		return exitUsage
 	}
 	if r.p.CommRDMACM && r.link.kind == "mem" {
 		fmt.Fprintf(stderr, "%s: -R and -z connect to a peer: --link udp, tap or xdp, not mem\n", name)
 		return exitUsage
 	}
-	if r.link.kind == "tap" || r.link.ip != "" {
+	if r.link.kind == "tap" || r.link.kind == "xdp" || r.link.ip != "" {
 		if err := r.link.validate(); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 			return exitUsage

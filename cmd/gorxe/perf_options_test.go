@@ -79,7 +79,10 @@ func TestPerfUsageErrors(t *testing.T) {
 		{"atomic_bw -A SWAP", `atomic type "SWAP": want FETCH_AND_ADD or CMP_AND_SWAP`},
 		{"write_bw --fault drop=7", "probability outside 0..1"},
 		{"write_bw --link tap", "--link tap needs --ip"},
-		{"read_lat --link mem somehost", "a SERVER needs --link udp or tap, not mem"},
+		{"read_lat --link mem somehost", "a SERVER needs --link udp, tap or xdp, not mem"},
+		{"write_bw --link xdp", "--link xdp needs --dev IFACE"},
+		{"write_bw --link xdp -R somehost", "--link xdp needs --dev IFACE"},
+		{"write_bw --link xdp --dev lo --ip 10.0.0.1", "--link xdp takes its addresses from --dev lo"},
 		{"write_bw --link tap --ip 10.0.0.1", "--link tap needs --ip ADDR/PREFIX"}, // tap needs a prefix
 		{"send_bw --bogus", "unrecognized option '--bogus'"},
 		{"write_bw --burst_size 8", "Can't enable burst mode when rate limiter is off"},

@@ -37,6 +37,13 @@ func TestQperfCommandLine(t *testing.T) {
 	if code := run([]string{"qperf", "--link", "mem", "host", "rc_bw"}, &out, &errs); code != exitUsage {
 		t.Fatalf("--link mem: %d", code)
 	}
+	// A server's link flags are checked before it waits for a client.
+	for _, args := range [][]string{{"--link", "xdp"}, {"--link", "tap"}, {"--link", "tap", "--ip", "10.0.0.1"}} {
+		errs.Reset()
+		if code := run(append([]string{"qperf"}, args...), &out, &errs); code != exitUsage || !strings.Contains(errs.String(), "needs --") {
+			t.Fatalf("%v: %d %q", args, code, errs.String())
+		}
+	}
 }
 
 // TestQperfLoopback runs gorxe qperf's server and client as a user types

@@ -197,7 +197,7 @@ func (r *rcRun) check() error {
 	if err := r.link.validateCC(); err != nil {
 		return err
 	}
-	if r.link.kind == "tap" || r.link.ip != "" {
+	if r.link.kind == "tap" || r.link.kind == "xdp" || r.link.ip != "" {
 		if err := r.link.validate(); err != nil {
 			return err
 		}

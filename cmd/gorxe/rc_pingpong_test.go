@@ -174,6 +174,7 @@ func TestRCPingpongUsage(t *testing.T) {
 		{[]string{}, exitUsage, "no GID: RoCE needs one: give -g INDEX"},
 		{[]string{"-g", "0", "--link", "mem"}, exitUsage, "--link mem"},
 		{[]string{"-g", "0", "--link", "tap"}, exitUsage, "--link tap needs --ip"},
+		{[]string{"-g", "1", "--link", "xdp"}, exitUsage, "--link xdp needs --dev IFACE"},
 		{[]string{"-g", "1", "-t"}, exitUsage, "-t: the device isn't completion timestamp capable"},
 		{[]string{"-g", "1", "--ts"}, exitUsage, "-t: the device isn't completion timestamp capable"},
 		{[]string{"-g", "1", "-j"}, exitUsage, "-j: the device doesn't support dm allocation"},
