@@ -21,6 +21,7 @@ package main
 // created.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -88,11 +89,22 @@ func buildGIDTable(name string, mac net.HardwareAddr, addrs []netip.Addr) []gidE
 
 // interfaceGIDs returns the GID table of the interface called name.
 func interfaceGIDs(name string) ([]gidEntry, error) {
-	ifi, err := net.InterfaceByName(name)
+	ifi, err := interfaceByName(name)
 	if err != nil {
 		return nil, err
 	}
 	return ifaceTable(ifi)
+}
+
+// interfaceByName is net.InterfaceByName with the error a user reads:
+// "no such network interface", not the net package's "route ip+net: no
+// such network interface".
+func interfaceByName(name string) (*net.Interface, error) {
+	ifi, err := net.InterfaceByName(name)
+	if op := (*net.OpError)(nil); errors.As(err, &op) {
+		err = op.Err
+	}
+	return ifi, err
 }
 
 func ifaceTable(ifi *net.Interface) ([]gidEntry, error) {
@@ -300,9 +312,9 @@ func runShowGids(args []string, stdout, stderr io.Writer) int {
 	}
 	var ifis []net.Interface
 	if len(args) == 1 {
-		ifi, err := net.InterfaceByName(args[0])
+		ifi, err := interfaceByName(args[0])
 		if err != nil {
-			fmt.Fprintf(stderr, "gorxe show_gids: %v\n", err)
+			fmt.Fprintf(stderr, "gorxe show_gids: %s: %v\n", args[0], err)
 			return exitError
 		}
 		ifis = []net.Interface{*ifi}

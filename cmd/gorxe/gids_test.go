@@ -205,3 +205,29 @@ func TestPerfReversed(t *testing.T) {
 		}
 	}
 }
+
+// TestNoSuchInterface checks that a command given an interface the host
+// does not have says so at once, in the words a user reads (not the net
+// package's "route ip+net: ..."), and exits 1: servers included, which
+// would otherwise wait for a client before they open the interface.
+func TestNoSuchInterface(t *testing.T) {
+	for _, args := range [][]string{
+		{"show_gids", "gorxe-nosuch"},
+		{"write_bw", "--link", "xdp", "--dev", "gorxe-nosuch", "-p", "18791"},
+		{"write_bw", "--link", "xdp", "--dev", "gorxe-nosuch", "10.0.0.1"},
+		{"rc_pingpong", "-g", "1", "--link", "xdp", "--dev", "gorxe-nosuch", "-p", "18792"},
+		{"rping", "-s", "--link", "xdp", "--dev", "gorxe-nosuch"},
+	} {
+		var out, errOut bytes.Buffer
+		done := make(chan int)
+		go func() { done <- run(args, &out, &errOut) }()
+		select {
+		case code := <-done:
+			if got := errOut.String(); code != exitError || !strings.Contains(got, "gorxe-nosuch") || !strings.Contains(got, ": no such network interface\n") || strings.Contains(got, "route ip+net") {
+				t.Errorf("%v: exit %d, stderr %q; want 1 and the interface named as missing", args, code, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: still running after 10 s", args)
+		}
+	}
+}

@@ -294,7 +294,7 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 		if err != nil {
 			return fail(fmt.Errorf("couldn't listen to port %d: %w", r.tcpPort, err))
 		}
-		if r.link.kind == "tap" || r.link.ip != "" {
+		if r.link.kind == "tap" || r.link.kind == "xdp" || r.link.ip != "" {
 			// The address is known: set up, print, then wait, as
 			// ibv_rc_pingpong does.
 			dev, err := r.openDevice(nil)

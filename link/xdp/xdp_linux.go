@@ -172,6 +172,10 @@ var _ interface {
 func Open(c Config) (*Link, error) {
 	ifc, err := net.InterfaceByName(c.Interface)
 	if err != nil {
+		// Not the net package's "route ip+net: ..." but what it found.
+		if op := (*net.OpError)(nil); errors.As(err, &op) {
+			err = op.Err
+		}
 		return nil, fmt.Errorf("xdp: interface %q: %w", c.Interface, err)
 	}
 	if ifc.Flags&net.FlagUp == 0 {
