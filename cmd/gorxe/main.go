@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 )
 
@@ -140,6 +142,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout)
 		return exitOK
+	case "version", "--version":
+		fmt.Fprintln(stdout, version())
+		return exitOK
 	}
 	if why, ok := unsupportedTools[args[0]]; ok {
 		fmt.Fprintf(stderr, "gorxe: %s: %s\n", args[0], why)
@@ -180,5 +185,40 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "\tgorxe %s %s\n\t\t%s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "gorxe help COMMAND" for a command's flags.`)
+	fmt.Fprintln(w, `Run "gorxe help COMMAND" for a command's flags, "gorxe version" for the build.`)
+}
+
+// version says which gorxe this is, for a bug report: the module's
+// version (or "(devel)" for a build from a checkout), the commit it was
+// built from, marked "+dirty" if the tree had changes, and the Go that
+// built it.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "gorxe (unknown build) " + runtime.Version()
+	}
+	v := []string{"gorxe", bi.Main.Version}
+	var rev, when string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	// Go 1.24 and later put the commit in a pseudo-version already.
+	if rev = rev[:min(len(rev), 12)]; rev != "" && !strings.Contains(bi.Main.Version, rev) {
+		if dirty {
+			rev += "+dirty"
+		}
+		if when != "" {
+			rev += " (" + when + ")"
+		}
+		v = append(v, rev)
+	}
+	return strings.Join(append(v, bi.GoVersion, runtime.GOOS+"/"+runtime.GOARCH), " ")
 }
