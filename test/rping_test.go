@@ -3,8 +3,11 @@
 package test
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -130,6 +133,32 @@ func TestCMTools(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRstreamDeadPeer kills an rstream client mid-run, so that no DREQ
+// comes: the server waits in its read for ever, as rstream's does, and
+// must still end at SIGTERM, as the C program does, with status 1 and the
+// signal named.
+func TestRstreamDeadPeer(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 1500)
+	args := []string{"-S", "65536", "-C", "1000000", "-I", "4", "-T", "v"}
+	server := start(t, b, append([]string{"rstream", "-b", "10.77.0.2"}, args...)...)
+	time.Sleep(time.Second)
+	client := start(t, a, append([]string{"rstream", "-s", "10.77.0.2"}, args...)...)
+	time.Sleep(time.Second) // connected, and streaming
+	client.cmd.Process.Kill()
+	client.wait(t, 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	if err := server.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := server.wait(t, 5*time.Second)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(server.errOut.String(), "terminated signal received") {
+		t.Fatalf("server after SIGTERM: %v\nstdout:\n%s\nstderr:\n%s", err, server.out.String(), server.errOut.String())
 	}
 }
 

@@ -455,7 +455,7 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(fmt.Errorf("rconnect failed: %w", err))
 		}
-		if err := cmtool.RcopyClient(conn, r.rcopySrc, r.rcopyDst, stdout); err != nil {
+		if err := untilSignal(ctx, func() error { return cmtool.RcopyClient(conn, r.rcopySrc, r.rcopyDst, stdout) }); err != nil {
 			fmt.Fprintln(stdout)
 			return fail(err)
 		}
@@ -465,11 +465,13 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		defer l.Close()
-		if err := cmtool.RcopyServer(ctx, l, stdout); err != nil && ctx.Err() == nil {
+		if err := untilSignal(ctx, func() error { return cmtool.RcopyServer(ctx, l, stdout) }); err != nil && ctx.Err() == nil {
 			return fail(err)
 		}
 	case (tool == "rstream" || tool == "riostream") && client:
-		if err := cmtool.Rstream(r.rs, cmtool.RstreamDialer(ctx, m, server, bind, false), nil, stdout); err != nil {
+		if err := untilSignal(ctx, func() error {
+			return cmtool.Rstream(r.rs, cmtool.RstreamDialer(ctx, m, server, bind, false), nil, stdout)
+		}); err != nil {
 			return fail(err)
 		}
 	case tool == "rstream" || tool == "riostream":
@@ -478,7 +480,9 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		defer l.Close()
-		if err := cmtool.Rstream(r.rs, nil, cmtool.RstreamAcceptor(ctx, l, nil), stdout); err != nil {
+		if err := untilSignal(ctx, func() error {
+			return cmtool.Rstream(r.rs, nil, cmtool.RstreamAcceptor(ctx, l, nil), stdout)
+		}); err != nil {
 			return fail(err)
 		}
 	case tool == "udpong":
@@ -730,4 +734,20 @@ func udpongSockets(ctx context.Context, r *cmToolRun, peer netip.Addr, client bo
 		return fail(err)
 	}
 	return exitOK
+}
+
+// untilSignal runs fn and returns its error, or, as soon as a signal ends
+// ctx, the signal's: a stream over rsockets whose peer went silent (its
+// host died; no DREQ will come) waits in a read for ever, as rstream's
+// rrecv does, and the C program still dies of SIGTERM or Ctrl-C, which it
+// does not catch. fn's goroutine is left behind, for the process's exit.
+func untilSignal(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
