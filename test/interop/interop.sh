@@ -553,10 +553,10 @@ session() {
 			local mtu="-m $m"; [ "$t" = ud_pingpong ] && mtu="" # ibv_ud_pingpong has no -m
 			local gid="$x 1"; [ "$ip" = 6 ] && gid="$x \$gid6"
 			local peer=""; [ "$dir" = gorxe-server ] && peer=$([ "$l" = xdp ] && echo 10.9.0.3 || echo 10.9.0.1)
-			local stop="timeout 120"
+			local stop="timeout -k 10 120"
 			if infinite "$fl"; then
-				stop="timeout -s INT 8" # the client
-				[ "$dir" = rxe-server ] && stop="timeout -s INT 14"
+				stop="timeout -k 10 -s INT 8" # the client
+				[ "$dir" = rxe-server ] && stop="timeout -k 10 -s INT 14"
 			fi
 			local opts="$(cmdline "$peer" "$gid $mtu $(args "$t" "$size" "$fl") $(flagsof "$fl")" "$fl")"
 			local vmc="$(vmcmd "$t") $opts"
@@ -628,15 +628,15 @@ session() {
 		# 0 and 10.9.0.1 at 1; the tap link's device has only its --ip.
 		local gidx=""; [[ $t == *_pingpong ]] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
 		local mtu="-m $m"; [ "$t" = ud_pingpong ] && mtu=""
-		local stop="timeout 150"
+		local stop="timeout -k 10 150"
 		if infinite "$fl"; then
-			stop="timeout -s INT 8" # the client
-			[ "$dir" = gorxe-server ] && stop="timeout -s INT 14"
+			stop="timeout -k 10 -s INT 8" # the client
+			[ "$dir" = gorxe-server ] && stop="timeout -k 10 -s INT 14"
 		fi
 		if cmcase "$t"; then
-			[ "$t/$dir" = rping-rej/gorxe-server ] && stop="timeout 20" # it listens on, unasked
-			[ "$t/$dir" = cmtime/gorxe-server ] && stop="timeout 20" # an older cmtime's client syncs nothing
-			[ "$t/$dir" = rcopy/gorxe-server ] && stop="timeout -s INT 10" # it serves until stopped
+			[ "$t/$dir" = rping-rej/gorxe-server ] && stop="timeout -k 10 20" # it listens on, unasked
+			[ "$t/$dir" = cmtime/gorxe-server ] && stop="timeout -k 10 20" # an older cmtime's client syncs nothing
+			[ "$t/$dir" = rcopy/gorxe-server ] && stop="timeout -k 10 -s INT 10" # it serves until stopped
 			ip netns exec $ns $stop "$cache/gorxe" $(host_cm "$dir" "$t" "$ip" "$size") > "$run/gorxe.$n.out" 2>&1
 		else
 			ip netns exec $ns $stop "$cache/gorxe" ${t%%:*} $(cmdline "$peer" "$link $gidx $mtu $(args "$t" "$size" "$fl") $(flagsof "$fl") --give-up 30s" "$fl") > "$run/gorxe.$n.out" 2>&1
