@@ -306,6 +306,17 @@ func (l *linkFlags) validate() error {
 	return nil
 }
 
+// validateEarly is validate for what can be checked before anything is
+// known of the peer: everything but a udp link without --ip, whose
+// address a server learns from its client and a client from the route
+// to its server.
+func (l *linkFlags) validateEarly() error {
+	if l.kind == "udp" && l.ip == "" {
+		return nil
+	}
+	return l.validate()
+}
+
 // open opens the link the flags describe. The mem link is not opened here:
 // it joins two devices in one process.
 func (l *linkFlags) open() (link.Link, error) {

@@ -63,11 +63,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: -R and -z connect to a peer: --link udp, tap or xdp, not mem\n", name)
 		return exitUsage
 	}
-	if r.link.kind == "tap" || r.link.kind == "xdp" || r.link.ip != "" {
-		if err := r.link.validate(); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return exitUsage
-		}
+	if err := r.link.validateEarly(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitUsage
 	}
 	f, err := perftest.ParseFaults(r.faults)
 	if err != nil {

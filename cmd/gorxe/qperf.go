@@ -117,12 +117,9 @@ func runQperf(args []string, stdout, stderr io.Writer) int {
 	if err := r.link.validateCC(); err != nil {
 		return badCommandLine(stderr, name, err)
 	}
-	if r.link.kind != "udp" || r.link.ip != "" {
-		// Checked now: a server opens its device only when a client
-		// comes.
-		if err := r.link.validate(); err != nil {
-			return badCommandLine(stderr, name, err)
-		}
+	// Checked now: a server opens its device only when a client comes.
+	if err := r.link.validateEarly(); err != nil {
+		return badCommandLine(stderr, name, err)
 	}
 	r.link.log = stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

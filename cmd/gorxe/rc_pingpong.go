@@ -197,10 +197,8 @@ func (r *rcRun) check() error {
 	if err := r.link.validateCC(); err != nil {
 		return err
 	}
-	if r.link.kind == "tap" || r.link.kind == "xdp" || r.link.ip != "" {
-		if err := r.link.validate(); err != nil {
-			return err
-		}
+	if err := r.link.validateEarly(); err != nil {
+		return err
 	}
 	if r.link.kind == "xdp" && r.gidIndex < 0 {
 		return fmt.Errorf("no GID: RoCE needs one: give -g INDEX (gorxe show_gids %s)", cmp.Or(r.link.dev, "IFACE"))

@@ -244,7 +244,7 @@ func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string,
 		}
 		return a.String(), nil
 	case lf.kind == "tap":
-		return "", errors.New("the tap link needs --ip ADDR/PREFIX")
+		return "", lf.validate() // the tap link needs its --ip
 	}
 	t, err := soleInterfaceGIDs()
 	if err == nil {
