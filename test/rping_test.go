@@ -13,7 +13,8 @@ import (
 )
 
 // TestRping runs gorxe rping between two namespaces joined by a veth, over
-// the udp link (IPv4, IPv6, and a server given no address) and the xdp
+// the udp link (IPv4, IPv6, and a server given no address or an
+// unspecified one) and the xdp
 // link, with -C 50 -v -V: the
 // connection is made by the connection managers on QP 1, with no TCP; each
 // side prints a line a ping, and the server ends when the client
@@ -34,6 +35,11 @@ func TestRping(t *testing.T) {
 		// As rping's server is typed: no address, the host's only
 		// interface's taken.
 		{"udp/any", "10.77.0.2", "10.77.0.1", nil, nil, nil},
+		// -a with an unspecified address: any of the interface's
+		// addresses of that family (the server took its IPv4 one for
+		// -a :: before, and an IPv6 client's REQ went unanswered).
+		{"udp/any6", "fd77::2", "fd77::1", nil, []string{"-a", "::"}, nil},
+		{"udp/any4", "10.77.0.2", "10.77.0.1", nil, []string{"-a", "0.0.0.0"}, nil},
 		{"xdp/IPv4", "10.77.0.2", "10.77.0.1", []string{"--link", "xdp"}, []string{"-a", "10.77.0.2", "--dev", "vb"}, []string{"--dev", "va"}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
@@ -97,6 +103,13 @@ func TestCMTools(t *testing.T) {
 			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
 		{"udaddy", []string{"udaddy", "-c", "2"}, []string{"udaddy", "-s", "10.77.0.2", "-c", "2"},
 			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
+		// Bound to an unspecified address: any of the interface's of that
+		// family (an error before: the udp link binds a specific one).
+		{"ucmatose/any6", []string{"ucmatose", "-b", "::"}, []string{"ucmatose", "-s", "fd77::2", "-f", "ipv6"},
+			"return status 0\n", "return status 0\n", []string{"data transfers complete"}},
+		{"rstream/any4", []string{"rstream", "-b", "0.0.0.0", "-S", "1000", "-C", "10", "-T", "v"},
+			[]string{"rstream", "-s", "10.77.0.2", "-S", "1000", "-C", "10", "-T", "v"},
+			"", "", []string{"\ncustom    1000    10      1       "}},
 		// mckey's receiver (two QPs in the group) and sender: IGMP joins
 		// across the veth, and the group's messages.
 		{"mckey", []string{"mckey", "-m", "239.77.0.1", "--ip", "10.77.0.2", "-c", "2", "-S", "1000"},

@@ -205,7 +205,7 @@ func cmToolOptions(tool string) []cmToolOption {
 		cmToolOption{'h', "help", no, honoured, true, "print this help", flag(func(r *cmToolRun) *bool { return &r.help })})
 	return append(opts, linkOptions(func(r *cmToolRun) *linkFlags { return &r.link },
 		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host) or xdp (AF_XDP on --dev's interface, root)",
-		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the route to the server's host; a server must give it)")...)
+		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the route to the server's host; a server's, the address of the host's only interface)")...)
 }
 
 func parseCMTool(tool string, args []string) (*cmToolRun, error) {
@@ -431,6 +431,9 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		if bind, err = resolveHost(r.bind); err != nil {
 			return fail(err)
 		}
+		if bind.IsUnspecified() {
+			bind = netip.Addr{} // any address: the one cmLocal chose
+		}
 	}
 	server := netip.AddrPortFrom(peer, uint16(r.port))
 	switch {
@@ -606,6 +609,9 @@ func overTCP(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, fa
 		var err error
 		if bind, err = resolveHost(r.bind); err != nil {
 			return fail(err)
+		}
+		if bind.IsUnspecified() {
+			bind = netip.Addr{} // any address: the one cmLocal chose
 		}
 	}
 	l, err := listenOOB(ctx, bind, r.port)

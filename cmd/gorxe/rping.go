@@ -230,8 +230,17 @@ func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, 
 // address perftest would choose of the host's only interface with one,
 // where the kernel's rdma_cm, listening on every address, would be
 // reached. A server with none of them is refused, as the udp link binds
-// one address.
+// one address. An unspecified address given as the source (-b 0.0.0.0)
+// or as a server's peer (rping -s -a ::) asks for any address of its
+// family: the interface's IPv6 one for ::, its IPv4 one for 0.0.0.0.
 func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string, error) {
+	ipv6 := false
+	if a, err := netip.ParseAddr(source); err == nil && a.IsUnspecified() {
+		source, ipv6 = "", a.Is6()
+	}
+	if !client && peer.IsUnspecified() {
+		ipv6 = peer.Is6()
+	}
 	switch {
 	case lf.ip != "" || lf.kind == "xdp":
 		return lf.ip, nil
@@ -249,7 +258,7 @@ func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string,
 	t, err := soleInterfaceGIDs()
 	if err == nil {
 		var e gidEntry
-		if e, _, err = pickGID(t, -1, false, netip.Addr{}); err == nil {
+		if e, _, err = pickGID(t, -1, ipv6, netip.Addr{}); err == nil {
 			return e.addr().String(), nil
 		}
 	}
