@@ -93,7 +93,7 @@ type Params struct {
 	Size    int    // -s: message size in bytes
 	Iters   int    // -n: messages
 	AllSize bool   // -a: every size from 2 to 8 MiB
-	MTU     qp.MTU // -m: path MTU
+	MTU     qp.MTU // -m: path MTU; 0 is the port's active MTU (RunRemote) or 1024 (RunLocal)
 	TxDepth int    // -t: send work requests outstanding
 	RxDepth int    // -r: receives posted (send tests)
 	CQMod   int    // -Q: one signaled send in CQMod

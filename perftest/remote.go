@@ -36,6 +36,21 @@ type RemoteOptions struct {
 // takes (qp.MaxRdAtomic, rxe's 128).
 const maxOutReads = qp.MaxRdAtomic
 
+// PortMTU returns the path MTU perftest's set_mtu takes on a port whose
+// active MTU is active: the port's when -m is not given (want 0), else
+// want, but never more than the port's. When it lowers want it also
+// returns the lines perftest prints then, which name the active MTU by
+// its enum value (3 for 1024), as perftest's do.
+func PortMTU(want, active qp.MTU) (qp.MTU, string) {
+	switch {
+	case want == 0:
+		return active, ""
+	case want > active:
+		return active, fmt.Sprintf("Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", active)
+	}
+	return want, ""
+}
+
 // RunRemote runs one side of test p with its peer on another host,
 // speaking perftest's exchange on opt.Conn. The client drives the traffic
 // and returns its measurements; the server returns the client's
@@ -45,14 +60,10 @@ const maxOutReads = qp.MaxRdAtomic
 // listened on opt.Conn is the test's client, and the side that dialled its
 // server.
 func RunRemote(ctx context.Context, p Params, opt RemoteOptions) ([]Result, error) {
+	p.MTU, _ = PortMTU(p.MTU, opt.Dev.MTU())
 	p.Defaults()
 	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if p.datagram() {
-		// A UD message must fit the port's MTU, which perftest's set_mtu
-		// never goes above.
-		p.MTU = min(p.MTU, opt.Dev.MTU())
 	}
 	// server is this side's role in the test; the Conn's role (who
 	// listened) orders the exchange's reads and writes.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 )
 
@@ -243,7 +244,7 @@ func TestAddressesBeforeRun(t *testing.T) {
 func TestRemoteReversed(t *testing.T) {
 	for _, tt := range []Test{WriteBW, SendBW, ReadBW, ReadLat, WriteLat} {
 		t.Run(string(tt), func(t *testing.T) {
-			p := Params{Test: tt, Iters: 200, Check: true, Reversed: true}
+			p := Params{Test: tt, Iters: 200, MTU: qp.MTU1024, Check: true, Reversed: true}
 			if !tt.IsLatency() {
 				p.Size = 10000
 			}

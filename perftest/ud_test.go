@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/netip"
@@ -139,7 +140,10 @@ func TestRemoteUD(t *testing.T) {
 		}{
 			{"send_bw", Params{Test: SendBW, Size: 1024, NumQPs: 2}, 1},
 			{"send_lat", Params{Test: SendLat, Size: 500}, 1},
-			{"send_bw/all", Params{Test: SendBW, AllSize: true, Iters: 100}, 10},
+			// -a stops at the MTU: the port's active MTU, 4096 on the
+			// mem link, with no -m (2 ... 4096 bytes), or -m's.
+			{"send_bw/all", Params{Test: SendBW, AllSize: true, Iters: 100}, 12},
+			{"send_bw/all/m1024", Params{Test: SendBW, AllSize: true, Iters: 100, MTU: qp.MTU1024}, 10},
 		} {
 			t.Run(fam.name+"/"+tc.name, func(t *testing.T) {
 				p := tc.p
@@ -166,8 +170,9 @@ func TestRemoteUD(t *testing.T) {
 						t.Fatalf("result %d: %+v", i, r)
 					}
 				}
-				if last := c[len(c)-1]; last.BW != nil && last.BW.Size != 1024 {
-					t.Errorf("last size %d, want the MTU", last.BW.Size)
+				mtu := cmp.Or(p.MTU, qp.MTU4096).Bytes()
+				if last := c[len(c)-1]; tc.p.AllSize && last.BW.Size != mtu {
+					t.Errorf("last size %d, want the MTU, %d", last.BW.Size, mtu)
 				}
 				if got := c[0].Remote.GID; got != netip.MustParseAddr(fam.b) && got.Unmap() != netip.MustParseAddr(fam.b) {
 					t.Errorf("the client's peer GID %v, want %s", got, fam.b)

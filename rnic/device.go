@@ -54,6 +54,8 @@ import (
 	"github.com/gorxe/gorxe/trace"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
+	"github.com/gorxe/gorxe/wire/immdt"
+	"github.com/gorxe/gorxe/wire/reth"
 )
 
 // Config says how to open a device.
@@ -321,9 +323,13 @@ func (d *Device) MTU() qp.MTU {
 	return qp.MTU256
 }
 
-// maxHeaders is the most a RoCE v2 packet adds to its payload: IPv6, UDP,
-// the longest transport header chain (40, an atomic), pad and ICRC.
-const maxHeaders = wire.IPv6Len + wire.UDPLen + 40 + 3 + wire.ICRCLen
+// maxHeaders is the most a RoCE v2 packet adds to a whole MTU of payload:
+// IPv6, UDP, the longest header chain that carries a payload (BTH, RETH
+// and ImmDt: an RDMA WRITE with immediate) and the ICRC; a whole MTU needs
+// no pad. 84 bytes: a 4176-byte link carries path MTU 2048, where rxe,
+// which allows 80 (RXE_MAX_HDR_LENGTH), takes 4096 and sends such a WRITE
+// over IPv6 4 bytes above the link's MTU.
+const maxHeaders = wire.IPv6Len + wire.UDPLen + bth.Len + reth.Len + immdt.Len + wire.ICRCLen
 
 // AllocPD allocates a protection domain.
 func (d *Device) AllocPD() *mr.PD { return d.mrs.AllocPD() }

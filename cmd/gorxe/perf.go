@@ -164,6 +164,15 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		defer ep.close()
 		gidIndex = ep.gidIndex
+		// perftest's set_mtu, before its banner: the port's active MTU
+		// unless -m asks for less.
+		mtu, note := perftest.PortMTU(qp.MTUFromBytes(r.mtu), ep.dev.MTU())
+		p.MTU = mtu
+		if quiet {
+			fmt.Fprint(stderr, note)
+		} else {
+			fmt.Fprint(stdout, note)
+		}
 		if !quiet {
 			perftest.PrintBanner(stdout, &p, perftest.BannerInfo{Device: ep.dev.Name(), GIDIndex: ep.gidIndex, Server: r.testServer()})
 		}
@@ -293,9 +302,11 @@ func init() {
 // with perftest's defaults filled in.
 func (r *perfRun) params() (perftest.Params, error) {
 	p := r.p
-	p.MTU = qp.MTUFromBytes(r.mtu)
-	if p.MTU == 0 {
-		return p, fmt.Errorf("-m %d: the MTU is 256, 512, 1024, 2048 or 4096", r.mtu)
+	if r.mtu != 0 {
+		p.MTU = qp.MTUFromBytes(r.mtu)
+		if p.MTU == 0 {
+			return p, fmt.Errorf("-m %d: the MTU is 256, 512, 1024, 2048 or 4096", r.mtu)
+		}
 	}
 	p.Atomic = strings.ToUpper(p.Atomic)
 	p.Timeout = uint8(r.timeout)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -267,5 +268,37 @@ func TestPerfUseSRQ(t *testing.T) {
 	if code := run([]string{"write_bw", "--link", "mem", "--use-srq"}, &out, &errOut); code == 0 ||
 		!strings.Contains(errOut.String(), "Using SRQ only avavilible in SEND / SEND_IMM tests.") {
 		t.Errorf("write_bw --use-srq: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestPerfPortMTU: as perftest's set_mtu, a side takes its port's active
+// MTU when -m is not given, and lowers a larger -m to it, saying so in
+// perftest's words (the active MTU by its enum value, 3 for 1024) just
+// before its banner; the run then goes on at the smaller of both sides' MTUs.
+// The udp link's --link-mtu is the port's interface MTU here: 1500 carries
+// 1024, the loopback's 65536 carries 4096. Before, a -m above what the link
+// carries sent packets the link could not carry, and no send completed.
+func TestPerfPortMTU(t *testing.T) {
+	const note = "Requested mtu is higher than active mtu \nChanging to active mtu - 3\n"
+	for _, tc := range []struct {
+		server, client []string
+		mtus           [2]string // the server's banner, the client's
+		notes          [2]bool
+	}{
+		{[]string{"-m", "4096", "--link-mtu", "1500"}, []string{"-m", "4096", "--link-mtu", "1500"}, [2]string{"1024", "1024"}, [2]bool{true, true}},
+		{nil, nil, [2]string{"4096", "4096"}, [2]bool{}},
+		{[]string{"-m", "2048"}, []string{"--link-mtu", "1500"}, [2]string{"2048", "1024"}, [2]bool{}},
+		{[]string{"--link-mtu", "1500"}, []string{"-m", "4096"}, [2]string{"1024", "4096"}, [2]bool{}},
+	} {
+		args := []string{"-n", "20", "-s", "10000", "--check"}
+		srv, cli := pingpongPair(t, "write_bw", append([]string{"--ip", "127.0.0.1"}, append(args, tc.server...)...), append(slices.Clone(args), tc.client...))
+		for i, r := range []ran{srv, cli} {
+			ok := r.code == 0 && strings.Contains(r.out, "data check: ok") &&
+				strings.Contains(r.out, " Mtu             : "+tc.mtus[i]+"[B]\n") &&
+				strings.Contains(r.out, note+"----") == tc.notes[i] && strings.Contains(r.out, "Requested mtu") == tc.notes[i]
+			if !ok {
+				t.Errorf("server %v, client %v: side %d: exit %d, want Mtu %s and the note %v\n%s\nstderr: %s", tc.server, tc.client, i, r.code, tc.mtus[i], tc.notes[i], r.out, r.errOut)
+			}
+		}
 	}
 }

@@ -103,7 +103,7 @@ func perfOptions() []perfOption {
 			return nil
 		}},
 		{'a', "all", no, honoured, false, "every size from 2 bytes to 8 MiB", flag(func(r *perfRun) *bool { return &r.p.AllSize })},
-		{'m', "mtu", req, honoured, false, "path MTU in bytes: 256 ... 4096 (the smaller of both sides' is used)", num(func(r *perfRun) *int { return &r.mtu })},
+		{'m', "mtu", req, honoured, false, "path MTU in bytes: 256 ... 4096, at most the port's active MTU (the default; 1024 with --link mem); the smaller of both sides' is used", num(func(r *perfRun) *int { return &r.mtu })},
 		{'t', "tx-depth", req, honoured, false, "send work requests in flight (128; 1 for latency tests)", numIn(1, 15000, "Tx depth", func(r *perfRun) *int { return &r.p.TxDepth })},
 		{'r', "rx-depth", req, honoured, false, "receives posted (send tests; 512)", numIn(1, 16384, "Rx depth", func(r *perfRun) *int { return &r.p.RxDepth })},
 		{'Q', "cq-mod", req, honoured, false, "one signaled send in this many (100)", numIn(1, 1024, "CQ moderation", func(r *perfRun) *int { return &r.p.CQMod })},
@@ -445,7 +445,6 @@ func parsePerf(t perftest.Test, args []string) (*perfRun, error) {
 		tcpPort:  perftest.DefaultPort,
 		ibPort:   1,
 		gidIndex: -1,
-		mtu:      1024,
 		timeout:  14,
 		tos:      -1,
 		link:     linkFlags{port: wire.UDPPort},

@@ -145,7 +145,7 @@ var perfCommandLines = []struct {
 	{perftest.ReadBW, "-d rxe0 -F", "dev=rxe0"},
 	{perftest.ReadBW, "-d rxe0 -x 1 -s 65536 10.0.0.1", "dev=rxe0 gid=1 server=10.0.0.1 size=65536"},
 	{perftest.ReadBW, "-a -d mlx5_1 -F 10.1.1.1", "all=true dev=mlx5_1 server=10.1.1.1"},
-	{perftest.ReadBW, "-s 1K --iters 200 -m 1024", "iters=200 size=1024"},
+	{perftest.ReadBW, "-s 1K --iters 200 -m 1024", "iters=200 mtu=1024 size=1024"},
 	{perftest.SendBW, "-d rxe0 -x 1 -a -F", "all=true dev=rxe0 gid=1"},
 	{perftest.SendBW, "-d rxe0 -r 1024 -s 8192 10.0.0.1", "dev=rxe0 rx=1024 server=10.0.0.1 size=8192"},
 	{perftest.SendBW, "--rx-depth=128 -e", "events=true rx=128"},
