@@ -111,6 +111,38 @@ func TestRDMACMServerAddress(t *testing.T) {
 	}
 }
 
+// TestServerDefaultRoute: on a host with two interfaces that have
+// addresses, a server given none (write_bw -R, rping -s) takes the one the
+// default route leaves by, says so on stderr, and a client that reaches
+// it there connects. (Without a default route it refuses:
+// TestRDMACMServerAddress.)
+func TestServerDefaultRoute(t *testing.T) {
+	needRoot(t)
+	n, c, d := newNS(t, "n"), newNS(t, "c"), newNS(t, "d")
+	vethPair(t, n, c, 1500) // n's va: 10.77.0.1
+	n.ip(t, "link", "add", "vx", "type", "veth", "peer", "name", "vy", "netns", d.name)
+	n.ip(t, "addr", "add", "10.76.0.1/24", "dev", "vx")
+	n.ip(t, "link", "set", "vx", "up")
+	d.ip(t, "addr", "add", "10.76.0.2/24", "dev", "vy")
+	d.ip(t, "link", "set", "vy", "up")
+	n.ip(t, "route", "add", "default", "via", "10.76.0.2")
+	const note = "2 interfaces have addresses (va, vx): taking vx, which the default route leaves by; give --ip for another"
+	for _, tc := range []struct {
+		name     string
+		srv, cli []string
+	}{
+		{"write_bw -R", []string{"write_bw", "-R", "-n", "20", "--check"}, []string{"write_bw", "-R", "-n", "20", "--check", "10.76.0.1"}},
+		{"rping", []string{"rping", "-s", "-C", "3"}, []string{"rping", "-c", "-a", "10.76.0.1", "-C", "3", "-V"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := pair(t, n, d, tc.srv, tc.cli)
+			if !strings.Contains(srv.errOut.String(), note) {
+				t.Errorf("the server's stderr does not say %q:\n%s", note, srv.errOut.String())
+			}
+		})
+	}
+}
+
 // TestRDMACMUDLinks runs send_bw (-q 2, and -b) and send_lat on UD QPs
 // with -R (rdma_cm's UDP port space: each QP resolved with a SIDR_REQ,
 // the server's QPN and rdma_cm's Q_Key in the SIDR_REP, the client's QPN

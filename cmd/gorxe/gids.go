@@ -163,20 +163,23 @@ func localGIDs(addr netip.Addr) (string, []gidEntry, error) {
 	return loop.Name, append(t, gidEntry{GID: netip.AddrFrom16(want.As16()), Iface: loop.Name, Usable: true}), nil
 }
 
-// soleInterfaceGIDs returns the GID table of the host's only interface
-// that could carry RoCE: up, not the loopback, and holding an address
-// other than a link-local one. It is what a server that has no address
-// to learn from a client (-R on the udp link) binds to without --ip, as
+// soleInterfaceGIDs returns the GID table of the interface a server that
+// has no address to learn from a client (-R on the udp link, rping -s)
+// binds to: the host's only interface that could carry RoCE (up, not the
+// loopback, holding an address other than a link-local one), as
 // perftest's -d names the one RDMA device, bound to one interface, that
-// such a host has. With none or several it says which, for the user to
-// choose.
-func soleInterfaceGIDs() ([]gidEntry, error) {
+// such a host has. When several could, it takes the one the default
+// route leaves by, as rxe0 is most often bound to the host's main
+// interface, and returns a note that says so, for a user who wants
+// another. With none, or several and no default route through one of
+// them, it says which, for the user to choose.
+func soleInterfaceGIDs() (table []gidEntry, note string, err error) {
 	ifis, err := net.Interfaces()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var names []string
-	var sole []gidEntry
+	var tables [][]gidEntry
 	for i, ifi := range ifis {
 		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagLoopback != 0 {
 			continue
@@ -187,16 +190,32 @@ func soleInterfaceGIDs() ([]gidEntry, error) {
 		}
 		if slices.ContainsFunc(t, func(e gidEntry) bool { return e.Usable && !e.GID.Unmap().IsLinkLocalUnicast() }) {
 			names = append(names, ifi.Name)
-			sole = t
+			tables = append(tables, t)
 		}
 	}
 	switch len(names) {
 	case 0:
-		return nil, fmt.Errorf("no interface but the loopback has an address")
+		return nil, "", fmt.Errorf("no interface but the loopback has an address")
 	case 1:
-		return sole, nil
+		return tables[0], "", nil
 	}
-	return nil, fmt.Errorf("%d interfaces have addresses (%s)", len(names), strings.Join(names, ", "))
+	several := fmt.Sprintf("%d interfaces have addresses (%s)", len(names), strings.Join(names, ", "))
+	// The default route's source address, found as a client finds its
+	// route to a server: by the kernel's choice for a documentation
+	// address (RFC 5737, RFC 3849), to which nothing is sent.
+	for _, probe := range []string{"192.0.2.1", "2001:db8::1"} {
+		src, err := routeSource(probe)
+		if err != nil {
+			continue
+		}
+		g := netip.AddrFrom16(src.As16())
+		for i, t := range tables {
+			if slices.ContainsFunc(t, func(e gidEntry) bool { return e.GID == g }) {
+				return t, fmt.Sprintf("%s: taking %s, which the default route leaves by; give --ip for another", several, names[i]), nil
+			}
+		}
+	}
+	return nil, "", errors.New(several)
 }
 
 // gidsHint says where a user finds entry i of iface's table t: show_gids,

@@ -60,7 +60,10 @@ func openRemoteCM(ctx context.Context, r *perfRun, name string, stdout io.Writer
 	default:
 		// No client to learn an address from: the host's only
 		// interface with one, as rxe0 is bound to one.
-		t, err := soleInterfaceGIDs()
+		t, note, err := soleInterfaceGIDs()
+		if note != "" {
+			fmt.Fprintf(r.link.log, "%s: %s\n", name, note)
+		}
 		if err != nil {
 			return fail(fmt.Errorf("-R and -z on the udp link: the server needs its address, and %v: give it with --ip or --bind_source_ip", err))
 		}

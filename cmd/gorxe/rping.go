@@ -255,7 +255,10 @@ func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string,
 	case lf.kind == "tap":
 		return "", lf.validate() // the tap link needs its --ip
 	}
-	t, err := soleInterfaceGIDs()
+	t, note, err := soleInterfaceGIDs()
+	if note != "" && lf.log != nil {
+		fmt.Fprintf(lf.log, "gorxe: %s\n", note)
+	}
 	if err == nil {
 		var e gidEntry
 		if e, _, err = pickGID(t, -1, ipv6, netip.Addr{}); err == nil {
