@@ -205,7 +205,7 @@ func cmToolOptions(tool string) []cmToolOption {
 		cmToolOption{'h', "help", no, honoured, true, "print this help", flag(func(r *cmToolRun) *bool { return &r.help })})
 	return append(opts, linkOptions(func(r *cmToolRun) *linkFlags { return &r.link },
 		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host) or xdp (AF_XDP on --dev's interface, root)",
-		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the route to the server's host; a server's, the address of the host's only interface)")...)
+		"this host's address, ADDR or ADDR/PREFIX; tap needs the prefix (udp default: the route to the server's host; a server's, that of the host's only interface, or of the default route's of several)")...)
 }
 
 func parseCMTool(tool string, args []string) (*cmToolRun, error) {
