@@ -304,6 +304,10 @@ func (m *model) packet(cp *capture.Packet, ro role, send int) {
 		pk.Opcode = "MALFORMED"
 		pk.Anomaly = "malformed"
 		pk.Text = "Not a RoCE v2 packet gorxe can parse (" + cp.Err.Error() + "): a receiver drops it."
+		if errors.Is(cp.Err, wire.ErrOpcode) {
+			// XRC's, say: rxe drops it, a NIC that has the service may not.
+			pk.Text = "A packet whose opcode gorxe does not read (" + cp.Err.Error() + "): rxe drops it; a NIC that has its service may take it, which this explanation cannot follow."
+		}
 		m.r.Packets = append(m.r.Packets, pk)
 		return
 	}

@@ -229,7 +229,8 @@ func roceUDPPayload(frame []byte) int {
 
 // TestDecodeCorrupted flips a payload byte of the first RoCE packet, which
 // breaks its ICRC, and makes the second one's opcode reserved, which makes
-// it malformed.
+// it malformed; the next five get opcodes gorxe does not parse, each named
+// with what it is.
 func TestDecodeCorrupted(t *testing.T) {
 	c := readCapture(t, mtu1024)
 	var roce []int
@@ -244,6 +245,22 @@ func TestDecodeCorrupted(t *testing.T) {
 	second := bytes.Clone(c.Frames[roce[1]])
 	second[roceUDPPayload(second)] = 0x15 // reserved RC opcode
 	c.Frames[roce[1]] = second
+	// Opcodes gorxe does not parse are named, with what they are.
+	others := []struct {
+		op   byte
+		want string
+	}{
+		{0xa4, "unsupported opcode 0xa4 (XRC_SEND_ONLY: XRC, which gorxe, like rxe, does not have)"},
+		{0x44, "unsupported opcode 0x44 (RD_SEND_ONLY: Reliable Datagram, which no RoCE NIC has)"},
+		{0xe0, "unsupported opcode 0xe0 (manufacturer-specific)"},
+		{0x80, "unsupported opcode 0x80 (InfiniBand's CNP; RoCE v2's is 0x81)"},
+		{0x1c, "payload on an opcode that carries none: RC_FLUSH"},
+	}
+	for i, o := range others {
+		f := bytes.Clone(c.Frames[roce[2+i]])
+		f[roceUDPPayload(f)] = o.op
+		c.Frames[roce[2+i]] = f
+	}
 	path := writePcap(t, c)
 
 	code, out, errOut := runDecodeFile(t, path)
@@ -254,10 +271,15 @@ func TestDecodeCorrupted(t *testing.T) {
 	if !strings.HasPrefix(ls[0], "    1 ") || !strings.HasSuffix(ls[0], " payload=1024 icrc=BAD") {
 		t.Errorf("corrupted packet: %q", ls[0])
 	}
-	if want := "    2   1.193138 10.9.0.3 -> 10.9.0.2 malformed: wire: unsupported opcode"; ls[1] != want {
+	if want := "    2   1.193138 10.9.0.3 -> 10.9.0.2 malformed: wire: unsupported opcode 0x15 (reserved in RC)"; ls[1] != want {
 		t.Errorf("malformed packet:\n got %q\nwant %q", ls[1], want)
 	}
-	if got, want := ls[len(ls)-1], "1120 RoCE packets, 150 other frames skipped, 1 bad ICRC, 1 malformed"; got != want {
+	for i, o := range others {
+		if !strings.HasSuffix(ls[2+i], " malformed: wire: "+o.want) {
+			t.Errorf("opcode %#x: %q, want it to end %q", o.op, ls[2+i], o.want)
+		}
+	}
+	if got, want := ls[len(ls)-1], "1120 RoCE packets, 150 other frames skipped, 1 bad ICRC, 6 malformed"; got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 
@@ -266,11 +288,21 @@ func TestDecodeCorrupted(t *testing.T) {
 	if !strings.Contains(ls[0], `"icrc":"bad"`) {
 		t.Errorf("JSON of corrupted packet: %s", ls[0])
 	}
-	if want := `{"index":2,"time":1.193138,"src":"10.9.0.3","dst":"10.9.0.2","error":"wire: unsupported opcode"}`; ls[1] != want {
+	if want := `{"index":2,"time":1.193138,"src":"10.9.0.3","dst":"10.9.0.2","error":"wire: unsupported opcode 0x15 (reserved in RC)"}`; ls[1] != want {
 		t.Errorf("JSON of malformed packet:\n got %s\nwant %s", ls[1], want)
 	}
-	if want := `{"summary":{"roce_packets":1120,"other_frames":150,"bad_icrc":1,"malformed":1}}`; ls[len(ls)-1] != want {
+	if want := `{"summary":{"roce_packets":1120,"other_frames":150,"bad_icrc":1,"malformed":6}}`; ls[len(ls)-1] != want {
 		t.Errorf("JSON summary %s, want %s", ls[len(ls)-1], want)
+	}
+
+	// explain says an XRC packet is one rxe drops and another NIC may not.
+	var stdout bytes.Buffer
+	if code := run([]string{"explain", path}, &stdout, io.Discard); code != exitOK {
+		t.Fatalf("explain: exit %d", code)
+	}
+	want := "A packet whose opcode gorxe does not read (wire: " + others[0].want + "): rxe drops it; a NIC that has its service may take it"
+	if !strings.Contains(stdout.String(), want) {
+		t.Errorf("explain does not say %q:\n%s", want, stdout.String()[:min(stdout.Len(), 2000)])
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/gorxe/gorxe/wire"
+	"github.com/gorxe/gorxe/wire/bth"
 	"github.com/gorxe/gorxe/wire/cm"
 	"github.com/gorxe/gorxe/wire/mad"
 )
@@ -494,11 +495,53 @@ func ipAddrs(b []byte) (src, dst string) {
 // parse parses ip, a packet from its IP header on, into p.
 func (p *Packet) parse(ip []byte) {
 	if p.Err = wire.ParseIP(&p.P, ip); p.Err != nil {
+		p.Err = opcodeErr(p.Err, ip)
 		p.Src, p.Dst = ipAddrs(ip)
 		return
 	}
 	p.Src, p.Dst = p.P.Src().String(), p.P.Dst().String()
 	p.ICRCErr = p.P.CheckICRC()
+}
+
+// opcodeErr returns err, with what it is about when it is one of the
+// parser's errors about the BTH: the opcode and what it is for
+// wire.ErrOpcode ("unsupported opcode 0xa4 (XRC_SEND_ONLY: XRC, which
+// gorxe, like rxe, does not have)"), the opcode for ErrPayload and ErrPad,
+// the version for ErrTVer. The parser's own errors name nothing, so as
+// to cost nothing on a device's receive path.
+func opcodeErr(err error, ip []byte) error {
+	if len(ip) == 0 {
+		return err
+	}
+	off := wire.IPv6Len
+	if ip[0]>>4 == 4 {
+		off = int(ip[0]&0xf) * 4
+	}
+	off += wire.UDPLen
+	if off+1 >= len(ip) {
+		return err
+	}
+	op := bth.Opcode(ip[off])
+	switch {
+	case errors.Is(err, wire.ErrTVer):
+		return fmt.Errorf("%w %d", err, ip[off+1]&0xf)
+	case errors.Is(err, wire.ErrPayload), errors.Is(err, wire.ErrPad):
+		return fmt.Errorf("%w: %v", err, op)
+	case !errors.Is(err, wire.ErrOpcode):
+		return err
+	}
+	what := "reserved in " + op.Service().String()
+	switch name := op.String(); {
+	case op.Service() == bth.ServiceXRC && !strings.HasPrefix(name, "OPCODE_"):
+		what = name + ": XRC, which gorxe, like rxe, does not have"
+	case op.Service() == bth.ServiceRD && !strings.HasPrefix(name, "OPCODE_"):
+		what = name + ": Reliable Datagram, which no RoCE NIC has"
+	case op == 0x80:
+		what = "InfiniBand's CNP; RoCE v2's is 0x81"
+	case op.Service() > bth.ServiceXRC:
+		what = "manufacturer-specific"
+	}
+	return fmt.Errorf("%w 0x%02x (%s)", err, uint8(op), what)
 }
 
 // onePacket reports whether p's payload fits one packet: at most a
@@ -538,7 +581,7 @@ func (p *Packet) parseCut(ip []byte) {
 				ErrCutShort, p.P.BTH.Opcode(), len(p.P.Payload), len(ip), total)
 		}
 	} else {
-		err = fmt.Errorf("%w (the capture kept %d of its %d bytes)", err, len(ip), total)
+		err = fmt.Errorf("%w (the capture kept %d of its %d bytes)", opcodeErr(err, ip), len(ip), total)
 	}
 	if err != nil {
 		p.P, p.Err = wire.Packet{}, err

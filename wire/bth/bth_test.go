@@ -118,6 +118,8 @@ func TestOpcodeNames(t *testing.T) {
 		0x15:                     "OPCODE_0x15",
 		0x2c:                     "OPCODE_0x2c",
 		0x4c:                     "RD_RDMA_READ_REQUEST",
+		0xa4:                     "XRC_SEND_ONLY",
+		0xb5:                     "OPCODE_0xb5",
 		0x80:                     "OPCODE_0x80",
 	}
 	for op, want := range tests {

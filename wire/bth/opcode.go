@@ -135,8 +135,9 @@ func (o Opcode) Known() bool {
 }
 
 // String returns the opcode's name as the kernel spells it without the
-// IB_OPCODE_ prefix, for example "RC_RDMA_WRITE_FIRST" or "CNP". An opcode
-// gorxe does not parse is shown as its number, for example "OPCODE_0x55".
+// IB_OPCODE_ prefix, for example "RC_RDMA_WRITE_FIRST" or "CNP"; RD's and
+// XRC's, which gorxe does not parse, as well ("XRC_SEND_ONLY"). Another
+// opcode gorxe does not parse is shown as its number, "OPCODE_0x55".
 // The names are made once, so that String allocates nothing: the
 // transport's events name the opcodes of the packets they are about.
 func (o Opcode) String() string { return opcodeNames[o] }
@@ -147,7 +148,10 @@ var opcodeNames = func() (names [256]string) {
 		switch o := Opcode(i); {
 		case o == CNP:
 			names[i] = "CNP"
-		case o.Known() || o.Service() == ServiceRD && opNames[o&0x1f] != "" && o&0x1f <= 0x15:
+		case o.Known() || o.Service() == ServiceRD && opNames[o&0x1f] != "" && o&0x1f <= 0x15,
+			o.Service() == ServiceXRC && (o&0x1f <= 0x14 || o&0x1f == 0x16 || o&0x1f == 0x17):
+			// RD's and XRC's opcodes are named although gorxe does not
+			// parse them, for a capture that has them.
 			names[i] = o.Service().String() + "_" + opNames[o&0x1f]
 		default:
 			names[i] = "OPCODE_0x" + strconv.FormatUint(uint64(o), 16)
