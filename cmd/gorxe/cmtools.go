@@ -426,14 +426,9 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	}
 	defer dev.Close()
 	defer m.Close()
-	var bind netip.Addr
-	if r.bind != "" {
-		if bind, err = resolveHost(r.bind); err != nil {
-			return fail(err)
-		}
-		if bind.IsUnspecified() {
-			bind = netip.Addr{} // any address: the one cmLocal chose
-		}
+	bind, err := r.bindAddr()
+	if err != nil {
+		return fail(err)
 	}
 	server := netip.AddrPortFrom(peer, uint16(r.port))
 	switch {
@@ -604,15 +599,9 @@ func overTCP(ctx context.Context, r *cmToolRun, peer netip.Addr, client bool, fa
 		}
 		return exitOK
 	}
-	var bind netip.Addr
-	if r.bind != "" {
-		var err error
-		if bind, err = resolveHost(r.bind); err != nil {
-			return fail(err)
-		}
-		if bind.IsUnspecified() {
-			bind = netip.Addr{} // any address: the one cmLocal chose
-		}
+	bind, err := r.bindAddr()
+	if err != nil {
+		return fail(err)
 	}
 	l, err := listenOOB(ctx, bind, r.port)
 	if err != nil {
@@ -756,4 +745,15 @@ func untilSignal(ctx context.Context, fn func() error) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// bindAddr returns -b's address, or the zero Addr (any address) when -b is
+// not given or is unspecified (0.0.0.0, ::), whose family cmLocal has
+// taken the interface's address of.
+func (r *cmToolRun) bindAddr() (netip.Addr, error) {
+	a, err := resolveHost(r.bind)
+	if err != nil || a.IsUnspecified() {
+		return netip.Addr{}, err
+	}
+	return a, nil
 }

@@ -172,8 +172,6 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stderr, note)
 		} else {
 			fmt.Fprint(stdout, note)
-		}
-		if !quiet {
 			perftest.PrintBanner(stdout, &p, perftest.BannerInfo{Device: ep.dev.Name(), GIDIndex: ep.gidIndex, Server: r.testServer()})
 		}
 		final = func() []qp.NamedCounter { c := ep.dev.Counters(); return c.Named() }

@@ -515,7 +515,7 @@ func opcodeErr(err error, ip []byte) error {
 	}
 	off := wire.IPv6Len
 	if ip[0]>>4 == 4 {
-		off = int(ip[0]&0xf) * 4
+		off = wire.IPv4(ip).HeaderLen()
 	}
 	off += wire.UDPLen
 	if off+1 >= len(ip) {
