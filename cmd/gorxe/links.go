@@ -43,6 +43,7 @@ type linkFlags struct {
 	port    uint
 	mtu     int
 	noGSO   bool
+	sockBuf int // --socket-buffer: the udp link's; 0 for its default
 	trace   bool
 	// log, if set, gets the lines a link writes about what it got (the
 	// xdp link: driver or generic mode, copy or zero-copy), as
@@ -163,6 +164,16 @@ func (l *linkFlags) setPacingBurst(v string) error {
 		return fmt.Errorf("want a size in bytes from 1 to %d, as 4096 or 4K", congestion.MaxBurst)
 	}
 	l.burst = n
+	return nil
+}
+
+// setSocketBuffer sets --socket-buffer.
+func (l *linkFlags) setSocketBuffer(v string) error {
+	n, err := parseSize(v)
+	if err != nil || n < 4<<10 || n > 1<<30 {
+		return fmt.Errorf("want a size in bytes from 4K to 1G, as 256K or 64M")
+	}
+	l.sockBuf = n
 	return nil
 }
 
@@ -345,7 +356,7 @@ func (l *linkFlags) open() (link.Link, error) {
 	}
 	switch l.kind {
 	case "udp":
-		lk, err := udp.Open(udp.Config{Addr: addr, Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO})
+		lk, err := udp.Open(udp.Config{Addr: addr, Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO, SocketBuffer: l.sockBuf})
 		if errors.Is(err, syscall.EADDRINUSE) {
 			// Two tools on one host, each taking its address from the
 			// same route, is the usual way to get here.

@@ -171,6 +171,7 @@ func linkOptions[R any](lf func(*R) *linkFlags, kindHelp, ipHelp string) []toolO
 		}},
 		{0, "link-mtu", req, honoured, true, "the link's IP MTU (tap: 1500; udp: the interface's); path MTU 4096 needs at least 4180", setInt(func(r *R) *int { return &lf(r).mtu })},
 		{0, "no-gso", no, honoured, true, "udp link: one datagram per packet, no UDP GSO", setTrue(func(r *R) *bool { return &lf(r).noGSO })},
+		{0, "socket-buffer", req, honoured, true, "udp link: the socket's send and receive buffer (64M); what arrives while a smaller one is full is dropped", func(r *R, v string) error { return lf(r).setSocketBuffer(v) }},
 		{0, "trace", no, honoured, true, "print every QP state change and transport event to stderr", setTrue(func(r *R) *bool { return &lf(r).trace })},
 		{0, "trace-json", req, honoured, true, "write every QP state change and transport event to this file as JSON Lines", setString(func(r *R) *string { return &lf(r).traceJSON })},
 		{0, "cc", req, honoured, true, ccHelp, func(r *R, v string) error { return lf(r).setCC(v) }},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/qp"
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // perfCommand returns the subcommand that runs perftest's test t.
@@ -246,6 +247,11 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	}
+	// A full socket is the one place a packet can be lost between two
+	// gorxe on one host; RC resends, UC and UD do not.
+	if unreliable := p.Connection == qp.TypeUC || p.Connection == qp.TypeUD; err != nil || unreliable {
+		printSocketDrops(stderr, name, counterValue(final(), "udp_socket_drops"))
+	}
 	if !quiet {
 		if reports {
 			fmt.Fprintln(stdout, "---------------------------------------------------------------------------------------")
@@ -345,6 +351,30 @@ func addCounters(lists ...[]qp.NamedCounter) []qp.NamedCounter {
 // printCounters prints --counters' output: one NAME VALUE line each, as
 // rxe's hw_counters directory reads with grep . or as one JSON object
 // {"counters":{NAME:VALUE,...}}.
+// printSocketDrops says on w, if n is not 0, that the udp link's socket
+// dropped n datagrams.
+func printSocketDrops(w io.Writer, name string, n uint64) {
+	if n > 0 {
+		fmt.Fprintf(w, "%s: the udp link's socket dropped %d datagrams, its receive buffer full (--socket-buffer); UC and UD resend nothing\n", name, n)
+	}
+}
+
+// socketDropsNote is printSocketDrops for dev's link.
+func socketDropsNote(w io.Writer, name string, dev *rnic.Device) {
+	c := dev.Counters()
+	printSocketDrops(w, name, counterValue(c.Named(), "udp_socket_drops"))
+}
+
+// counterValue returns the counter called name, or 0 if c has none.
+func counterValue(c []qp.NamedCounter, name string) uint64 {
+	for _, n := range c {
+		if n.Name == name {
+			return n.Value
+		}
+	}
+	return 0
+}
+
 func printCounters(w io.Writer, c []qp.NamedCounter, asJSON bool) {
 	if asJSON {
 		m := make(map[string]uint64, len(c))

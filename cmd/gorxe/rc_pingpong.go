@@ -267,8 +267,12 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var dev *rnic.Device
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if dev != nil {
+			socketDropsNote(stderr, name, dev)
+		}
 		return exitError
 	}
 	closeTraceJSON, err := r.link.openTraceJSON(name, stderr)
@@ -278,7 +282,7 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 	defer closeTraceJSON()
 	var res *pingpong.Result
 	if r.host != "" {
-		dev, err := r.openDevice(routeTo(r.host))
+		dev, err = r.openDevice(routeTo(r.host))
 		if err != nil {
 			return fail(err)
 		}
@@ -295,7 +299,7 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 		if r.link.kind == "tap" || r.link.kind == "xdp" || r.link.ip != "" {
 			// The address is known: set up, print, then wait, as
 			// ibv_rc_pingpong does.
-			dev, err := r.openDevice(nil)
+			dev, err = r.openDevice(nil)
 			if err != nil {
 				ln.Close()
 				return fail(err)
@@ -313,7 +317,7 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 				return fail(err)
 			}
 			reached := func() (netip.Addr, error) { return c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(), nil }
-			dev, err := r.openDevice(reached)
+			dev, err = r.openDevice(reached)
 			if err != nil {
 				c.Close()
 				return fail(err)

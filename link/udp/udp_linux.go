@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -18,9 +19,13 @@ import (
 
 // DefaultSocketBuffer is the send and receive buffer the link asks the
 // kernel for. The kernel's default (about 208 KiB) holds only a couple of
-// hundred small datagrams, fewer than a few batches; SO_RCVBUFFORCE lets a
-// privileged process exceed net.core.rmem_max.
-const DefaultSocketBuffer = 4 << 20
+// hundred small datagrams, fewer than a few batches. A datagram the socket
+// has no room for is lost, and UC and UD resend nothing: two gorxe
+// processes running a duplex UC send_bw on one two-CPU host overflowed
+// 4 MiB in most runs and 64 MiB in none. The buffer is a limit, not an
+// allocation: it costs memory only while datagrams wait in it.
+// SO_RCVBUFFORCE lets a privileged process exceed net.core.rmem_max.
+const DefaultSocketBuffer = 64 << 20
 
 // Config describes the socket a link opens.
 type Config struct {
@@ -272,12 +277,15 @@ func (l *Link) Close() error {
 		return link.ErrClosed
 	}
 	l.closeGroups()
+	l.readSocketDrops() // Stats keeps counting after Close
 	return l.sock.Close()
 }
 
 // counters are the link's statistics.
 type counters struct {
 	sent, runs, sendErrors, received, joined, truncated, receiveErrors, mcastDropped atomic.Uint64
+
+	socketDrops atomic.Uint64 // the kernel's count, as last read (readSocketDrops)
 }
 
 // Stats counts what happened to a link's packets.
@@ -290,10 +298,12 @@ type Stats struct {
 	Truncated     uint64 // datagrams dropped because they did not fit a buffer, or their control messages were cut short
 	ReceiveErrors uint64 // recvmmsg calls that failed with something other than "nothing to read"
 	McastDropped  uint64 // packets to a joined multicast group dropped because Receive had not taken the last mcastQueueLen
+	SocketDrops   uint64 // datagrams the kernel dropped at the socket before the link read them: its receive buffer was full (the host's UdpRcvbufErrors), or their UDP checksum was wrong
 }
 
 // Stats returns the link's counters.
 func (l *Link) Stats() Stats {
+	l.readSocketDrops()
 	c := &l.stats
 	return Stats{
 		Sent:          c.sent.Load(),
@@ -304,7 +314,31 @@ func (l *Link) Stats() Stats {
 		Truncated:     c.truncated.Load(),
 		ReceiveErrors: c.receiveErrors.Load(),
 		McastDropped:  c.mcastDropped.Load(),
+		SocketDrops:   c.socketDrops.Load(),
 	}
+}
+
+// readSocketDrops reads the number of datagrams the kernel dropped at the
+// socket (SO_MEMINFO's SK_MEMINFO_DROPS) into the link's counters. It
+// costs a system call, so Stats reads it and the receive path does not.
+func (l *Link) readSocketDrops() {
+	_ = l.sock.Do(func(fd int) {
+		var info [unix.SK_MEMINFO_VARS]uint32
+		size := uint32(unsafe.Sizeof(info))
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&info)), uintptr(unsafe.Pointer(&size)), 0)
+		if errno != 0 || size <= unix.SK_MEMINFO_DROPS*4 {
+			return
+		}
+		// Calls may race; the count only grows, so keep the largest.
+		n := uint64(info[unix.SK_MEMINFO_DROPS])
+		for c := &l.stats.socketDrops; ; {
+			old := c.Load()
+			if n <= old || c.CompareAndSwap(old, n) {
+				return
+			}
+		}
+	})
 }
 
 // Counters returns the link's counters by name (link.Counterer).
@@ -319,6 +353,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "udp_truncated", Value: s.Truncated},
 		{Name: "udp_receive_errors", Value: s.ReceiveErrors},
 		{Name: "udp_mcast_dropped", Value: s.McastDropped},
+		{Name: "udp_socket_drops", Value: s.SocketDrops},
 	}
 }
 
