@@ -133,6 +133,12 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	var run func(yield func(*perftest.Result, *perftest.Params)) error
 	var final func() []qp.NamedCounter
 	if r.link.kind == "mem" {
+		if r.watch != nil {
+			if err := r.watch.check(nil); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", name, err)
+				return exitError
+			}
+		}
 		if !quiet {
 			perftest.PrintBanner(stdout, &p, perftest.BannerInfo{Device: device, GIDIndex: gidIndex, InProcess: true})
 		}
@@ -177,6 +183,10 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		final = func() []qp.NamedCounter { c := ep.dev.Counters(); return c.Named() }
 		if r.watch != nil {
+			if err := r.watch.check(final()); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", name, err)
+				return exitError
+			}
 			r.watch.reset(final())
 		}
 		run = func(yield func(*perftest.Result, *perftest.Params)) error {

@@ -238,7 +238,7 @@ func TestPerfReportCounters(t *testing.T) {
 	if n := strings.Count(s, "\thw_counters/sent_pkts="); n != 23 {
 		t.Errorf("%d counter blocks, want one for each of the 23 sizes", n)
 	}
-	for _, bad := range []string{"counters/port_xmit_data", "hw_counters/nosuch", "sent_pkts", "hw_counters/../x"} {
+	for _, bad := range []string{"counters/port_xmit_data", "hw_counters/nosuch", "sent_pkts", "hw_counters/../x", "hw_counters/ud_sent"} {
 		errOut.Reset()
 		if code := run([]string{"write_bw", "--link", "mem", "-W", bad}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "Unable to access performance counters") {
 			t.Errorf("-W %s: exit %d, stderr %q", bad, code, errOut.String())

@@ -49,12 +49,18 @@ func TestPerfSocketBuffer(t *testing.T) {
 	if srv.code != 0 || cli.code != 0 || !drops.MatchString(srv.errOut) {
 		t.Errorf("UC send_bw into a 4K socket buffer: server exit %d, client exit %d; want both 0 and the server to name its drops\nserver: %s\nstderr: %s\nclient stderr: %s", srv.code, cli.code, srv.out, srv.errOut, cli.errOut)
 	}
-	srv, cli = pingpongPair(t, "write_bw", []string{"--ip", "127.0.0.1", "--socket-buffer", "4K", "-s", "4096", "-n", "300", "--check", "--counters"}, []string{"-s", "4096", "-n", "300", "--check"})
+	srv, cli = pingpongPair(t, "write_bw", []string{"--ip", "127.0.0.1", "--socket-buffer", "4K", "-s", "4096", "-n", "300", "--check", "--counters", "-W", "hw_counters/udp_socket_drops"}, []string{"-s", "4096", "-n", "300", "--check"})
 	counted := regexp.MustCompile(`(?m)^udp_socket_drops [1-9]\d*$`)
-	if srv.code != 0 || cli.code != 0 || !strings.Contains(srv.out, "data check: ok") || !counted.MatchString(srv.out) || drops.MatchString(srv.errOut) {
-		t.Errorf("RC write_bw into a 4K socket buffer: server exit %d, client exit %d; want both 0, the data checked, drops counted and no note\nserver: %s\nstderr: %s\nclient stderr: %s", srv.code, cli.code, srv.out, srv.errOut, cli.errOut)
+	watched := regexp.MustCompile(`\n\thw_counters/udp_socket_drops=[1-9]\d*\n\n`)
+	if srv.code != 0 || cli.code != 0 || !strings.Contains(srv.out, "data check: ok") || !counted.MatchString(srv.out) || !watched.MatchString(srv.out) || drops.MatchString(srv.errOut) {
+		t.Errorf("RC write_bw into a 4K socket buffer: server exit %d, client exit %d; want both 0, the data checked, drops counted (--counters, -W) and no note\nserver: %s\nstderr: %s\nclient stderr: %s", srv.code, cli.code, srv.out, srv.errOut, cli.errOut)
 	}
 	var out, errOut bytes.Buffer
+	// The mem link has no counters of its own.
+	if code := run([]string{"write_bw", "--link", "mem", "-W", "hw_counters/udp_socket_drops"}, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), "Unable to access performance counters") {
+		t.Errorf("-W hw_counters/udp_socket_drops --link mem: exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
 	if code := run([]string{"write_bw", "--socket-buffer", "1K"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "from 4K to 1G") {
 		t.Errorf("--socket-buffer 1K: exit %d, stderr %q", code, errOut.String())
 	}

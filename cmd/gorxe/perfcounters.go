@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/gorxe/gorxe/qp"
@@ -13,32 +14,62 @@ import (
 // port's counter files, relative to
 // /sys/class/infiniband/DEV/ports/PORT/, whose growth perftest prints
 // after each report line ("\tNAME=DELTA", then an empty line). gorxe's
-// device has rxe's hw_counters (and its own), so the names it takes are
-// hw_counters/NAME for the names --counters prints.
+// device has rxe's hw_counters (and its own, and its link's), so the
+// names it takes are hw_counters/NAME for the names --counters prints.
 type counterWatch struct {
 	names []string // as given, hw_counters/NAME
 	prev  map[string]uint64
 }
 
+// linkCounterPrefixes begin the names of the links' own counters
+// (link.Counterer), which a device has only once its link is open.
+var linkCounterPrefixes = []string{"udp_", "tap_", "xdp_", "if_"}
+
 // parseCounterWatch reads -W's comma-separated list. A name gorxe's
 // device has no counter for is refused, as perftest refuses a file it
-// cannot open.
+// cannot open; a link's counter waits for check, once the link is open.
 func parseCounterWatch(list string) (*counterWatch, error) {
-	known := map[string]bool{}
-	var all []string
-	var c rnic.Counters
-	for _, n := range c.Named() {
-		known[n.Name] = true
-		all = append(all, n.Name)
-	}
 	w := &counterWatch{}
 	for _, name := range strings.Split(list, ",") {
-		if n, ok := strings.CutPrefix(name, "hw_counters/"); !ok || !known[n] {
-			return nil, fmt.Errorf("Unable to access performance counters: %q (gorxe's are hw_counters/NAME, NAME one of %s)", name, strings.Join(all, ", "))
+		n, ok := strings.CutPrefix(name, "hw_counters/")
+		if !ok || !deviceCounter(n) && !slices.ContainsFunc(linkCounterPrefixes, func(p string) bool { return strings.HasPrefix(n, p) }) {
+			return nil, unknownCounter(name, nil)
 		}
 		w.names = append(w.names, name)
 	}
 	return w, nil
+}
+
+// check refuses a watched name that is neither the device's counter nor
+// one of now, the counters of a device whose link is open (nil for the
+// mem link, which has none of its own).
+func (w *counterWatch) check(now []qp.NamedCounter) error {
+	have := byPath(now)
+	for _, name := range w.names {
+		if _, ok := have[name]; !ok && !deviceCounter(strings.TrimPrefix(name, "hw_counters/")) {
+			return unknownCounter(name, now)
+		}
+	}
+	return nil
+}
+
+// deviceCounter reports whether every device has a counter called name.
+func deviceCounter(name string) bool {
+	var c rnic.Counters
+	return slices.ContainsFunc(c.Named(), func(n qp.NamedCounter) bool { return n.Name == name })
+}
+
+// unknownCounter is perftest's refusal of a counter file it cannot open,
+// with the names gorxe has: the device's, and the link's of now.
+func unknownCounter(name string, now []qp.NamedCounter) error {
+	var all []string
+	var c rnic.Counters
+	for _, n := range append(c.Named(), now...) {
+		if !slices.Contains(all, n.Name) {
+			all = append(all, n.Name)
+		}
+	}
+	return fmt.Errorf("Unable to access performance counters: %q (gorxe's are hw_counters/NAME, NAME one of %s)", name, strings.Join(all, ", "))
 }
 
 // reset takes now as the values the next print counts from.
