@@ -66,6 +66,10 @@ func TestRDMACMServerAddress(t *testing.T) {
 		// serverGID as perftest prints the local address's
 		{"default", []string{"-R"}, []string{"-R", "--ip", "10.77.0.1", "10.77.0.2"}, "00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:02"},
 		{"ipv6", []string{"-R", "--ipv6"}, []string{"-R", "--ip", "fd77::1", "fd77::2"}, "253:119:00:00:00:00:00:00:00:00:00:00:00:00:00:02"},
+		// The client without --ip: rdma_cm's route to an address
+		// leaves from a GID of its family, whatever --ipv6 says.
+		{"ipv6 by route", []string{"-R", "--ipv6"}, []string{"-R", "fd77::2"}, "253:119:00:00:00:00:00:00:00:00:00:00:00:00:00:02"},
+		{"ipv4 by route", []string{"-R"}, []string{"-R", "--ipv6", "10.77.0.2"}, "00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:02"},
 		{"x", []string{"-z", "-x", "2"}, []string{"-z", "--ip", "fd77::1", "fd77::2"}, "253:119:00:00:00:00:00:00:00:00:00:00:00:00:00:02"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

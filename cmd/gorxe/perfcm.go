@@ -44,6 +44,10 @@ func openRemoteCM(ctx context.Context, r *perfRun, name string, stdout io.Writer
 				}
 			}
 		}
+		// rdma_cm sends from the GID of the route's source address,
+		// whatever GID perftest's own choice would take: a peer is
+		// reached from a GID of its family, --ipv6 or not.
+		r.ipv6 = peer.Is6()
 		reached := bind
 		if !reached.IsValid() && !early {
 			if reached, err = routeSource(peer.String()); err != nil {
