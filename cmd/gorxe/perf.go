@@ -358,9 +358,6 @@ func addCounters(lists ...[]qp.NamedCounter) []qp.NamedCounter {
 	return sum
 }
 
-// printCounters prints --counters' output: one NAME VALUE line each, as
-// rxe's hw_counters directory reads with grep . or as one JSON object
-// {"counters":{NAME:VALUE,...}}.
 // printSocketDrops says on w, if n is not 0, that the udp link's socket
 // dropped n datagrams.
 func printSocketDrops(w io.Writer, name string, n uint64) {
@@ -385,6 +382,9 @@ func counterValue(c []qp.NamedCounter, name string) uint64 {
 	return 0
 }
 
+// printCounters prints --counters' output: one NAME VALUE line each, as
+// rxe's hw_counters directory reads with grep . or as one JSON object
+// {"counters":{NAME:VALUE,...}}.
 func printCounters(w io.Writer, c []qp.NamedCounter, asJSON bool) {
 	if asJSON {
 		m := make(map[string]uint64, len(c))
