@@ -16,7 +16,6 @@ import (
 
 	"github.com/gorxe/gorxe/perftest"
 	"github.com/gorxe/gorxe/qp"
-	"github.com/gorxe/gorxe/rnic"
 )
 
 // perfCommand returns the subcommand that runs perftest's test t.
@@ -260,7 +259,7 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	// A full socket is the one place a packet can be lost between two
 	// gorxe on one host; RC resends, UC and UD do not.
 	if unreliable := p.Connection == qp.TypeUC || p.Connection == qp.TypeUD; err != nil || unreliable {
-		printSocketDrops(stderr, name, counterValue(final(), "udp_socket_drops"))
+		printSocketDrops(stderr, name, final())
 	}
 	if !quiet {
 		if reports {
@@ -358,28 +357,14 @@ func addCounters(lists ...[]qp.NamedCounter) []qp.NamedCounter {
 	return sum
 }
 
-// printSocketDrops says on w, if n is not 0, that the udp link's socket
-// dropped n datagrams.
-func printSocketDrops(w io.Writer, name string, n uint64) {
-	if n > 0 {
-		fmt.Fprintf(w, "%s: the udp link's socket dropped %d datagrams, its receive buffer full (--socket-buffer); UC and UD resend nothing\n", name, n)
-	}
-}
-
-// socketDropsNote is printSocketDrops for dev's link.
-func socketDropsNote(w io.Writer, name string, dev *rnic.Device) {
-	c := dev.Counters()
-	printSocketDrops(w, name, counterValue(c.Named(), "udp_socket_drops"))
-}
-
-// counterValue returns the counter called name, or 0 if c has none.
-func counterValue(c []qp.NamedCounter, name string) uint64 {
+// printSocketDrops says on w that the udp link's socket dropped datagrams,
+// if its counters c count any.
+func printSocketDrops(w io.Writer, name string, c []qp.NamedCounter) {
 	for _, n := range c {
-		if n.Name == name {
-			return n.Value
+		if n.Name == "udp_socket_drops" && n.Value > 0 {
+			fmt.Fprintf(w, "%s: the udp link's socket dropped %d datagrams, its receive buffer full (--socket-buffer); UC and UD resend nothing\n", name, n.Value)
 		}
 	}
-	return 0
 }
 
 // printCounters prints --counters' output: one NAME VALUE line each, as

@@ -271,7 +271,8 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		if dev != nil {
-			socketDropsNote(stderr, name, dev)
+			c := dev.Counters()
+			printSocketDrops(stderr, name, c.Named())
 		}
 		return exitError
 	}

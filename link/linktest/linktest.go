@@ -34,6 +34,17 @@ const Timeout = 10 * time.Second
 // ignores the error of a second Close.
 type NewPair func(t *testing.T) (a, b link.Link, aAddr, bAddr netip.Addr)
 
+// Counter returns the value of l's counter called name, or 0 if it has
+// none.
+func Counter(l link.Counterer, name string) uint64 {
+	for _, c := range l.Counters() {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return 0
+}
+
 // Run runs the conformance suite, each subtest on a fresh pair of links.
 func Run(t *testing.T, newPair NewPair) {
 	tests := []struct {

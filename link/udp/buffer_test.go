@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/internal/netns"
+	"github.com/gorxe/gorxe/link/linktest"
 	"github.com/gorxe/gorxe/link/udp"
 )
 
@@ -49,18 +50,6 @@ func drain(t *testing.T, l *udp.Link) int {
 	return got
 }
 
-// counter returns the value of l's counter called name.
-func counter(t *testing.T, l *udp.Link, name string) uint64 {
-	t.Helper()
-	for _, c := range l.Counters() {
-		if c.Name == name {
-			return c.Value
-		}
-	}
-	t.Fatalf("no counter %s in %v", name, l.Counters())
-	return 0
-}
-
 // TestSocketDrops checks that the datagrams the kernel drops at a full
 // socket are counted: nothing else would tell why a UC or UD message
 // never arrived, or why an RC connection went back N.
@@ -77,7 +66,7 @@ func TestSocketDrops(t *testing.T) {
 	if s.SocketDrops == 0 || uint64(got)+s.SocketDrops != total {
 		t.Fatalf("%d packets into a 16 KiB buffer: received %d, socket drops %d; want some dropped and the two to add up to %d", total, got, s.SocketDrops, total)
 	}
-	if c := counter(t, b, "udp_socket_drops"); c != s.SocketDrops {
+	if c := linktest.Counter(b, "udp_socket_drops"); c != s.SocketDrops {
 		t.Errorf("udp_socket_drops = %d, Stats().SocketDrops = %d", c, s.SocketDrops)
 	}
 	b.Close()

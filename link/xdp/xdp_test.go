@@ -247,13 +247,13 @@ func TestRouteChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := counter(a, "xdp_drop_no_route"); n != 0 {
+	if n := linktest.Counter(a, "xdp_drop_no_route"); n != 0 {
 		t.Fatalf("xdp_drop_no_route = %d with the route in place", n)
 	}
 	prefix := netip.PrefixFrom(p.B4, 24).Masked()
 	p.A.IP(t, "route", "del", prefix.String(), "dev", p.IfA)
 	deadline := time.Now().Add(3 * time.Second)
-	for counter(a, "xdp_drop_no_route") == 0 {
+	for linktest.Counter(a, "xdp_drop_no_route") == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("sends still leave 3 s after the route to B went")
 		}
@@ -264,15 +264,6 @@ func TestRouteChange(t *testing.T) {
 	}
 }
 
-func counter(l *xdp.Link, name string) uint64 {
-	for _, c := range l.Counters() {
-		if c.Name == name {
-			return c.Value
-		}
-	}
-	return 0
-}
-
 // TestInterfaceDrops: frames the interface's driver drops instead of
 // handing them to the link show as if_rx_dropped, counted from the link's
 // opening. Here the link read none and its fill ring ran dry; virtio_net
@@ -281,7 +272,7 @@ func TestInterfaceDrops(t *testing.T) {
 	p := netns.NewPair(t, 1500)
 	a := open(t, p.A, xdp.Config{Interface: p.IfA})
 	b := open(t, p.B, xdp.Config{Interface: p.IfB})
-	if n := counter(b, "if_rx_dropped"); n != 0 {
+	if n := linktest.Counter(b, "if_rx_dropped"); n != 0 {
 		t.Fatalf("if_rx_dropped = %d before anything was sent", n)
 	}
 	pkt := make([]byte, link.BufferSize)
@@ -309,12 +300,12 @@ func TestInterfaceDrops(t *testing.T) {
 		}
 		got += k
 	}
-	if d := counter(b, "if_rx_dropped"); got+int(d) != n || d == 0 {
+	if d := linktest.Counter(b, "if_rx_dropped"); got+int(d) != n || d == 0 {
 		t.Errorf("%d sent, %d received, if_rx_dropped %d", n, got, d)
 	}
 	// A link opened later counts from its own start.
 	b.Close()
-	if d := counter(open(t, p.B, xdp.Config{Interface: p.IfB}), "if_rx_dropped"); d != 0 {
+	if d := linktest.Counter(open(t, p.B, xdp.Config{Interface: p.IfB}), "if_rx_dropped"); d != 0 {
 		t.Errorf("if_rx_dropped = %d on a link just opened where another's frames were dropped", d)
 	}
 }
@@ -384,7 +375,7 @@ func TestMulticast(t *testing.T) {
 				got <- err
 			}()
 			time.Sleep(50 * time.Millisecond) // Receive is waiting
-			looped := counter(b, "xdp_looped")
+			looped := linktest.Counter(b, "xdp_looped")
 			if err := b.Send([][]byte{mine}); err != nil {
 				t.Fatal(err)
 			}
@@ -396,7 +387,7 @@ func TestMulticast(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("a Receive waiting did not wake for the link's own packet to its group")
 			}
-			if got := in[0][link.Headroom : link.Headroom+sizes[0]]; string(got) != string(mine[link.Headroom:]) || counter(b, "xdp_looped") != looped+1 {
+			if got := in[0][link.Headroom : link.Headroom+sizes[0]]; string(got) != string(mine[link.Headroom:]) || linktest.Counter(b, "xdp_looped") != looped+1 {
 				t.Fatalf("received\n% x\nwant its own\n% x", got, mine[link.Headroom:])
 			}
 			if err := b.LeaveGroup(fam.group); err != nil {
@@ -405,12 +396,12 @@ func TestMulticast(t *testing.T) {
 			if m := maddr(); strings.Contains(m, fam.group.String()) {
 				t.Fatalf("%s after the leave is still in %s:\n%s", p.IfB, fam.group, m)
 			}
-			before := counter(b, "xdp_drop_not_for_us")
+			before := linktest.Counter(b, "xdp_drop_not_for_us")
 			if err := a.Send([][]byte{pkt}); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(3 * time.Second)
-			for counter(b, "xdp_drop_not_for_us") == before {
+			for linktest.Counter(b, "xdp_drop_not_for_us") == before {
 				if time.Now().After(deadline) {
 					t.Fatal("a packet to the group left is neither received nor dropped")
 				}
