@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gorxe/gorxe/internal/xsk"
 )
 
 // TestPerfRateLimit: --rate_limit holds write_bw's client to the rate in
@@ -213,6 +215,21 @@ func TestPerfReportBoth(t *testing.T) {
 	out.Reset()
 	if code := run([]string{"write_bw", "--link", "mem", "-n", "100", "-s", "4096", "--report-both"}, &out, &errOut); code != 0 || strings.Contains(out.String(), "results:") {
 		t.Errorf("one-way run: exit %d, output:\n%s", code, out.String())
+	}
+}
+
+// TestCounterWatchLinkNames: -W takes every name a link's counters may
+// have (checked against the link's own once it is open), the xdp link's
+// AF_XDP socket counters among them.
+func TestCounterWatchLinkNames(t *testing.T) {
+	names := []string{"udp_socket_drops", "tap_drop_queue_full", "xdp_looped", "if_rx_dropped"}
+	for _, c := range (&xsk.Stats{}).Named() {
+		names = append(names, c.Name)
+	}
+	for _, n := range names {
+		if _, err := parseCounterWatch("hw_counters/" + n); err != nil {
+			t.Errorf("-W hw_counters/%s: %v", n, err)
+		}
 	}
 }
 

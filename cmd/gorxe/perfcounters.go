@@ -23,7 +23,7 @@ type counterWatch struct {
 
 // linkCounterPrefixes begin the names of the links' own counters
 // (link.Counterer), which a device has only once its link is open.
-var linkCounterPrefixes = []string{"udp_", "tap_", "xdp_", "if_"}
+var linkCounterPrefixes = []string{"udp_", "tap_", "xdp_", "xsk_", "if_"}
 
 // parseCounterWatch reads -W's comma-separated list. A name gorxe's
 // device has no counter for is refused, as perftest refuses a file it
