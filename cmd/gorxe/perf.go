@@ -256,10 +256,10 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	}
-	// A full socket is the one place a packet can be lost between two
-	// gorxe on one host; RC resends, UC and UD do not.
+	// A full socket or queue is the one place a packet can be lost
+	// between two gorxe on one host; RC resends, UC and UD do not.
 	if unreliable := p.Connection == qp.TypeUC || p.Connection == qp.TypeUD; err != nil || unreliable {
-		printSocketDrops(stderr, name, final())
+		printLinkDrops(stderr, name, final())
 	}
 	if !quiet {
 		if reports {
@@ -357,12 +357,22 @@ func addCounters(lists ...[]qp.NamedCounter) []qp.NamedCounter {
 	return sum
 }
 
-// printSocketDrops says on w that the udp link's socket dropped datagrams,
-// if its counters c count any.
-func printSocketDrops(w io.Writer, name string, c []qp.NamedCounter) {
+// linkDrops are the link counters that count packets the kernel dropped
+// before gorxe read them, and what to say of them.
+var linkDrops = []struct{ counter, says string }{
+	{"udp_socket_drops", "the udp link's socket dropped %d datagrams, its receive buffer full (--socket-buffer)"},
+	{"if_tx_dropped", "the tap link's TAP dropped %d frames, its queue full (gorxe read too slowly)"},
+	{"if_rx_dropped", "the xdp link's interface dropped %d frames on receive (its driver's, or the AF_XDP rings full)"},
+}
+
+// printLinkDrops says on w that the link dropped packets gorxe never
+// read, if its counters c count any.
+func printLinkDrops(w io.Writer, name string, c []qp.NamedCounter) {
 	for _, n := range c {
-		if n.Name == "udp_socket_drops" && n.Value > 0 {
-			fmt.Fprintf(w, "%s: the udp link's socket dropped %d datagrams, its receive buffer full (--socket-buffer); UC and UD resend nothing\n", name, n.Value)
+		for _, d := range linkDrops {
+			if n.Name == d.counter && n.Value > 0 {
+				fmt.Fprintf(w, "%s: "+d.says+"; UC and UD resend nothing\n", name, n.Value)
+			}
 		}
 	}
 }

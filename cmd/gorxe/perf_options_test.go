@@ -222,7 +222,7 @@ func TestPerfReportBoth(t *testing.T) {
 // have (checked against the link's own once it is open), the xdp link's
 // AF_XDP socket counters among them.
 func TestCounterWatchLinkNames(t *testing.T) {
-	names := []string{"udp_socket_drops", "tap_drop_queue_full", "xdp_looped", "if_rx_dropped"}
+	names := []string{"udp_socket_drops", "tap_drop_queue_full", "if_tx_dropped", "xdp_looped", "if_rx_dropped"}
 	for _, c := range (&xsk.Stats{}).Named() {
 		names = append(names, c.Name)
 	}

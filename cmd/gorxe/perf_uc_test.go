@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorxe/gorxe/qp"
 )
 
 // TestPerfUC runs the four tests perftest runs on UC with -c UC on the
@@ -63,5 +65,30 @@ func TestPerfSocketBuffer(t *testing.T) {
 	errOut.Reset()
 	if code := run([]string{"write_bw", "--socket-buffer", "1K"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "from 4K to 1G") {
 		t.Errorf("--socket-buffer 1K: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestPrintLinkDrops: each link's count of packets the kernel dropped
+// before gorxe read them is named on stderr, and nothing is said of none.
+func TestPrintLinkDrops(t *testing.T) {
+	for _, c := range []struct {
+		counter string
+		says    string
+	}{
+		{"udp_socket_drops", "send_bw: the udp link's socket dropped 7 datagrams, its receive buffer full (--socket-buffer); UC and UD resend nothing\n"},
+		{"if_tx_dropped", "send_bw: the tap link's TAP dropped 7 frames, its queue full (gorxe read too slowly); UC and UD resend nothing\n"},
+		{"if_rx_dropped", "send_bw: the xdp link's interface dropped 7 frames on receive (its driver's, or the AF_XDP rings full); UC and UD resend nothing\n"},
+		{"tap_drop_not_for_us", ""},
+	} {
+		var w bytes.Buffer
+		printLinkDrops(&w, "send_bw", []qp.NamedCounter{{Name: "tap_frames_in", Value: 9}, {Name: c.counter, Value: 7}})
+		if w.String() != c.says {
+			t.Errorf("%s: said %q, want %q", c.counter, w.String(), c.says)
+		}
+		w.Reset()
+		printLinkDrops(&w, "send_bw", []qp.NamedCounter{{Name: c.counter, Value: 0}})
+		if w.Len() != 0 {
+			t.Errorf("%s = 0: said %q", c.counter, w.String())
+		}
 	}
 }

@@ -272,7 +272,7 @@ func runPingpong(tool *pingpongTool, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		if dev != nil {
 			c := dev.Counters()
-			printSocketDrops(stderr, name, c.Named())
+			printLinkDrops(stderr, name, c.Named())
 		}
 		return exitError
 	}

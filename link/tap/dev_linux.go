@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link/internal/pollfd"
@@ -103,4 +104,20 @@ func configure(name string, mtu, txQueueLen int, bridge string) error {
 		return fmt.Errorf("tap: attach %s to bridge %s: %w", name, bridge, err)
 	}
 	return nil
+}
+
+// statsHandle returns a netlink handle in the calling thread's network
+// namespace, the TAP's, and the TAP's interface index, for reading its
+// statistics later from any thread.
+func statsHandle(name string) (*netlink.Handle, int, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, 0, fmt.Errorf("tap: netlink: %w", err)
+	}
+	nl, err := h.LinkByName(name)
+	if err != nil {
+		h.Close()
+		return nil, 0, fmt.Errorf("tap: netlink: %s: %w", name, err)
+	}
+	return h, nl.Attrs().Index, nil
 }

@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
@@ -136,6 +137,13 @@ type Link struct {
 	rxEntries atomic.Uint64
 	polled    atomic.Bool // the device receives through link.Poller
 
+	// nl reads the TAP's own statistics (readQueueDrops) in the
+	// namespace the link was opened in; nlmu guards it against Close.
+	nlmu    sync.Mutex
+	nl      *netlink.Handle
+	ifindex int
+	drops0  uint64 // tx_dropped at Open: a persistent TAP's earlier drops
+
 	nmu   sync.RWMutex
 	neigh map[netip.Addr]*neighbor
 
@@ -221,6 +229,13 @@ func Open(c Config) (*Link, error) {
 		f.Close()
 		return nil, err
 	}
+	if l.nl, l.ifindex, err = statsHandle(name); err != nil {
+		f.Close()
+		return nil, err
+	}
+	l.readQueueDrops()
+	l.drops0 = l.stats.queueDrops.Load()
+	l.stats.queueDrops.Store(0)
 	l.file, l.name = f, name
 	l.announce()
 	l.wg.Add(1)
@@ -261,6 +276,11 @@ func (l *Link) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
 		close(l.done)
+		l.nlmu.Lock()
+		l.readQueueDrops() // Stats keeps counting after Close
+		l.nl.Close()
+		l.nl = nil
+		l.nlmu.Unlock()
 		err = l.file.Close() // waits for reads and writes in progress to return
 		l.wg.Wait()
 	})
@@ -527,6 +547,12 @@ type Stats struct {
 	DropTooBig     uint64 // sent packet larger than the MTU
 	WriteErrors    uint64 // frames the kernel refused
 	DropLoopFull   uint64 // looped-back packets dropped: MaxLooped waited already
+
+	// QueueDrops are the frames the kernel dropped at the TAP's queue
+	// (Config.TxQueueLen) because the link read too slowly: the TAP's
+	// tx_dropped, as the kernel sends towards gorxe. RC resends what
+	// they held; UC and UD lose it.
+	QueueDrops uint64
 }
 
 type stats struct {
@@ -534,10 +560,15 @@ type stats struct {
 	arp, ndp, icmp, solicits, queued, igmp, looped                        atomic.Uint64
 	dropNotRoCE, dropNotForUs, dropNoNeighbor, dropQueueFull, dropOffLink atomic.Uint64
 	dropBadFrame, dropTooBig, writeErrors                                 atomic.Uint64
+
+	queueDrops atomic.Uint64 // the TAP's tx_dropped, as last read (readQueueDrops)
 }
 
 // Stats returns a snapshot of the link's counters.
 func (l *Link) Stats() Stats {
+	l.nlmu.Lock()
+	l.readQueueDrops()
+	l.nlmu.Unlock()
 	s := &l.stats
 	return Stats{
 		FramesIn: s.framesIn.Load(), FramesOut: s.framesOut.Load(),
@@ -549,7 +580,23 @@ func (l *Link) Stats() Stats {
 		DropOffLink: s.dropOffLink.Load(), DropBadFrame: s.dropBadFrame.Load(),
 		DropTooBig:  s.dropTooBig.Load(),
 		WriteErrors: s.writeErrors.Load(), DropLoopFull: l.loop.Dropped(),
+		QueueDrops: s.queueDrops.Load(),
 	}
+}
+
+// readQueueDrops reads the TAP's tx_dropped into the link's counters. It
+// costs a netlink request, so Stats reads it and the receive path does
+// not. The caller holds nlmu; after Close it reads nothing, the TAP gone.
+func (l *Link) readQueueDrops() {
+	if l.nl == nil {
+		return
+	}
+	nl, err := l.nl.LinkByIndex(l.ifindex)
+	if err != nil || nl.Attrs().Statistics == nil {
+		return
+	}
+	d := nl.Attrs().Statistics.TxDropped
+	l.stats.queueDrops.Store(d - min(d, l.drops0))
 }
 
 // Counters returns the link's counters by name (link.Counterer).
@@ -576,5 +623,6 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "tap_drop_too_big", Value: s.DropTooBig},
 		{Name: "tap_write_errors", Value: s.WriteErrors},
 		{Name: "tap_drop_loop_full", Value: s.DropLoopFull},
+		{Name: "if_tx_dropped", Value: s.QueueDrops},
 	}
 }
