@@ -381,12 +381,16 @@ type QP struct {
 	// engine keeps the caller's slice, so every post of work requests
 	// built on the caller's stack (as a C program fills its ibv_send_wr)
 	// allocated them on the heap.
-	rcq   *rc.QP
-	udq   *rc.UD
-	dev   *Device
-	w     *worker
-	timer *timerEntry // its place in w's timer heap
-	srq   *SRQ        // the shared receive queue it was created with, or nil
+	rcq *rc.QP
+	udq *rc.UD
+	// unreliable says the QP is a program's UC or UD QP, whose sends
+	// wait for the device to take in what waits on the link
+	// (Device.receiveFirst).
+	unreliable bool
+	dev        *Device
+	w          *worker
+	timer      *timerEntry // its place in w's timer heap
+	srq        *SRQ        // the shared receive queue it was created with, or nil
 	// path is the QP's peer and local GID as its last Modify left them,
 	// for the receive path's address check without the QP's lock; nil
 	// while the QP has no address vector.
@@ -431,6 +435,9 @@ func (q *QP) Stats() qp.Counters { return q.e.Stats() }
 // sending them on the caller's goroutine. On error it returns the index
 // of the first request it did not queue.
 func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
+	if q.unreliable {
+		q.dev.receiveFirst()
+	}
 	if q.udq != nil {
 		return q.udq.PostSend(wrs)
 	}
@@ -520,6 +527,7 @@ func (d *Device) CreateQP(ia qp.InitAttr) (*QP, error) {
 		q.SetAsync(dq.asyncEvent)
 		dq.e, dq.rcq = q, q
 	}
+	dq.unreliable = unreliable(dq.e)
 	d.qps[num] = dq
 	if srq != nil {
 		srq.users++
@@ -646,7 +654,10 @@ type Counters struct {
 	// for were waiting on the link.
 	// BusyPolled counts the batches the receive goroutine found while it
 	// kept polling the link (Config.BusyPoll), with no wake-up.
-	RxBatches struct{ Own, BusyPolled, Polled, Driven, CaughtUp uint64 }
+	// BeforeTx counts the own batches a sender read before it sent
+	// more, the link having more waiting (the device's receive work
+	// goes first).
+	RxBatches struct{ Own, BusyPolled, Polled, Driven, CaughtUp, BeforeTx uint64 }
 	// Link are the link's own counters, if it keeps any
 	// (link.Counterer): udp_..., tap_..., xdp_....
 	Link []link.Counter
@@ -668,6 +679,7 @@ func (c *Counters) Named() []qp.NamedCounter {
 		qp.NamedCounter{Name: "rx_batches_polled", Value: c.RxBatches.Polled},
 		qp.NamedCounter{Name: "rx_batches_driven", Value: c.RxBatches.Driven},
 		qp.NamedCounter{Name: "rx_batches_caught_up", Value: c.RxBatches.CaughtUp},
+		qp.NamedCounter{Name: "rx_batches_before_tx", Value: c.RxBatches.BeforeTx},
 	)
 	for _, cc := range c.CC.Named() {
 		n = append(n, qp.NamedCounter{Name: cc.Name, Value: cc.Value})
@@ -708,6 +720,7 @@ func (d *Device) Counters() Counters {
 	c.RxBatches.Polled = d.rx.polledBatches.Load()
 	c.RxBatches.Driven = d.rx.drivenBatches.Load()
 	c.RxBatches.CaughtUp = d.rx.caughtUp.Load()
+	c.RxBatches.BeforeTx = d.rx.helped.Load()
 	if lc, ok := d.link.(link.Counterer); ok {
 		c.Link = lc.Counters()
 	}

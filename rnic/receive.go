@@ -10,6 +10,7 @@ import (
 	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/internal/monotime"
 	"github.com/gorxe/gorxe/internal/pages"
+	"github.com/gorxe/gorxe/internal/rc"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/wire"
 	"github.com/gorxe/gorxe/wire/bth"
@@ -45,6 +46,12 @@ type receiver struct {
 	// caughtUp counts the batches of those own ones that the timer
 	// worker read when its timers fired late (catchUp).
 	caughtUp atomic.Uint64
+
+	// backlog says the last batch read had packets in it, so more may
+	// be waiting on the link (receiveFirst); helped counts the batches
+	// a sender read before it sent (rx_batches_before_tx).
+	backlog atomic.Bool
+	helped  atomic.Uint64
 
 	// lastPoll is when a program last called Poll (a monotime.Time), 0
 	// after Flush, noted every markEvery
@@ -469,6 +476,52 @@ func (d *Device) catchUp() {
 	d.tx.flush()
 }
 
+// receiveFirst processes the packets waiting on the link, on the
+// caller's goroutine, until a batch comes back empty: a UC or
+// UD QP's sends wait behind the device's receive work, as kernel rxe's
+// do (its receive runs in softirq, before the tasks that send). UC and UD
+// have no flow control, and building a packet costs less than taking one
+// in: without it, two gorxe streaming UC at each other on shared CPUs
+// each sent faster than they received, and their sockets overflowed with
+// what UC and UD never send again. It returns at once when the last
+// batch read was empty. The caller holds no QP's lock, nor the
+// receive lock: the device runs no program code in its receive path.
+func (d *Device) receiveFirst() {
+	r := &d.rx
+	if !r.backlog.Load() || r.poller == nil || d.cfg.Loop != nil {
+		return
+	}
+	r.mu.Lock() // behind whoever reads now, the receive goroutine or a polling program
+	for range receiveFirstBatches {
+		if !r.backlog.Load() {
+			break // whoever held the lock caught up
+		}
+		if d.ownBatch() > 0 {
+			r.helped.Add(1)
+		}
+	}
+	d.flushAcks()
+	d.tx.flush()
+	r.mu.Unlock()
+}
+
+// receiveFirstBatches bounds what one sender reads in receiveFirst
+// before it sends again.
+const receiveFirstBatches = 8
+
+// unreliable reports whether r, a QP its worker runs, is a UC or UD QP
+// of a program (receiveFirst): the connection manager's QP 1 sends its
+// few MADs as they come.
+func unreliable(r rc.Runner) bool {
+	switch e := r.(type) {
+	case *rc.UD:
+		return e.Num() != GSIQPN
+	case *rc.QP:
+		return e.Service() == bth.ServiceUC
+	}
+	return false
+}
+
 // catchUpBatches bounds a catch-up: the answers a late timer waits for
 // came during the stall, and the link delivers in order, so they are in
 // the first batches; the receive goroutine takes the rest.
@@ -604,6 +657,9 @@ func (d *Device) CanDrive() bool { return d.rx.timed != nil }
 func (d *Device) process(n int) {
 	r := &d.rx
 	p := &r.p
+	if r.backlog.Load() != (n > 0) {
+		r.backlog.Store(n > 0)
+	}
 	for i := range n {
 		pkt := r.bufs[i][link.Headroom : link.Headroom+r.sizes[i]]
 		if err := wire.ParseIP(p, pkt); err != nil || p.DstPort() != d.cfg.Port {

@@ -91,8 +91,12 @@ func (w *worker) runReady() {
 	w.order = w.order[:0]
 	w.mu.Unlock()
 	// Run takes the QP's lock, and Schedule takes w.mu with it held:
-	// never hold w.mu while running a QP.
+	// never hold w.mu while running a QP. What waits on the link is taken
+	// in before a UC or UD QP sends more.
 	for _, q := range w.runList {
+		if unreliable(q) {
+			w.dev.receiveFirst()
+		}
 		q.Run()
 	}
 	clear(w.runList)

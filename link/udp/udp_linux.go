@@ -298,7 +298,7 @@ type Stats struct {
 	Truncated     uint64 // datagrams dropped because they did not fit a buffer, or their control messages were cut short
 	ReceiveErrors uint64 // recvmmsg calls that failed with something other than "nothing to read"
 	McastDropped  uint64 // packets to a joined multicast group dropped because Receive had not taken the last mcastQueueLen
-	SocketDrops   uint64 // datagrams the kernel dropped at the socket before the link read them: its receive buffer was full (the host's UdpRcvbufErrors), or their UDP checksum was wrong
+	SocketDrops   uint64 // datagrams the kernel dropped at the socket before the link read them: its receive buffer was full (the host's UdpRcvbufErrors), or their UDP checksum was wrong; a datagram it had joined (GRO) counts once, however many packets it held
 }
 
 // Stats returns the link's counters.
