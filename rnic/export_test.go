@@ -33,3 +33,7 @@ func SetPopulateMax(t interface{ Cleanup(func()) }, n uint64) {
 	populateMax = n
 	t.Cleanup(func() { populateMax = old })
 }
+
+// TakesInFirst reports whether the QP's sends wait for the device to take
+// in what waits on the link (receiveFirst).
+func (q *QP) TakesInFirst() bool { return q.unreliable }

@@ -162,3 +162,26 @@ func TestUCServiceMismatch(t *testing.T) {
 		}
 	})
 }
+
+// TestTakesInFirst: a program's UC and UD QPs send behind the device's
+// receive work (Device.receiveFirst), having no flow control; RC QPs,
+// whose windows hold their senders back, and QP 1, whose few MADs go as
+// they come, do not wait.
+func TestTakesInFirst(t *testing.T) {
+	a, _ := newPair(t, pairOpts{})
+	for _, c := range []struct {
+		typ  qp.Type
+		want bool
+	}{{qp.TypeRC, false}, {qp.TypeUC, true}, {qp.TypeUD, true}} {
+		if q := createQP(t, a, c.typ); q.TakesInFirst() != c.want {
+			t.Errorf("%v QP: takes in first %v, want %v", c.typ, q.TakesInFirst(), c.want)
+		}
+	}
+	gsi, err := a.dev.CreateGSI(qp.InitAttr{PD: a.pd, SendCQ: a.scq, RecvCQ: a.rcq, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gsi.TakesInFirst() {
+		t.Error("QP 1 takes in first")
+	}
+}
