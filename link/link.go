@@ -182,3 +182,17 @@ type LineRater interface {
 	// or 0 if it is not known.
 	LineRate() uint64
 }
+
+// Resolver is implemented by links that resolve a destination's
+// link-layer address themselves (ARP, neighbour discovery). The device
+// calls Resolve when a QP or an address handle learns its destination, as
+// the kernel resolves a RoCE destination's MAC address when a QP moves to
+// RTR or an address handle is made (ib_resolve_eth_dmac), so that the
+// first burst sent there does not wait in, or overflow, the link's queue
+// for an unresolved address: UC and UD would never send it again.
+type Resolver interface {
+	// Resolve starts resolving dst if the link neither knows it nor is
+	// resolving it already, and returns at once. Destinations the link
+	// cannot reach are ignored.
+	Resolve(dst netip.Addr)
+}

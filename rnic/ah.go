@@ -3,8 +3,10 @@ package rnic
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/gorxe/gorxe/cq"
+	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/mr"
 	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/wire"
@@ -26,7 +28,18 @@ func (d *Device) CreateAH(pd *mr.PD, av qp.AddressVector) (*qp.AH, error) {
 	if src, dst := d.gids[av.SGIDIndex].Unmap(), av.DGID.Unmap(); src.Is4() != dst.Is4() {
 		return nil, fmt.Errorf("rnic: create AH: destination %v and source GID %d (%v) are of different IP versions", dst, av.SGIDIndex, src)
 	}
+	d.resolve(av.DGID)
 	return qp.NewAH(pd, av), nil
+}
+
+// resolve has the link find dst's link-layer address now, if it resolves
+// addresses itself (link.Resolver), as the kernel does for RoCE when a QP
+// moves to RTR or an address handle is made: the first packets sent there
+// then find it known.
+func (d *Device) resolve(dst netip.Addr) {
+	if r, ok := d.link.(link.Resolver); ok && dst.IsValid() {
+		r.Resolve(dst)
+	}
 }
 
 // CreateAHFromWC creates the address handle that answers a UD message, as

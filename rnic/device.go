@@ -411,6 +411,9 @@ func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 	err := q.e.Modify(attr, mask)
 	if dgid, sgid, ok := q.e.Path(); ok {
 		q.path.Store(&qpPath{dgid, sgid})
+		if err == nil && mask&qp.AttrAV != 0 {
+			q.dev.resolve(dgid)
+		}
 	} else {
 		q.path.Store(nil)
 	}

@@ -5,6 +5,7 @@ package tap
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/gorxe/gorxe/link"
@@ -106,6 +107,31 @@ func (l *Link) enqueue(dst netip.Addr, pkt []byte) error {
 		}
 	}
 	return nil
+}
+
+// Resolve starts resolving dst, an address on one of the link's subnets,
+// unless its entry exists already; it queues nothing. It implements
+// link.Resolver.
+func (l *Link) Resolve(dst netip.Addr) {
+	dst = dst.Unmap()
+	if l.closed.Load() || !l.onLink(dst) || slices.Contains(l.addrs, dst) {
+		return
+	}
+	if _, ok := ether.MulticastMAC(dst); ok {
+		return
+	}
+	l.nmu.Lock()
+	if l.neigh[dst] != nil || len(l.neigh) >= maxNeighbors {
+		l.nmu.Unlock()
+		return
+	}
+	l.neigh[dst] = &neighbor{state: incomplete, tries: 1, next: time.Now().Add(l.interval)}
+	l.nmu.Unlock()
+	l.solicit(dst)
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 }
 
 // sendResolved writes a packet that has ether.HeaderLen bytes in front of it.

@@ -50,7 +50,7 @@ const (
 	DefaultQueueBytes      = 212992 // Linux's default unres_qlen_bytes
 	DefaultResolveInterval = time.Second
 	DefaultResolveAttempts = 3
-	DefaultTxQueueLen      = 1024
+	DefaultTxQueueLen      = 8192
 )
 
 // Errors returned by Open.

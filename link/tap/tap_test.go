@@ -357,3 +357,35 @@ func BenchmarkSendReceive(b *testing.B) {
 		})
 	}
 }
+
+// TestResolveAhead: Resolve finds an on-link address's MAC address before
+// anything is sent there, queueing nothing, as the kernel resolves a RoCE
+// destination when a QP moves to RTR; the link's own addresses and
+// addresses off its subnets are not asked for.
+func TestResolveAhead(t *testing.T) {
+	needRoot(t)
+	br := newBridge(t)
+	l := open(t, Config{Bridge: br, Addrs: []netip.Prefix{prefix("10.9.0.5/24"), prefix("fd00::5/64")}})
+	addAddr(t, br, prefix("10.9.0.1/24"))
+	addAddr(t, br, prefix("fd00::1/64"))
+	receiveAll(t, l) // the replies are read as Receive reads them
+	solicits := l.Stats().Solicits
+	for _, a := range []string{"10.9.0.5", "fd00::5", "10.8.0.1", "fe80::1"} {
+		l.Resolve(netip.MustParseAddr(a))
+	}
+	if s := l.Stats().Solicits; s != solicits {
+		t.Fatalf("own and off-link addresses: %d solicitations sent", s-solicits)
+	}
+	for _, a := range []string{"10.9.0.1", "fd00::1"} {
+		dst := netip.MustParseAddr(a)
+		l.Resolve(dst)
+		l.Resolve(dst) // once is enough
+		eventually(t, 3*time.Second, a+" resolved", func() bool {
+			_, ok := l.lookup(dst)
+			return ok
+		})
+	}
+	if s := l.Stats(); s.Solicits-solicits != 2 || s.Queued != 0 {
+		t.Errorf("%d solicitations, %d packets queued; want 2 and none", s.Solicits-solicits, s.Queued)
+	}
+}
