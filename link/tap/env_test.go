@@ -225,3 +225,14 @@ func tapGoroutines() []string {
 	}
 	return out
 }
+
+// beside opens a link at 10.9.0.5/24 and fd00::5/64 on a new bridge on
+// which the kernel, the test's other host, has 10.9.0.1/24 and fd00::1/64.
+func beside(t testing.TB) *Link {
+	t.Helper()
+	br := newBridge(t)
+	l := open(t, Config{Bridge: br, Addrs: []netip.Prefix{prefix("10.9.0.5/24"), prefix("fd00::5/64")}})
+	addAddr(t, br, prefix("10.9.0.1/24"))
+	addAddr(t, br, prefix("fd00::1/64"))
+	return l
+}

@@ -20,10 +20,7 @@ import (
 // iputils ping does (so the test needs no ping binary).
 func TestPing(t *testing.T) {
 	needRoot(t)
-	br := newBridge(t)
-	l := open(t, Config{Bridge: br, Addrs: []netip.Prefix{prefix("10.9.0.5/24"), prefix("fd00::5/64")}})
-	addAddr(t, br, prefix("10.9.0.1/24"))
-	addAddr(t, br, prefix("fd00::1/64"))
+	l := beside(t)
 	receiveAll(t, l) // a device is receiving; echo never reaches it
 
 	for _, tt := range []struct {

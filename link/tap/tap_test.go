@@ -207,10 +207,7 @@ func TestSendDrops(t *testing.T) {
 
 func TestNotRoCEDropped(t *testing.T) {
 	needRoot(t)
-	br := newBridge(t)
-	l := open(t, Config{Bridge: br, Addrs: []netip.Prefix{prefix("10.9.0.5/24"), prefix("fd00::5/64")}})
-	addAddr(t, br, prefix("10.9.0.1/24"))
-	addAddr(t, br, prefix("fd00::1/64"))
+	l := beside(t)
 	ch := receiveAll(t, l)
 	for _, host := range []string{"10.9.0.5", "fd00::5"} {
 		udp := func(port string, payload string) {
@@ -364,10 +361,7 @@ func BenchmarkSendReceive(b *testing.B) {
 // addresses off its subnets are not asked for.
 func TestResolveAhead(t *testing.T) {
 	needRoot(t)
-	br := newBridge(t)
-	l := open(t, Config{Bridge: br, Addrs: []netip.Prefix{prefix("10.9.0.5/24"), prefix("fd00::5/64")}})
-	addAddr(t, br, prefix("10.9.0.1/24"))
-	addAddr(t, br, prefix("fd00::1/64"))
+	l := beside(t)
 	receiveAll(t, l) // the replies are read as Receive reads them
 	solicits := l.Stats().Solicits
 	for _, a := range []string{"10.9.0.5", "fd00::5", "10.8.0.1", "fe80::1"} {
