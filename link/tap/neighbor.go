@@ -100,13 +100,20 @@ func (l *Link) enqueue(dst netip.Addr, pkt []byte) error {
 	l.nmu.Unlock()
 	l.stats.queued.Add(1)
 	if start {
-		l.solicit(dst)
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+		l.startResolving(dst)
 	}
 	return nil
+}
+
+// startResolving sends the first solicitation for dst, whose entry was
+// just made incomplete, and wakes the housekeeper, which retries and
+// expires it.
+func (l *Link) startResolving(dst netip.Addr) {
+	l.solicit(dst)
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Resolve starts resolving dst, an address on one of the link's subnets,
@@ -127,11 +134,7 @@ func (l *Link) Resolve(dst netip.Addr) {
 	}
 	l.neigh[dst] = &neighbor{state: incomplete, tries: 1, next: time.Now().Add(l.interval)}
 	l.nmu.Unlock()
-	l.solicit(dst)
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
+	l.startResolving(dst)
 }
 
 // sendResolved writes a packet that has ether.HeaderLen bytes in front of it.

@@ -233,9 +233,7 @@ func Open(c Config) (*Link, error) {
 		f.Close()
 		return nil, err
 	}
-	l.readQueueDrops()
-	l.drops0 = l.stats.queueDrops.Load()
-	l.stats.queueDrops.Store(0)
+	l.drops0, _ = l.txDropped()
 	l.file, l.name = f, name
 	l.announce()
 	l.wg.Add(1)
@@ -588,15 +586,22 @@ func (l *Link) Stats() Stats {
 // costs a netlink request, so Stats reads it and the receive path does
 // not. The caller holds nlmu; after Close it reads nothing, the TAP gone.
 func (l *Link) readQueueDrops() {
+	if d, ok := l.txDropped(); ok {
+		l.stats.queueDrops.Store(d - min(d, l.drops0))
+	}
+}
+
+// txDropped returns the TAP's tx_dropped as the kernel counts it. The
+// caller holds nlmu, or is Open.
+func (l *Link) txDropped() (uint64, bool) {
 	if l.nl == nil {
-		return
+		return 0, false
 	}
 	nl, err := l.nl.LinkByIndex(l.ifindex)
 	if err != nil || nl.Attrs().Statistics == nil {
-		return
+		return 0, false
 	}
-	d := nl.Attrs().Statistics.TxDropped
-	l.stats.queueDrops.Store(d - min(d, l.drops0))
+	return nl.Attrs().Statistics.TxDropped, true
 }
 
 // Counters returns the link's counters by name (link.Counterer).
