@@ -196,3 +196,17 @@ type Resolver interface {
 	// cannot reach are ignored.
 	Resolve(dst netip.Addr)
 }
+
+// LinkLocal returns the IPv6 link-local address an interface with this
+// 6-byte MAC address makes for itself (fe80::/64 and the modified EUI-64,
+// RFC 4291 appendix A): what the kernel's RDMA core takes as a RoCE
+// port's default GID, index 0 of its table. Another length gives the
+// all-zero MAC's, as a loopback's.
+func LinkLocal(mac []byte) netip.Addr {
+	var m [6]byte
+	if len(mac) == 6 {
+		m = [6]byte(mac)
+	}
+	return netip.AddrFrom16([16]byte{0: 0xfe, 1: 0x80,
+		8: m[0] ^ 0x02, 9: m[1], 10: m[2], 11: 0xff, 12: 0xfe, 13: m[3], 14: m[4], 15: m[5]})
+}

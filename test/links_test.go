@@ -161,8 +161,9 @@ func TestXDPLink(t *testing.T) {
 var xdpLogLine = regexp.MustCompile(`(?m)^gorxe: xdp: v[ab] in driver mode; \d+ queue\(s\), copy sockets \(zero-copy refused: [^)]+\), multi-buffer true$`)
 
 // TestTAPLink runs every test between two gorxe hosts on TAP devices
-// attached to one bridge, IPv4 and IPv6, path MTU 1024 and 4096. The
-// out-of-band TCP exchange uses the namespace's loopback.
+// attached to one bridge, IPv4 and IPv6, path MTU 1024 and 4096, and
+// between their link-local addresses (-x 0, the default GID, as on rxe).
+// The out-of-band TCP exchange uses the namespace's loopback.
 func TestTAPLink(t *testing.T) {
 	needRoot(t)
 	br := bridgeNS(t, 9000)
@@ -170,18 +171,34 @@ func TestTAPLink(t *testing.T) {
 	for _, v := range []struct {
 		name           string
 		client, server string
+		mtus           []int
+		flags          []string
 	}{
-		{"IPv4", "10.78.0.1/24", "10.78.0.2/24"},
-		{"IPv6", "fd78::1/64", "fd78::2/64"},
+		{"IPv4", "10.78.0.1/24", "10.78.0.2/24", []int{1024, 4096}, nil},
+		{"IPv6", "fd78::1/64", "fd78::2/64", []int{1024, 4096}, nil},
+		{"link-local", "10.78.0.1/24", "10.78.0.2/24", []int{4096}, []string{"-x", "0"}},
 	} {
-		for _, mtu := range []int{1024, 4096} {
+		for _, mtu := range v.mtus {
 			for _, test := range allTests {
 				n++
 				t.Run(fmt.Sprintf("%s/mtu%d/%s", v.name, mtu, test), func(t *testing.T) {
 					base := append(testArgs(test, mtu), "--link", "tap", "--bridge", "br0", "--link-mtu", "9000", "-p", fmt.Sprint(18515+n))
+					if v.flags != nil {
+						// perftest's text, which has the address lines.
+						base = slices.DeleteFunc(base, func(a string) bool { return a == "--json" })
+						base = append(base, v.flags...)
+					}
 					srv := append(append([]string{}, base...), "--ip", v.server, "--tap", fmt.Sprintf("gxs%d", n))
 					cli := append(append([]string{}, base...), "--ip", v.client, "--tap", fmt.Sprintf("gxc%d", n), "127.0.0.1")
-					pair(t, br, br, srv, cli)
+					server, client := pair(t, br, br, srv, cli)
+					if v.flags != nil {
+						// perftest's address lines: fe80 as 254:128.
+						for _, g := range []*gorxe{server, client} {
+							if n := strings.Count(g.out.String(), " GID: 254:128:00:00:00:00:00:00:"); n != 2 {
+								t.Errorf("%v: %d link-local GIDs in the address lines, want 2\n%s", g.cmd.Args[3:], n, g.out.String())
+							}
+						}
+					}
 				})
 			}
 		}

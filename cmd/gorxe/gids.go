@@ -28,6 +28,9 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // gidEntry is one row of a GID table.
@@ -50,23 +53,10 @@ func (e gidEntry) addr() netip.Addr {
 	return a
 }
 
-// defaultGID is the port's default GID: fe80::/64 and the EUI-64 of mac.
-func defaultGID(mac net.HardwareAddr) netip.Addr {
-	if len(mac) != 6 {
-		mac = make(net.HardwareAddr, 6) // the loopback's: all zeros
-	}
-	var g [16]byte
-	g[0], g[1] = 0xfe, 0x80
-	g[8], g[9], g[10] = mac[0]^0x02, mac[1], mac[2]
-	g[11], g[12] = 0xff, 0xfe
-	g[13], g[14], g[15] = mac[3], mac[4], mac[5]
-	return netip.AddrFrom16(g)
-}
-
 // buildGIDTable lays out the table of an interface called name with this
 // MAC and these addresses (in the interface's order).
 func buildGIDTable(name string, mac net.HardwareAddr, addrs []netip.Addr) []gidEntry {
-	def := defaultGID(mac)
+	def := link.LinkLocal(mac)
 	t := []gidEntry{{GID: def, Iface: name}}
 	have := func(g netip.Addr) int {
 		return slices.IndexFunc(t, func(e gidEntry) bool { return e.GID == g })
@@ -359,4 +349,25 @@ func runShowGids(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "n_gids_found=%d\n", n)
 	return exitOK
+}
+
+// tapGID returns the index in dev's table (a tap link's: its link-local
+// address, then --ip, as rxe's table on an interface holding that
+// address) of the GID -x or -g names, or, for index -1, of the one
+// perftest would choose, --ip when it is among the best.
+func tapGID(dev *rnic.Device, index int, ipv6 bool, ip netip.Addr) (int, error) {
+	gids := dev.GIDs()
+	t := make([]gidEntry, len(gids))
+	for i, g := range gids {
+		t[i] = gidEntry{GID: g, Usable: true}
+	}
+	if index >= len(t) {
+		var list []string
+		for i, g := range gids {
+			list = append(list, fmt.Sprintf("%d %v", i, g.Unmap()))
+		}
+		return 0, fmt.Errorf("GID index %d: the tap link's device has %d GIDs (%s)", index, len(t), strings.Join(list, ", "))
+	}
+	_, i, err := pickGID(t, index, ipv6, ip)
+	return i, err
 }

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/rnic"
 )
 
 // The table of the interop VM's eth0 as rxe showed it (show_gids on the
@@ -229,5 +233,35 @@ func TestNoSuchInterface(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%v: still running after 10 s", args)
 		}
+	}
+}
+
+// A tap link's device lists its link-local address, then --ip, as rxe's
+// table on an interface with that address: -x and -g index it so, and
+// without them the --ip address is taken, or with --ipv6 the link-local
+// one when --ip is IPv4, as perftest picks on rxe.
+func TestTapGID(t *testing.T) {
+	ll, ip := link.LinkLocal([]byte{2, 0, 0, 0, 0, 5}), netip.MustParseAddr("10.9.0.5")
+	lk, err := mem.NewFabric().NewLink(ll, ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := rnic.Open(rnic.Config{Link: lk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	for _, tc := range []struct {
+		index int
+		ipv6  bool
+		want  int
+	}{{-1, false, 1}, {-1, true, 0}, {0, false, 0}, {1, false, 1}, {0, true, 0}} {
+		if got, err := tapGID(dev, tc.index, tc.ipv6, ip); err != nil || got != tc.want {
+			t.Errorf("tapGID(%d, ipv6 %v) = %d, %v; want %d", tc.index, tc.ipv6, got, err, tc.want)
+		}
+	}
+	_, err = tapGID(dev, 2, false, ip)
+	if want := "GID index 2: the tap link's device has 2 GIDs (0 fe80::ff:fe00:5, 1 10.9.0.5)"; err == nil || err.Error() != want {
+		t.Errorf("-x 2: %v, want %q", err, want)
 	}
 }

@@ -317,6 +317,13 @@ func (l *linkFlags) validate() error {
 	return nil
 }
 
+// ipAddr returns --ip's address without its prefix length, or the zero
+// Addr when there is none or it does not parse (validate says which).
+func (l *linkFlags) ipAddr() netip.Addr {
+	a, _ := netip.ParseAddr(strings.SplitN(l.ip, "/", 2)[0])
+	return a
+}
+
 // validateEarly is validate for what can be checked before anything is
 // known of the peer: everything but a udp link without --ip, whose
 // address a server learns from its client and a client from the route
@@ -368,7 +375,7 @@ func (l *linkFlags) open() (link.Link, error) {
 		}
 		return lk, err
 	case "tap":
-		return tap.Open(tap.Config{Name: l.tapName, Addrs: []netip.Prefix{pfx}, Bridge: l.bridge, MTU: l.mtu, Port: uint16(l.port)})
+		return tap.Open(tap.Config{Name: l.tapName, Addrs: []netip.Prefix{pfx}, LinkLocal: true, Bridge: l.bridge, MTU: l.mtu, Port: uint16(l.port)})
 	}
 	return nil, fmt.Errorf("--link %s: want mem, udp, tap or xdp", l.kind)
 }
@@ -532,12 +539,11 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 	}
 	if lf.kind == "tap" {
 		// The tap link is a host of gorxe's own: -x indexes the
-		// device's table, its addresses.
-		ep.gidIndex = max(r.gidIndex, 0)
-		ep.devGID = ep.gidIndex
-		if n := len(ep.dev.GIDs()); ep.devGID >= n {
-			return fmt.Errorf("GID index %d: the tap link's device has %d GIDs, its --ip addresses", ep.devGID, n)
+		// device's table, its link-local address and --ip.
+		if ep.devGID, err = tapGID(ep.dev, r.gidIndex, r.ipv6, lf.ipAddr()); err != nil {
+			return err
 		}
+		ep.gidIndex = ep.devGID
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func perfOptions() []perfOption {
 			}
 			return nil
 		}},
-		{'x', "gid-index", req, honoured, false, "GID index, in the interface's GID table as rxe lays it out (gorxe show_gids)", func(r *perfRun, v string) error {
+		{'x', "gid-index", req, honoured, false, "GID index, in the interface's GID table as rxe lays it out (gorxe show_gids); on the tap link, 0 is its link-local address and 1 its --ip, as on rxe", func(r *perfRun, v string) error {
 			if err := parseInt(v, &r.gidIndex); err != nil {
 				return err
 			}

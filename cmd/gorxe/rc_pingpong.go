@@ -93,7 +93,7 @@ func rcOptions(tool *pingpongTool) []rcOption {
 		{'r', "rx-depth", req, honoured, false, "receives posted at a time (500)", num(func(r *rcRun) *int { return &r.p.RxDepth })},
 		{'n', "iters", req, honoured, false, "messages each way (1000)", num(func(r *rcRun) *int { return &r.p.Iters })},
 		{'e', "events", no, honoured, false, "sleep on the CQ instead of polling it", flag(func(r *rcRun) *bool { return &r.p.Events })},
-		{'g', "gid-idx", req, honoured, false, "GID index, as rxe's table on the interface has it (gorxe show_gids); on the tap link, of the device's --ip addresses", num(func(r *rcRun) *int { return &r.gidIndex })},
+		{'g', "gid-idx", req, honoured, false, "GID index, as rxe's table on the interface has it (gorxe show_gids); on the tap link, 0 is its link-local address and 1 its --ip, as on rxe", num(func(r *rcRun) *int { return &r.gidIndex })},
 		{'c', "chk", no, honoured, false, "validate the received buffer (gorxe: every byte, on both sides, exit 1 if bad)", flag(func(r *rcRun) *bool { return &r.p.Check })},
 		{'l', "sl", req, accepted, false, "service level, 0-15: a RoCE v2 packet has no field for it, and rxe ignores it too", num(func(r *rcRun) *int { return &r.sl })},
 		{'o', "odp", no, accepted, false, "on-demand paging: gorxe's memory regions are Go memory, never pinned", flag(func(r *rcRun) *bool { return &r.odp })},
@@ -212,10 +212,7 @@ func (r *rcRun) check() error {
 		return fmt.Errorf("-m %d: the MTU is 256, 512, 1024, 2048 or 4096", r.mtu)
 	}
 	r.p.Port, r.p.SL = uint8(r.ibPort), uint8(r.sl)
-	r.p.GIDIndex = 0 // the device's: its one address on the udp link, checked below on tap
-	if r.link.kind == "tap" {
-		r.p.GIDIndex = max(r.gidIndex, 0)
-	}
+	r.p.GIDIndex = 0 // the device's: its one address on the udp link; tap and xdp pick theirs at openDevice
 	return r.p.Validate()
 }
 
@@ -395,6 +392,12 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 	dev, err := lf.openDevice(rnic.Config{Name: cmp.Or(r.device, "gorxe0")})
 	if err != nil {
 		return nil, err
+	}
+	if lf.kind == "tap" {
+		if r.p.GIDIndex, err = tapGID(dev, r.gidIndex, false, lf.ipAddr()); err != nil {
+			dev.Close()
+			return nil, err
+		}
 	}
 	if lf.kind == "xdp" {
 		// The device holds the interface's addresses but its

@@ -178,8 +178,12 @@ func addAddr(t testing.TB, name string, p netip.Prefix) {
 	}
 	// The address is tentative until the kernel sees the bridge's carrier,
 	// which comes a moment after its first port is up.
-	eventually(t, 3*time.Second, "address "+p.Addr().String()+" usable", func() bool {
-		c, err := net.ListenPacket("udp6", net.JoinHostPort(p.Addr().String(), "0"))
+	a := p.Addr()
+	if a.IsLinkLocalUnicast() {
+		a = a.WithZone(name)
+	}
+	eventually(t, 3*time.Second, "address "+a.String()+" usable", func() bool {
+		c, err := net.ListenPacket("udp6", net.JoinHostPort(a.String(), "0"))
 		if err == nil {
 			c.Close()
 		}
@@ -226,13 +230,16 @@ func tapGoroutines() []string {
 	return out
 }
 
-// beside opens a link at 10.9.0.5/24 and fd00::5/64 on a new bridge on
-// which the kernel, the test's other host, has 10.9.0.1/24 and fd00::1/64.
-func beside(t testing.TB) *Link {
+// beside opens a link at 10.9.0.5/24 and fd00::5/64 (with c's other
+// fields) on a new bridge on which the kernel, the test's other host, has
+// 10.9.0.1/24, fd00::1/64 and fe80::1/64, and returns it and the bridge.
+func beside(t testing.TB, c Config) (*Link, string) {
 	t.Helper()
 	br := newBridge(t)
-	l := open(t, Config{Bridge: br, Addrs: []netip.Prefix{prefix("10.9.0.5/24"), prefix("fd00::5/64")}})
-	addAddr(t, br, prefix("10.9.0.1/24"))
-	addAddr(t, br, prefix("fd00::1/64"))
-	return l
+	c.Bridge, c.Addrs = br, []netip.Prefix{prefix("10.9.0.5/24"), prefix("fd00::5/64")}
+	l := open(t, c)
+	for _, p := range []string{"10.9.0.1/24", "fd00::1/64", "fe80::1/64"} {
+		addAddr(t, br, prefix(p))
+	}
+	return l, br
 }

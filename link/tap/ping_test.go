@@ -12,6 +12,8 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/gorxe/gorxe/link"
 )
 
 // TestPing pings the link from the kernel: the test's namespace is a host
@@ -20,8 +22,12 @@ import (
 // iputils ping does (so the test needs no ping binary).
 func TestPing(t *testing.T) {
 	needRoot(t)
-	l := beside(t)
+	l, br := beside(t, Config{LinkLocal: true})
 	receiveAll(t, l) // a device is receiving; echo never reaches it
+	ll := link.LinkLocal(l.MAC())
+	if a := l.Addrs(); len(a) != 3 || a[0] != ll {
+		t.Fatalf("Addrs() = %v, want %v first", a, ll)
+	}
 
 	for _, tt := range []struct {
 		name, network, local, remote string
@@ -30,6 +36,7 @@ func TestPing(t *testing.T) {
 	}{
 		{"IPv4", "ip4:icmp", "10.9.0.1", "10.9.0.5", 1, ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply},
 		{"IPv6", "ip6:ipv6-icmp", "fd00::1", "fd00::5", 58, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply},
+		{"link-local", "ip6:ipv6-icmp", "fe80::1%" + br, ll.WithZone(br).String(), 58, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := icmp.ListenPacket(tt.network, tt.local)
@@ -46,7 +53,7 @@ func TestPing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := c.WriteTo(b, &net.IPAddr{IP: remote.AsSlice()}); err != nil {
+				if _, err := c.WriteTo(b, &net.IPAddr{IP: remote.AsSlice(), Zone: remote.Zone()}); err != nil {
 					t.Fatal(err)
 				}
 				c.SetReadDeadline(time.Now().Add(3 * time.Second))

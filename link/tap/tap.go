@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,14 @@ type Config struct {
 	// IPv6, such as 10.9.0.5/24 and fd00::5/64. The prefixes are the
 	// subnets the link can reach.
 	Addrs []netip.Prefix
+
+	// LinkLocal adds the address a Linux interface makes from its MAC
+	// address (link.LinkLocal: fe80::/64 and the EUI-64 of MAC), first
+	// among Addrs as the kernel's RDMA core puts it first in a RoCE
+	// port's GID table, so that GID indexes mean what they mean on rxe.
+	// It is not added when already among Addrs, nor below an MTU of
+	// 1280, where Linux gives an interface no IPv6.
+	LinkLocal bool
 
 	// Bridge, if not empty, is an existing bridge the TAP is attached to.
 	Bridge string
@@ -178,9 +187,6 @@ func Open(c Config) (*Link, error) {
 	if l.mtu == 0 {
 		l.mtu = DefaultMTU
 	}
-	if l.mtu < 1280 && hasV6(c.Addrs) || l.mtu < 576 || l.mtu > link.MaxPacket {
-		return nil, fmt.Errorf("%w: %d", ErrMTU, c.MTU)
-	}
 	if l.port == 0 {
 		l.port = wire.UDPPort
 	}
@@ -208,7 +214,14 @@ func Open(c Config) (*Link, error) {
 	default:
 		copy(l.mac[:], c.MAC)
 	}
-	for _, p := range c.Addrs {
+	addrs := c.Addrs
+	if ll := link.LinkLocal(l.mac[:]); c.LinkLocal && l.mtu >= 1280 && !slices.ContainsFunc(addrs, func(p netip.Prefix) bool { return p.Addr() == ll }) {
+		addrs = append([]netip.Prefix{netip.PrefixFrom(ll, 64)}, addrs...)
+	}
+	if l.mtu < 1280 && hasV6(addrs) || l.mtu < 576 || l.mtu > link.MaxPacket {
+		return nil, fmt.Errorf("%w: %d", ErrMTU, c.MTU)
+	}
+	for _, p := range addrs {
 		a := p.Addr().Unmap()
 		if !p.IsValid() || !a.IsGlobalUnicast() && !a.IsLinkLocalUnicast() {
 			return nil, fmt.Errorf("%w: %v", ErrAddr, p)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -207,7 +208,7 @@ func TestSendDrops(t *testing.T) {
 
 func TestNotRoCEDropped(t *testing.T) {
 	needRoot(t)
-	l := beside(t)
+	l, _ := beside(t, Config{})
 	ch := receiveAll(t, l)
 	for _, host := range []string{"10.9.0.5", "fd00::5"} {
 		udp := func(port string, payload string) {
@@ -361,7 +362,7 @@ func BenchmarkSendReceive(b *testing.B) {
 // addresses off its subnets are not asked for.
 func TestResolveAhead(t *testing.T) {
 	needRoot(t)
-	l := beside(t)
+	l, _ := beside(t, Config{})
 	receiveAll(t, l) // the replies are read as Receive reads them
 	solicits := l.Stats().Solicits
 	for _, a := range []string{"10.9.0.5", "fd00::5", "10.8.0.1", "fe80::1"} {
@@ -381,5 +382,29 @@ func TestResolveAhead(t *testing.T) {
 	}
 	if s := l.Stats(); s.Solicits-solicits != 2 || s.Queued != 0 {
 		t.Errorf("%d solicitations, %d packets queued; want 2 and none", s.Solicits-solicits, s.Queued)
+	}
+}
+
+// TestLinkLocalAddr: Config.LinkLocal puts the MAC's link-local address
+// first, once, and below an MTU of 1280 (no IPv6, as on Linux) leaves it
+// out rather than refusing the MTU.
+func TestLinkLocalAddr(t *testing.T) {
+	needRoot(t)
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 7}
+	ll := netip.MustParseAddr("fe80::ff:fe00:7")
+	for _, tc := range []struct {
+		c    Config
+		want []netip.Addr
+	}{
+		{Config{Addrs: []netip.Prefix{prefix("10.9.0.5/24")}}, []netip.Addr{ll, netip.MustParseAddr("10.9.0.5")}},
+		{Config{Addrs: []netip.Prefix{prefix("10.9.0.5/24"), prefix("fe80::ff:fe00:7/64")}}, []netip.Addr{netip.MustParseAddr("10.9.0.5"), ll}},
+		{Config{Addrs: []netip.Prefix{prefix("10.9.0.5/24")}, MTU: 1000}, []netip.Addr{netip.MustParseAddr("10.9.0.5")}},
+	} {
+		tc.c.MAC, tc.c.LinkLocal = mac, true
+		l := open(t, tc.c)
+		if got := l.Addrs(); !slices.Equal(got, tc.want) {
+			t.Errorf("MTU %d, addresses %v: Addrs() = %v, want %v", tc.c.MTU, tc.c.Addrs, got, tc.want)
+		}
+		l.Close()
 	}
 }

@@ -332,6 +332,10 @@ if ! $flags && ! $full; then
 	# itself (test/rping_test.go).
 	# perftest's --reversed, both ways: the side that listens sends.
 	cases+=("gorxe-server write_bw udp 1024 4 65536 0 --reversed" "rxe-server send_bw udp 1024 4 65536 0 --reversed")
+	# Link-local GIDs (IP column "ll"): -x 0 on both sides, each side's
+	# default GID, fe80:: from its MAC, over the tap link, whose table is
+	# laid out as rxe's (0 link-local, 1 --ip).
+	cases+=("rxe-server write_bw tap 1024 ll 65536 0" "gorxe-server send_lat tap 4096 ll 64 0")
 fi
 # rstream's own tests, verified: latency then bandwidth on a second
 # connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
@@ -522,9 +526,10 @@ vmcmd() {
 # columns that describe the case.
 caseline() {
 	set -- "$1" "$3" ${cases[$2]} # VERDICT TEXT DIRECTION TEST LINK MTU IP SIZE LOSS [FLAGS]
-	local lossnote="" fl=${10:-}
+	local lossnote="" fl=${10:-} ipcol="IPv$7"
 	[ "$9" != 0 ] && lossnote="loss $9%"
-	printf '%-4s %-13s %-24s %-4s %-5s IPv%s %8s %-8s %s' "$1" "$3" "$4" "$5" "$6" "$7" "$8" "$lossnote" "${fl:+${fl//,/ }  }$2"
+	[ "$7" = ll ] && ipcol=fe80 # link-local, GID 0 on both sides
+	printf '%-4s %-13s %-24s %-4s %-5s %s %8s %-8s %s' "$1" "$3" "$4" "$5" "$6" "$ipcol" "$8" "$lossnote" "${fl:+${fl//,/ }  }$2"
 }
 
 # vm_answers: whether the VM's kernel still answers ping on the bridge.
@@ -552,6 +557,7 @@ session() {
 			local x=-x; [[ $t == *_pingpong ]] && x=-g
 			local mtu="-m $m"; [ "$t" = ud_pingpong ] && mtu="" # ibv_ud_pingpong has no -m
 			local gid="$x 1"; [ "$ip" = 6 ] && gid="$x \$gid6"
+			[ "$ip" = ll ] && gid="$x 0" # eth0's default GID
 			local peer=""; [ "$dir" = gorxe-server ] && peer=$([ "$l" = xdp ] && echo 10.9.0.3 || echo 10.9.0.1)
 			local stop="timeout -k 10 120"
 			if infinite "$fl"; then
@@ -593,6 +599,7 @@ session() {
 		case $l/$ip in
 		tap/4) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip 10.9.0.5/24" ;;
 		tap/6) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip fd09::5/64" ;;
+		tap/ll) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip 10.9.0.5/24 -x 0" ;;
 		udp/4) link="--link udp --ip 10.9.0.1" ;;
 		udp/6) link="--link udp --ip fd09::1" ;;
 		# The xdp link's GIDs are gxx0's; --counters leaves the sockets'
@@ -624,9 +631,10 @@ session() {
 		fi
 		[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
 		set +e
-		# rc_pingpong's -g as on rxe: br0's table has its default GID at
-		# 0 and 10.9.0.1 at 1; the tap link's device has only its --ip.
-		local gidx=""; [[ $t == *_pingpong ]] && gidx=$([ "$l" = udp ] && echo "-g 1" || echo "-g 0")
+		# rc_pingpong's -g as on rxe: br0's table, and the tap link
+		# device's, have the default GID (fe80:: from the MAC) at 0 and
+		# 10.9.0.1 at 1.
+		local gidx=""; [[ $t == *_pingpong ]] && gidx="-g 1"
 		local mtu="-m $m"; [ "$t" = ud_pingpong ] && mtu=""
 		local stop="timeout -k 10 150"
 		if infinite "$fl"; then
