@@ -72,25 +72,41 @@ func TestUDPLink(t *testing.T) {
 // over the xdp link on each end (its addresses are the veth's, its next
 // hops' MACs the kernel's neighbour table's), IPv4 and IPv6, path MTU
 // 1024 and 4096 (which takes two UMEM frames a packet), with sizes from
-// 1 byte to 8 MiB, and checks that the sockets took every RoCE packet.
+// 1 byte to 8 MiB, and between the veths' link-local addresses (-x 0,
+// the default GID, as on rxe), and checks that the sockets took every
+// RoCE packet.
 func TestXDPLink(t *testing.T) {
 	needRoot(t)
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 9000)
-	for _, v := range []struct{ name, serverAddr string }{
-		{"IPv4", "10.77.0.2"},
-		{"IPv6", "fd77::2"},
+	for _, v := range []struct {
+		name, serverAddr string
+		mtus             []int
+		flags            []string
+	}{
+		{"IPv4", "10.77.0.2", []int{1024, 4096}, nil},
+		{"IPv6", "fd77::2", []int{1024, 4096}, []string{"--ipv6"}},
+		{"link-local", "10.77.0.2", []int{4096}, []string{"-x", "0"}},
 	} {
-		for _, mtu := range []int{1024, 4096} {
+		if v.name == "link-local" {
+			linkLocalReady(t, a, "va")
+			linkLocalReady(t, b, "vb")
+		}
+		for _, mtu := range v.mtus {
 			for _, test := range allTests {
 				t.Run(fmt.Sprintf("%s/mtu%d/%s", v.name, mtu, test), func(t *testing.T) {
-					base := testArgs(test, mtu)
-					if v.name == "IPv6" {
-						base = append(base, "--ipv6")
+					base := append(testArgs(test, mtu), v.flags...)
+					ll := v.name == "link-local"
+					if ll {
+						// perftest's text, which has the address lines.
+						base = slices.DeleteFunc(base, func(a string) bool { return a == "--json" })
 					}
 					srv := append(append([]string{}, base...), "--link", "xdp", "--dev", "vb")
 					cli := append(append([]string{}, base...), "--link", "xdp", "--dev", "va", v.serverAddr)
-					pair(t, b, a, srv, cli)
+					server, client := pair(t, b, a, srv, cli)
+					if ll {
+						checkLinkLocalGIDs(t, server, client)
+					}
 				})
 			}
 		}
@@ -192,15 +208,39 @@ func TestTAPLink(t *testing.T) {
 					cli := append(append([]string{}, base...), "--ip", v.client, "--tap", fmt.Sprintf("gxc%d", n), "127.0.0.1")
 					server, client := pair(t, br, br, srv, cli)
 					if v.flags != nil {
-						// perftest's address lines: fe80 as 254:128.
-						for _, g := range []*gorxe{server, client} {
-							if n := strings.Count(g.out.String(), " GID: 254:128:00:00:00:00:00:00:"); n != 2 {
-								t.Errorf("%v: %d link-local GIDs in the address lines, want 2\n%s", g.cmd.Args[3:], n, g.out.String())
-							}
-						}
+						checkLinkLocalGIDs(t, server, client)
 					}
 				})
 			}
+		}
+	}
+}
+
+// linkLocalReady waits until dev in n has its link-local address, made
+// when the device came up, and the address is past duplicate address
+// detection: before, the kernel answers no neighbour solicitation for it.
+func linkLocalReady(t *testing.T, n *netns, dev string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out := n.ip(t, "-6", "addr", "show", "dev", dev, "scope", "link")
+		if strings.Contains(out, "inet6 fe80:") && !strings.Contains(out, "tentative") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has no usable link-local address 5 s after it came up:\n%s", dev, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkLinkLocalGIDs checks that both sides' address lines, perftest's,
+// name link-local GIDs: fe80 printed as 254:128.
+func checkLinkLocalGIDs(t *testing.T, sides ...*gorxe) {
+	t.Helper()
+	for _, g := range sides {
+		if n := strings.Count(g.out.String(), " GID: 254:128:00:00:00:00:00:00:"); n != 2 {
+			t.Errorf("%v: %d link-local GIDs in the address lines, want 2\n%s", g.cmd.Args[3:], n, g.out.String())
 		}
 	}
 }

@@ -531,10 +531,10 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 		return err
 	}
 	if lf.kind == "xdp" {
-		// The xdp link's device holds the interface's addresses but
-		// its link-local ones, which need a zone.
+		// The xdp link's device holds the interface's addresses, in
+		// the order the interface lists them.
 		if ep.devGID = ep.dev.GIDIndex(gid); ep.devGID < 0 {
-			return fmt.Errorf("GID %d of %s (%v) is link-local, which the xdp link does not carry: choose another with -x (gorxe show_gids %s)", ep.gidIndex, lf.dev, gid, lf.dev)
+			return fmt.Errorf("GID %d of %s (%v) is the port's default GID, but %s does not hold that address: choose another with -x (gorxe show_gids %s)", ep.gidIndex, lf.dev, gid, lf.dev, lf.dev)
 		}
 	}
 	if lf.kind == "tap" {

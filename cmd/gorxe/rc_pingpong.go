@@ -400,11 +400,11 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 		}
 	}
 	if lf.kind == "xdp" {
-		// The device holds the interface's addresses but its
-		// link-local ones, in an order of its own.
+		// The device holds the interface's addresses, in the order
+		// the interface lists them.
 		if r.p.GIDIndex = dev.GIDIndex(gid); r.p.GIDIndex < 0 {
 			dev.Close()
-			return nil, fmt.Errorf("-g %d of %s (%v) is link-local, which the xdp link does not carry: choose another (gorxe show_gids %s)", r.gidIndex, lf.dev, gid, lf.dev)
+			return nil, fmt.Errorf("-g %d of %s (%v) is the port's default GID, but %s does not hold that address: choose another (gorxe show_gids %s)", r.gidIndex, lf.dev, gid, lf.dev, lf.dev)
 		}
 	}
 	return dev, nil

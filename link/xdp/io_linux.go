@@ -232,6 +232,24 @@ func (l *Link) resolving() {
 	}
 }
 
+var _ link.Resolver = (*Link)(nil)
+
+// Resolve has the kernel resolve dst's next hop when its neighbour table
+// has no usable entry for it, and returns without waiting for the
+// answer (link.Resolver): a QP's first burst then finds the hop known
+// rather than held. Multicast groups, the link's own addresses and
+// destinations routed elsewhere are left alone.
+func (l *Link) Resolve(dst netip.Addr) {
+	if _, ok := ether.MulticastMAC(dst); ok {
+		return
+	}
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	if !l.closed.Load() {
+		l.res.Lookup(dst) // a missing route shows when a packet is sent
+	}
+}
+
 // neighRetry is how often held packets' hops are looked up again.
 const neighRetry = 5 * time.Millisecond
 

@@ -6,8 +6,8 @@
 // stack is off both paths, and the whole IPv4 header is gorxe's to write
 // and to see, so IPv4 ICRCs are checked on receive as IPv6 ones are.
 //
-// The link uses the interface's own addresses as its GIDs and its MTU as
-// its own. It sends frames with the interface's MAC address as source,
+// The link uses the interface's own addresses (link-local ones too) as its
+// GIDs and its MTU as its own. It sends frames with the interface's MAC address as source,
 // and finds the destination's the way the kernel's stack would: the
 // route's next hop, then the kernel's neighbour table, prompting the
 // kernel to resolve a hop it has no entry for (internal/neigh); packets
@@ -291,8 +291,9 @@ func Open(c Config) (*Link, error) {
 	return l, nil
 }
 
-// interfaceAddrs returns the interface's addresses that can be GIDs: its
-// IPv4 ones and its IPv6 ones but link-local, which need a zone.
+// interfaceAddrs returns the interface's addresses, its GIDs: IPv4 and
+// IPv6, link-local ones too (without a zone: the link is on one
+// interface, which is the zone of every link-local address it sends to).
 func interfaceAddrs(ifc *net.Interface) ([]netip.Addr, error) {
 	as, err := ifc.Addrs()
 	if err != nil {
@@ -305,13 +306,13 @@ func interfaceAddrs(ifc *net.Interface) ([]netip.Addr, error) {
 			continue
 		}
 		ip, ok := netip.AddrFromSlice(n.IP)
-		if !ok || ip.Unmap().IsLinkLocalUnicast() {
+		if !ok {
 			continue
 		}
 		out = append(out, ip.Unmap())
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("xdp: interface %s has no IPv4 or global IPv6 address", ifc.Name)
+		return nil, fmt.Errorf("xdp: interface %s has no IP address", ifc.Name)
 	}
 	return out, nil
 }

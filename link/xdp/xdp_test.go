@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -418,4 +419,44 @@ func TestMulticast(t *testing.T) {
 	if err := b.JoinGroup(p.B4); err == nil {
 		t.Error("joined a unicast address")
 	}
+}
+
+// TestLinkLocal: the link takes the interface's link-local addresses as
+// GIDs, as rxe's table has its default GID, and carries RoCE between
+// link-local addresses (the conformance suite); Resolve has the kernel
+// resolve a neighbour nothing has been sent to yet.
+func TestLinkLocal(t *testing.T) {
+	p := netns.NewPair(t, 1500)
+	llA, llB := netip.MustParseAddr("fe80::a"), netip.MustParseAddr("fe80::b")
+	p.A.IP(t, "-6", "addr", "add", llA.String()+"/64", "dev", p.IfA, "nodad")
+	p.B.IP(t, "-6", "addr", "add", llB.String()+"/64", "dev", p.IfB, "nodad")
+	t.Run("Resolve", func(t *testing.T) {
+		a := open(t, p.A, xdp.Config{Interface: p.IfA})
+		if !slices.Contains(a.Addrs(), llA) {
+			t.Fatalf("Addrs() = %v, without %v", a.Addrs(), llA)
+		}
+		neigh := func() string {
+			out, _ := exec.Command("ip", "-n", p.A.Name, "-6", "neigh", "show", llB.String(), "dev", p.IfA).CombinedOutput()
+			return string(out)
+		}
+		if n := neigh(); strings.Contains(n, "lladdr") {
+			t.Fatalf("%v known before Resolve: %s", llB, n)
+		}
+		a.Resolve(llB)
+		deadline := time.Now().Add(3 * time.Second)
+		for !strings.Contains(neigh(), "lladdr") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v not resolved 3 s after Resolve: %q", llB, neigh())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := linktest.Counter(a, "xdp_queued_for_neighbor"); n != 0 {
+			t.Errorf("xdp_queued_for_neighbor = %d, want 0: nothing was sent", n)
+		}
+	})
+	t.Run("linktest", func(t *testing.T) {
+		linktest.Run(t, func(t *testing.T) (link.Link, link.Link, netip.Addr, netip.Addr) {
+			return open(t, p.A, xdp.Config{Interface: p.IfA}), open(t, p.B, xdp.Config{Interface: p.IfB}), llA, llB
+		})
+	})
 }
