@@ -402,11 +402,15 @@ func (m *Manager) byRemoteID(peer peerAddr, theirs uint32) *Conn {
 	return nil
 }
 
-// localFor returns the device's first address of dst's family that is not
-// link-local, or the zero Addr.
-func (m *Manager) localFor(dst netip.Addr) netip.Addr {
+// LocalFor returns the device's address that a connection to dst leaves
+// from when the caller names none, as the kernel's source address
+// selection would pick among them: the first of dst's family and scope
+// (link-local for a link-local dst, else not link-local), or the zero
+// Addr.
+func (m *Manager) LocalFor(dst netip.Addr) netip.Addr {
+	dst = dst.Unmap()
 	for _, g := range m.dev.GIDs() {
-		if g := g.Unmap(); g.Is4() == dst.Is4() && !g.IsLinkLocalUnicast() {
+		if g := g.Unmap(); g.Is4() == dst.Is4() && g.IsLinkLocalUnicast() == dst.IsLinkLocalUnicast() {
 			return g
 		}
 	}

@@ -39,7 +39,14 @@ var quick = cm.Config{ResponseTimeout: 12, MaxRetries: 4}
 
 func newHost(t testing.TB, f *mem.Fabric, addr string, cfg cm.Config) *host {
 	t.Helper()
-	l, err := f.NewLink(netip.MustParseAddr(addr))
+	return newHostAddrs(t, f, cfg, netip.MustParseAddr(addr))
+}
+
+// newHostAddrs is newHost for a device with several addresses, its GIDs
+// in this order.
+func newHostAddrs(t testing.TB, f *mem.Fabric, cfg cm.Config, addrs ...netip.Addr) *host {
+	t.Helper()
+	l, err := f.NewLink(addrs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -781,5 +788,59 @@ func TestRetryCounts(t *testing.T) {
 		if qa.RetryCnt != c.wantRetry || qb.RetryCnt != c.wantRetry || qb.RNRRetry != c.wantRNR || qa.RNRRetry != c.wantAcceptRNR {
 			t.Errorf("%+v: dialling QP retry %d rnr %d, accepting QP retry %d rnr %d", c, qa.RetryCnt, qa.RNRRetry, qb.RetryCnt, qb.RNRRetry)
 		}
+	}
+}
+
+// TestLinkLocal: a connection and a SIDR resolution to a link-local
+// address written with its zone, as librdmacm's tools take one
+// (fe80::2%eth0), leave from the device's link-local address, not its
+// first of the family, and a listener on a zoned address hears them.
+func TestLinkLocal(t *testing.T) {
+	f := mem.NewFabric()
+	a := newHostAddrs(t, f, quick, netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fe80::1"))
+	b := newHostAddrs(t, f, quick, netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fd00::2"), netip.MustParseAddr("fe80::2"))
+	l, err := b.m.Listen(netip.MustParseAddr("fe80::2%eth0"), 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan error, 1)
+	go func() {
+		r, err := l.Accept(ctxFor(t, 10*time.Second))
+		if err == nil {
+			_, err = r.Accept(b.params("welcome"))
+		}
+		accepted <- err
+	}()
+	c, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.MustParseAddrPort("[fe80::2%eth0]:7174"), a.params("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.LocalAddr(), netip.MustParseAddr("fe80::1"); got != want {
+		t.Errorf("the connection leaves from %v, want %v", got, want)
+	}
+	if got := c.RemoteAddr().Addr(); got != netip.MustParseAddr("fe80::2") {
+		t.Errorf("the connection's peer is %v", got)
+	}
+
+	lu, err := b.m.ListenUD(netip.MustParseAddr("fe80::2%eth0"), 7175)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lu.Close()
+	go func() {
+		if r, err := lu.Accept(context.Background()); err == nil {
+			r.Answer(0x123, cm.UDPQKey, nil)
+		}
+	}()
+	svc, err := a.m.ResolveUD(ctxFor(t, 10*time.Second), netip.MustParseAddrPort("[fe80::2%eth0]:7175"), netip.Addr{}, nil)
+	if err != nil || svc.QPN != 0x123 {
+		t.Fatalf("ResolveUD: %+v, %v", svc, err)
+	}
+	if got := a.m.LocalFor(netip.MustParseAddr("fd00::9")); got != netip.MustParseAddr("fd00::1") {
+		t.Errorf("LocalFor(fd00::9) = %v, want fd00::1", got)
 	}
 }

@@ -219,10 +219,10 @@ func (m *Manager) Dial(ctx context.Context, raddr netip.AddrPort, p ConnParams) 
 // (see Manager). When the handshake fails, Close releases the QP.
 func (m *Manager) Connect(raddr netip.AddrPort, p ConnParams) (*Conn, error) {
 	p.defaults()
-	dst := raddr.Addr().Unmap()
+	dst := raddr.Addr().Unmap().WithZone("") // GIDs have no zone; the device has one link
 	local := p.Local.Unmap()
 	if !local.IsValid() {
-		local = m.localFor(dst)
+		local = m.LocalFor(dst)
 	}
 	sgid := m.dev.GIDIndex(local)
 	if sgid < 0 {

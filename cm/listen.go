@@ -27,7 +27,7 @@ type listening[R any] struct {
 // newListening checks addr, a device address or unspecified (the zero
 // Addr: every address), for a listener on port. m.mu is held.
 func newListening[R any](m *Manager, addr netip.Addr, port uint16) (listening[R], error) {
-	addr = addr.Unmap()
+	addr = addr.Unmap().WithZone("") // GIDs have no zone; the device has one link
 	if addr.IsUnspecified() {
 		addr = netip.Addr{}
 	}

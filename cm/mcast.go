@@ -56,7 +56,7 @@ func (m *Manager) JoinMulticast(group, local netip.Addr, q *rnic.QP, sendOnly bo
 		return nil, fmt.Errorf("cm: join multicast: %v is not a multicast address", g)
 	}
 	if !local.IsValid() {
-		local = m.localFor(g)
+		local = m.LocalFor(g)
 	}
 	sgid := m.dev.GIDIndex(local)
 	if sgid < 0 {

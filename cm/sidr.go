@@ -49,10 +49,10 @@ type sidrWait struct {
 // rdma_cm's header and priv (at most 180 bytes), again after the response
 // timeout up to the retries, and returns the SIDR_REP's QPN and Q_Key.
 func (m *Manager) ResolveUD(ctx context.Context, raddr netip.AddrPort, local netip.Addr, priv []byte) (UDService, error) {
-	dst := raddr.Addr().Unmap()
+	dst := raddr.Addr().Unmap().WithZone("") // GIDs have no zone; the device has one link
 	local = local.Unmap()
 	if !local.IsValid() {
-		local = m.localFor(dst)
+		local = m.LocalFor(dst)
 	}
 	if m.dev.GIDIndex(local) < 0 {
 		return UDService{}, fmt.Errorf("cm: resolve %v: no local address of its family", raddr)

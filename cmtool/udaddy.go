@@ -225,11 +225,12 @@ func udaddyClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server n
 			return -1
 		}
 		av := qp.AddressVector{DGID: server, HopLimit: 64, TrafficClass: p.TOS}
-		for i, g := range dev.GIDs() {
-			if g := g.Unmap(); local.IsValid() && g == local.Unmap() || !local.IsValid() && g.Is4() == server.Is4() && !g.IsLinkLocalUnicast() {
-				av.SGIDIndex = uint8(i)
-				break
-			}
+		src := local
+		if !src.IsValid() {
+			src = m.LocalFor(server)
+		}
+		if i := dev.GIDIndex(src); i >= 0 {
+			av.SGIDIndex = uint8(i)
 		}
 		if u.ah, err = dev.CreateAH(u.pd, av); err != nil {
 			fmt.Fprintf(stdout, "udaddy: failure creating address handle: %v\n", err)
