@@ -24,6 +24,8 @@ func TestRping(t *testing.T) {
 	needRoot(t)
 	a, b := newNS(t, "a"), newNS(t, "b")
 	vethPair(t, a, b, 9000)
+	a.ip(t, "addr", "add", "fe80::a/64", "dev", "va", "nodad")
+	b.ip(t, "addr", "add", "fe80::b/64", "dev", "vb", "nodad")
 	for _, v := range []struct {
 		name, srv, cli string
 		link           []string
@@ -40,6 +42,9 @@ func TestRping(t *testing.T) {
 		// -a :: before, and an IPv6 client's REQ went unanswered).
 		{"udp/any6", "fd77::2", "fd77::1", nil, []string{"-a", "::"}, nil},
 		{"udp/any4", "10.77.0.2", "10.77.0.1", nil, []string{"-a", "0.0.0.0"}, nil},
+		// Link-local addresses, typed with their zones as librdmacm's
+		// rping takes them.
+		{"udp/link-local", "fe80::b%va", "fe80::a", nil, []string{"-a", "fe80::b%vb"}, nil},
 		{"xdp/IPv4", "10.77.0.2", "10.77.0.1", []string{"--link", "xdp"}, []string{"-a", "10.77.0.2", "--dev", "vb"}, []string{"--dev", "va"}},
 	} {
 		t.Run(v.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"net/netip"
 	"slices"
@@ -263,5 +264,22 @@ func TestTapGID(t *testing.T) {
 	_, err = tapGID(dev, 2, false, ip)
 	if want := "GID index 2: the tap link's device has 2 GIDs (0 fe80::ff:fe00:5, 1 10.9.0.5)"; err == nil || err.Error() != want {
 		t.Errorf("-x 2: %v, want %q", err, want)
+	}
+}
+
+// An address given as a host keeps its zone, which a link-local one
+// needs and the resolver drops; resolveHost (rping's) unmaps.
+func TestLookupHost(t *testing.T) {
+	for _, host := range []string{"fe80::2%eth0", "10.0.0.2", "fd00::2"} {
+		ips, err := lookupHost(context.Background(), host)
+		if err != nil || len(ips) != 1 || ips[0].String() != host {
+			t.Errorf("lookupHost(%s) = %v, %v", host, ips, err)
+		}
+	}
+	if a, err := resolveHost("::ffff:10.0.0.2"); err != nil || a != netip.MustParseAddr("10.0.0.2") {
+		t.Errorf("resolveHost(::ffff:10.0.0.2) = %v, %v", a, err)
+	}
+	if _, err := lookupHost(context.Background(), "no-such-host.invalid"); err == nil {
+		t.Error("lookupHost(no-such-host.invalid) succeeded")
 	}
 }

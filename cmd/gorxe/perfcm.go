@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -31,9 +32,9 @@ func openRemoteCM(ctx context.Context, r *perfRun, name string, stdout io.Writer
 	var peer netip.Addr
 	switch {
 	case r.server != "":
-		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", r.server)
-		if err != nil || len(ips) == 0 {
-			return fail(fmt.Errorf("resolving %s: %v", r.server, err))
+		ips, err := lookupHost(ctx, r.server)
+		if err != nil {
+			return fail(err)
 		}
 		peer = ips[0].Unmap()
 		if r.ipv6 {
@@ -96,4 +97,20 @@ func openRemoteCM(ctx context.Context, r *perfRun, name string, stdout io.Writer
 		return fail(err)
 	}
 	return ep, nil
+}
+
+// lookupHost resolves a host's name or address. An address stands for
+// itself with its zone (fe80::2%eth0), which the resolver drops.
+func lookupHost(ctx context.Context, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err == nil && len(ips) == 0 {
+		err = errors.New("no address")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %v", host, err)
+	}
+	return ips, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -188,11 +187,8 @@ func resolveHost(host string) (netip.Addr, error) {
 	if host == "" {
 		return netip.Addr{}, nil
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap(), nil
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
-	if err != nil || len(ips) == 0 {
+	ips, err := lookupHost(context.Background(), host)
+	if err != nil {
 		return netip.Addr{}, fmt.Errorf("getaddrinfo failed - invalid hostname or IP address: %s", host)
 	}
 	return ips[0].Unmap(), nil
