@@ -332,10 +332,11 @@ if ! $flags && ! $full; then
 	# itself (test/rping_test.go).
 	# perftest's --reversed, both ways: the side that listens sends.
 	cases+=("gorxe-server write_bw udp 1024 4 65536 0 --reversed" "rxe-server send_bw udp 1024 4 65536 0 --reversed")
-	# Link-local GIDs (IP column "ll"): -x 0 on both sides, each side's
+	# Link-local GIDs (IP column "fe80"): -x 0 on both sides, each side's
 	# default GID, fe80:: from its MAC, over the tap link, whose table is
-	# laid out as rxe's (0 link-local, 1 --ip).
-	cases+=("rxe-server write_bw tap 1024 ll 65536 0" "gorxe-server send_lat tap 4096 ll 64 0")
+	# laid out as rxe's (0 link-local, 1 --ip), and the xdp link, whose
+	# GIDs are gxx0's.
+	cases+=("rxe-server write_bw tap 1024 ll 65536 0" "gorxe-server send_lat tap 4096 ll 64 0" "rxe-server read_bw xdp 4096 ll 65536 0")
 fi
 # rstream's own tests, verified: latency then bandwidth on a second
 # connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
@@ -606,6 +607,7 @@ session() {
 		# and the XDP program's counters in gorxe.N.out.
 		xdp/4) link="--link xdp --dev gxx0 --counters" ;;
 		xdp/6) link="--link xdp --dev gxx0 --ipv6 --counters" ;;
+		xdp/ll) link="--link xdp --dev gxx0 --counters -x 0" ;;
 		esac
 		local peer=""; [ "$dir" = rxe-server ] && peer=10.9.0.2
 		# Immediate mode rings hold whole frames of the largest size
