@@ -1,5 +1,7 @@
 package rnic
 
+import "time"
+
 // WorkerTurns returns how many turns the device's workers have taken, so
 // that a benchmark can report how often they wake.
 func (d *Device) WorkerTurns() uint64 {
@@ -37,3 +39,14 @@ func SetPopulateMax(t interface{ Cleanup(func()) }, n uint64) {
 // TakesInFirst reports whether the QP's sends wait for the device to take
 // in what waits on the link (receiveFirst).
 func (q *QP) TakesInFirst() bool { return q.unreliable }
+
+// TakeInFirstAfter is takeInFirst when the link was last read sinceRead
+// ago and its last batch was half full or more (backlog), or not.
+func (d *Device) TakeInFirstAfter(sinceRead time.Duration, backlog bool) (first, stale bool) {
+	d.rx.mu.Lock() // the receive goroutine processes no batch meanwhile
+	defer d.rx.mu.Unlock()
+	now := d.clock.Now()
+	d.rx.backlog.Store(backlog)
+	d.rx.lastRead.Store(int64(now.Add(-sinceRead)))
+	return d.takeInFirst(now)
+}

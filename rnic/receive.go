@@ -53,6 +53,10 @@ type receiver struct {
 	// (rx_batches_before_tx).
 	backlog atomic.Bool
 	helped  atomic.Uint64
+	// lastRead is when a batch was last read and processed, by anyone (a
+	// monotime.Time): a sender that finds it old looks at the link itself
+	// (receiveFirst), as the goroutine that should have may not have run.
+	lastRead atomic.Int64
 
 	// lastPoll is when a program last called Poll (a monotime.Time), 0
 	// after Flush, noted every markEvery
@@ -484,35 +488,73 @@ func (d *Device) catchUp() {
 // send). UC and UD have no flow control, and building a packet costs less
 // than taking one in: without it, two gorxe streaming UC at each other on
 // shared CPUs each sent faster than they received, and their sockets
-// overflowed with what UC and UD never send again. It returns at once
-// when the last batch read was less than half full, as the batches of a
-// ping-pong or a light stream are: taking the lock and reading an empty
-// link before every send cost a duplex UD send_bw of 64-byte messages a
-// fifth of its rate, with nothing to gain. The caller holds no QP's lock,
-// nor the receive lock: the device runs no program code in its receive
-// path.
+// overflowed with what UC and UD never send again. takeInFirst says when.
+// The caller holds no QP's lock, nor the receive lock: the device runs no
+// program code in its receive path.
 func (d *Device) receiveFirst() {
 	r := &d.rx
-	if !r.backlog.Load() || r.poller == nil || d.cfg.Loop != nil {
+	first, stale := d.takeInFirst(d.clock.Now())
+	if !first {
 		return
 	}
 	r.mu.Lock() // behind whoever reads now, the receive goroutine or a polling program
+	read := false
 	for range receiveFirstBatches {
-		if !r.backlog.Load() {
+		if !stale && !r.backlog.Load() {
 			break // whoever held the lock caught up
 		}
+		stale = false
 		if d.ownBatch() > 0 {
 			r.helped.Add(1)
+			read = true
 		}
 	}
-	d.flushAcks()
-	d.tx.flush()
+	if read {
+		d.flushAcks()
+		d.tx.flush()
+	}
 	r.mu.Unlock()
+}
+
+// takeInFirst reports whether a UC or UD sender reads the link before it
+// sends (receiveFirst), at time now, and whether because the link went
+// unread (stale) rather than because the last batch was half full or
+// more. It does not when the last batch was smaller, as the batches of a
+// ping-pong or a light stream are: taking the lock and reading an empty
+// link before every send cost a duplex UD send_bw of 64-byte messages a
+// fifth of its rate, with nothing to gain. But the last batch says nothing
+// when nobody has read the link for receiveFirstStale: the goroutine that
+// should have, woken, may be waiting for a CPU the senders keep busy (two
+// programs asleep on completion channels, `send_bw -c UC -b -e`, lost
+// thousands of datagrams so, in almost every run), or the link is idle;
+// the sender then reads one batch to see, at most once a
+// receiveFirstStale. Not where a program polls the device: its polls read
+// the link, and a sender's reads between them made the batches smaller
+// and a duplex UD send_bw of 64-byte messages a third slower.
+func (d *Device) takeInFirst(now monotime.Time) (first, stale bool) {
+	r := &d.rx
+	switch {
+	case r.poller == nil || d.cfg.Loop != nil:
+		return false, false
+	case r.backlog.Load():
+		return true, false
+	case r.lastPoll.Load() != 0 || now.Sub(monotime.Time(r.lastRead.Load())) < receiveFirstStale:
+		return false, false
+	}
+	return true, true
 }
 
 // receiveFirstBatches bounds what one sender reads in receiveFirst
 // before it sends again.
 const receiveFirstBatches = 8
+
+// receiveFirstStale is how long the link may go unread before a UC or UD
+// sender reads it itself (takeInFirst): short against the time a socket's
+// buffer takes to fill (64 MiB at 10 Gb/s: 50 ms), long against a busy
+// receive goroutine's turn, so that a sender on an idle link reads it at
+// most ten thousand times a second. 500 µs left drops in every run of
+// the duplex UC test above.
+const receiveFirstStale = 100 * time.Microsecond
 
 // unreliable reports whether r, a QP its worker runs, is a UC or UD QP
 // of a program (receiveFirst): the connection manager's QP 1 sends its
@@ -665,6 +707,7 @@ func (d *Device) process(n int) {
 	if backlog := n >= len(r.bufs)/2; r.backlog.Load() != backlog {
 		r.backlog.Store(backlog)
 	}
+	r.lastRead.Store(int64(d.clock.Now()))
 	for i := range n {
 		pkt := r.bufs[i][link.Headroom : link.Headroom+r.sizes[i]]
 		if err := wire.ParseIP(p, pkt); err != nil || p.DstPort() != d.cfg.Port {

@@ -185,3 +185,33 @@ func TestTakesInFirst(t *testing.T) {
 		t.Error("QP 1 takes in first")
 	}
 }
+
+// TestTakeInFirstRule: a UC or UD sender reads the link first when its
+// last batch was half full or more, or when nobody has read it for a
+// while (its goroutine may be starved of a CPU), but not in between, and
+// not for staleness alone where a program polls the device.
+func TestTakeInFirstRule(t *testing.T) {
+	a, _ := newPair(t, pairOpts{udp: true}) // a link.Poller
+	for _, c := range []struct {
+		since        time.Duration
+		backlog      bool
+		first, stale bool
+	}{
+		{0, false, false, false},
+		{50 * time.Microsecond, false, false, false},
+		{time.Millisecond, false, true, true},
+		{0, true, true, false},
+		{time.Millisecond, true, true, false},
+	} {
+		if first, stale := a.dev.TakeInFirstAfter(c.since, c.backlog); first != c.first || stale != c.stale {
+			t.Errorf("read %v ago, backlog %v: first %v stale %v, want %v %v", c.since, c.backlog, first, stale, c.first, c.stale)
+		}
+	}
+	a.dev.Poll() // a program polls: its polls read the link
+	if first, _ := a.dev.TakeInFirstAfter(time.Millisecond, false); first {
+		t.Error("a stale link read first where a program polls")
+	}
+	if first, _ := a.dev.TakeInFirstAfter(0, true); !first {
+		t.Error("a backlog not read first where a program polls")
+	}
+}
