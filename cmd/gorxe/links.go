@@ -317,11 +317,13 @@ func (l *linkFlags) validate() error {
 	return nil
 }
 
-// ipAddr returns --ip's address without its prefix length, or the zero
-// Addr when there is none or it does not parse (validate says which).
-func (l *linkFlags) ipAddr() netip.Addr {
-	a, _ := netip.ParseAddr(strings.SplitN(l.ip, "/", 2)[0])
-	return a
+// ipAddr returns --ip's address without its prefix length.
+func (l *linkFlags) ipAddr() (netip.Addr, error) {
+	a, err := netip.ParseAddr(strings.SplitN(l.ip, "/", 2)[0])
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("--ip %s: %v", l.ip, err)
+	}
+	return a, nil
 }
 
 // validateEarly is validate for what can be checked before anything is
@@ -483,9 +485,9 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 		var at netip.Addr // the address that names the interface
 		switch {
 		case lf.ip != "":
-			a, err := netip.ParseAddr(strings.SplitN(lf.ip, "/", 2)[0])
+			a, err := lf.ipAddr()
 			if err != nil {
-				return fmt.Errorf("--ip %s: %v", lf.ip, err)
+				return err
 			}
 			at = a
 		case reached.IsValid():
@@ -540,7 +542,11 @@ func (ep *endpoint) openDevice(r *perfRun, name string, reached netip.Addr) erro
 	if lf.kind == "tap" {
 		// The tap link is a host of gorxe's own: -x indexes the
 		// device's table, its link-local address and --ip.
-		if ep.devGID, err = tapGID(ep.dev, r.gidIndex, r.ipv6, lf.ipAddr()); err != nil {
+		ip, err := lf.ipAddr() // parsed already when the link opened
+		if err != nil {
+			return err
+		}
+		if ep.devGID, err = tapGID(ep.dev, r.gidIndex, r.ipv6, ip); err != nil {
 			return err
 		}
 		ep.gidIndex = ep.devGID

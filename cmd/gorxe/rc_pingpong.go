@@ -349,9 +349,9 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 		var at netip.Addr
 		switch {
 		case lf.ip != "":
-			a, err := netip.ParseAddr(strings.SplitN(lf.ip, "/", 2)[0])
+			a, err := lf.ipAddr()
 			if err != nil {
-				return nil, fmt.Errorf("--ip %s: %v", lf.ip, err)
+				return nil, err
 			}
 			at = a
 		default: // -g given (check)
@@ -394,7 +394,11 @@ func (r *rcRun) openDevice(local func() (netip.Addr, error)) (*rnic.Device, erro
 		return nil, err
 	}
 	if lf.kind == "tap" {
-		if r.p.GIDIndex, err = tapGID(dev, r.gidIndex, false, lf.ipAddr()); err != nil {
+		ip, err := lf.ipAddr() // parsed already when the link opened
+		if err == nil {
+			r.p.GIDIndex, err = tapGID(dev, r.gidIndex, false, ip)
+		}
+		if err != nil {
 			dev.Close()
 			return nil, err
 		}
