@@ -80,13 +80,11 @@ func (l *Link) enqueue(dst netip.Addr, pkt []byte) error {
 	}
 	start := e == nil
 	if start {
-		if len(l.neigh) >= maxNeighbors {
+		if e = l.newIncomplete(dst); e == nil {
 			l.nmu.Unlock()
 			l.stats.dropNoNeighbor.Add(1)
 			return nil
 		}
-		e = &neighbor{state: incomplete, tries: 1, next: time.Now().Add(l.interval)}
-		l.neigh[dst] = e
 	}
 	if e.queued+len(pkt) > l.queueBytes {
 		l.nmu.Unlock()
@@ -128,13 +126,22 @@ func (l *Link) Resolve(dst netip.Addr) {
 		return
 	}
 	l.nmu.Lock()
-	if l.neigh[dst] != nil || len(l.neigh) >= maxNeighbors {
-		l.nmu.Unlock()
-		return
-	}
-	l.neigh[dst] = &neighbor{state: incomplete, tries: 1, next: time.Now().Add(l.interval)}
+	start := l.neigh[dst] == nil && l.newIncomplete(dst) != nil
 	l.nmu.Unlock()
-	l.startResolving(dst)
+	if start {
+		l.startResolving(dst)
+	}
+}
+
+// newIncomplete makes dst's entry, incomplete, its first solicitation
+// counted as sent, or returns nil if the table is full. l.nmu is held.
+func (l *Link) newIncomplete(dst netip.Addr) *neighbor {
+	if len(l.neigh) >= maxNeighbors {
+		return nil
+	}
+	e := &neighbor{state: incomplete, tries: 1, next: time.Now().Add(l.interval)}
+	l.neigh[dst] = e
+	return e
 }
 
 // sendResolved writes a packet that has ether.HeaderLen bytes in front of it.

@@ -240,13 +240,10 @@ var _ link.Resolver = (*Link)(nil)
 // rather than held. Multicast groups, the link's own addresses and
 // destinations routed elsewhere are left alone.
 func (l *Link) Resolve(dst netip.Addr) {
-	if _, ok := ether.MulticastMAC(dst); ok {
-		return
-	}
 	l.rw.RLock()
 	defer l.rw.RUnlock()
 	if !l.closed.Load() {
-		l.res.Lookup(dst) // a missing route shows when a packet is sent
+		l.nextHop(dst) // a missing route shows when a packet is sent
 	}
 }
 

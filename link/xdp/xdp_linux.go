@@ -6,12 +6,13 @@
 // stack is off both paths, and the whole IPv4 header is gorxe's to write
 // and to see, so IPv4 ICRCs are checked on receive as IPv6 ones are.
 //
-// The link uses the interface's own addresses (link-local ones too) as its
-// GIDs and its MTU as its own. It sends frames with the interface's MAC address as source,
-// and finds the destination's the way the kernel's stack would: the
-// route's next hop, then the kernel's neighbour table, prompting the
-// kernel to resolve a hop it has no entry for (internal/neigh); packets
-// wait, a few per destination, while it does.
+// The link uses the interface's own addresses (link-local ones too) as
+// its GIDs and its MTU as its own. It sends frames with the interface's
+// MAC address as source, and finds the destination's the way the
+// kernel's stack would: the route's next hop, then the kernel's
+// neighbour table, prompting the kernel to resolve a hop it has no entry
+// for (internal/neigh); packets wait, a few per destination, while it
+// does.
 //
 // Frames larger than a UMEM frame holds (3840 bytes received, 4096 sent:
 // path MTU 4096 needs about 4170) travel in several buffers (AF_XDP
