@@ -57,7 +57,11 @@ func (l *Link) send(bufs [][]byte, deferred bool) error {
 			case err != nil:
 				l.stats.offLink.Add(1)
 				continue
-			case !found:
+			case !found || l.pending[dst] != nil:
+				// Unresolved; or resolved while earlier packets
+				// still wait for the resolving goroutine: this one
+				// goes behind them, so that none overtakes them
+				// (an RC responder NAKs what comes out of order).
 				l.hold(dst, pkt)
 				continue
 			}
