@@ -265,6 +265,54 @@ func TestRouteChange(t *testing.T) {
 	}
 }
 
+// TestHeldStayFirst: a packet to a destination whose earlier packets are
+// still held for resolution waits behind them, even though the hop is
+// known by now; sent at once, it would overtake them, and an RC
+// responder NAKs what comes out of order.
+func TestHeldStayFirst(t *testing.T) {
+	p := netns.NewPair(t, 1500)
+	a := open(t, p.A, xdp.Config{Interface: p.IfA})
+	b := open(t, p.B, xdp.Config{Interface: p.IfB})
+	packet := func(mark byte) []byte {
+		pkt := make([]byte, link.BufferSize)
+		n := udpPacket(pkt[link.Headroom:], p.A4, p.B4, 64)
+		pkt[link.Headroom+28] = mark
+		return pkt[:link.Headroom+n]
+	}
+	in := make([][]byte, 2)
+	for i := range in {
+		in[i] = make([]byte, link.BufferSize)
+	}
+	sizes := make([]int, len(in))
+	receive := func(n int) []byte {
+		var marks []byte
+		for len(marks) < n {
+			k, err := b.Receive(in[:n-len(marks)], sizes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range k {
+				marks = append(marks, in[i][link.Headroom+28])
+			}
+		}
+		return marks
+	}
+	// B's hop resolved, and the link's recent destination.
+	if err := a.Send([][]byte{packet(0)}); err != nil {
+		t.Fatal(err)
+	}
+	receive(1)
+	for range 5 {
+		xdp.HoldUnwoken(a, p.B4, packet(1))
+		if err := a.Send([][]byte{packet(2)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := receive(2); !slices.Equal(got, []byte{1, 2}) {
+			t.Fatalf("B received %v, want the held packet 1 before 2", got)
+		}
+	}
+}
+
 // TestInterfaceDrops: frames the interface's driver drops instead of
 // handing them to the link show as if_rx_dropped, counted from the link's
 // opening. Here the link read none and its fill ring ran dry; virtio_net
