@@ -30,6 +30,10 @@
 // they hold, each with its own synthesized headers; Stats.Joined counts
 // them (receive_linux.go).
 //
+// A link may have more addresses than its socket's (Config.Also), as a
+// RoCE device has every address of its interface: each has a socket of
+// its own, which takes the slower road multicast takes (also_linux.go).
+//
 // The socket is not one the Go runtime polls: a busy-polling program
 // reads it with TryReceive, and the link waits in poll(2) itself when it
 // must (package link/internal/pollfd says why).

@@ -135,7 +135,7 @@ const pollAsk = 8
 func (r *rxScratch) init(l *Link) {
 	r.l = l
 	r.recvFn = r.recvmmsg
-	r.payload = l.headerLen()
+	r.payload = headerLen(l.v4)
 	r.grow(link.BatchSize)
 }
 
@@ -289,7 +289,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 		return k, nil
 	}
 	if l.mc.n.Load() > 0 {
-		k := l.takeMcast(bufs, sizes)
+		k := l.takeSide(bufs, sizes)
 		l.stats.received.Add(uint64(k))
 		return k, nil
 	}
@@ -324,7 +324,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 				return 0, err
 			}
 			if l.mc.n.Load() > 0 {
-				k := l.takeMcast(bufs, sizes)
+				k := l.takeSide(bufs, sizes)
 				l.stats.received.Add(uint64(k))
 				return k, nil
 			}
@@ -469,22 +469,22 @@ func (r *rxScratch) synthesize(pkt []byte, d dgram, n int) int {
 }
 
 // headerLen is the length of the IP and UDP headers the link writes in
-// front of a received payload.
-func (l *Link) headerLen() int {
-	if l.v4 {
+// front of a payload received over IPv4 if v4, else over IPv6.
+func headerLen(v4 bool) int {
+	if v4 {
 		return wire.IPv4Len + wire.UDPLen
 	}
 	return wire.IPv6Len + wire.UDPLen
 }
 
 // headers writes the IP and UDP headers of a datagram from src to dst
-// (the link's address, or a group it joined) at the link's port, whose
-// n-byte payload is already in place in pkt, and returns the packet's
-// length.
+// (one of the link's addresses, or a group it joined) at the link's port,
+// whose n-byte payload is already in place in pkt, and returns the
+// packet's length.
 func (l *Link) headers(pkt []byte, src netip.AddrPort, dst netip.Addr, tos byte, n int) int {
 	udpLen := uint16(wire.UDPLen + n)
 	var ipLen int
-	if l.v4 {
+	if dst.Is4() {
 		ipLen = wire.IPv4Len
 		ip := wire.IPv4(pkt[:wire.IPv4Len])
 		ip.Encode(&wire.IPv4Fields{

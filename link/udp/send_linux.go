@@ -89,6 +89,7 @@ type txScratch struct {
 	from  int                        // the first message sendmmsg is to send
 	k     int                        // the messages built
 	nio   int                        // the iovecs build filled
+	keep  [][]byte                   // the packets for the link's own socket, when it has Config.Also
 
 	// Per message: where its packets and iovecs start, how many malformed
 	// packets came before it, how many packets it has, their size (the
@@ -112,6 +113,11 @@ func (l *Link) Send(bufs [][]byte) error {
 	}
 	s := l.txPool.Get().(*txScratch)
 	defer l.txPool.Put(s)
+	if len(l.also) > 0 {
+		s.keep = l.sendAlso(bufs, s.keep[:0])
+		bufs = s.keep
+		defer clear(s.keep) // do not keep the caller's buffers alive
+	}
 	for len(bufs) > 0 {
 		n := min(len(bufs), link.BatchSize)
 		if err := l.sendBatch(s, bufs[:n], l.gso.Load()); err != nil {
@@ -199,8 +205,8 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 	var shift wire.IDShift
 	shiftLen := -1
 	for j, buf := range bufs {
-		dst, port, tos, payload, ok := l.parse(buf)
-		if !ok {
+		dst, _, port, tos, payload, ok := l.parse(buf)
+		if !ok || dst.Is4() != l.v4 {
 			bad++
 			continue
 		}
@@ -330,26 +336,11 @@ func (s *txScratch) sendmmsg(fd int) {
 func (l *Link) control(s *txScratch, i int) []byte {
 	oob := unsafe.Slice((*byte)(unsafe.Pointer(&s.oob[i][0])), txOOBWords*8)
 	n := 0
-	put := func(level, typ int, v uint32, size int) {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[n]))
-		h.Level, h.Type = int32(level), int32(typ)
-		h.SetLen(unix.CmsgLen(size))
-		if size == 2 {
-			binary.NativeEndian.PutUint16(oob[n+unix.CmsgLen(0):], uint16(v))
-		} else {
-			binary.NativeEndian.PutUint32(oob[n+unix.CmsgLen(0):], v)
-		}
-		n += unix.CmsgSpace(size)
-	}
 	if tos := sendTOS(s.tos[i]); tos != defaultTOS {
-		if l.v4 {
-			put(unix.IPPROTO_IP, unix.IP_TOS, uint32(tos), 4)
-		} else {
-			put(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, uint32(tos), 4)
-		}
+		n += putTOS(oob[n:], l.v4, tos)
 	}
 	if s.count[i] > 1 {
-		put(unix.SOL_UDP, unix.UDP_SEGMENT, uint32(s.seg[i]), 2)
+		n += putCmsg(oob[n:], unix.SOL_UDP, unix.UDP_SEGMENT, uint32(s.seg[i]), 2)
 	}
 	if n == 0 {
 		return nil
@@ -357,9 +348,34 @@ func (l *Link) control(s *txScratch, i int) []byte {
 	return oob[:n]
 }
 
-// parse returns the destination, TOS byte and UDP payload of the packet
-// in buf, and whether it is one the link can send.
-func (l *Link) parse(buf []byte) (dst netip.Addr, port uint16, tc byte, payload []byte, ok bool) {
+// putTOS writes the control message that sends a packet over IPv4 (if
+// v4) or IPv6 with the TOS or traffic class byte tos, and returns its
+// length.
+func putTOS(oob []byte, v4 bool, tos byte) int {
+	if v4 {
+		return putCmsg(oob, unix.IPPROTO_IP, unix.IP_TOS, uint32(tos), 4)
+	}
+	return putCmsg(oob, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, uint32(tos), 4)
+}
+
+// putCmsg writes a control message of the level and type whose value v
+// is size bytes (2 or 4) at the start of oob, which must be 8-byte
+// aligned, and returns its length with padding.
+func putCmsg(oob []byte, level, typ int, v uint32, size int) int {
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = int32(level), int32(typ)
+	h.SetLen(unix.CmsgLen(size))
+	if size == 2 {
+		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(v))
+	} else {
+		binary.NativeEndian.PutUint32(oob[unix.CmsgLen(0):], v)
+	}
+	return unix.CmsgSpace(size)
+}
+
+// parse returns the destination, source, destination port, TOS byte and
+// UDP payload of the packet in buf, and whether it is well formed.
+func (l *Link) parse(buf []byte) (dst, src netip.Addr, port uint16, tc byte, payload []byte, ok bool) {
 	if len(buf) < link.Headroom+1 {
 		return
 	}
@@ -369,7 +385,7 @@ func (l *Link) parse(buf []byte) (dst netip.Addr, port uint16, tc byte, payload 
 	case 4:
 		ip := wire.IPv4(pkt)
 		ihl := ip.HeaderLen()
-		if !l.v4 || ihl < wire.IPv4Len || len(pkt) < ihl+wire.UDPLen || ip.Protocol() != wire.ProtocolUDP {
+		if ihl < wire.IPv4Len || len(pkt) < ihl+wire.UDPLen || ip.Protocol() != wire.ProtocolUDP {
 			return
 		}
 		total := int(ip.TotalLen())
@@ -378,10 +394,10 @@ func (l *Link) parse(buf []byte) (dst netip.Addr, port uint16, tc byte, payload 
 		}
 		tc = ip.TOS()
 		udp = pkt[ihl:total]
-		dst = ip.Dst()
+		dst, src = ip.Dst(), ip.Src()
 	case 6:
 		ip := wire.IPv6(pkt)
-		if l.v4 || len(pkt) < wire.IPv6Len+wire.UDPLen || ip.NextHeader() != wire.ProtocolUDP {
+		if len(pkt) < wire.IPv6Len+wire.UDPLen || ip.NextHeader() != wire.ProtocolUDP {
 			return
 		}
 		total := wire.IPv6Len + int(ip.PayloadLen())
@@ -390,7 +406,7 @@ func (l *Link) parse(buf []byte) (dst netip.Addr, port uint16, tc byte, payload 
 		}
 		tc = ip.TrafficClass()
 		udp = pkt[wire.IPv6Len:total]
-		dst = ip.Dst()
+		dst, src = ip.Dst(), ip.Src()
 	default:
 		return
 	}
@@ -399,5 +415,5 @@ func (l *Link) parse(buf []byte) (dst netip.Addr, port uint16, tc byte, payload 
 	if ulen < wire.UDPLen+wire.ICRCLen || ulen > len(udp) {
 		return
 	}
-	return dst, h.DstPort(), tc, udp[wire.UDPLen:ulen], true
+	return dst, src, h.DstPort(), tc, udp[wire.UDPLen:ulen], true
 }

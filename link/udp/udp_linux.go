@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,10 +30,18 @@ const DefaultSocketBuffer = 64 << 20
 
 // Config describes the socket a link opens.
 type Config struct {
-	// Addr is the address to bind to and the link's only address. It must
-	// be a specific IPv4 or IPv6 address: the ICRC covers the source
+	// Addr is the address to bind to and the link's first address. It
+	// must be a specific IPv4 or IPv6 address: the ICRC covers the source
 	// address, so the device must know which one the kernel will use.
 	Addr netip.Addr
+
+	// Also are more addresses of the interface that holds Addr, of
+	// either family, that the link takes packets at and sends packets
+	// from, as a RoCE device has every address of its interface as a
+	// GID: a server that listens on all of them is reached at any. Each
+	// has a socket of its own, which takes the slower road multicast
+	// takes (also_linux.go); the link's own traffic is Addr's.
+	Also []netip.Addr
 
 	// Port is the UDP port to bind to, and so the source port of every
 	// packet sent; 4791 (wire.UDPPort) when zero.
@@ -76,6 +85,8 @@ type Link struct {
 	mtu  int
 
 	scope  uint32 // the index of addr's IPv6 zone, for binding and for link-local destinations
+	addrs  []netip.Addr
+	also   []*extra // Config.Also's sockets (also_linux.go)
 	sock   *pollfd.FD
 	closed atomic.Bool
 	gso    atomic.Bool // runs go out as one datagram (see send_linux.go)
@@ -121,7 +132,7 @@ func Open(c Config) (*Link, error) {
 		return nil, fmt.Errorf("udp: zone of %v: %w", c.Addr, err)
 	}
 	l.sock, err = openSock(l.addr, port, l.scope, func(fd int) error {
-		if err := l.setSockopts(fd, bufSize); err != nil {
+		if err := setSockopts(fd, l.addr, bufSize); err != nil {
 			return err
 		}
 		// Best effort: a kernel without UDP_GRO (before 5.0) cuts joined
@@ -131,6 +142,11 @@ func Open(c Config) (*Link, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("udp: bind %v: %w", netip.AddrPortFrom(addr, port), err)
+	}
+	l.addrs = []netip.Addr{l.addr}
+	if err := l.openAlso(c.Also, bufSize); err != nil {
+		l.Close()
+		return nil, err
 	}
 	l.gso.Store(!c.NoGSO)
 	l.txPool.New = func() any {
@@ -162,14 +178,16 @@ func zoneIndex(zone string) (uint32, error) {
 // RoCE v2 packet with a 256-byte payload.
 const minMTU = 576
 
-// setSockopts sets what the link relies on before the socket is bound.
-func (l *Link) setSockopts(fd, bufSize int) error {
+// setSockopts sets what the link relies on before a socket for addr is
+// bound.
+func setSockopts(fd int, addr netip.Addr, bufSize int) error {
 	type opt struct {
 		level, name, value int
 		what               string
 	}
 	var opts []opt
-	if l.v4 {
+	v4 := addr.Is4()
+	if v4 {
 		opts = []opt{
 			// DF on every packet; with the socket unconnected this also
 			// makes the kernel send IP ID 0, which the device's ICRC assumes.
@@ -198,9 +216,9 @@ func (l *Link) setSockopts(fd, bufSize int) error {
 	// holds the link's address, with RoCE's hop limit (rdma_cm's for
 	// RoCE v2) where the kernel's default is 1. Best effort: only
 	// multicast needs them.
-	if ifc, err := interfaceHolding(l.addr); err == nil {
-		if l.v4 {
-			unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &unix.IPMreqn{Address: l.addr.As4(), Ifindex: int32(ifc.Index)})
+	if ifc, err := interfaceHolding(addr); err == nil {
+		if v4 {
+			unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &unix.IPMreqn{Address: addr.As4(), Ifindex: int32(ifc.Index)})
 			unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, mcastHopLimit)
 		} else {
 			unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, ifc.Index)
@@ -256,8 +274,9 @@ func interfaceHolding(addr netip.Addr) (*net.Interface, error) {
 	return nil, fmt.Errorf("no interface holds %v", addr)
 }
 
-// Addrs returns the address the link is bound to.
-func (l *Link) Addrs() []netip.Addr { return []netip.Addr{l.addr} }
+// Addrs returns the addresses the link is bound to: Config.Addr, then
+// Config.Also's.
+func (l *Link) Addrs() []netip.Addr { return slices.Clone(l.addrs) }
 
 // MTU returns the largest IP packet the link sends.
 func (l *Link) MTU() int { return l.mtu }
@@ -277,13 +296,14 @@ func (l *Link) Close() error {
 		return link.ErrClosed
 	}
 	l.closeGroups()
+	l.closeAlso()
 	l.readSocketDrops() // Stats keeps counting after Close
 	return l.sock.Close()
 }
 
 // counters are the link's statistics.
 type counters struct {
-	sent, runs, sendErrors, received, joined, truncated, receiveErrors, mcastDropped atomic.Uint64
+	sent, runs, sendErrors, received, joined, truncated, receiveErrors, sideDropped atomic.Uint64
 
 	socketDrops atomic.Uint64 // the kernel's count, as last read (readSocketDrops)
 }
@@ -297,7 +317,7 @@ type Stats struct {
 	Joined        uint64 // datagrams that arrived holding several packets (UDP GRO), which the link cut
 	Truncated     uint64 // datagrams dropped because they did not fit a buffer, or their control messages were cut short
 	ReceiveErrors uint64 // recvmmsg calls that failed with something other than "nothing to read"
-	McastDropped  uint64 // packets to a joined multicast group dropped because Receive had not taken the last mcastQueueLen
+	SideDropped   uint64 // packets to a joined multicast group or to one of Config.Also's addresses dropped because Receive had not taken the last sideQueueLen that came that way
 	SocketDrops   uint64 // datagrams the kernel dropped at the socket before the link read them: its receive buffer was full (the host's UdpRcvbufErrors), or their UDP checksum was wrong; a datagram it had joined (GRO) counts once, however many packets it held
 }
 
@@ -313,7 +333,7 @@ func (l *Link) Stats() Stats {
 		Joined:        c.joined.Load(),
 		Truncated:     c.truncated.Load(),
 		ReceiveErrors: c.receiveErrors.Load(),
-		McastDropped:  c.mcastDropped.Load(),
+		SideDropped:   c.sideDropped.Load(),
 		SocketDrops:   c.socketDrops.Load(),
 	}
 }
@@ -352,7 +372,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "udp_gro_runs", Value: s.Joined},
 		{Name: "udp_truncated", Value: s.Truncated},
 		{Name: "udp_receive_errors", Value: s.ReceiveErrors},
-		{Name: "udp_mcast_dropped", Value: s.McastDropped},
+		{Name: "udp_side_dropped", Value: s.SideDropped},
 		{Name: "udp_socket_drops", Value: s.SocketDrops},
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-
-	"golang.org/x/sys/unix"
+	"slices"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -444,5 +445,85 @@ func TestLoopbackMTU(t *testing.T) {
 	}
 	if got := udp.InterfaceMTU(netip.MustParseAddr("192.0.2.77")); got != 1500 {
 		t.Fatalf("an address no interface has: MTU %d, want 1500", got)
+	}
+}
+
+// TestAlso: a link with more addresses than one (Config.Also) takes
+// packets at each of them, IPv4, IPv6 and a second link-local address,
+// with headers that name the address each was sent to, and sends each
+// packet from the address its header names, with its traffic class; the
+// packets from its first address still go out in runs.
+func TestAlso(t *testing.T) {
+	p := netns.NewPair(t, 0)
+	llA, llB, llA2 := netip.MustParseAddr("fe80::a"), netip.MustParseAddr("fe80::b"), netip.MustParseAddr("fe80::c")
+	for _, a := range []netip.Addr{llA, llA2} {
+		p.A.IP(t, "-6", "addr", "add", a.String()+"/64", "dev", p.IfA, "nodad")
+	}
+	p.B.IP(t, "-6", "addr", "add", llB.String()+"/64", "dev", p.IfB, "nodad")
+	a := env{p.A}.open(t, udp.Config{Addr: p.A6, Also: []netip.Addr{p.A4, llA.WithZone(p.IfA), llA2.WithZone(p.IfA)}})
+	b := env{p.B}.open(t, udp.Config{Addr: p.B6, Also: []netip.Addr{p.B4, llB.WithZone(p.IfB)}})
+	if got, want := a.Addrs(), []netip.Addr{p.A6, p.A4, llA, llA2}; !slices.Equal(got, want) {
+		t.Fatalf("Addrs() = %v, want %v", got, want)
+	}
+	port := a.SourcePort()
+	var want [][]byte
+	psn := uint32(1)
+	add := func(src, dst netip.Addr, n, size int, tc uint8) {
+		for range n {
+			want = append(want, build(t, frame(src, dst, port, port, psn, size, tc)))
+			psn++
+		}
+	}
+	add(p.A6, p.B6, 4, 1000, 0) // a run (over IPv6, where the ICRC holds for every segment)
+	add(p.A4, p.B4, 2, 100, 0x60)
+	add(llA2, llB, 1, 64, 0)
+	add(llA, llB, 1, 64, 0xb8)
+	add(p.A6, p.B6, 1, 64, 0)
+	if err := a.Send(want); err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, b, len(want))
+	// Each address's packets keep their order; across addresses, sockets
+	// of their own may reorder them.
+	byPSN := func(pkt []byte) uint32 { return uint32(parse(t, pkt).BTH.PSN()) }
+	slices.SortFunc(got, func(x, y []byte) int { return int(byPSN(x)) - int(byPSN(y)) })
+	for i, g := range got {
+		w := want[i][link.Headroom:]
+		sameRoCE(t, g, w)
+		if gp, wp := parse(t, g), parse(t, w); gp.TrafficClass()&^0x03 != wp.TrafficClass() {
+			t.Errorf("packet %d: traffic class %#x, want %#x with ECT", i, gp.TrafficClass(), wp.TrafficClass())
+		}
+		if err := parse(t, g).CheckICRC(); err != nil {
+			t.Errorf("packet %d (%v to %v): %v", i, parse(t, g).Src(), parse(t, g).Dst(), err)
+		}
+	}
+	if s := a.Stats(); s.Sent != uint64(len(want)) || s.SendErrors != 0 || s.Runs != 1 {
+		t.Errorf("sender Stats = %+v, want %d sent in one run and singles", s, len(want))
+	}
+	// And back, to the address each came from.
+	var back [][]byte
+	for _, g := range got {
+		q := parse(t, g)
+		back = append(back, build(t, frame(q.Dst(), q.Src(), port, port, byPSN(g), 64, 0)))
+	}
+	if err := b.Send(back); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(collect(t, a, len(back))); n != len(back) {
+		t.Fatalf("%d of %d back", n, len(back))
+	}
+	// An address given twice, or one that is not this host's, is refused.
+	for _, also := range [][]netip.Addr{{p.A6}, {p.A4, p.A4}, {netip.MustParseAddr("192.0.2.1")}} {
+		var err error
+		p.A.Do(func() error {
+			var l *udp.Link
+			if l, err = udp.Open(udp.Config{Addr: p.A6, Port: a.SourcePort() + 1, Also: also}); err == nil {
+				l.Close()
+			}
+			return nil
+		})
+		if err == nil {
+			t.Errorf("Open with Also %v: no error", also)
+		}
 	}
 }
