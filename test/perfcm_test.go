@@ -70,6 +70,9 @@ func TestRDMACMServerAddress(t *testing.T) {
 		// leaves from a GID of its family, whatever --ipv6 says.
 		{"ipv6 by route", []string{"-R", "--ipv6"}, []string{"-R", "fd77::2"}, "253:119:00:00:00:00:00:00:00:00:00:00:00:00:00:02"},
 		{"ipv4 by route", []string{"-R"}, []string{"-R", "--ipv6", "10.77.0.2"}, "00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:02"},
+		// The server is reached at any of the interface's addresses, as
+		// the kernel's rdma_cm is; its GID is the one perftest chose.
+		{"ipv6 to an ipv4 server", []string{"-R"}, []string{"-R", "fd77::2"}, "00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:02"},
 		{"x", []string{"-z", "-x", "2"}, []string{"-z", "--ip", "fd77::1", "fd77::2"}, "253:119:00:00:00:00:00:00:00:00:00:00:00:00:00:02"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,11 +37,17 @@ func TestRping(t *testing.T) {
 		// As rping's server is typed: no address, the host's only
 		// interface's taken.
 		{"udp/any", "10.77.0.2", "10.77.0.1", nil, nil, nil},
+		// And reached at the interface's other addresses too, as the
+		// kernel's rdma_cm listening on every address is: IPv6, and a
+		// link-local address not made from the MAC.
+		{"udp/any/IPv6", "fd77::2", "fd77::1", nil, nil, nil},
+		{"udp/any/link-local", "fe80::b%va", "fe80::a", nil, nil, nil},
 		// -a with an unspecified address: any of the interface's
 		// addresses of that family (the server took its IPv4 one for
 		// -a :: before, and an IPv6 client's REQ went unanswered).
 		{"udp/any6", "fd77::2", "fd77::1", nil, []string{"-a", "::"}, nil},
 		{"udp/any4", "10.77.0.2", "10.77.0.1", nil, []string{"-a", "0.0.0.0"}, nil},
+		{"udp/any6/IPv4", "10.77.0.2", "10.77.0.1", nil, []string{"-a", "::"}, nil},
 		// Link-local addresses, typed with their zones as librdmacm's
 		// rping takes them.
 		{"udp/link-local", "fe80::b%va", "fe80::a", nil, []string{"-a", "fe80::b%vb"}, nil},
@@ -100,6 +106,8 @@ func TestCMTools(t *testing.T) {
 		// Servers as they are typed (rdma_server, ucmatose, udaddy):
 		// no address, the host's only interface's taken.
 		{"rdma_server", []string{"rdma_server"}, []string{"rdma_client", "-s", "10.77.0.2"},
+			"rdma_server: end 0\n", "rdma_client: end 0\n", nil},
+		{"rdma_server/IPv6", []string{"rdma_server"}, []string{"rdma_client", "-s", "fd77::2"},
 			"rdma_server: end 0\n", "rdma_client: end 0\n", nil},
 		{"rdma_xserver", []string{"rdma_xserver", "--ip", "10.77.0.2"}, []string{"rdma_xclient", "-s", "10.77.0.2", "-c", "r"},
 			"rdma_xserver: end 0\n", "rdma_xclient: end 0\n", nil},

@@ -408,7 +408,8 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	if tool == "udpong" && r.upSockets {
 		return udpongSockets(ctx, r, peer, client, stdout, fail)
 	}
-	local, err := cmLocal(r.link, r.bind, peer, client)
+	local, also, err := cmLocal(r.link, r.bind, peer, client)
+	r.link.also = also
 	if err != nil && tool == "mckey" {
 		err = fmt.Errorf("%v: give this host's address to send from with -b or --ip", err)
 	}

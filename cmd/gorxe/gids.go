@@ -77,6 +77,18 @@ func buildGIDTable(name string, mac net.HardwareAddr, addrs []netip.Addr) []gidE
 	return t
 }
 
+// otherAddrs returns the addresses of t's usable entries but e's, for
+// binding (gidEntry.addr).
+func otherAddrs(t []gidEntry, e gidEntry) []netip.Addr {
+	var as []netip.Addr
+	for _, o := range t {
+		if o.Usable && o.GID != e.GID {
+			as = append(as, o.addr())
+		}
+	}
+	return as
+}
+
 // interfaceGIDs returns the GID table of the interface called name.
 func interfaceGIDs(name string) ([]gidEntry, error) {
 	ifi, err := interfaceByName(name)

@@ -44,7 +44,12 @@ type linkFlags struct {
 	mtu     int
 	noGSO   bool
 	sockBuf int // --socket-buffer: the udp link's; 0 for its default
-	trace   bool
+	// also are more addresses of --ip's interface for the udp link
+	// (udp.Config.Also): a server that listens on all of them, as the
+	// kernel's rdma_cm on the wildcard address, is reached at any.
+	also []netip.Addr
+
+	trace bool
 	// log, if set, gets the lines a link writes about what it got (the
 	// xdp link: driver or generic mode, copy or zero-copy), as
 	// "gorxe: ...".
@@ -365,7 +370,7 @@ func (l *linkFlags) open() (link.Link, error) {
 	}
 	switch l.kind {
 	case "udp":
-		lk, err := udp.Open(udp.Config{Addr: addr, Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO, SocketBuffer: l.sockBuf})
+		lk, err := udp.Open(udp.Config{Addr: addr, Also: bindable(l.also), Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO, SocketBuffer: l.sockBuf})
 		if errors.Is(err, syscall.EADDRINUSE) {
 			// Two tools on one host, each taking its address from the
 			// same route, is the usual way to get here.
@@ -380,6 +385,23 @@ func (l *linkFlags) open() (link.Link, error) {
 		return tap.Open(tap.Config{Name: l.tapName, Addrs: []netip.Prefix{pfx}, LinkLocal: true, Bridge: l.bridge, MTU: l.mtu, Port: uint16(l.port)})
 	}
 	return nil, fmt.Errorf("--link %s: want mem, udp, tap or xdp", l.kind)
+}
+
+// bindable returns the addresses of addrs that a socket can be bound to
+// now: not an IPv6 address still in duplicate address detection, as an
+// interface's link-local one is for a second or two after it comes up,
+// nor one gone since its table was read. A server is then reached at the
+// others, as the kernel's rdma_cm is while such an address is unusable.
+func bindable(addrs []netip.Addr) []netip.Addr {
+	var ok []netip.Addr
+	for _, a := range addrs {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
+		if err == nil {
+			c.Close()
+			ok = append(ok, a)
+		}
+	}
+	return ok
 }
 
 // endpoint is one side of a test across hosts: its device, the

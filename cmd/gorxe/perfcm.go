@@ -76,6 +76,9 @@ func openRemoteCM(ctx context.Context, r *perfRun, name string, stdout io.Writer
 		if err != nil {
 			return fail(err)
 		}
+		// Reached at any address of the interface, as the kernel's
+		// rdma_cm listening on every address is.
+		r.link.also = otherAddrs(t, e)
 		if err := ep.openDevice(r, name, e.addr()); err != nil {
 			return fail(err)
 		}

@@ -133,7 +133,7 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 		local = peer.String() // -a: the address the server listens on
 	}
 	if local == "" {
-		if local, err = cmLocal(r.link, r.source, peer, r.client); err != nil {
+		if local, r.link.also, err = cmLocal(r.link, r.source, peer, r.client); err != nil {
 			return fail(err)
 		}
 	}
@@ -224,12 +224,13 @@ func openCM(lf linkFlags, local string, trace bool) (*rnic.Device, *cm.Manager, 
 // udp or tap link: --ip, else the source address given, else (a client)
 // the kernel's route's to the peer, else (a server on the udp link) the
 // address perftest would choose of the host's only interface with one,
-// where the kernel's rdma_cm, listening on every address, would be
-// reached. A server with none of them is refused, as the udp link binds
-// one address. An unspecified address given as the source (-b 0.0.0.0)
-// or as a server's peer (rping -s -a ::) asks for any address of its
-// family: the interface's IPv6 one for ::, its IPv4 one for 0.0.0.0.
-func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string, error) {
+// and the interface's other addresses as also (udp.Config.Also), so that
+// the server is reached at any of them, as the kernel's rdma_cm listening
+// on every address is. A server with none of them is refused. An
+// unspecified address given as the source (-b 0.0.0.0) or as a server's
+// peer (rping -s -a ::) asks for an address of its family first: the
+// interface's IPv6 one for ::, its IPv4 one for 0.0.0.0.
+func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (local string, also []netip.Addr, err error) {
 	ipv6 := false
 	if a, err := netip.ParseAddr(source); err == nil && a.IsUnspecified() {
 		source, ipv6 = "", a.Is6()
@@ -239,17 +240,17 @@ func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string,
 	}
 	switch {
 	case lf.ip != "" || lf.kind == "xdp":
-		return lf.ip, nil
+		return lf.ip, nil, nil
 	case source != "":
-		return source, nil
+		return source, nil, nil
 	case client:
 		a, err := routeSource(peer.String())
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return a.String(), nil
+		return a.String(), nil, nil
 	case lf.kind == "tap":
-		return "", lf.validate() // the tap link needs its --ip
+		return "", nil, lf.validate() // the tap link needs its --ip
 	}
 	t, note, err := soleInterfaceGIDs()
 	if note != "" && lf.log != nil {
@@ -258,8 +259,8 @@ func cmLocal(lf linkFlags, source string, peer netip.Addr, client bool) (string,
 	if err == nil {
 		var e gidEntry
 		if e, _, err = pickGID(t, -1, ipv6, netip.Addr{}); err == nil {
-			return e.addr().String(), nil
+			return e.addr().String(), otherAddrs(t, e), nil
 		}
 	}
-	return "", fmt.Errorf("the udp link binds one address, and %v: give one of this host's addresses with --ip", err)
+	return "", nil, fmt.Errorf("a server on the udp link takes the addresses of one interface, and %v: give one of this host's addresses with --ip", err)
 }
