@@ -370,7 +370,7 @@ func (l *linkFlags) open() (link.Link, error) {
 	}
 	switch l.kind {
 	case "udp":
-		lk, err := udp.Open(udp.Config{Addr: addr, Also: bindable(l.also), Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO, SocketBuffer: l.sockBuf})
+		lk, err := udp.Open(udp.Config{Addr: addr, Also: bindable(l.also, cmp.Or(uint16(l.port), wire.UDPPort)), Port: uint16(l.port), MTU: l.mtu, NoGSO: l.noGSO, SocketBuffer: l.sockBuf})
 		if errors.Is(err, syscall.EADDRINUSE) {
 			// Two tools on one host, each taking its address from the
 			// same route, is the usual way to get here.
@@ -388,14 +388,16 @@ func (l *linkFlags) open() (link.Link, error) {
 }
 
 // bindable returns the addresses of addrs that a socket can be bound to
-// now: not an IPv6 address still in duplicate address detection, as an
-// interface's link-local one is for a second or two after it comes up,
-// nor one gone since its table was read. A server is then reached at the
-// others, as the kernel's rdma_cm is while such an address is unusable.
-func bindable(addrs []netip.Addr) []netip.Addr {
+// at port now: not an IPv6 address still in duplicate address detection,
+// as an interface's link-local one is for a second or two after it comes
+// up, nor one gone since its table was read, nor one where another
+// program (a gorxe client on this host) has the port. A server is then
+// reached at the others, as the kernel's rdma_cm is while such an
+// address is unusable.
+func bindable(addrs []netip.Addr, port uint16) []netip.Addr {
 	var ok []netip.Addr
 	for _, a := range addrs {
-		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, port)))
 		if err == nil {
 			c.Close()
 			ok = append(ok, a)

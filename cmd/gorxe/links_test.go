@@ -2,6 +2,8 @@ package main
 
 import (
 	"net"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +58,20 @@ func TestBusyPollFlag(t *testing.T) {
 		if cfg.BusyPoll != lf.busyPoll {
 			t.Errorf("--busy-poll %s: rnic.Config.BusyPoll %v, want %v", c.v, cfg.BusyPoll, lf.busyPoll)
 		}
+	}
+}
+
+// TestBindable: of a server's further addresses, those another socket has
+// the port on, and those not this host's, are left out.
+func TestBindable(t *testing.T) {
+	taken, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := uint16(taken.LocalAddr().(*net.UDPAddr).Port)
+	addrs := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("192.0.2.1")}
+	if got, want := bindable(addrs, port), addrs[1:2]; !slices.Equal(got, want) {
+		t.Errorf("bindable(%v, %d) = %v, want %v", addrs, port, got, want)
 	}
 }

@@ -103,9 +103,11 @@ type txScratch struct {
 const txOOBWords = 6
 
 // Send sends the UDP payload of each packet to the destination address
-// and port in its headers. Packets that are malformed, of the other
-// address family, or refused by the kernel (no route, larger than the path
-// MTU) are counted in Stats.SendErrors and skipped; they are not an error.
+// and port in its headers, from the socket of the source address in its
+// headers when that is one of Config.Also's, else from the link's own.
+// Packets that are malformed, of the other address family than their
+// socket's, or refused by the kernel (no route, larger than the path MTU)
+// are counted in Stats.SendErrors and skipped; they are not an error.
 // Send returns link.ErrClosed once the link is closed.
 func (l *Link) Send(bufs [][]byte) error {
 	if l.closed.Load() {
