@@ -6,7 +6,10 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 )
 
 // More addresses than one (Config.Also).
@@ -18,16 +21,18 @@ import (
 // address, so the device must know which one a packet leaves from). Each
 // further address has a socket of its own, bound to it and the link's
 // port, with the same options. A goroutine reads it and hands its
-// packets on through the queue the multicast groups' take, and Send
-// writes a packet whose source is that address through it, one at a
-// time: a connection that runs from such an address takes the slower
-// road, and the link's own traffic does not take one step more.
+// packets on through the queue the multicast groups' take: a connection
+// to such an address is read on a slower road, and the link's own
+// traffic does not take one step more. Send writes a packet whose source
+// is that address through its socket, as it writes the others through
+// the link's own: in sendmmsg batches, runs as one datagram (a sender
+// each, send_linux.go).
 
 // extra is one of Config.Also's addresses and its socket.
 type extra struct {
-	addr netip.Addr // unmapped, without zone
-	zone string     // addr's IPv6 zone, for link-local destinations
-	conn *net.UDPConn
+	sender
+	addr netip.Addr    // unmapped, without zone
+	conn *net.UDPConn  // the socket again, which its reader reads through the Go runtime's poller
 	done chan struct{} // closed when its reader has returned
 }
 
@@ -51,14 +56,25 @@ func (l *Link) openAlso(addrs []netip.Addr, bufSize int) error {
 		if err != nil {
 			return fmt.Errorf("udp: bind %v: %w", netip.AddrPortFrom(a, l.port), err)
 		}
-		f := os.NewFile(uintptr(fd), "udp:"+a.String())
+		x := &extra{addr: a, done: make(chan struct{})}
+		x.sender.l, x.v4, x.scope = l, a.Is4(), scope
+		x.gso.Store(l.gso.Load())
+		if x.sock, err = pollfd.New(fd); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("udp: %v: %w", a, err)
+		}
+		l.also = append(l.also, x) // for closeAlso, from here on
+		dup, err := unix.Dup(fd)
+		if err != nil {
+			return fmt.Errorf("udp: %v: %w", a, err)
+		}
+		f := os.NewFile(uintptr(dup), "udp:"+a.String())
 		pc, err := net.FilePacketConn(f)
 		f.Close() // FilePacketConn keeps a duplicate
 		if err != nil {
 			return fmt.Errorf("udp: %v: %w", a, err)
 		}
-		x := &extra{addr: a, zone: zone, conn: pc.(*net.UDPConn), done: make(chan struct{})}
-		l.also = append(l.also, x)
+		x.conn = pc.(*net.UDPConn)
 		l.addrs = append(l.addrs, a)
 		go l.readSide(x.conn, a, x.done)
 	}
@@ -68,46 +84,10 @@ func (l *Link) openAlso(addrs []netip.Addr, bufSize int) error {
 // closeAlso closes Config.Also's sockets and waits for their readers.
 func (l *Link) closeAlso() {
 	for _, x := range l.also {
-		x.conn.Close()
-		<-x.done
-	}
-}
-
-// sendAlso sends each packet of bufs whose source is one of Config.Also's
-// addresses through that address's socket, and returns the others, for
-// the link's own socket, in keep.
-func (l *Link) sendAlso(bufs, keep [][]byte) [][]byte {
-	for _, buf := range bufs {
-		dst, src, port, tos, payload, ok := l.parse(buf)
-		i := -1
-		if ok && src != l.addr {
-			i = slices.IndexFunc(l.also, func(x *extra) bool { return x.addr == src })
+		x.sock.Close()
+		if x.conn != nil {
+			x.conn.Close()
+			<-x.done
 		}
-		if i < 0 {
-			keep = append(keep, buf)
-			continue
-		}
-		if l.also[i].send(dst, port, tos, payload) != nil {
-			l.stats.sendErrors.Add(1)
-			continue
-		}
-		l.stats.sent.Add(1)
 	}
-	return keep
-}
-
-// send sends one packet's UDP payload to dst:port with the TOS byte tos
-// (see sendTOS).
-func (x *extra) send(dst netip.Addr, port uint16, tos byte, payload []byte) error {
-	var oob []byte
-	if tos = sendTOS(tos); tos != defaultTOS {
-		var b [txOOBWords]uint64 // aligned
-		buf := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b)*8)
-		oob = buf[:putTOS(buf, x.addr.Is4(), tos)]
-	}
-	if dst.Is6() && dst.IsLinkLocalUnicast() {
-		dst = dst.WithZone(x.zone)
-	}
-	_, _, err := x.conn.WriteMsgUDPAddrPort(payload, oob, netip.AddrPortFrom(dst, port))
-	return err
 }

@@ -4,11 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -89,13 +92,24 @@ type txScratch struct {
 	from  int                        // the first message sendmmsg is to send
 	k     int                        // the messages built
 	nio   int                        // the iovecs build filled
-	keep  [][]byte                   // the packets for the link's own socket, when it has Config.Also
+	keep  [][]byte                   // with Config.Also: the packets of one socket
+	via   []int                      // and which socket each packet leaves from: 0 the link's own, i Config.Also[i-1]
 
 	// Per message: where its packets and iovecs start, how many malformed
 	// packets came before it, how many packets it has, their size (the
 	// first's), its payload bytes, its TOS byte.
 	first, iov0, bad, count, seg, bytes [link.BatchSize]int
 	tos                                 [link.BatchSize]byte
+}
+
+// sender is one socket's send path: the link's own socket, or one of
+// Config.Also's.
+type sender struct {
+	l     *Link
+	sock  *pollfd.FD
+	v4    bool
+	scope uint32      // the index of the socket's address's IPv6 zone, for link-local destinations
+	gso   atomic.Bool // runs go out as one datagram
 }
 
 // txOOBWords is room for two control messages of at most an int each:
@@ -115,14 +129,44 @@ func (l *Link) Send(bufs [][]byte) error {
 	}
 	s := l.txPool.Get().(*txScratch)
 	defer l.txPool.Put(s)
-	if len(l.also) > 0 {
-		s.keep = l.sendAlso(bufs, s.keep[:0])
-		bufs = s.keep
-		defer clear(s.keep) // do not keep the caller's buffers alive
+	if len(l.also) == 0 {
+		return l.sender.send(s, bufs)
 	}
+	// Each packet leaves from the socket of its source address; a
+	// source that is none of them, from the link's own.
+	s.via = s.via[:0]
+	for _, b := range bufs {
+		_, src, _, _, _, ok := l.parse(b)
+		i := 0
+		if ok && src != l.addr {
+			i = 1 + slices.IndexFunc(l.also, func(x *extra) bool { return x.addr == src })
+		}
+		s.via = append(s.via, i)
+	}
+	defer clear(s.keep) // do not keep the caller's buffers alive
+	for i := range 1 + len(l.also) {
+		x := &l.sender
+		if i > 0 {
+			x = &l.also[i-1].sender
+		}
+		s.keep = s.keep[:0]
+		for j, b := range bufs {
+			if s.via[j] == i {
+				s.keep = append(s.keep, b)
+			}
+		}
+		if err := x.send(s, s.keep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send sends bufs through x's socket, in batches of link.BatchSize.
+func (x *sender) send(s *txScratch, bufs [][]byte) error {
 	for len(bufs) > 0 {
 		n := min(len(bufs), link.BatchSize)
-		if err := l.sendBatch(s, bufs[:n], l.gso.Load()); err != nil {
+		if err := x.sendBatch(s, bufs[:n], x.gso.Load()); err != nil {
 			return err
 		}
 		bufs = bufs[n:]
@@ -132,8 +176,9 @@ func (l *Link) Send(bufs [][]byte) error {
 
 // sendBatch sends up to link.BatchSize packets, runs of them as one
 // datagram if gso.
-func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
-	k, bad := l.build(s, bufs, gso)
+func (x *sender) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
+	l := x.l
+	k, bad := x.build(s, bufs, gso)
 	var sent, runs uint64
 	failed := uint64(bad)
 	built := s.nio
@@ -146,7 +191,7 @@ func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
 		l.stats.sendErrors.Add(failed)
 	}()
 	for i := 0; i < k; {
-		n, err := l.sendmmsg(s, i, k)
+		n, err := x.sendmmsg(s, i, k)
 		for _, c := range s.count[i : i+n] {
 			sent += uint64(c)
 			if c > 1 {
@@ -172,10 +217,10 @@ func (l *Link) sendBatch(s *txScratch, bufs [][]byte, gso bool) error {
 			// counted, with the malformed ones among the rest, then). If
 			// it cannot send runs at all, send none from now on.
 			if gsoUnsupported(err) {
-				l.gso.Store(false)
+				x.gso.Store(false)
 			}
 			failed -= uint64(bad - s.bad[i])
-			return l.sendBatch(s, bufs[s.first[i]:], false)
+			return x.sendBatch(s, bufs[s.first[i]:], false)
 		}
 		// sendmmsg fails only on its first datagram; the ones after it
 		// may still go (another destination, a smaller packet).
@@ -196,10 +241,11 @@ func gsoUnsupported(err error) bool {
 // returns the number of messages and of packets it could not send
 // (malformed). A run's packets are as long as its first, which fits the
 // link's MTU, except that the last may be shorter.
-func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
+func (x *sender) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
+	l := x.l
 	nio := 0
 	maxBytes, maxSeg := gsoMaxV6, l.mtu-wire.IPv6Len-wire.UDPLen
-	if l.v4 {
+	if x.v4 {
 		maxBytes, maxSeg = gsoMaxV4, l.mtu-wire.IPv4Len-wire.UDPLen
 	}
 	// The IDShift of the last transport length seen: a run's packets share
@@ -208,14 +254,14 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 	shiftLen := -1
 	for j, buf := range bufs {
 		dst, _, port, tos, payload, ok := l.parse(buf)
-		if !ok || dst.Is4() != l.v4 {
+		if !ok || dst.Is4() != x.v4 {
 			bad++
 			continue
 		}
 		if i := k - 1; gso && i >= 0 && s.count[i] < gsoMaxSegments && s.seg[i] >= gsoMinSegment && s.seg[i] <= maxSeg &&
 			len(payload) <= s.seg[i] && s.bytes[i] == s.count[i]*s.seg[i] && s.bytes[i]+len(payload) <= maxBytes &&
 			tos == s.tos[i] && port == s.ports[i] && dst == s.dsts[i] {
-			if l.v4 {
+			if x.v4 {
 				// Segment count[i] of the run leaves with IP ID count[i].
 				n := len(payload) - wire.ICRCLen
 				if n != shiftLen {
@@ -249,8 +295,8 @@ func (l *Link) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 		h := &s.hdrs[i].hdr
 		h.Iov = &s.iov[s.iov0[i]]
 		h.SetIovlen(end - s.iov0[i])
-		h.Name, h.Namelen = l.sockaddr(&s.names[i], s.dsts[i], s.ports[i])
-		oob := l.control(s, i)
+		h.Name, h.Namelen = x.sockaddr(&s.names[i], s.dsts[i], s.ports[i])
+		oob := x.control(s, i)
 		h.Control = unsafe.SliceData(oob)
 		h.SetControllen(len(oob))
 	}
@@ -264,8 +310,8 @@ func setIovec(v *unix.Iovec, b []byte) {
 
 // sockaddr writes dst:port as the socket family's address into name and
 // returns it as msghdr's name and length.
-func (l *Link) sockaddr(name *unix.RawSockaddrInet6, dst netip.Addr, port uint16) (*byte, uint32) {
-	if l.v4 {
+func (x *sender) sockaddr(name *unix.RawSockaddrInet6, dst netip.Addr, port uint16) (*byte, uint32) {
+	if x.v4 {
 		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(name))
 		*sa = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: dst.As4()}
 		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], port)
@@ -274,7 +320,7 @@ func (l *Link) sockaddr(name *unix.RawSockaddrInet6, dst netip.Addr, port uint16
 	*name = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: dst.As16()}
 	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&name.Port))[:], port)
 	if dst.IsLinkLocalUnicast() {
-		name.Scope_id = l.scope
+		name.Scope_id = x.scope
 	}
 	return (*byte)(unsafe.Pointer(name)), unix.SizeofSockaddrInet6
 }
@@ -282,17 +328,17 @@ func (l *Link) sockaddr(name *unix.RawSockaddrInet6, dst netip.Addr, port uint16
 // sendmmsg sends messages [from, k) of s, waiting in poll(2) while the
 // socket's buffer is full. It returns how many went, and the error that
 // stopped the first that did not.
-func (l *Link) sendmmsg(s *txScratch, from, k int) (int, error) {
+func (x *sender) sendmmsg(s *txScratch, from, k int) (int, error) {
 	s.from, s.k = from, k
 	for {
 		s.n, s.errno = 0, 0
-		if err := l.sock.Do(s.fn); err != nil {
+		if err := x.sock.Do(s.fn); err != nil {
 			return 0, err
 		}
 		if s.errno != unix.EAGAIN {
 			break
 		}
-		if err := l.sock.Wait(unix.POLLOUT); err != nil {
+		if err := x.sock.Wait(unix.POLLOUT); err != nil {
 			return 0, err
 		}
 	}
@@ -335,11 +381,11 @@ func (s *txScratch) sendmmsg(fd int) {
 
 // control returns message i's control messages: the TOS byte when it is
 // not the socket's, and the segment size when the message is a run.
-func (l *Link) control(s *txScratch, i int) []byte {
+func (x *sender) control(s *txScratch, i int) []byte {
 	oob := unsafe.Slice((*byte)(unsafe.Pointer(&s.oob[i][0])), txOOBWords*8)
 	n := 0
 	if tos := sendTOS(s.tos[i]); tos != defaultTOS {
-		n += putTOS(oob[n:], l.v4, tos)
+		n += putTOS(oob[n:], x.v4, tos)
 	}
 	if s.count[i] > 1 {
 		n += putCmsg(oob[n:], unix.SOL_UDP, unix.UDP_SEGMENT, uint32(s.seg[i]), 2)

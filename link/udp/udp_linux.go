@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
-	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -39,8 +38,8 @@ type Config struct {
 	// either family, that the link takes packets at and sends packets
 	// from, as a RoCE device has every address of its interface as a
 	// GID: a server that listens on all of them is reached at any. Each
-	// has a socket of its own, which takes the slower road multicast
-	// takes (also_linux.go); the link's own traffic is Addr's.
+	// has a socket of its own, read on the slower road multicast takes
+	// and written as Addr's is (also_linux.go).
 	Also []netip.Addr
 
 	// Port is the UDP port to bind to, and so the source port of every
@@ -79,17 +78,14 @@ var (
 // Link is a kernel UDP socket carrying RoCE v2 packets. It implements
 // link.Link, link.SourcePorter, link.Poller and link.Multicaster.
 type Link struct {
-	addr netip.Addr // unmapped, without zone
-	v4   bool
-	port uint16
-	mtu  int
+	sender // the socket's send path: sock, v4, scope, gso (send_linux.go)
 
-	scope  uint32 // the index of addr's IPv6 zone, for binding and for link-local destinations
+	addr   netip.Addr // unmapped, without zone
+	port   uint16
+	mtu    int
 	addrs  []netip.Addr
 	also   []*extra // Config.Also's sockets (also_linux.go)
-	sock   *pollfd.FD
 	closed atomic.Bool
-	gso    atomic.Bool // runs go out as one datagram (see send_linux.go)
 
 	txPool sync.Pool // *txScratch: Send may run on several goroutines at once
 	rx     rxScratch // Receive runs on one goroutine at a time
@@ -126,7 +122,8 @@ func Open(c Config) (*Link, error) {
 		bufSize = DefaultSocketBuffer
 	}
 
-	l := &Link{addr: addr.WithZone(""), v4: addr.Is4(), port: port, mtu: mtu}
+	l := &Link{addr: addr.WithZone(""), port: port, mtu: mtu}
+	l.sender.l, l.v4 = l, addr.Is4()
 	var err error
 	if l.scope, err = zoneIndex(addr.Zone()); err != nil {
 		return nil, fmt.Errorf("udp: zone of %v: %w", c.Addr, err)
@@ -143,12 +140,12 @@ func Open(c Config) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udp: bind %v: %w", netip.AddrPortFrom(addr, port), err)
 	}
+	l.gso.Store(!c.NoGSO)
 	l.addrs = []netip.Addr{l.addr}
 	if err := l.openAlso(c.Also, bufSize); err != nil {
 		l.Close()
 		return nil, err
 	}
-	l.gso.Store(!c.NoGSO)
 	l.txPool.New = func() any {
 		s := new(txScratch)
 		s.fn = s.sendmmsg

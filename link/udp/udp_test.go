@@ -451,8 +451,8 @@ func TestLoopbackMTU(t *testing.T) {
 // TestAlso: a link with more addresses than one (Config.Also) takes
 // packets at each of them, IPv4, IPv6 and a second link-local address,
 // with headers that name the address each was sent to, and sends each
-// packet from the address its header names, with its traffic class; the
-// packets from its first address still go out in runs.
+// packet from the address its header names, with its traffic class, in
+// runs from its first address and from the others alike.
 func TestAlso(t *testing.T) {
 	p := netns.NewPair(t, 0)
 	llA, llB, llA2 := netip.MustParseAddr("fe80::a"), netip.MustParseAddr("fe80::b"), netip.MustParseAddr("fe80::c")
@@ -477,7 +477,7 @@ func TestAlso(t *testing.T) {
 	add(p.A6, p.B6, 4, 1000, 0) // a run (over IPv6, where the ICRC holds for every segment)
 	add(p.A4, p.B4, 2, 100, 0x60)
 	add(llA2, llB, 1, 64, 0)
-	add(llA, llB, 1, 64, 0xb8)
+	add(llA, llB, 3, 1000, 0xb8) // a run from an Also address
 	add(p.A6, p.B6, 1, 64, 0)
 	if err := a.Send(want); err != nil {
 		t.Fatal(err)
@@ -497,8 +497,8 @@ func TestAlso(t *testing.T) {
 			t.Errorf("packet %d (%v to %v): %v", i, parse(t, g).Src(), parse(t, g).Dst(), err)
 		}
 	}
-	if s := a.Stats(); s.Sent != uint64(len(want)) || s.SendErrors != 0 || s.Runs != 1 {
-		t.Errorf("sender Stats = %+v, want %d sent in one run and singles", s, len(want))
+	if s := a.Stats(); s.Sent != uint64(len(want)) || s.SendErrors != 0 || s.Runs != 2 {
+		t.Errorf("sender Stats = %+v, want %d sent in two runs and singles", s, len(want))
 	}
 	// And back, to the address each came from.
 	var back [][]byte
