@@ -143,7 +143,7 @@ func (l *Link) Send(bufs [][]byte) error {
 		}
 		s.via = append(s.via, i)
 	}
-	defer clear(s.keep) // do not keep the caller's buffers alive
+	defer func() { clear(s.keep[:cap(s.keep)]) }() // do not keep the caller's buffers alive
 	for i := range 1 + len(l.also) {
 		x := &l.sender
 		if i > 0 {
