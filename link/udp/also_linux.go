@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -65,16 +64,12 @@ func (l *Link) openAlso(addrs []netip.Addr, bufSize int) error {
 		}
 		l.also = append(l.also, x) // for closeAlso, from here on
 		dup, err := unix.Dup(fd)
+		if err == nil {
+			x.conn, err = fileConn(dup, "udp:"+a.String())
+		}
 		if err != nil {
 			return fmt.Errorf("udp: %v: %w", a, err)
 		}
-		f := os.NewFile(uintptr(dup), "udp:"+a.String())
-		pc, err := net.FilePacketConn(f)
-		f.Close() // FilePacketConn keeps a duplicate
-		if err != nil {
-			return fmt.Errorf("udp: %v: %w", a, err)
-		}
-		x.conn = pc.(*net.UDPConn)
 		l.addrs = append(l.addrs, a)
 		go l.readSide(x.conn, a, x.done)
 	}

@@ -155,8 +155,6 @@ func (l *Link) listenGroup(g netip.Addr) (*net.UDPConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bind %v: %w", netip.AddrPortFrom(g, l.port), err)
 	}
-	f := os.NewFile(uintptr(fd), "udp:"+g.String())
-	defer f.Close() // FilePacketConn keeps a duplicate
 	if l.v4 {
 		err = unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP,
 			&unix.IPMreqn{Multiaddr: g.As4(), Address: l.addr.As4(), Ifindex: int32(ifc.Index)})
@@ -164,8 +162,17 @@ func (l *Link) listenGroup(g netip.Addr) (*net.UDPConn, error) {
 		err = unix.SetsockoptIPv6Mreq(fd, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, &unix.IPv6Mreq{Multiaddr: g.As16(), Interface: uint32(ifc.Index)})
 	}
 	if err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("joining on interface %s: %w", ifc.Name, err)
 	}
+	return fileConn(fd, "udp:"+g.String())
+}
+
+// fileConn returns a *net.UDPConn over the socket fd, and closes fd: a
+// goroutine that reads the conn is woken by the Go runtime's poller.
+func fileConn(fd int, name string) (*net.UDPConn, error) {
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close() // FilePacketConn keeps a duplicate
 	pc, err := net.FilePacketConn(f)
 	if err != nil {
 		return nil, err
