@@ -41,7 +41,7 @@ func (l *Link) openAlso(addrs []netip.Addr, bufSize int) error {
 	for _, a := range addrs {
 		zone := a.Zone()
 		a = a.Unmap().WithZone("")
-		if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
+		if !specific(a) {
 			return fmt.Errorf("%w: %v", ErrAddr, a)
 		}
 		if slices.Contains(l.addrs, a) {

@@ -103,7 +103,7 @@ var (
 // Open binds a UDP socket to c.Addr and c.Port and returns a link over it.
 func Open(c Config) (*Link, error) {
 	addr := c.Addr.Unmap()
-	if !addr.IsValid() || addr.IsUnspecified() || addr.IsMulticast() {
+	if !specific(addr) {
 		return nil, fmt.Errorf("%w: %v", ErrAddr, c.Addr)
 	}
 	port := c.Port
@@ -153,6 +153,12 @@ func Open(c Config) (*Link, error) {
 	}
 	l.rx.init(l)
 	return l, nil
+}
+
+// specific reports whether a is a specific unicast address, one a socket
+// can be bound to and send from (ErrAddr otherwise).
+func specific(a netip.Addr) bool {
+	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast()
 }
 
 // zoneIndex returns the interface index an IPv6 zone names, by name or
