@@ -14,9 +14,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // gorxeBin is the gorxe command, built once by TestMain.
@@ -177,12 +181,51 @@ func (g *gorxe) wait(t *testing.T, d time.Duration) error {
 // exit 0 with the data check passed.
 func pair(t *testing.T, ns, nc *netns, serverArgs, clientArgs []string) (server, client *gorxe) {
 	t.Helper()
-	server = start(t, ns, serverArgs...)
+	return pairUnder(t, nil, ns, nc, serverArgs, clientArgs)
+}
+
+// pairOneCPU is pair with both sides held to one CPU, the one the test
+// itself may use last. Two UC senders sharing one CPU take turns, so
+// neither can stream at the other for longer than a scheduler's slice;
+// on two, another program taking one side's CPU lets the other send at
+// it for as long as that lasts, and UC loses what its queues cannot hold
+// whatever the NIC does.
+func pairOneCPU(t *testing.T, ns, nc *netns, serverArgs, clientArgs []string) (server, client *gorxe) {
+	t.Helper()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	cpu := -1
+	for i := range len(set) * 64 {
+		if set.IsSet(i) {
+			cpu = i
+		}
+	}
+	return pairUnder(t, []string{"taskset", "-c", strconv.Itoa(cpu)}, ns, nc, serverArgs, clientArgs)
+}
+
+// pairUnder is pair with each gorxe run by the command in wrap, if any.
+func pairUnder(t *testing.T, wrap []string, ns, nc *netns, serverArgs, clientArgs []string) (server, client *gorxe) {
+	t.Helper()
+	run := func(n *netns, args []string) *gorxe {
+		if wrap == nil {
+			return start(t, n, args...)
+		}
+		return startAs(t, n, wrap[0], append(append(slices.Clone(wrap[1:]), gorxeBin), args...)...)
+	}
+	server = run(ns, serverArgs)
 	time.Sleep(200 * time.Millisecond) // let the server listen; the client also retries
-	client = start(t, nc, clientArgs...)
-	for _, g := range []*gorxe{client, server} {
+	client = run(nc, clientArgs)
+	for i, g := range []*gorxe{client, server} {
 		if err := g.wait(t, 120*time.Second); err != nil {
-			t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", g.cmd.Args[3:], err, g.out.String(), g.errOut.String())
+			// A side's failure is often the other's doing (a server that
+			// gave up closes the report exchange), so show both.
+			other := []*gorxe{server, client}[i]
+			oerr := other.wait(t, 60*time.Second)
+			t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s\nthe other side, %v: %v\nstdout:\n%s\nstderr:\n%s",
+				g.cmd.Args[3:], err, g.out.String(), g.errOut.String(),
+				other.cmd.Args[3:], oerr, other.out.String(), other.errOut.String())
 		}
 		if strings.Contains(strings.Join(g.cmd.Args, " "), "--check") && !strings.Contains(g.out.String(), `"check":"ok"`) && !strings.Contains(g.out.String(), "data check: ok") {
 			t.Fatalf("%v: no passed data check in\n%s", g.cmd.Args[3:], g.out.String())
