@@ -14,8 +14,12 @@ import (
 	"github.com/gorxe/gorxe/wire/aeth"
 )
 
-// isRxe reports whether addr is kernel rxe's in the interop captures.
-func isRxe(addr string) bool { return addr == "10.9.0.2" || addr == "fd09::2" }
+// isRxe reports whether addr is kernel rxe's in the interop captures: the
+// VM's --ip addresses, or, in the link-local cases (GID 0), the address
+// made from the MAC address interop.sh gives it, 52:54:00:00:00:02.
+func isRxe(addr string) bool {
+	return addr == "10.9.0.2" || addr == "fd09::2" || addr == "fe80::5054:ff:fe00:2"
+}
 
 // counters reads a file of "name value" lines: an interop case's
 // counters.N.txt (each of rxe's hw_counters and its change over the
