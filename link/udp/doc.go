@@ -32,8 +32,8 @@
 //
 // A link may have more addresses than its socket's (Config.Also), as a
 // RoCE device has every address of its interface: each has a socket of
-// its own, read on the slower road multicast takes and written as the
-// link's own is (also_linux.go).
+// its own, which Receive and Send use as they use the link's own, the
+// sockets taking turns a batch at a time (also_linux.go).
 //
 // The socket is not one the Go runtime polls: a busy-polling program
 // reads it with TryReceive, and the link waits in poll(2) itself when it

@@ -30,9 +30,9 @@ import (
 // to a group: rdma_cm's for RoCE v2 multicast (IPV6_DEFAULT_HOPLIMIT).
 const mcastHopLimit = 64
 
-// sideQueueLen bounds the packets the groups' sockets and Config.Also's
-// have read and Receive has not yet taken; more are dropped and counted.
-const sideQueueLen = 1024
+// mcastQueueLen bounds the packets the groups' sockets have read and
+// Receive has not yet taken; more are dropped and counted.
+const mcastQueueLen = 1024
 
 // mcast is the link's multicast state.
 type mcast struct {
@@ -40,7 +40,7 @@ type mcast struct {
 	groups map[netip.Addr]*group
 
 	qmu  sync.Mutex
-	q    [][]byte // packets read from the groups' sockets and Config.Also's, whole, for Receive
+	q    [][]byte // packets read from the groups' sockets, whole, for Receive
 	free [][]byte
 	n    atomic.Int32 // len(q), for Receive and the waits
 }
@@ -82,7 +82,7 @@ func (l *Link) JoinGroup(g netip.Addr) error {
 		m.groups = make(map[netip.Addr]*group)
 	}
 	m.groups[g] = gr
-	go l.readSide(gr.conn, g, gr.done)
+	go l.readGroup(gr.conn, g, gr.done)
 	return nil
 }
 
@@ -180,11 +180,10 @@ func fileConn(fd int, name string) (*net.UDPConn, error) {
 	return pc.(*net.UDPConn), nil
 }
 
-// readSide reads conn, a group's socket or one of Config.Also's, until
-// it closes, and queues each datagram as a packet for Receive, its
-// headers synthesized, sent to dst. A packet the queue has no room for
-// is dropped and counted in dropped.
-func (l *Link) readSide(conn *net.UDPConn, dst netip.Addr, done chan struct{}) {
+// readGroup reads conn, group dst's socket, until it closes, and queues
+// each datagram as a packet for Receive, its headers synthesized. A packet
+// the queue has no room for is dropped and counted.
+func (l *Link) readGroup(conn *net.UDPConn, dst netip.Addr, done chan struct{}) {
 	defer close(done)
 	hdr := headerLen(dst.Is4())
 	buf := make([]byte, link.MaxPacket)
@@ -206,9 +205,9 @@ func (l *Link) readSide(conn *net.UDPConn, dst netip.Addr, done chan struct{}) {
 		tos, _ := controls(oob[:oobn])
 		size := l.headers(buf, netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), dst, tos, n)
 		m.qmu.Lock()
-		if len(m.q) >= sideQueueLen {
+		if len(m.q) >= mcastQueueLen {
 			m.qmu.Unlock()
-			l.stats.sideDropped.Add(1)
+			l.stats.mcastDropped.Add(1)
 			continue
 		}
 		var b []byte
@@ -224,10 +223,9 @@ func (l *Link) readSide(conn *net.UDPConn, dst netip.Addr, done chan struct{}) {
 	}
 }
 
-// takeSide copies up to len(bufs) packets that came the slower road (a
-// group's or one of Config.Also's) to
+// takeGroups copies up to len(bufs) packets the groups' sockets queued to
 // bufs[i][link.Headroom:], sets sizes[i], and returns how many.
-func (l *Link) takeSide(bufs [][]byte, sizes []int) int {
+func (l *Link) takeGroups(bufs [][]byte, sizes []int) int {
 	m := &l.mc
 	m.qmu.Lock()
 	defer m.qmu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorxe/gorxe/internal/pages"
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -62,6 +63,17 @@ const rxOOBWords = 8
 // runs is read a run a call, each run up to 64 packets.
 const spillSize = 1 << 16
 
+// rsock is a socket Receive reads: the link's own, or one of
+// Config.Also's. They take turns, a batch at a time; one rxScratch serves
+// them all.
+type rsock struct {
+	sock   *pollfd.FD
+	addr   netip.Addr    // what it is bound to: every datagram it gets was sent there
+	ask    int           // TryReceive's next ask, see pollAsk
+	joined bool          // its last batch had a joined datagram: read one at a time
+	drops  atomic.Uint64 // the kernel's count of datagrams it dropped, as last read (readSocketDrops)
+}
+
 // rxScratch is Receive's recvmmsg arguments, reused for every call.
 type rxScratch struct {
 	l       *Link
@@ -73,11 +85,11 @@ type rxScratch struct {
 	n       int                     // datagrams the last call returned
 	errno   unix.Errno              // its error
 	recvFn  func(fd int)            // r.recvmmsg, bound once so that calls do not allocate
-	payload int                     // offset of the UDP payload from link.Headroom
-	ask     int                     // TryReceive's next ask, see pollAsk
+	cur     *rsock                  // the socket being read
+	payload int                     // offset of the UDP payload from link.Headroom: cur's headerLen
+	next    int                     // the index in Link.in of the socket to read first next time
 
-	gro     bool         // the socket joins datagrams (UDP_GRO); spill is set
-	joined  bool         // the last batch had a joined datagram: read one at a time
+	gro     bool         // the sockets join datagrams (UDP_GRO); spill is set
 	spill   []byte       // spillSize bytes per message
 	held    held         // packets of a batch read but not yet handed on
 	waiters atomic.Int32 // waits under way, which a batch that held packets kicks
@@ -135,7 +147,6 @@ const pollAsk = 8
 func (r *rxScratch) init(l *Link) {
 	r.l = l
 	r.recvFn = r.recvmmsg
-	r.payload = headerLen(l.v4)
 	r.grow(link.BatchSize)
 }
 
@@ -177,12 +188,14 @@ func (r *rxScratch) grow(n int) {
 }
 
 // prepare points the first len(bufs) messages at the payload area of each
-// buffer and resets what the kernel wrote back last time. Both are only
-// done where needed: the device hands the same buffers to every call, and
-// a call that found nothing changed nothing.
-func (r *rxScratch) prepare(bufs [][]byte) {
+// buffer, for a datagram of s's family, and resets what the kernel wrote
+// back last time. Both are only done where needed: the device hands the
+// same buffers to every call, and a call that found nothing changed
+// nothing.
+func (r *rxScratch) prepare(s *rsock, bufs [][]byte) {
 	r.grow(len(bufs))
 	r.want = len(bufs)
+	r.cur, r.payload = s, headerLen(s.addr.Is4())
 	for i, b := range bufs {
 		p := b[link.Headroom+r.payload:]
 		if v := &r.iovs[2*i]; v.Base != unsafe.SliceData(p) || int(v.Len) != len(p) {
@@ -246,7 +259,7 @@ func (l *Link) WaitReceive() error {
 	if r.held.n.Load() > 0 || l.mc.n.Load() > 0 {
 		return nil
 	}
-	if err := l.sock.Wait(unix.POLLIN); err != nil {
+	if _, err := l.sock.WaitReadFor(l.alsoSocks, -1); err != nil {
 		if l.closedErr(err) {
 			return link.ErrClosed
 		}
@@ -264,7 +277,7 @@ func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
 	if r.held.n.Load() > 0 || l.mc.n.Load() > 0 {
 		return true, nil
 	}
-	ready, err := l.sock.WaitFor(unix.POLLIN, int((timeout+time.Millisecond-1)/time.Millisecond))
+	ready, err := l.sock.WaitReadFor(l.alsoSocks, int((timeout+time.Millisecond-1)/time.Millisecond))
 	if err != nil {
 		if l.closedErr(err) {
 			return false, link.ErrClosed
@@ -275,69 +288,85 @@ func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
 }
 
 // receive reads datagrams with recvmmsg. Blocking, it waits in poll(2)
-// while the socket is empty; not, it answers 0.
+// while the sockets are empty; not, it answers 0.
 func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 	bufs = bufs[:min(len(bufs), len(sizes))]
-	want := len(bufs)
-	if want == 0 {
+	if len(bufs) == 0 {
 		return 0, nil
 	}
 	r := &l.rx
-	if r.held.n.Load() > 0 {
-		k := r.held.take(bufs, sizes)
-		l.stats.received.Add(uint64(k))
-		return k, nil
-	}
-	if l.mc.n.Load() > 0 {
-		k := l.takeSide(bufs, sizes)
-		l.stats.received.Add(uint64(k))
-		return k, nil
-	}
-	if !block {
-		want = min(want, max(r.ask, pollAsk))
-	}
-	if r.joined {
-		want = 1
-	}
 	for {
-		r.prepare(bufs[:want])
-		if err := l.sock.Do(r.recvFn); err != nil {
-			return 0, link.ErrClosed
-		}
-		if r.errno != 0 {
-			// A socket error (an ICMP error queued on the socket, for
-			// one) says nothing about the datagrams still to come.
-			l.stats.receiveErrors.Add(1)
-			if !block {
-				return 0, nil
-			}
-			continue
-		}
-		if !block {
-			r.ask = 2 * r.n
-		}
-		if r.n == 0 {
-			if !block {
-				return 0, nil
-			}
-			if err := l.WaitReceive(); err != nil {
+		var k int
+		switch {
+		case r.held.n.Load() > 0:
+			k = r.held.take(bufs, sizes)
+		case l.mc.n.Load() > 0:
+			k = l.takeGroups(bufs, sizes)
+		default:
+			var err error
+			if k, err = l.readTurn(bufs, sizes, block); err != nil {
 				return 0, err
 			}
-			if l.mc.n.Load() > 0 {
-				k := l.takeSide(bufs, sizes)
-				l.stats.received.Add(uint64(k))
-				return k, nil
-			}
-			continue
 		}
-		if k := r.finish(bufs, sizes); k > 0 || !block {
-			if r.held.n.Load() > 0 && r.waiters.Load() > 0 {
-				l.sock.Kick() // a wait that began before these were held
-			}
+		if k > 0 || !block {
 			l.stats.received.Add(uint64(k))
 			return k, nil
 		}
+		if err := l.WaitReceive(); err != nil {
+			return 0, err
+		}
 	}
+}
+
+// readTurn reads a batch from the first of the link's sockets that has
+// datagrams waiting, beginning with the one after the socket that gave
+// the last batch, so that a busy socket does not keep the others waiting,
+// and returns how many packets it left in bufs.
+func (l *Link) readTurn(bufs [][]byte, sizes []int, block bool) (int, error) {
+	r := &l.rx
+	for range l.in {
+		s := l.in[r.next]
+		if r.next++; r.next == len(l.in) {
+			r.next = 0
+		}
+		if k, err := r.read(s, bufs, sizes, block); k > 0 || err != nil {
+			return k, err
+		}
+	}
+	return 0, nil
+}
+
+// read reads the datagrams waiting on s, without waiting, and returns how
+// many packets it left in bufs.
+func (r *rxScratch) read(s *rsock, bufs [][]byte, sizes []int, block bool) (int, error) {
+	want := len(bufs)
+	if !block {
+		want = min(want, max(s.ask, pollAsk))
+	}
+	if s.joined {
+		want = 1
+	}
+	r.prepare(s, bufs[:want])
+	if err := s.sock.Do(r.recvFn); err != nil {
+		return 0, link.ErrClosed
+	}
+	if r.errno != 0 {
+		// A socket error (an ICMP error queued on the socket, for one)
+		// says nothing about the datagrams still to come.
+		r.l.stats.receiveErrors.Add(1)
+		return 0, nil
+	}
+	if !block {
+		s.ask = 2 * r.n
+	}
+	if r.n == 0 {
+		return 0, nil
+	}
+	k := r.finish(bufs, sizes)
+	if r.held.n.Load() > 0 && r.waiters.Load() > 0 {
+		r.l.sock.Kick() // a wait that began before these were held
+	}
+	return k, nil
 }
 
 // finish turns the r.n datagrams just received into IP packets, moving
@@ -347,7 +376,7 @@ func (r *rxScratch) finish(bufs [][]byte, sizes []int) int {
 	k := 0
 	holding := false // from here on every packet is held, to keep their order
 	last := r.n - 1
-	r.joined = false
+	r.cur.joined = false
 	for i := range r.n {
 		m := &r.hdrs[i]
 		if m.hdr.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
@@ -369,7 +398,7 @@ func (r *rxScratch) finish(bufs [][]byte, sizes []int) int {
 		}
 		if seg < n {
 			r.l.stats.joined.Add(1)
-			r.joined = true
+			r.cur.joined = true
 		}
 		var spill []byte
 		if r.gro {
@@ -452,20 +481,20 @@ func controls(oob []byte) (tos byte, seg int) {
 
 // synthesize writes the IP and UDP headers of a packet of datagram d, whose
 // n-byte payload is already in place in pkt, and returns the packet's
-// length. The socket is bound to the link's address, so every datagram it
+// length. The socket read is bound to one address, so every datagram it
 // gets was sent to it.
 func (r *rxScratch) synthesize(pkt []byte, d dgram, n int) int {
-	l := r.l
+	dst := r.cur.addr
 	name := d.name
 	// sin_port and sin6_port are both at offset 2, in network order.
 	sport := binary.BigEndian.Uint16(name[2:4])
 	var src netip.Addr
-	if l.v4 {
+	if dst.Is4() {
 		src = netip.AddrFrom4([4]byte(name[4:8])) // sin_addr
 	} else {
 		src = netip.AddrFrom16([16]byte(name[8:24])) // sin6_addr
 	}
-	return l.headers(pkt, netip.AddrPortFrom(src, sport), l.addr, d.tos, n)
+	return r.l.headers(pkt, netip.AddrPortFrom(src, sport), dst, d.tos, n)
 }
 
 // headerLen is the length of the IP and UDP headers the link writes in

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link"
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -38,8 +39,8 @@ type Config struct {
 	// either family, that the link takes packets at and sends packets
 	// from, as a RoCE device has every address of its interface as a
 	// GID: a server that listens on all of them is reached at any. Each
-	// has a socket of its own, read on the slower road multicast takes
-	// and written as Addr's is (also_linux.go).
+	// has a socket of its own, read and written as Addr's is
+	// (also_linux.go).
 	Also []netip.Addr
 
 	// Port is the UDP port to bind to, and so the source port of every
@@ -84,8 +85,11 @@ type Link struct {
 	port   uint16
 	mtu    int
 	addrs  []netip.Addr
-	also   []*extra // Config.Also's sockets (also_linux.go)
 	closed atomic.Bool
+
+	also      []*extra     // Config.Also's sockets (also_linux.go)
+	alsoSocks []*pollfd.FD // their descriptors, which Receive's waits watch too
+	in        []*rsock     // the sockets Receive reads: the link's own, then Also's
 
 	txPool sync.Pool // *txScratch: Send may run on several goroutines at once
 	rx     rxScratch // Receive runs on one goroutine at a time
@@ -142,6 +146,7 @@ func Open(c Config) (*Link, error) {
 	}
 	l.gso.Store(!c.NoGSO)
 	l.addrs = []netip.Addr{l.addr}
+	l.in = []*rsock{{sock: l.sock, addr: l.addr}}
 	if err := l.openAlso(c.Also, bufSize); err != nil {
 		l.Close()
 		return nil, err
@@ -298,17 +303,15 @@ func (l *Link) Close() error {
 	if l.closed.Swap(true) {
 		return link.ErrClosed
 	}
+	l.readSocketDrops() // Stats keeps counting after Close
 	l.closeGroups()
 	l.closeAlso()
-	l.readSocketDrops() // Stats keeps counting after Close
 	return l.sock.Close()
 }
 
 // counters are the link's statistics.
 type counters struct {
-	sent, runs, sendErrors, received, joined, truncated, receiveErrors, sideDropped atomic.Uint64
-
-	socketDrops atomic.Uint64 // the kernel's count, as last read (readSocketDrops)
+	sent, runs, sendErrors, received, joined, truncated, receiveErrors, mcastDropped atomic.Uint64
 }
 
 // Stats counts what happened to a link's packets.
@@ -320,8 +323,8 @@ type Stats struct {
 	Joined        uint64 // datagrams that arrived holding several packets (UDP GRO), which the link cut
 	Truncated     uint64 // datagrams dropped because they did not fit a buffer, or their control messages were cut short
 	ReceiveErrors uint64 // recvmmsg calls that failed with something other than "nothing to read"
-	SideDropped   uint64 // packets to a joined multicast group or to one of Config.Also's addresses dropped because Receive had not taken the last sideQueueLen that came that way
-	SocketDrops   uint64 // datagrams the kernel dropped at the socket before the link read them: its receive buffer was full (the host's UdpRcvbufErrors), or their UDP checksum was wrong; a datagram it had joined (GRO) counts once, however many packets it held
+	McastDropped  uint64 // packets to a joined multicast group dropped because Receive had not taken the last mcastQueueLen that came that way
+	SocketDrops   uint64 // datagrams the kernel dropped at the link's sockets before it read them: a receive buffer was full (the host's UdpRcvbufErrors), or their UDP checksum was wrong; a datagram it had joined (GRO) counts once, however many packets it held
 }
 
 // Stats returns the link's counters.
@@ -336,16 +339,33 @@ func (l *Link) Stats() Stats {
 		Joined:        c.joined.Load(),
 		Truncated:     c.truncated.Load(),
 		ReceiveErrors: c.receiveErrors.Load(),
-		SideDropped:   c.sideDropped.Load(),
-		SocketDrops:   c.socketDrops.Load(),
+		McastDropped:  c.mcastDropped.Load(),
+		SocketDrops:   l.socketDrops(),
 	}
 }
 
-// readSocketDrops reads the number of datagrams the kernel dropped at the
-// socket (SO_MEMINFO's SK_MEMINFO_DROPS) into the link's counters. It
-// costs a system call, so Stats reads it and the receive path does not.
+// socketDrops is the sum of the link's sockets' drop counts, as last read.
+func (l *Link) socketDrops() uint64 {
+	var n uint64
+	for _, s := range l.in {
+		n += s.drops.Load()
+	}
+	return n
+}
+
+// readSocketDrops reads the number of datagrams the kernel dropped at each
+// of the link's sockets (SO_MEMINFO's SK_MEMINFO_DROPS). It costs a
+// system call a socket, so Stats reads it and the receive path does not.
 func (l *Link) readSocketDrops() {
-	_ = l.sock.Do(func(fd int) {
+	for _, s := range l.in {
+		s.readDrops()
+	}
+}
+
+// readDrops reads the number of datagrams the kernel dropped at s into
+// s.drops.
+func (s *rsock) readDrops() {
+	_ = s.sock.Do(func(fd int) {
 		var info [unix.SK_MEMINFO_VARS]uint32
 		size := uint32(unsafe.Sizeof(info))
 		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
@@ -355,7 +375,7 @@ func (l *Link) readSocketDrops() {
 		}
 		// Calls may race; the count only grows, so keep the largest.
 		n := uint64(info[unix.SK_MEMINFO_DROPS])
-		for c := &l.stats.socketDrops; ; {
+		for c := &s.drops; ; {
 			old := c.Load()
 			if n <= old || c.CompareAndSwap(old, n) {
 				return
@@ -375,7 +395,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "udp_gro_runs", Value: s.Joined},
 		{Name: "udp_truncated", Value: s.Truncated},
 		{Name: "udp_receive_errors", Value: s.ReceiveErrors},
-		{Name: "udp_side_dropped", Value: s.SideDropped},
+		{Name: "udp_mcast_dropped", Value: s.McastDropped},
 		{Name: "udp_socket_drops", Value: s.SocketDrops},
 	}
 }

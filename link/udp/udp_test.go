@@ -10,6 +10,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -500,6 +501,11 @@ func TestAlso(t *testing.T) {
 	if s := a.Stats(); s.Sent != uint64(len(want)) || s.SendErrors != 0 || s.Runs != 2 {
 		t.Errorf("sender Stats = %+v, want %d sent in two runs and singles", s, len(want))
 	}
+	// Each run reached its socket whole, and was cut by the link, the Also
+	// address's as the first's.
+	if s := b.Stats(); s.Joined != 2 || s.Received != uint64(len(want)) {
+		t.Errorf("receiver Stats = %+v, want both runs joined and %d packets", s, len(want))
+	}
 	// And back, to the address each came from.
 	var back [][]byte
 	for _, g := range got {
@@ -525,5 +531,49 @@ func TestAlso(t *testing.T) {
 		if err == nil {
 			t.Errorf("Open with Also %v: no error", also)
 		}
+	}
+}
+
+// TestAlsoTakesTurns checks that a link reads its sockets in turn: a
+// packet to an Also address does not wait behind a backlog at the first
+// address, and is handed on with its own destination.
+func TestAlsoTakesTurns(t *testing.T) {
+	e := newEnv(t)
+	lo, lo2 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	a := e.open(t, udp.Config{Addr: lo, Port: e.freePort(t, lo), NoGSO: true})
+	b := e.open(t, udp.Config{Addr: lo, Also: []netip.Addr{lo2}, Port: e.freePort(t, lo)})
+	const backlog = 3 * link.BatchSize
+	pkts := packets(t, a, b, 0, backlog, 64, 0)
+	late := build(t, frame(lo, lo2, a.SourcePort(), b.SourcePort(), backlog, 64, 0))
+	for i := 0; i < backlog; i += link.BatchSize {
+		if err := a.Send(pkts[i : i+link.BatchSize]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Send([][]byte{late}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // all of them at b's sockets
+	r := newReceiver()
+	got, lateAt := 0, 0
+	for call := 1; got < backlog+1 && call <= 10; call++ {
+		n, err := b.Receive(r.bufs, r.sizes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			pkt := r.bufs[i][link.Headroom : link.Headroom+r.sizes[i]]
+			if parse(t, pkt).Dst() == lo2 {
+				sameRoCE(t, pkt, late[link.Headroom:])
+				lateAt = call
+			}
+		}
+		got += n
+	}
+	if got != backlog+1 {
+		t.Fatalf("received %d of %d packets", got, backlog+1)
+	}
+	if lateAt == 0 || lateAt > 2 {
+		t.Errorf("the packet to the Also address came with Receive call %d, behind a backlog of %d at the first address; want call 1 or 2", lateAt, backlog)
 	}
 }

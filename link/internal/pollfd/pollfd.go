@@ -24,6 +24,7 @@ package pollfd
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -135,6 +136,56 @@ func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
 			return false, link.ErrClosed
 		}
 		if fds[2].Revents != 0 {
+			var v [8]byte
+			unix.Read(f.kfd, v[:]) // unreadable again: the kick is seen
+		}
+		return n > 0, nil
+	}
+}
+
+// WaitReadFor is WaitFor(unix.POLLIN, timeoutMS) on f and others at once:
+// it returns when any of them is readable or has an error to report, or
+// f is kicked, and link.ErrClosed once any of them is closing. It is for
+// a link with several sockets, read by one Receive; the others' Kicks
+// are not watched.
+func (f *FD) WaitReadFor(others []*FD, timeoutMS int) (bool, error) {
+	if len(others) == 0 {
+		return f.WaitFor(unix.POLLIN, timeoutMS)
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, o := range others {
+		o.mu.RLock()
+	}
+	defer func() { // one defer, not one a descriptor: those would allocate
+		for _, o := range others {
+			o.mu.RUnlock()
+		}
+	}()
+	var room [12]unix.PollFd // on the stack for a few sockets
+	// f's kick, then each descriptor and its closing eventfd.
+	fds := append(room[:0], unix.PollFd{Fd: int32(f.kfd), Events: unix.POLLIN},
+		unix.PollFd{Fd: int32(f.fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(f.efd), Events: unix.POLLIN})
+	for _, o := range others {
+		fds = append(fds, unix.PollFd{Fd: int32(o.fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(o.efd), Events: unix.POLLIN})
+	}
+	for {
+		if f.closed.Load() || slices.ContainsFunc(others, func(o *FD) bool { return o.closed.Load() }) {
+			return false, link.ErrClosed
+		}
+		n, err := unix.Poll(fds, timeoutMS)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return false, err
+		}
+		for i := 2; i < len(fds); i += 2 {
+			if fds[i].Revents != 0 {
+				return false, link.ErrClosed
+			}
+		}
+		if fds[0].Revents != 0 {
 			var v [8]byte
 			unix.Read(f.kfd, v[:]) // unreadable again: the kick is seen
 		}

@@ -131,3 +131,67 @@ func TestKick(t *testing.T) {
 	f.Close()
 	f.Kick() // after Close: nothing, and no panic
 }
+
+// TestWaitReadFor checks a wait on several descriptors: it ends when any
+// is readable or f is kicked, times out when none is, and ends with
+// link.ErrClosed when any of them closes.
+func TestWaitReadFor(t *testing.T) {
+	f, fw := pipe(t)
+	g, gw := pipe(t)
+	h, _ := pipe(t)
+	others := []*FD{g, h}
+	wait := func() <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			ready, err := f.WaitReadFor(others, -1)
+			if err == nil && !ready {
+				err = errors.New("not ready")
+			}
+			done <- err
+		}()
+		return done
+	}
+	ended := func(what string, done <-chan error, want error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if !errors.Is(err, want) {
+				t.Fatalf("%s: the wait returned %v, want %v", what, err, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the wait still blocked", what)
+		}
+	}
+	if ready, err := f.WaitReadFor(others, 20); ready || err != nil {
+		t.Fatalf("nothing to read: WaitReadFor = %v, %v; want a timeout", ready, err)
+	}
+	// A link's receive goroutine waits every time it runs dry.
+	if n := testing.AllocsPerRun(100, func() { f.WaitReadFor(others, 0) }); n != 0 {
+		t.Errorf("WaitReadFor allocates %v times a call", n)
+	}
+	var b [8]byte
+	for _, c := range []struct {
+		name   string
+		w      int
+		reader *FD
+	}{{"a byte for the first", fw, f}, {"a byte for another", gw, g}} {
+		done := wait()
+		time.Sleep(20 * time.Millisecond)
+		unix.Write(c.w, []byte("x"))
+		ended(c.name, done, nil)
+		if n, err := c.reader.Read(b[:]); n != 1 || err != nil {
+			t.Fatalf("%s: Read = %d, %v", c.name, n, err)
+		}
+	}
+	done := wait()
+	time.Sleep(20 * time.Millisecond)
+	f.Kick()
+	ended("a kick", done, nil)
+	done = wait()
+	time.Sleep(20 * time.Millisecond)
+	h.Close() // waits for the wait to let go of it
+	ended("another closing", done, link.ErrClosed)
+	if _, err := f.WaitReadFor(others, -1); !errors.Is(err, link.ErrClosed) {
+		t.Fatalf("a wait with a closed descriptor among others: %v, want link.ErrClosed", err)
+	}
+}
