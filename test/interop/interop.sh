@@ -15,7 +15,10 @@
 #                                           UD (-c UD on send_bw and send_lat, and
 #                                           ud_pingpong), both ways; rdma_cm:
 #                                           librdmacm's rping (IPv4, IPv6, and a
-#                                           REJ each way), rdma_server/rdma_client,
+#                                           REJ each way; a gorxe server typed
+#                                           without an address, reached at its
+#                                           IPv4 and its IPv6 address),
+#                                           rdma_server/rdma_client,
 #                                           rdma_xserver/rdma_xclient (RC),
 #                                           ucmatose, udaddy (SIDR) and mckey
 #                                           (multicast), both ways;
@@ -337,6 +340,12 @@ if ! $flags && ! $full; then
 	# laid out as rxe's (0 link-local, 1 --ip), and the xdp link, whose
 	# GIDs are gxx0's.
 	cases+=("rxe-server write_bw tap 1024 ll 65536 0" "gorxe-server send_lat tap 4096 ll 64 0" "rxe-server read_bw xdp 4096 ll 65536 0")
+	# A gorxe rping server typed without an address (rping-any) listens on
+	# every address of the interface the default route leaves by (br0),
+	# as rdma_cm does on rxe0's: the VM's rping reaches it at 10.9.0.1,
+	# the udp link's first address, and at fd09::1, one of its further
+	# sockets (udp.Config.Also).
+	cases+=("gorxe-server rping-any udp 1024 4 64 0" "gorxe-server rping-any udp 1024 6 4000 0")
 fi
 # rstream's own tests, verified: latency then bandwidth on a second
 # connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
@@ -389,6 +398,10 @@ ip -n $ns link set gxx0 up
 # answers for its own only (IPv6's neighbour discovery does so anyway),
 # and asks from its own address.
 ip netns exec $ns sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
+# The default route leaves by br0, as a host's by its main interface: a
+# gorxe server typed without an address takes that interface's addresses
+# (rping-any). Nothing is sent beyond 10.9.0.0/24 and fd09::/64.
+ip -n $ns route add default dev br0
 
 # perftest's flags and gorxe's, for a case: few iterations of large
 # messages, as rxe under emulation moves some 16 MB/s. rc_pingpong's at
@@ -434,7 +447,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-any | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
 
 # rstreamargs TEST: rstream's (or riostream's) options for an
 # rstream:SIZE,COUNT,ITERS (riostream:...) case.
@@ -457,7 +470,7 @@ vm_cm() {
 	[ "$3" = 6 ] && own=fd09::2 gx=fd09::1
 	case $1/$2 in
 	rxe-server/rping) echo "rping -s -a $own -v -S $4" ;;
-	gorxe-server/rping) echo "rping -c -a $gx -C 100 -v -V -S $4" ;;
+	gorxe-server/rping | gorxe-server/rping-any) echo "rping -c -a $gx -C 100 -v -V -S $4" ;;
 	rxe-server/rping-rej) echo "sleep 8" ;;
 	gorxe-server/rping-rej) echo "rping -c -a $gx -p 7175 -C 1" ;;
 	rxe-server/rdma_cm) echo "rdma_server" ;;
@@ -489,6 +502,7 @@ host_cm() {
 	case $1/$2 in
 	rxe-server/rping) echo "rping -c -a $vm -C 100 -v -V -S $4 --ip $own" ;;
 	gorxe-server/rping) echo "rping -s -a $own -v -S $4" ;;
+	gorxe-server/rping-any) echo "rping -s -v -S $4" ;; # every address of br0's
 	rxe-server/rping-rej) echo "rping -c -a $vm -C 1 --ip $own" ;;
 	gorxe-server/rping-rej) echo "rping -s -a $own" ;;
 	rxe-server/rdma_cm) echo "rdma_client -s $vm --ip $own" ;;
@@ -737,7 +751,7 @@ session() {
 			[ "$ends" = 2 ] || verdict=FAIL note=" ($ends lines with '$end', want one each side)"
 		fi
 		# rping prints a line a ping (-v) on each side.
-		if [ "$t" = rping ] && [ $verdict = pass ]; then
+		if [[ $t == rping || $t == rping-any ]] && [ $verdict = pass ]; then
 			local pings
 			pings=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "ping data: rdma-ping-" || true)
 			[ "$pings" = 200 ] || verdict=FAIL note=" ($pings ping lines, want 100 each side)"
