@@ -115,32 +115,7 @@ func (f *FD) Wait(events int16) error {
 // negative), and reports whether the descriptor became ready, or, waiting
 // to read, a Kick came.
 func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	fds := [3]unix.PollFd{{Fd: int32(f.fd), Events: events}, {Fd: int32(f.efd), Events: unix.POLLIN}, {Fd: int32(f.kfd), Events: unix.POLLIN}}
-	watch := fds[:]
-	if events&unix.POLLIN == 0 {
-		watch = fds[:2] // a kick is for readers: a wait to write must not take it
-	}
-	for {
-		if f.closed.Load() {
-			return false, link.ErrClosed
-		}
-		n, err := unix.Poll(watch, timeoutMS)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return false, err
-		case fds[1].Revents != 0 || f.closed.Load():
-			return false, link.ErrClosed
-		}
-		if fds[2].Revents != 0 {
-			var v [8]byte
-			unix.Read(f.kfd, v[:]) // unreadable again: the kick is seen
-		}
-		return n > 0, nil
-	}
+	return f.wait(events, nil, timeoutMS)
 }
 
 // WaitReadFor is WaitFor(unix.POLLIN, timeoutMS) on f and others at once:
@@ -149,9 +124,12 @@ func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
 // a link with several sockets, read by one Receive; the others' Kicks
 // are not watched.
 func (f *FD) WaitReadFor(others []*FD, timeoutMS int) (bool, error) {
-	if len(others) == 0 {
-		return f.WaitFor(unix.POLLIN, timeoutMS)
-	}
+	return f.wait(unix.POLLIN, others, timeoutMS)
+}
+
+// wait polls f for events, and others for reading, each with its closing
+// eventfd, and f's kick when reading.
+func (f *FD) wait(events int16, others []*FD, timeoutMS int) (bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for _, o := range others {
@@ -162,15 +140,22 @@ func (f *FD) WaitReadFor(others []*FD, timeoutMS int) (bool, error) {
 			o.mu.RUnlock()
 		}
 	}()
-	var room [12]unix.PollFd // on the stack for a few sockets
-	// f's kick, then each descriptor and its closing eventfd.
-	fds := append(room[:0], unix.PollFd{Fd: int32(f.kfd), Events: unix.POLLIN},
-		unix.PollFd{Fd: int32(f.fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(f.efd), Events: unix.POLLIN})
+	// Each descriptor and its closing eventfd, then f's kick if reading
+	// (a kick is for readers: a wait to write must not take it).
+	var room [12]unix.PollFd // on the stack for a few descriptors
+	fds := append(room[:0], unix.PollFd{Fd: int32(f.fd), Events: events}, unix.PollFd{Fd: int32(f.efd), Events: unix.POLLIN})
 	for _, o := range others {
 		fds = append(fds, unix.PollFd{Fd: int32(o.fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(o.efd), Events: unix.POLLIN})
 	}
+	pairs := len(fds)
+	if events&unix.POLLIN != 0 {
+		fds = append(fds, unix.PollFd{Fd: int32(f.kfd), Events: unix.POLLIN})
+	}
+	closing := func() bool {
+		return f.closed.Load() || slices.ContainsFunc(others, func(o *FD) bool { return o.closed.Load() })
+	}
 	for {
-		if f.closed.Load() || slices.ContainsFunc(others, func(o *FD) bool { return o.closed.Load() }) {
+		if closing() {
 			return false, link.ErrClosed
 		}
 		n, err := unix.Poll(fds, timeoutMS)
@@ -179,13 +164,15 @@ func (f *FD) WaitReadFor(others []*FD, timeoutMS int) (bool, error) {
 			continue
 		case err != nil:
 			return false, err
+		case closing():
+			return false, link.ErrClosed
 		}
-		for i := 2; i < len(fds); i += 2 {
+		for i := 1; i < pairs; i += 2 {
 			if fds[i].Revents != 0 {
 				return false, link.ErrClosed
 			}
 		}
-		if fds[0].Revents != 0 {
+		if len(fds) > pairs && fds[pairs].Revents != 0 {
 			var v [8]byte
 			unix.Read(f.kfd, v[:]) // unreadable again: the kick is seen
 		}
