@@ -23,12 +23,6 @@ import (
 // in sendmmsg batches, runs as one datagram (a sender each,
 // send_linux.go).
 
-// extra is one of Config.Also's addresses and its socket.
-type extra struct {
-	sender
-	addr netip.Addr // unmapped, without zone
-}
-
 // openAlso opens a socket on each of addrs, at the link's port, for Send
 // and Receive.
 func (l *Link) openAlso(addrs []netip.Addr, bufSize int) error {
@@ -61,8 +55,7 @@ func (l *Link) openAlso(addrs []netip.Addr, bufSize int) error {
 		if err != nil {
 			return fmt.Errorf("udp: bind %v: %w", netip.AddrPortFrom(a, l.port), err)
 		}
-		x := &extra{addr: a}
-		x.sender.l, x.sock, x.v4, x.scope = l, sock, a.Is4(), scope
+		x := &sender{l: l, sock: sock, v4: a.Is4(), scope: scope}
 		x.gso.Store(l.gso.Load())
 		l.also = append(l.also, x)
 		l.alsoSocks = append(l.alsoSocks, sock)

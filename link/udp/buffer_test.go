@@ -17,10 +17,7 @@ import (
 // and waits for the last to be delivered. Nothing reads b meanwhile.
 func burst(t *testing.T, a, b *udp.Link, to netip.Addr, n, payload int) {
 	t.Helper()
-	sent := make([][]byte, n)
-	for i := range sent {
-		sent[i] = build(t, frame(a.Addrs()[0], to, a.SourcePort(), b.SourcePort(), uint32(i), payload, 0))
-	}
+	sent := packetsTo(t, a, b, to, 0, n, payload, 0)
 	for i := 0; i < n; i += link.BatchSize {
 		if err := a.Send(sent[i:min(i+link.BatchSize, n)]); err != nil {
 			t.Fatal(err)

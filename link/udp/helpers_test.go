@@ -136,9 +136,15 @@ func sendPayload(t testing.TB, c *net.UDPConn, to netip.AddrPort, pkt []byte) {
 // packets builds n packets from a to b, PSNs first, first+1, ...
 func packets(t testing.TB, a, b *udp.Link, first uint32, n, payload int, tc uint8) [][]byte {
 	t.Helper()
+	return packetsTo(t, a, b, b.Addrs()[0], first, n, payload, tc)
+}
+
+// packetsTo is packets to b at address to, one of b's.
+func packetsTo(t testing.TB, a, b *udp.Link, to netip.Addr, first uint32, n, payload int, tc uint8) [][]byte {
+	t.Helper()
 	bufs := make([][]byte, n)
 	for i := range bufs {
-		bufs[i] = build(t, frame(a.Addrs()[0], b.Addrs()[0], a.SourcePort(), b.SourcePort(), first+uint32(i), payload, tc))
+		bufs[i] = build(t, frame(a.Addrs()[0], to, a.SourcePort(), b.SourcePort(), first+uint32(i), payload, tc))
 	}
 	return bufs
 }

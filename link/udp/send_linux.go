@@ -132,14 +132,14 @@ func (l *Link) Send(bufs [][]byte) error {
 	if len(l.also) == 0 {
 		return l.sender.send(s, bufs)
 	}
-	// Each packet leaves from the socket of its source address; a
-	// source that is none of them, from the link's own.
+	// Each packet leaves from the socket of its source address (l.addrs[i]
+	// is l.also[i-1]'s); a source that is none of them, from the link's own.
 	s.via = s.via[:0]
 	for _, b := range bufs {
 		_, src, _, _, _, ok := l.parse(b)
 		i := 0
-		if ok && src != l.addr {
-			i = 1 + slices.IndexFunc(l.also, func(x *extra) bool { return x.addr == src })
+		if ok {
+			i = max(0, slices.Index(l.addrs, src))
 		}
 		s.via = append(s.via, i)
 	}
@@ -147,7 +147,7 @@ func (l *Link) Send(bufs [][]byte) error {
 	for i := range 1 + len(l.also) {
 		x := &l.sender
 		if i > 0 {
-			x = &l.also[i-1].sender
+			x = l.also[i-1]
 		}
 		s.keep = s.keep[:0]
 		for j, b := range bufs {

@@ -87,7 +87,7 @@ type Link struct {
 	addrs  []netip.Addr
 	closed atomic.Bool
 
-	also      []*extra     // Config.Also's sockets (also_linux.go)
+	also      []*sender    // Config.Also's sockets, addrs[1:]'s (also_linux.go)
 	alsoSocks []*pollfd.FD // their descriptors, which Receive's waits watch too
 	in        []*rsock     // the sockets Receive reads: the link's own, then Also's
 
