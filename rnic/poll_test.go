@@ -274,7 +274,10 @@ func TestPollDefersSends(t *testing.T) {
 // device's backstop; one that never polled sends at once.
 func TestPollDeferredBackstop(t *testing.T) {
 	dl := &deferringLink{}
-	a, b := newPair(t, pairOpts{udp: true, deferA: dl})
+	// No tail probe, and an ACK timeout of 1.07 s: a resend would drag
+	// the queued WRITE out with it, where the backstop should send it a
+	// grace after the Poll.
+	a, b := newPair(t, pairOpts{udp: true, deferA: dl, noProbe: true, timeout: 18})
 	a.postSend(t, writeWR(1, a, b, 0, 8))
 	status(t, wait(t, a.scq, 1, 5*time.Second), cq.StatusSuccess)
 	if _, deferred, _, _ := dl.counts(); deferred != 0 {
@@ -282,9 +285,33 @@ func TestPollDeferredBackstop(t *testing.T) {
 	}
 	a.dev.Poll()
 	a.postSend(t, writeWR(2, a, b, 0, 8))
-	status(t, wait(t, a.scq, 1, 5*time.Second), cq.StatusSuccess)
-	if _, deferred, flushed, queued := dl.counts(); deferred == 0 || flushed < deferred || queued != 0 {
-		t.Fatalf("a program that polled then stopped: %d deferred, %d flushed, %d queued; want some deferred, all flushed", deferred, flushed, queued)
+	// From here on nothing polls, flushes or drives the device (cq.Wait
+	// would: it flushes before it waits), so only the backstop can send
+	// the WRITE, a grace after the Poll.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, deferred, flushed, queued := dl.counts()
+		if deferred > 0 && flushed == deferred && queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a program that polled then stopped: %d deferred, %d flushed, %d queued after 5 s; want some deferred, all flushed", deferred, flushed, queued)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var wc [1]cq.WC
+	for {
+		if n, _ := a.scq.Poll(wc[:]); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the WRITE the backstop sent did not complete")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	status(t, wc[:], cq.StatusSuccess)
+	if st := a.stats(); st.RetransmitTimeouts != 0 {
+		t.Fatalf("the WRITE left at the ACK timeout's resend (%d timeouts), not a grace after the Poll", st.RetransmitTimeouts)
 	}
 }
 
