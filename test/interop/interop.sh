@@ -449,6 +449,37 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 # connect with rdma_cm and take options of their own.
 cmcase() { case $1 in rping | rping-any | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
 
+# listener TEST LINK FLAGS: how the host tells that its gorxe server takes
+# clients, for the VM's client to start then rather than 2 s on: "tcp" (a
+# TCP listener in the namespace: perftest's exchange, the pingpongs',
+# qperf's), "udp" (the udp link's socket on the RoCE port: gorxe's rdma_cm
+# listens a moment after its link binds), or "" (no sign to read: a tap
+# link's rdma_cm, and mckey, whose receiver must have joined its group).
+listener() {
+	case $1 in qperf:*) echo tcp; return ;; mckey) return ;; esac
+	if cmcase "$1" || [[ ,$3, == *,-R,* || ,$3, == *,-z,* ]]; then
+		[ "$2" = udp ] && echo udp
+		return
+	fi
+	echo tcp
+}
+
+# listening N KIND: touches listening.N in the share once the host's gorxe
+# server shows the sign of KIND (listener), or after 2 s; the VM's client
+# waits for it, 2 s at most.
+listening() {
+	local n=$1 kind=$2 _
+	for _ in $(seq 1 40); do
+		case $kind in
+		tcp) ip netns exec $ns ss -Hltn | grep -q . && break ;;
+		udp) ip netns exec $ns ss -Hlun "sport = :4791" | grep -q . && { sleep 0.2; break; } ;;
+		*) sleep 2; break ;;
+		esac
+		sleep 0.05
+	done
+	touch "$run/share/listening.$n"
+}
+
 # rstreamargs TEST: rstream's (or riostream's) options for an
 # rstream:SIZE,COUNT,ITERS (riostream:...) case.
 rstreamargs() {
@@ -561,10 +592,12 @@ session() {
 	local vm=$1; shift
 	local list=("$@") n i=0
 	dead=false
-	rm -f "$run/share"/go.* "$run/share"/started.* "$run/share"/hw.* "$run/share"/netem.* "$run/share/vm.out"
+	rm -f "$run/share"/go.* "$run/share"/started.* "$run/share"/listening.* "$run/share"/hw.* "$run/share"/netem.* "$run/share/vm.out"
 	{
 		echo 'echo "=== versions: perftest $(dpkg-query -W -f="\${Version}" perftest) ($(ib_write_bw --version 2>&1 | head -1)), rdma-core $(dpkg-query -W -f="\${Version}" rdma-core), kernel $(uname -r)"'
-		echo 'hw() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "$(basename "$f") $(cat "$f")"; done; }'
+		# rxe's counters, "name value" a line, in two processes: a loop
+		# of basename and cat took the emulated CPU a second a call.
+		echo 'hw() { grep -H . /sys/class/infiniband/rxe0/ports/1/hw_counters/* | sed "s|.*/||; s/:/ /"; }'
 		echo 'gid6=$(for n in $(seq 0 31); do [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$n 2>/dev/null)" = "fd09:0000:0000:0000:0000:0000:0000:0002" ] && [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$n 2>/dev/null)" = "RoCE v2" ] && echo $n && break; done)'
 		for n in "${list[@]}"; do
 			set -- ${cases[$n]}
@@ -587,7 +620,8 @@ session() {
 			# they go through the VM's /tmp.
 			[ "$t" = rcopy ] && echo "cp /mnt/rcopy.src.$n /tmp/ 2>/dev/null"
 			[ "$loss" != 0 ] && echo "tc qdisc add dev eth0 root netem loss $loss%"
-			[ "$dir" = gorxe-server ] && echo "sleep 2 # gorxe's server must be listening"
+			# gorxe's server must be listening: the host says when it is.
+			[ "$dir" = gorxe-server ] && echo "i=0; while [ ! -f /mnt/listening.$n ] && [ \$i -lt 20 ]; do sleep 0.1; i=\$((i+1)); done"
 			echo "echo \"=== case $n: $vmc (\$(grep MemAvailable /proc/meminfo))\""
 			# rxe's counters just before and just after the command
 			# (the host writes their difference to counters.N.txt),
@@ -598,6 +632,9 @@ session() {
 			[ "$t" = rcopy ] && after="$after; cp /tmp/rcopy.dst.$n /mnt/ 2>/dev/null"
 			echo "hw > /mnt/hw.$n.before"
 			echo "touch /mnt/started.$n" # the host's client waits for this
+			# and for this, 2 s at most: the VM's server listening, on a
+			# TCP port (perftest, the pingpongs, qperf) or in rdma_cm.
+			[ "$dir" = rxe-server ] && echo "(i=0; while [ \$i -lt 20 ]; do if ss -Hltn 2>/dev/null | grep -q . || rdma res show cm_id 2>/dev/null | grep -q LISTEN; then touch /mnt/listening.$n; break; fi; sleep 0.1; i=\$((i+1)); done) &"
 			echo "$stop $vmc; rc=\$?; $after; echo; echo \"=== exit $n \$rc\""
 			[ "$loss" != 0 ] && echo "tc qdisc del dev eth0 root"
 		done
@@ -631,7 +668,7 @@ session() {
 		# captured and the kernel dropped is in case.N.tcpdump.
 		ip netns exec $ns tcpdump -i br0 -s 0 -B 131072 --immediate-mode -U -w "$run/case.$n.pcap" udp port 4791 > "$run/case.$n.tcpdump" 2>&1 &
 		local dump=$!
-		sleep 0.5
+		for _ in $(seq 1 25); do grep -q "listening on" "$run/case.$n.tcpdump" && break; sleep 0.02; done
 		local tapdrop0
 		tapdrop0=$(ip netns exec $ns cat /sys/class/net/vmtap0/statistics/tx_dropped)
 		[ "$t" = rcopy ] && head -c "$size" /dev/urandom > "$run/share/rcopy.src.$n"
@@ -640,12 +677,17 @@ session() {
 			# The VM's server must be listening. The VM sees go.N within
 			# 0.2 s and reads rxe's counters before it starts the
 			# server, which on a loaded host took more than 2 s: wait for
-			# the VM to start it, then give it 2 s to listen (a client
-			# too early gets REJ 28 from rdma_cm, or no answer).
+			# the VM to start it, then until it listens, 2 s at most (a
+			# client too early gets REJ 28 from rdma_cm, or no answer).
 			for _ in $(seq 1 150); do [ -f "$run/share/started.$n" ] && break; sleep 0.2; done
-			sleep 2
+			for _ in $(seq 1 20); do [ -f "$run/share/listening.$n" ] && break; sleep 0.1; done
 		fi
 		[ "$dir" = gorxe-server ] && [ "$loss" != 0 ] && sleep 1 # netem goes on first
+		local ready=""
+		if [ "$dir" = gorxe-server ]; then
+			listening "$n" "$(listener "$t" "$l" "$fl")" &
+			ready=$!
+		fi
 		set +e
 		# rc_pingpong's -g as on rxe: br0's table, and the tap link
 		# device's, have the default GID (fe80:: from the MAC) at 0 and
@@ -667,7 +709,8 @@ session() {
 		fi
 		local g=$?
 		set -e
-		for _ in $(seq 1 100); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.3; done
+		[ -n "$ready" ] && wait $ready 2>/dev/null || true
+		for _ in $(seq 1 300); do grep -q "=== exit $n " "$run/share/vm.out" 2>/dev/null && break; sleep 0.1; done
 		sleep 0.5; kill $dump 2>/dev/null || true
 		wait $dump 2>/dev/null || true
 		# rxe's hw_counters: each one's change during the case (not
