@@ -346,6 +346,9 @@ if ! $flags && ! $full; then
 	# the udp link's first address, and at fd09::1, one of its further
 	# sockets (udp.Config.Also).
 	cases+=("gorxe-server rping-any udp 1024 4 64 0" "gorxe-server rping-any udp 1024 6 4000 0")
+	# The same for rdma_server (reached at 10.9.0.1) and ucmatose's
+	# server (at fd09::1), typed without --ip.
+	cases+=("gorxe-server rdma_cm-any udp 1024 4 16 0" "gorxe-server ucmatose-any udp 1024 6 100 0")
 fi
 # rstream's own tests, verified: latency then bandwidth on a second
 # connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
@@ -400,7 +403,7 @@ ip -n $ns link set gxx0 up
 ip netns exec $ns sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
 # The default route leaves by br0, as a host's by its main interface: a
 # gorxe server typed without an address takes that interface's addresses
-# (rping-any). Nothing is sent beyond 10.9.0.0/24 and fd09::/64.
+# (rping-any, rdma_cm-any, ucmatose-any). Nothing is sent beyond 10.9.0.0/24 and fd09::/64.
 ip -n $ns route add default dev br0
 
 # perftest's flags and gorxe's, for a case: few iterations of large
@@ -447,7 +450,7 @@ reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || t
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
 # connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-any | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
+cmcase() { case $1 in rping | rping-any | rping-rej | rdma_cm | rdma_cm-any | rdma_x | ucmatose | ucmatose-any | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
 
 # listener TEST LINK FLAGS: how the host tells that its gorxe server takes
 # clients, for the VM's client to start then rather than 2 s on: "tcp" (a
@@ -505,11 +508,11 @@ vm_cm() {
 	rxe-server/rping-rej) echo "sleep 8" ;;
 	gorxe-server/rping-rej) echo "rping -c -a $gx -p 7175 -C 1" ;;
 	rxe-server/rdma_cm) echo "rdma_server" ;;
-	gorxe-server/rdma_cm) echo "rdma_client -s $gx" ;;
+	gorxe-server/rdma_cm | gorxe-server/rdma_cm-any) echo "rdma_client -s $gx" ;;
 	rxe-server/rdma_x) echo "rdma_xserver -c r" ;;
 	gorxe-server/rdma_x) echo "rdma_xclient -s $gx -c r" ;;
 	rxe-server/ucmatose) echo "ucmatose -c 2 -S $4" ;;
-	gorxe-server/ucmatose) echo "ucmatose -s $gx -c 2 -S $4" ;;
+	gorxe-server/ucmatose | gorxe-server/ucmatose-any) echo "ucmatose -s $gx -c 2 -S $4" ;;
 	rxe-server/udaddy) echo "udaddy -c 2 -S $4" ;;
 	gorxe-server/udaddy) echo "udaddy -s $gx -c 2 -S $4" ;;
 	rxe-server/mckey) echo "mckey -m 239.0.9.1 -b $own -c 2 -S $4" ;;
@@ -538,10 +541,12 @@ host_cm() {
 	gorxe-server/rping-rej) echo "rping -s -a $own" ;;
 	rxe-server/rdma_cm) echo "rdma_client -s $vm --ip $own" ;;
 	gorxe-server/rdma_cm) echo "rdma_server --ip $own" ;;
+	gorxe-server/rdma_cm-any) echo "rdma_server" ;; # every address of br0's
 	rxe-server/rdma_x) echo "rdma_xclient -s $vm -c r --ip $own" ;;
 	gorxe-server/rdma_x) echo "rdma_xserver --ip $own" ;;
 	rxe-server/ucmatose) echo "ucmatose -s $vm -c 2 -S $4 --ip $own" ;;
 	gorxe-server/ucmatose) echo "ucmatose -c 2 -S $4 --ip $own" ;;
+	gorxe-server/ucmatose-any) echo "ucmatose -c 2 -S $4" ;;
 	rxe-server/udaddy) echo "udaddy -s $vm -c 2 -S $4 --ip $own" ;;
 	gorxe-server/udaddy) echo "udaddy -c 2 -S $4 --ip $own" ;;
 	rxe-server/mckey) echo "mckey -m 239.0.9.1 -s -S $4 --ip $own" ;;
@@ -787,7 +792,7 @@ session() {
 		fi
 		# The C programs' last lines say how they ended, on both sides.
 		local end=""
-		case $t in rdma_cm | rdma_x) end="end 0" ;; ucmatose | udaddy | mckey) end="return status 0" ;; esac
+		case $t in rdma_cm | rdma_cm-any | rdma_x) end="end 0" ;; ucmatose | ucmatose-any | udaddy | mckey) end="return status 0" ;; esac
 		if [ -n "$end" ] && [ $verdict = pass ]; then
 			local ends
 			ends=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "$end" || true)
