@@ -449,8 +449,9 @@ cmdline() {
 reports() { grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" 2>/dev/null || true; }
 
 # cmcase TEST: whether a case runs one of librdmacm's tools, which
-# connect with rdma_cm and take options of their own.
-cmcase() { case $1 in rping | rping-any | rping-rej | rdma_cm | rdma_cm-any | rdma_x | ucmatose | ucmatose-any | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
+# connect with rdma_cm and take options of their own. TOOL-any is TOOL's
+# case with gorxe's server typed without an address (host_cm).
+cmcase() { case ${1%-any} in rping | rping-rej | rdma_cm | rdma_x | ucmatose | udaddy | mckey | cmtime | rstream:* | riostream:* | rcopy | qperf:*) return 0 ;; esac; return 1; }
 
 # listener TEST LINK FLAGS: how the host tells that its gorxe server takes
 # clients, for the VM's client to start then rather than 2 s on: "tcp" (a
@@ -502,17 +503,17 @@ rstreamargs() {
 vm_cm() {
 	local own=10.9.0.2 gx=10.9.0.1
 	[ "$3" = 6 ] && own=fd09::2 gx=fd09::1
-	case $1/$2 in
+	case $1/${2%-any} in
 	rxe-server/rping) echo "rping -s -a $own -v -S $4" ;;
-	gorxe-server/rping | gorxe-server/rping-any) echo "rping -c -a $gx -C 100 -v -V -S $4" ;;
+	gorxe-server/rping) echo "rping -c -a $gx -C 100 -v -V -S $4" ;;
 	rxe-server/rping-rej) echo "sleep 8" ;;
 	gorxe-server/rping-rej) echo "rping -c -a $gx -p 7175 -C 1" ;;
 	rxe-server/rdma_cm) echo "rdma_server" ;;
-	gorxe-server/rdma_cm | gorxe-server/rdma_cm-any) echo "rdma_client -s $gx" ;;
+	gorxe-server/rdma_cm) echo "rdma_client -s $gx" ;;
 	rxe-server/rdma_x) echo "rdma_xserver -c r" ;;
 	gorxe-server/rdma_x) echo "rdma_xclient -s $gx -c r" ;;
 	rxe-server/ucmatose) echo "ucmatose -c 2 -S $4" ;;
-	gorxe-server/ucmatose | gorxe-server/ucmatose-any) echo "ucmatose -s $gx -c 2 -S $4" ;;
+	gorxe-server/ucmatose) echo "ucmatose -s $gx -c 2 -S $4" ;;
 	rxe-server/udaddy) echo "udaddy -c 2 -S $4" ;;
 	gorxe-server/udaddy) echo "udaddy -s $gx -c 2 -S $4" ;;
 	rxe-server/mckey) echo "mckey -m 239.0.9.1 -b $own -c 2 -S $4" ;;
@@ -529,34 +530,34 @@ vm_cm() {
 }
 
 # host_cm DIRECTION TEST IP SIZE: gorxe's command line (after the binary)
-# for an rdma_cm case.
+# for an rdma_cm case. A TOOL-any server is given no address (-a, --ip):
+# it listens on every address of br0's.
 host_cm() {
 	local own=10.9.0.1 vm=10.9.0.2
 	[ "$3" = 6 ] && own=fd09::1 vm=fd09::2
-	case $1/$2 in
+	local a="-a $own" ip="--ip $own" # a gorxe server's address
+	[[ $2 == *-any ]] && a="" ip=""
+	case $1/${2%-any} in
 	rxe-server/rping) echo "rping -c -a $vm -C 100 -v -V -S $4 --ip $own" ;;
-	gorxe-server/rping) echo "rping -s -a $own -v -S $4" ;;
-	gorxe-server/rping-any) echo "rping -s -v -S $4" ;; # every address of br0's
+	gorxe-server/rping) echo "rping -s $a -v -S $4" ;;
 	rxe-server/rping-rej) echo "rping -c -a $vm -C 1 --ip $own" ;;
-	gorxe-server/rping-rej) echo "rping -s -a $own" ;;
+	gorxe-server/rping-rej) echo "rping -s $a" ;;
 	rxe-server/rdma_cm) echo "rdma_client -s $vm --ip $own" ;;
-	gorxe-server/rdma_cm) echo "rdma_server --ip $own" ;;
-	gorxe-server/rdma_cm-any) echo "rdma_server" ;; # every address of br0's
+	gorxe-server/rdma_cm) echo "rdma_server $ip" ;;
 	rxe-server/rdma_x) echo "rdma_xclient -s $vm -c r --ip $own" ;;
-	gorxe-server/rdma_x) echo "rdma_xserver --ip $own" ;;
+	gorxe-server/rdma_x) echo "rdma_xserver $ip" ;;
 	rxe-server/ucmatose) echo "ucmatose -s $vm -c 2 -S $4 --ip $own" ;;
-	gorxe-server/ucmatose) echo "ucmatose -c 2 -S $4 --ip $own" ;;
-	gorxe-server/ucmatose-any) echo "ucmatose -c 2 -S $4" ;;
+	gorxe-server/ucmatose) echo "ucmatose -c 2 -S $4 $ip" ;;
 	rxe-server/udaddy) echo "udaddy -s $vm -c 2 -S $4 --ip $own" ;;
-	gorxe-server/udaddy) echo "udaddy -c 2 -S $4 --ip $own" ;;
+	gorxe-server/udaddy) echo "udaddy -c 2 -S $4 $ip" ;;
 	rxe-server/mckey) echo "mckey -m 239.0.9.1 -s -S $4 --ip $own" ;;
-	gorxe-server/mckey) echo "mckey -m 239.0.9.1 -c 2 -C 1 -S $4 --ip $own" ;;
+	gorxe-server/mckey) echo "mckey -m 239.0.9.1 -c 2 -C 1 -S $4 $ip" ;;
 	rxe-server/qperf:*) echo "qperf $vm -cm1 -t 2 ${2#qperf:} quit" ;;
 	gorxe-server/qperf:*) echo "qperf" ;;
 	rxe-server/cmtime) echo "cmtime -s $vm -c 10 --ip $own" ;;
 	gorxe-server/cmtime) echo "cmtime -b $own -c 10" ;;
 	rxe-server/rcopy) echo "rcopy $run/share/rcopy.src.$n $vm:/tmp/rcopy.dst.$n --ip $own" ;;
-	gorxe-server/rcopy) echo "rcopy --ip $own" ;;
+	gorxe-server/rcopy) echo "rcopy $ip" ;;
 	rxe-server/rstream:* | rxe-server/riostream:*) echo "${2%%:*} -s $vm $(rstreamargs "$2") --ip $own" ;;
 	gorxe-server/rstream:* | gorxe-server/riostream:*) echo "${2%%:*} -b $own $(rstreamargs "$2")" ;;
 	esac
@@ -792,14 +793,14 @@ session() {
 		fi
 		# The C programs' last lines say how they ended, on both sides.
 		local end=""
-		case $t in rdma_cm | rdma_cm-any | rdma_x) end="end 0" ;; ucmatose | ucmatose-any | udaddy | mckey) end="return status 0" ;; esac
+		case ${t%-any} in rdma_cm | rdma_x) end="end 0" ;; ucmatose | udaddy | mckey) end="return status 0" ;; esac
 		if [ -n "$end" ] && [ $verdict = pass ]; then
 			local ends
 			ends=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "$end" || true)
 			[ "$ends" = 2 ] || verdict=FAIL note=" ($ends lines with '$end', want one each side)"
 		fi
 		# rping prints a line a ping (-v) on each side.
-		if [[ $t == rping || $t == rping-any ]] && [ $verdict = pass ]; then
+		if [ "${t%-any}" = rping ] && [ $verdict = pass ]; then
 			local pings
 			pings=$(cat "$run/gorxe.$n.out" <(sed -n "/^=== case $n:/,/^=== exit $n /p" "$run/share/vm.out") | grep -c "ping data: rdma-ping-" || true)
 			[ "$pings" = 200 ] || verdict=FAIL note=" ($pings ping lines, want 100 each side)"
