@@ -349,6 +349,11 @@ if ! $flags && ! $full; then
 	# The same for rdma_server (reached at 10.9.0.1) and ucmatose's
 	# server (at fd09::1), typed without --ip.
 	cases+=("gorxe-server rdma_cm-any udp 1024 4 16 0" "gorxe-server ucmatose-any udp 1024 6 100 0")
+	# And perftest's servers typed without --ip (IP column "any"): over
+	# rdma_cm (-R), and over the TCP exchange, where the key message
+	# carries the GID gorxe chose (br0's 10.9.0.1); the VM's client
+	# reaches it at 10.9.0.1.
+	cases+=("gorxe-server write_bw udp 1024 any 65536 0 -R" "gorxe-server send_lat udp 1024 any 64 0")
 fi
 # rstream's own tests, verified: latency then bandwidth on a second
 # connection, 64 B to 1 MiB. About 100 s each in the VM, so in the full
@@ -581,7 +586,8 @@ caseline() {
 	local lossnote="" fl=${10:-} ipcol="IPv$7"
 	[ "$9" != 0 ] && lossnote="loss $9%"
 	[ "$7" = ll ] && ipcol=fe80 # link-local, GID 0 on both sides
-	printf '%-4s %-13s %-24s %-4s %-5s %s %8s %-8s %s' "$1" "$3" "$4" "$5" "$6" "$ipcol" "$8" "$lossnote" "${fl:+${fl//,/ }  }$2"
+	[ "$7" = any ] && ipcol=any # gorxe's server given no address; IPv4
+	printf '%-4s %-13s %-24s %-4s %-5s %-4s %8s %-8s %s' "$1" "$3" "$4" "$5" "$6" "$ipcol" "$8" "$lossnote" "${fl:+${fl//,/ }  }$2"
 }
 
 # vm_answers: whether the VM's kernel still answers ping on the bridge.
@@ -660,6 +666,7 @@ session() {
 		tap/ll) link="--link tap --bridge br0 --link-mtu 9000 --tap gxi$n --ip 10.9.0.5/24 -x 0" ;;
 		udp/4) link="--link udp --ip 10.9.0.1" ;;
 		udp/6) link="--link udp --ip fd09::1" ;;
+		udp/any) link="--link udp" ;; # br0's addresses, the default route's
 		# The xdp link's GIDs are gxx0's; --counters leaves the sockets'
 		# and the XDP program's counters in gorxe.N.out.
 		xdp/4) link="--link xdp --dev gxx0 --counters" ;;
