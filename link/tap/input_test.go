@@ -162,8 +162,6 @@ func TestInput(t *testing.T) {
 	}
 }
 
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
-
 // FuzzInput feeds input arbitrary frames: it must never panic, and what it
 // returns as a RoCE packet must fit the frame.
 func FuzzInput(f *testing.F) {

@@ -325,8 +325,9 @@ func (l *Link) drain(buf []byte) {
 		if err != nil {
 			return
 		}
-		if k := l.input(buf, m); k > 0 {
-			l.stash = append(l.stash, bytes.Clone(buf[ether.HeaderLen:ether.HeaderLen+k]))
+		f := buf[vnetHdrLen:]
+		if k := l.input(f, m); k > 0 {
+			l.stash = append(l.stash, bytes.Clone(f[ether.HeaderLen:ether.HeaderLen+k]))
 		}
 	}
 }

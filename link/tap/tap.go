@@ -20,7 +20,8 @@
 // The RoCE path copies nothing: Send writes the Ethernet header into the
 // headroom in front of each packet and writes the frame, and Receive reads
 // each frame so that its IP packet lands at link.Headroom. A TAP moves one
-// frame per read or write system call.
+// frame per read or write system call; Send writes a run of packets to
+// one peer as one frame, which the kernel cuts (gso.go).
 package tap
 
 import (
@@ -158,6 +159,8 @@ type Link struct {
 
 	smu  sync.Mutex // guards sbuf, where solicitations are built
 	sbuf [128]byte
+
+	noGSO atomic.Bool // the kernel refused a run written as one frame (gso.go)
 
 	mc    groups.Set      // the multicast groups joined (mcast.go)
 	loop  groups.Loopback // what it sent to them, for its own Receive
@@ -311,6 +314,13 @@ func (l *Link) Send(bufs [][]byte) error {
 	// address can be reused for the rest of the batch.
 	var last netip.Addr
 	var lastMAC [6]byte
+	// Runs of packets to one peer go out as one frame each (gso.go); a
+	// batch of one is a frame alone.
+	var r *gsoRun
+	if len(bufs) > 1 {
+		r = runPool.Get().(*gsoRun)
+		defer runPool.Put(r)
+	}
 	for _, b := range bufs {
 		if len(b) < link.Headroom {
 			l.stats.dropBadFrame.Add(1)
@@ -339,6 +349,9 @@ func (l *Link) Send(bufs [][]byte) error {
 				}
 				var found bool
 				if mac, found = l.lookup(dst); !found {
+					if err := l.flush(r); err != nil {
+						return err
+					}
 					if err := l.enqueue(dst, pkt); err != nil {
 						return err
 					}
@@ -347,20 +360,34 @@ func (l *Link) Send(bufs [][]byte) error {
 			}
 			last, lastMAC = dst, mac
 		}
-		frame := b[link.Headroom-ether.HeaderLen:]
-		ether.PutHeader(frame, mac, l.mac, etherType)
-		if err := l.write(frame); err != nil {
+		// The frame, with room for its virtio-net header in front.
+		vf := b[link.Headroom-ether.HeaderLen-vnetHdrLen:]
+		ether.PutHeader(vf[vnetHdrLen:], mac, l.mac, etherType)
+		l.stats.packetsOut.Add(1)
+		group := l.mc.Has(dst)
+		if r != nil && !group {
+			if !r.join(vf) {
+				if err := l.flush(r); err != nil {
+					return err
+				}
+				r.start(vf)
+			}
+			continue
+		}
+		if err := l.flush(r); err != nil {
 			return err
 		}
-		l.stats.packetsOut.Add(1)
-		if l.mc.Has(dst) && l.loop.Put(pkt) {
+		if err := l.writeAlone(vf); err != nil {
+			return err
+		}
+		if group && l.loop.Put(pkt) {
 			// A member host gets its own multicast, as the kernel loops
 			// it back (IP_MULTICAST_LOOP).
 			l.stats.looped.Add(1)
 			l.file.Kick()
 		}
 	}
-	return nil
+	return l.flush(r)
 }
 
 // onLink reports whether dst is on one of the link's subnets.
@@ -379,25 +406,58 @@ func (l *Link) sourceFor(dst netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// write writes one Ethernet frame to the TAP, waiting for room if the
-// kernel has none.
+// write writes one Ethernet frame to the TAP, behind a virtio-net header
+// that asks for nothing, waiting for room if the kernel has none.
 func (l *Link) write(frame []byte) error {
-	_, err := l.file.Write(frame)
-	for err == unix.EAGAIN {
-		if err = l.file.Wait(unix.POLLOUT); err == nil {
-			_, err = l.file.Write(frame)
-		}
-	}
-	if err != nil {
-		if l.closed.Load() || errors.Is(err, link.ErrClosed) {
-			return link.ErrClosed
-		}
-		// The kernel refused this frame (too big for the TAP, out of
-		// memory): the wire lost it.
+	iov := [2]unix.Iovec{}
+	setIovec(&iov[0], noOffload[:])
+	setIovec(&iov[1], frame)
+	return l.writeFrame(iov[:])
+}
+
+// writeAlone is write of the frame at vf[vnetHdrLen:], its virtio-net
+// header written in front of it, in one buffer.
+func (l *Link) writeAlone(vf []byte) error {
+	clear(vf[:vnetHdrLen])
+	iov := [1]unix.Iovec{}
+	setIovec(&iov[0], vf)
+	return l.writeFrame(iov[:])
+}
+
+// writeFrame writes the frame iov describes, its virtio-net header
+// first, and counts it.
+func (l *Link) writeFrame(iov []unix.Iovec) error {
+	err := l.writev(iov)
+	if err == unix.EINVAL {
+		// Refused, as a frame too big for the TAP: the wire lost it.
 		l.stats.writeErrors.Add(1)
 		return nil
 	}
-	l.stats.framesOut.Add(1)
+	if err == nil {
+		l.stats.framesOut.Add(1)
+	}
+	return err
+}
+
+// writev writes the frame iov describes, its virtio-net header first,
+// waiting for room if the kernel has none. It returns link.ErrClosed once
+// the link is closed, and unix.EINVAL if the kernel refused the frame; a
+// frame lost otherwise (the kernel out of memory) is counted and not an
+// error.
+func (l *Link) writev(iov []unix.Iovec) error {
+	_, err := l.file.Writev(iov)
+	for err == unix.EAGAIN {
+		if err = l.file.Wait(unix.POLLOUT); err == nil {
+			_, err = l.file.Writev(iov)
+		}
+	}
+	switch {
+	case err == nil, err == unix.EINVAL:
+		return err
+	case l.closed.Load() || errors.Is(err, link.ErrClosed):
+		return link.ErrClosed
+	}
+	l.stats.writeErrors.Add(1)
 	return nil
 }
 
@@ -486,8 +546,8 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 		}
 		// Only the first packet is waited for; after it, what is
 		// already queued in the kernel is taken without blocking.
-		frame := bufs[n][link.Headroom-ether.HeaderLen:]
-		m, err := l.read(frame, block && n == 0)
+		vf := bufs[n][link.Headroom-ether.HeaderLen-vnetHdrLen:]
+		m, err := l.read(vf, block && n == 0)
 		if err == errLooped {
 			continue // a packet looped back while it waited
 		}
@@ -503,7 +563,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 			}
 			return 0, fmt.Errorf("tap: read %s: %w", l.name, err)
 		}
-		if k := l.input(frame, m); k > 0 {
+		if k := l.input(vf[vnetHdrLen:], m); k > 0 {
 			sizes[n] = k
 			n++
 			l.stats.packetsIn.Add(1)
@@ -515,15 +575,21 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 // errLooped says that read, waiting, found a looped-back packet queued.
 var errLooped = errors.New("a looped-back packet is waiting")
 
-// read reads one frame into buf. If block is false and no frame is
+// read reads one frame into buf[vnetHdrLen:], its virtio-net header into
+// buf[:vnetHdrLen], and returns the frame's length. The link asks the TAP
+// for no offloads, so the kernel hands it whole, checked packets, and the
+// header says nothing the link needs. If block is false and no frame is
 // waiting it returns unix.EAGAIN; blocking, it returns errLooped when a
 // packet the link sent to a group it is in waits (Send kicks the wait).
 // The caller holds rmu.
 func (l *Link) read(buf []byte, block bool) (int, error) {
 	for {
 		n, err := l.file.Read(buf)
+		if err == nil {
+			return max(n-vnetHdrLen, 0), nil
+		}
 		if err != unix.EAGAIN || !block {
-			return n, err
+			return 0, err
 		}
 		if l.loop.Pending() {
 			return 0, errLooped
@@ -557,6 +623,7 @@ type Stats struct {
 	DropBadFrame   uint64 // truncated, malformed, bad checksum, VLAN-tagged or fragmented
 	DropTooBig     uint64 // sent packet larger than the MTU
 	WriteErrors    uint64 // frames the kernel refused
+	GSOWrites      uint64 // runs of packets written as one frame, for the kernel to cut (counted in FramesOut as the frames it cuts)
 	DropLoopFull   uint64 // looped-back packets dropped: MaxLooped waited already
 
 	// QueueDrops are the frames the kernel dropped at the TAP's queue
@@ -571,6 +638,7 @@ type stats struct {
 	arp, ndp, icmp, solicits, queued, igmp, looped                        atomic.Uint64
 	dropNotRoCE, dropNotForUs, dropNoNeighbor, dropQueueFull, dropOffLink atomic.Uint64
 	dropBadFrame, dropTooBig, writeErrors                                 atomic.Uint64
+	gsoWrites                                                             atomic.Uint64
 
 	queueDrops atomic.Uint64 // the TAP's tx_dropped, as last read (readQueueDrops)
 }
@@ -590,7 +658,7 @@ func (l *Link) Stats() Stats {
 		DropNoNeighbor: s.dropNoNeighbor.Load(), DropQueueFull: s.dropQueueFull.Load(),
 		DropOffLink: s.dropOffLink.Load(), DropBadFrame: s.dropBadFrame.Load(),
 		DropTooBig:  s.dropTooBig.Load(),
-		WriteErrors: s.writeErrors.Load(), DropLoopFull: l.loop.Dropped(),
+		WriteErrors: s.writeErrors.Load(), GSOWrites: s.gsoWrites.Load(), DropLoopFull: l.loop.Dropped(),
 		QueueDrops: s.queueDrops.Load(),
 	}
 }
@@ -640,6 +708,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "tap_drop_bad_frame", Value: s.DropBadFrame},
 		{Name: "tap_drop_too_big", Value: s.DropTooBig},
 		{Name: "tap_write_errors", Value: s.WriteErrors},
+		{Name: "tap_gso_writes", Value: s.GSOWrites},
 		{Name: "tap_drop_loop_full", Value: s.DropLoopFull},
 		{Name: "if_tx_dropped", Value: s.QueueDrops},
 	}

@@ -47,9 +47,15 @@ func TestConformanceIPv6(t *testing.T) {
 // rocePacket returns a RoCE v2 SEND ONLY packet behind link.Headroom bytes.
 func rocePacket(t testing.TB, src, dst netip.Addr, psn uint32, payload int) []byte {
 	t.Helper()
+	return rocePacketFrom(t, src, dst, 0xc000, psn, payload)
+}
+
+// rocePacketFrom is rocePacket from UDP port sport.
+func rocePacketFrom(t testing.TB, src, dst netip.Addr, sport uint16, psn uint32, payload int) []byte {
+	t.Helper()
 	f := wire.Frame{
 		IP:      wire.IPFields{Src: src, Dst: dst, HopLimit: 64, DontFrag: true},
-		SrcPort: 0xc000, DstPort: wire.UDPPort,
+		SrcPort: sport, DstPort: wire.UDPPort,
 		Headers: wire.Headers{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: bth.DefaultPKey, DestQP: 0x11, PSN: bth.PSN(psn)}},
 		Payload: bytes.Repeat([]byte{byte(psn)}, payload),
 	}

@@ -80,22 +80,33 @@ func (f *FD) Read(b []byte) (int, error) { return f.io(unix.SYS_READ, b) }
 // room, link.ErrClosed once the FD is closed.
 func (f *FD) Write(b []byte) (int, error) { return f.io(unix.SYS_WRITE, b) }
 
+// Writev writes the buffers iov describes once, as one frame or datagram,
+// without waiting, as Write does.
+func (f *FD) Writev(iov []unix.Iovec) (int, error) {
+	return f.raw(unix.SYS_WRITEV, unsafe.Pointer(unsafe.SliceData(iov)), len(iov))
+}
+
 // io is read(2) or write(2) of b as a raw system call, one the Go
 // scheduler is not told of: the descriptor is non-blocking and b one
 // frame, so the call cannot block and is over in microseconds, and the
 // scheduler's bookkeeping would be a good part of its cost (60 ns on the
 // development VM, on every poll of a busy-polling program).
 func (f *FD) io(trap uintptr, b []byte) (int, error) {
+	return f.raw(trap, unsafe.Pointer(unsafe.SliceData(b)), len(b))
+}
+
+// raw makes the system call trap on the descriptor, with p and n.
+func (f *FD) raw(trap uintptr, p unsafe.Pointer, n int) (int, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.closed.Load() {
 		return 0, link.ErrClosed
 	}
 	for {
-		n, _, errno := unix.RawSyscall(trap, uintptr(f.fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+		r, _, errno := unix.RawSyscall(trap, uintptr(f.fd), uintptr(p), uintptr(n))
 		switch errno {
 		case 0:
-			return int(n), nil
+			return int(r), nil
 		case unix.EINTR:
 			continue
 		}

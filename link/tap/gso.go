@@ -1,0 +1,232 @@
+//go:build linux
+
+package tap
+
+import (
+	"encoding/binary"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/link/internal/ether"
+	"github.com/gorxe/gorxe/wire"
+)
+
+// Frames carry a virtio-net header (IFF_VNET_HDR), and runs of packets
+// go out as one frame that the kernel cuts (UDP GSO).
+//
+// A TAP moves one frame per read or write, and a write costs the kernel
+// far more than the bytes it copies: the frame is taken in, bridged and
+// queued on its way out. A QP sends a message as a run of equally long
+// packets to one peer, so Send hands the kernel each such run as one
+// frame: the run's Ethernet, IP and UDP headers with the lengths of the
+// whole, the packets' UDP payloads one after the other, and in front a
+// virtio-net header asking for UDP segmentation (VIRTIO_NET_HDR_GSO_UDP_L4)
+// at the run's packet length and for the UDP checksum (NEEDS_CSUM, with
+// the pseudo-header's sum in the checksum field). The kernel cuts it back
+// into the same packets where it must, at the latest where it hands them
+// to a device that cannot take the whole (a TAP without the offload, as
+// gorxe's own: it asks for none, so what it reads is one packet a
+// frame), as the udp link's UDP_SEGMENT datagrams are cut.
+//
+// Over IPv4 the ICRC covers the IP Identification, and the kernel numbers
+// the segments' IDs on from the run's: segment k leaves with the first
+// packet's ID plus k. Its ICRC therefore goes in an iovec of its own,
+// recomputed for that ID (wire.IDShift), and the device's buffer is left as
+// it was.
+//
+// A run ends at a packet to another destination or with other headers,
+// after a shorter packet (only the last segment may be short), at
+// gsoMaxSegments packets or 64 KiB; its packets are at least
+// gsoMinSegment bytes, as the udp link's: small packets (ACKs, short
+// messages) gain little and go one a frame. A kernel that refuses the
+// header (before Linux 6.2, which added UDP segmentation to TAP writes)
+// answers EINVAL: the link then sends every packet alone from there on.
+const (
+	vnetHdrLen     = 10 // struct virtio_net_hdr
+	vnetNeedsCsum  = 1  // VIRTIO_NET_HDR_F_NEEDS_CSUM
+	vnetGSOUDPL4   = 5  // VIRTIO_NET_HDR_GSO_UDP_L4
+	gsoMaxSegments = 64 // UDP_MAX_SEGMENTS before Linux 6.10
+	gsoMinSegment  = 512
+	udpCsumOffset  = 6
+)
+
+// noOffload is the virtio-net header of a frame that asks for nothing.
+var noOffload [vnetHdrLen]byte
+
+// gsoRun is a run of frames being gathered by Send, and the scratch its
+// write takes. Send takes one from the link's pool.
+type gsoRun struct {
+	frames [][]byte // each from the room for its virtio-net header, the Ethernet frame after it
+	seg    int      // the first packet's UDP payload length
+	bytes  int      // the run's UDP payload bytes
+	short  bool     // a packet shorter than seg ended the run
+
+	hdr   [vnetHdrLen + ether.HeaderLen + wire.IPv6Len + wire.UDPLen]byte
+	icrcs [gsoMaxSegments][wire.ICRCLen]byte
+	iov   [1 + 2*gsoMaxSegments]unix.Iovec
+}
+
+var runPool = sync.Pool{New: func() any { return &gsoRun{frames: make([][]byte, 0, gsoMaxSegments)} }}
+
+// udpPayload returns the UDP payload of an Ethernet frame carrying a UDP
+// packet with no IPv4 options or IPv6 extension headers, and where its
+// UDP header starts; ok false for any other frame.
+func udpPayload(f []byte) (payload []byte, udpAt int, ok bool) {
+	if len(f) < ether.HeaderLen+1 {
+		return nil, 0, false
+	}
+	ip := f[ether.HeaderLen:]
+	switch {
+	case ip[0] == 0x45 && len(ip) >= wire.IPv4Len+wire.UDPLen && ip[9] == protoUDP:
+		total := int(binary.BigEndian.Uint16(ip[2:4]))
+		if total != len(ip) {
+			return nil, 0, false
+		}
+		return ip[wire.IPv4Len+wire.UDPLen:], ether.HeaderLen + wire.IPv4Len, true
+	case ip[0]>>4 == 6 && len(ip) >= wire.IPv6Len+wire.UDPLen && ip[6] == protoUDP:
+		if wire.IPv6Len+int(binary.BigEndian.Uint16(ip[4:6])) != len(ip) {
+			return nil, 0, false
+		}
+		return ip[wire.IPv6Len+wire.UDPLen:], ether.HeaderLen + wire.IPv6Len, true
+	}
+	return nil, 0, false
+}
+
+// sameFlow reports whether frames a and b, both UDP (udpPayload), have
+// the same Ethernet, IP and UDP headers but for the lengths and checksums:
+// what makes b the next segment of a run that began with a.
+func sameFlow(a, b []byte) bool {
+	const e = ether.HeaderLen
+	if len(a) < e+1 || len(b) < e+1 || a[e] != b[e] || !bytesEqual(a[:e], b[:e]) {
+		return false
+	}
+	if a[e] == 0x45 {
+		// TOS; ID, flags, fragment offset, TTL, protocol; addresses;
+		// ports.
+		return a[e+1] == b[e+1] && bytesEqual(a[e+4:e+10], b[e+4:e+10]) && bytesEqual(a[e+12:e+24], b[e+12:e+24])
+	}
+	// Version, traffic class and flow label; next header, hop limit and
+	// addresses; ports.
+	return bytesEqual(a[e:e+4], b[e:e+4]) && bytesEqual(a[e+6:e+44], b[e+6:e+44])
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// join adds the frame at vf[vnetHdrLen:] to the run r if it continues
+// it, and reports whether it did.
+func (r *gsoRun) join(vf []byte) bool {
+	if len(r.frames) == 0 || r.short || len(r.frames) == gsoMaxSegments || r.seg < gsoMinSegment {
+		return false
+	}
+	f := vf[vnetHdrLen:]
+	payload, udpAt, ok := udpPayload(f)
+	if !ok || len(payload) > r.seg || udpAt+wire.UDPLen+r.bytes+len(payload) > 0xffff+ether.HeaderLen || !sameFlow(r.frames[0][vnetHdrLen:], f) {
+		return false
+	}
+	r.frames = append(r.frames, vf)
+	r.bytes += len(payload)
+	r.short = len(payload) < r.seg
+	return true
+}
+
+// start makes the frame at vf[vnetHdrLen:] the first of r, which must be
+// empty.
+func (r *gsoRun) start(vf []byte) {
+	r.frames = append(r.frames[:0], vf)
+	r.seg, r.bytes, r.short = 0, 0, false
+	if payload, _, ok := udpPayload(vf[vnetHdrLen:]); ok {
+		r.seg, r.bytes = len(payload), len(payload)
+	}
+}
+
+// flush writes the run r, if there is one, as one frame when it has more
+// than one packet and the kernel takes such frames, and empties it.
+func (l *Link) flush(r *gsoRun) error {
+	if r == nil || len(r.frames) == 0 {
+		return nil
+	}
+	defer func() { r.frames = r.frames[:0] }()
+	if len(r.frames) > 1 && !l.noGSO.Load() {
+		err := l.writeRun(r)
+		if err != unix.EINVAL {
+			return err
+		}
+		// The kernel cannot take a segmentation offload from a TAP's
+		// writer: each packet alone, from now on.
+		l.noGSO.Store(true)
+	}
+	for _, vf := range r.frames {
+		if err := l.writeAlone(vf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRun writes the run r as one frame for the kernel to cut.
+func (l *Link) writeRun(r *gsoRun) error {
+	first := r.frames[0][vnetHdrLen:]
+	_, udpAt, _ := udpPayload(first)
+	n := udpAt + wire.UDPLen // the headers' length
+	h := r.hdr[:vnetHdrLen+n]
+	copy(h[vnetHdrLen:], first[:n])
+	ip, udp := h[vnetHdrLen+ether.HeaderLen:vnetHdrLen+udpAt], wire.UDP(h[vnetHdrLen+udpAt:])
+	udpLen := uint16(wire.UDPLen + r.bytes)
+	var src, dst []byte
+	v4 := len(ip) == wire.IPv4Len
+	if v4 {
+		v := wire.IPv4(ip)
+		v.SetTotalLen(uint16(wire.IPv4Len) + udpLen)
+		v.UpdateChecksum()
+		src, dst = ip[12:16], ip[16:20]
+	} else {
+		wire.IPv6(ip).SetPayloadLen(udpLen)
+		src, dst = ip[8:24], ip[24:40]
+	}
+	udp.SetLength(udpLen)
+	udp.SetChecksum(wire.PseudoHeaderChecksum(protoUDP, src, dst, udpLen))
+	h[0], h[1] = vnetNeedsCsum, vnetGSOUDPL4
+	binary.LittleEndian.PutUint16(h[2:], uint16(n))
+	binary.LittleEndian.PutUint16(h[4:], uint16(r.seg))
+	binary.LittleEndian.PutUint16(h[6:], uint16(udpAt))
+	binary.LittleEndian.PutUint16(h[8:], udpCsumOffset)
+
+	setIovec(&r.iov[0], h)
+	nio := 1
+	var id uint16
+	if v4 {
+		id = wire.IPv4(first[ether.HeaderLen:]).ID()
+	}
+	var shift wire.IDShift
+	shiftLen := -1
+	for k, vf := range r.frames {
+		payload := vf[vnetHdrLen+udpAt+wire.UDPLen:]
+		if !v4 || k == 0 {
+			setIovec(&r.iov[nio], payload)
+			nio++
+			continue
+		}
+		// Segment k leaves with IP ID id+k, which its ICRC covers.
+		t := len(payload) - wire.ICRCLen
+		if t != shiftLen {
+			shift, shiftLen = wire.IPv4IDShift(t), t
+		}
+		binary.LittleEndian.PutUint32(r.icrcs[k][:], shift.ICRC(binary.LittleEndian.Uint32(payload[t:]), id, id+uint16(k)))
+		setIovec(&r.iov[nio], payload[:t])
+		setIovec(&r.iov[nio+1], r.icrcs[k][:])
+		nio += 2
+	}
+	if err := l.writev(r.iov[:nio]); err != nil {
+		return err
+	}
+	l.stats.framesOut.Add(uint64(len(r.frames)))
+	l.stats.gsoWrites.Add(1)
+	return nil
+}
+
+func setIovec(v *unix.Iovec, b []byte) {
+	v.Base = unsafe.SliceData(b)
+	v.SetLen(len(b))
+}
