@@ -13,7 +13,8 @@ import (
 )
 
 // openTAP creates a non-persistent TAP device named name (the kernel picks
-// "tapN" when name is empty) and returns its file and actual name. The
+// "tapN" when name is empty) and returns its file and actual name, and
+// whether the kernel hands it runs of UDP packets whole (gso.go). The
 // file is non-blocking and kept out of the Go runtime's poller (package
 // link/internal/pollfd says why); the device disappears when it is closed.
 //
@@ -22,32 +23,36 @@ import (
 // TAP alive after Close), leaks the fd when TUNSETIFF fails, and hides the
 // file behind an io.ReadWriteCloser, while the rest of the setup (MTU,
 // queue length, up, bridge) needs golang.org/x/sys/unix anyway.
-func openTAP(name string) (*pollfd.FD, string, error) {
+func openTAP(name string) (f *pollfd.FD, actual string, whole bool, err error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, "", fmt.Errorf("tap: open /dev/net/tun: %w", err)
+		return nil, "", false, fmt.Errorf("tap: open /dev/net/tun: %w", err)
 	}
 	ifr, err := unix.NewIfreq(name)
 	if err != nil {
 		unix.Close(fd)
-		return nil, "", fmt.Errorf("tap: interface name %q: %w", name, err)
+		return nil, "", false, fmt.Errorf("tap: interface name %q: %w", name, err)
 	}
-	// Each frame behind a virtio-net header (gso.go), and no offloads
-	// toward gorxe: the kernel cuts and checksums what it hands over.
+	// Each frame behind a virtio-net header (gso.go).
 	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
-		return nil, "", fmt.Errorf("tap: TUNSETIFF %q: %w", name, err)
+		return nil, "", false, fmt.Errorf("tap: TUNSETIFF %q: %w", name, err)
 	}
-	if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, 0); err != nil {
-		unix.Close(fd)
-		return nil, "", fmt.Errorf("tap: TUNSETOFFLOAD %q: %w", name, err)
+	// Runs of UDP packets handed over whole, where the kernel can (Linux
+	// 6.2); else no offload at all, and the kernel cuts and checksums
+	// what it hands over.
+	whole = unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, tunFCsum|tunFUSO4|tunFUSO6) == nil
+	if !whole {
+		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, 0); err != nil {
+			unix.Close(fd)
+			return nil, "", false, fmt.Errorf("tap: TUNSETOFFLOAD %q: %w", name, err)
+		}
 	}
-	f, err := pollfd.New(fd)
-	if err != nil {
-		return nil, "", fmt.Errorf("tap: %w", err)
+	if f, err = pollfd.New(fd); err != nil {
+		return nil, "", false, fmt.Errorf("tap: %w", err)
 	}
-	return f, ifr.Name(), nil
+	return f, ifr.Name(), whole, nil
 }
 
 // configure sets the TAP's MTU and transmit queue length (the ring of

@@ -26,9 +26,9 @@ import (
 // at the run's packet length and for the UDP checksum (NEEDS_CSUM, with
 // the pseudo-header's sum in the checksum field). The kernel cuts it back
 // into the same packets where it must, at the latest where it hands them
-// to a device that cannot take the whole (a TAP without the offload, as
-// gorxe's own: it asks for none, so what it reads is one packet a
-// frame), as the udp link's UDP_SEGMENT datagrams are cut.
+// to a device that cannot take the whole (a NIC without UDP segmentation,
+// a TAP without the offload), as the udp link's UDP_SEGMENT datagrams are
+// cut; a peer's TAP that takes it whole hands it up so (below).
 //
 // Over IPv4 the ICRC covers the IP Identification, and the kernel numbers
 // the segments' IDs on from the run's: segment k leaves with the first
@@ -229,4 +229,121 @@ func (l *Link) writeRun(r *gsoRun) error {
 func setIovec(v *unix.Iovec, b []byte) {
 	v.Base = unsafe.SliceData(b)
 	v.SetLen(len(b))
+}
+
+// Frames in: the kernel hands the link a run of packets whole where it
+// can (TUN_F_USO4, TUN_F_USO6), as it hands a virtual machine's NIC a
+// TCP segment whole, and the link cuts it.
+//
+// A run a peer wrote as one frame (gorxe's tap link, a virtual machine)
+// or the kernel joined stays one frame up to the TAP, and one read takes
+// it all, where it was a read a packet; the TAP's queue holds it as one
+// entry. The link asks the TAP for the offload (TUN_F_CSUM, which it
+// needs, and the two UDP segmentations) where the kernel has it (Linux
+// 6.2), and cuts such a frame into the packets the kernel would have cut
+// it into: segment k has the frame's headers with its own lengths and,
+// over IPv4, the frame's IP ID plus k, which its ICRC covers. Its UDP
+// checksum is 0, as the udp link writes it: the frame's is the partial
+// sum a checksum offload leaves, the device does not read it, and the
+// ICRC covers the packet. A frame longer than a buffer continues in
+// spill; cutting one copies each packet into the buffer it is returned
+// in. Each packet is then handled as a frame read alone.
+const (
+	tunFCsum = 0x01 // TUN_F_CSUM
+	tunFUSO4 = 0x20 // TUN_F_USO4
+	tunFUSO6 = 0x40 // TUN_F_USO6
+
+	vnetGSONone = 0
+
+	// maxWhole is the longest frame the kernel hands over whole: 64 KiB
+	// of IP packet (its length field), its Ethernet header and the
+	// virtio-net header.
+	maxWhole = 0xffff + ether.HeaderLen + vnetHdrLen
+)
+
+// gsoCut is a frame handed over whole, being cut into its packets.
+type gsoCut struct {
+	frame []byte // the Ethernet frame
+	hdr   int    // its headers' length: Ethernet, IP, UDP
+	udpAt int    // where its UDP header starts
+	seg   int    // the UDP payload of each segment but the last
+	off   int    // where the next segment's payload starts
+	k     int    // the next segment's number
+}
+
+// left reports whether segments are left to cut.
+func (c *gsoCut) left() bool { return c.frame != nil && c.off < len(c.frame) }
+
+// start takes f, a frame whose virtio-net header asked for UDP
+// segmentation at seg bytes, and reports whether it is one the link can
+// cut: an untagged UDP packet, no IPv4 options or IPv6 extension headers,
+// as long as its IP header says.
+func (c *gsoCut) start(f []byte, seg int) bool {
+	c.frame = nil
+	payload, udpAt, ok := udpPayload(f)
+	if !ok || seg < 1 || len(payload) == 0 {
+		return false
+	}
+	c.frame, c.udpAt, c.hdr, c.seg = f, udpAt, udpAt+wire.UDPLen, seg
+	c.off, c.k = c.hdr, 0
+	return true
+}
+
+// next writes the next segment into f as a frame of its own and returns
+// its length.
+func (c *gsoCut) next(f []byte) int {
+	n := min(c.seg, len(c.frame)-c.off)
+	copy(f, c.frame[:c.hdr])
+	copy(f[c.hdr:], c.frame[c.off:c.off+n])
+	ip := f[ether.HeaderLen:c.udpAt]
+	udpLen := uint16(wire.UDPLen + n)
+	if len(ip) == wire.IPv4Len {
+		v := wire.IPv4(ip)
+		v.SetTotalLen(uint16(wire.IPv4Len) + udpLen)
+		v.SetID(v.ID() + uint16(c.k))
+		v.UpdateChecksum()
+	} else {
+		wire.IPv6(ip).SetPayloadLen(udpLen)
+	}
+	udp := wire.UDP(f[c.udpAt:c.hdr])
+	udp.SetLength(udpLen)
+	udp.SetChecksum(0)
+	c.off += n
+	c.k++
+	if c.off >= len(c.frame) {
+		c.frame = nil
+	}
+	return c.hdr + n
+}
+
+// readFrame reads the next frame into vf[vnetHdrLen:], or cuts the next
+// packet of a frame handed over whole there, and returns its length; 0
+// for a frame the link cannot take (too long, or an offload it cannot
+// cut), which input counts as malformed. The caller holds rmu.
+func (l *Link) readFrame(vf []byte, block bool) (int, error) {
+	if l.cut.left() {
+		return l.cut.next(vf[vnetHdrLen:]), nil
+	}
+	m, err := l.read(vf, block)
+	if err != nil {
+		return 0, err
+	}
+	room := len(vf) - vnetHdrLen
+	if vf[1] == vnetGSONone && m <= room {
+		return m, nil
+	}
+	if vf[1] != vnetGSOUDPL4 {
+		return 0, nil
+	}
+	// The frame, whole, in front of the part read into spill.
+	at := len(l.spill) - maxWhole - room
+	if at < 0 || m > room+maxWhole {
+		return 0, nil
+	}
+	copy(l.spill[at:], vf[vnetHdrLen:vnetHdrLen+min(m, room)])
+	if !l.cut.start(l.spill[at:at+m], int(binary.LittleEndian.Uint16(vf[4:6]))) {
+		return 0, nil
+	}
+	l.stats.gsoReads.Add(1)
+	return l.cut.next(vf[vnetHdrLen:]), nil
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/internal/ether"
@@ -13,11 +14,11 @@ import (
 )
 
 // TestRunsAsOneFrame sends runs of equally long packets to one peer, each
-// of which the link writes as one frame for the kernel to cut (gso.go),
-// and checks what the peer reads: every packet, in order, one a frame,
-// with its transport as sent, its ICRC right for the IP header the kernel
-// gave it (over IPv4 the run's segment k has ID k), and its UDP checksum
-// right. A shorter packet ends a run; packets to another port, or too
+// of which the link writes as one frame (gso.go), which the peer's TAP
+// hands over whole and the peer cuts, and checks what the peer's Receive
+// returns: every packet, in order, with its transport as sent, its ICRC
+// right for its IP header (over IPv4 the run's segment k has ID k, as
+// the kernel numbers them), and its UDP checksum right or 0. A shorter packet ends a run; packets to another port, or too
 // short for a run, go alone.
 func TestRunsAsOneFrame(t *testing.T) {
 	needRoot(t)
@@ -85,6 +86,10 @@ func TestRunsAsOneFrame(t *testing.T) {
 			}
 			if d := s.FramesOut - out0.FramesOut; d != uint64(len(pkts)) {
 				t.Errorf("%d frames out, want %d", d, len(pkts))
+			}
+			// The peer's TAP takes each run whole, and the peer cuts it.
+			if r := b.Stats().GSOReads; r != 3 {
+				t.Errorf("the peer read %d runs whole, want 3", r)
 			}
 		})
 	}
@@ -163,4 +168,100 @@ func TestRunRefused(t *testing.T) {
 	if a.Stats().GSOWrites != 0 {
 		t.Errorf("%d runs written as one frame", a.Stats().GSOWrites)
 	}
+}
+
+// TestCutAcrossReceives: a run handed over whole is returned across
+// several Receive calls when they bring fewer buffers than it has
+// packets, in order, and WaitReceive says so while packets of it are
+// left, with nothing waiting in the TAP.
+func TestCutAcrossReceives(t *testing.T) {
+	needRoot(t)
+	a, b := pair(t, "10.9.0.5/24", "10.9.0.6/24")
+	src, dst := a.Addrs()[0], b.Addrs()[0]
+	bufs := make([][]byte, 3)
+	for i := range bufs {
+		bufs[i] = make([]byte, link.BufferSize)
+	}
+	sizes := make([]int, len(bufs))
+	// The first packet waits for the neighbour's address. b is polled
+	// (TryReceive), as a device polls it, so that its housekeeper reads
+	// nothing into its stash.
+	if err := a.Send([][]byte{rocePacket(t, src, dst, 0, 8)}); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n == 0; {
+		if _, err := b.WaitReceiveFor(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if n, err = b.TryReceive(bufs, sizes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pkts [][]byte
+	for i := range 20 {
+		pkts = append(pkts, rocePacket(t, src, dst, uint32(i+1), 1024))
+	}
+	if err := a.Send(pkts); err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	for len(got) < len(pkts) {
+		// Once part of the run is taken, the rest is ready at once:
+		// WaitReceiveFor(0) does not wait for the TAP.
+		wait := time.Second
+		if len(got) > 0 {
+			wait = 0
+		}
+		ready, err := b.WaitReceiveFor(wait)
+		if err != nil || !ready {
+			t.Fatalf("WaitReceiveFor(%v): %v, %v, with %d packets of 20 received", wait, ready, err, len(got))
+		}
+		n, err := b.TryReceive(bufs, sizes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			var p wire.Packet
+			if err := wire.ParseIP(&p, bufs[i][link.Headroom:link.Headroom+sizes[i]]); err != nil || p.CheckICRC() != nil {
+				t.Fatalf("packet %d: %v", len(got), err)
+			}
+			got = append(got, uint32(p.BTH.PSN()))
+		}
+	}
+	for i, psn := range got {
+		if psn != uint32(i+1) {
+			t.Fatalf("PSNs %v, want 1 to 20 in order", got)
+		}
+	}
+	if r := b.Stats().GSOReads; r != 1 {
+		t.Errorf("%d runs read whole, want 1", r)
+	}
+}
+
+// FuzzCut feeds the cutter any frame and segment size, as a hostile peer
+// could have the kernel hand over: it must never panic, nor write past
+// the buffer it is given (a segment longer than that is returned as
+// longer, and input drops it as malformed).
+func FuzzCut(f *testing.F) {
+	f.Add(rocePacketFrom(f, prefix("10.9.0.5/24").Addr(), prefix("10.9.0.6/24").Addr(), 0xc000, 1, 3000)[link.Headroom-14:], uint16(1024))
+	f.Add(rocePacketFrom(f, prefix("fd00::5/64").Addr(), prefix("fd00::6/64").Addr(), 0xc000, 1, 3000)[link.Headroom-14:], uint16(999))
+	f.Fuzz(func(t *testing.T, frame []byte, seg uint16) {
+		var c gsoCut
+		if !c.start(frame, int(seg)) {
+			return
+		}
+		buf := make([]byte, link.BufferSize+8)
+		for i := 0; c.left(); i++ {
+			if i > len(frame) {
+				t.Fatalf("more segments than bytes: %d", i)
+			}
+			clear(buf)
+			out := buf[:link.BufferSize]
+			n := c.next(out)
+			if n <= 0 || string(buf[link.BufferSize:]) != string(make([]byte, 8)) {
+				t.Fatalf("next returned %d, or wrote past its buffer", n)
+			}
+		}
+	})
 }

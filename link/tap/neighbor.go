@@ -321,7 +321,7 @@ func (l *Link) drain(buf []byte) {
 		if len(l.stash) >= maxStash {
 			return // leave the rest queued in the kernel
 		}
-		m, err := l.read(buf, false)
+		m, err := l.readFrame(buf, false)
 		if err != nil {
 			return
 		}

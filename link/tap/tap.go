@@ -21,7 +21,8 @@
 // headroom in front of each packet and writes the frame, and Receive reads
 // each frame so that its IP packet lands at link.Headroom. A TAP moves one
 // frame per read or write system call; Send writes a run of packets to
-// one peer as one frame, which the kernel cuts (gso.go).
+// one peer as one frame, which the kernel cuts, and such a frame from a
+// peer comes up whole, for Receive to cut (gso.go).
 package tap
 
 import (
@@ -144,6 +145,8 @@ type Link struct {
 	// belongs to its holder.
 	rmu       sync.Mutex
 	stash     [][]byte // RoCE packets the housekeeper read, for Receive
+	spill     []byte   // the rest of a frame longer than a buffer; nil without the offload (gso.go)
+	cut       gsoCut   // a frame handed over whole, being cut into packets
 	rxEntries atomic.Uint64
 	polled    atomic.Bool // the device receives through link.Poller
 
@@ -237,9 +240,12 @@ func Open(c Config) (*Link, error) {
 			l.v6 = append(l.v6, a.As16())
 		}
 	}
-	f, name, err := openTAP(c.Name)
+	f, name, whole, err := openTAP(c.Name)
 	if err != nil {
 		return nil, err
+	}
+	if whole {
+		l.spill = make([]byte, 2*link.BufferSize+maxWhole)
 	}
 	if err := configure(name, l.mtu, txq, c.Bridge); err != nil {
 		f.Close()
@@ -500,7 +506,7 @@ func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
 func (l *Link) waitReceive(timeoutMS int) (bool, error) {
 	l.polled.Store(true)
 	l.rmu.Lock()
-	stashed := len(l.stash) > 0
+	stashed := len(l.stash) > 0 || l.cut.left()
 	l.rmu.Unlock()
 	if l.closed.Load() {
 		return false, link.ErrClosed
@@ -547,7 +553,7 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 		// Only the first packet is waited for; after it, what is
 		// already queued in the kernel is taken without blocking.
 		vf := bufs[n][link.Headroom-ether.HeaderLen-vnetHdrLen:]
-		m, err := l.read(vf, block && n == 0)
+		m, err := l.readFrame(vf, block && n == 0)
 		if err == errLooped {
 			continue // a packet looped back while it waited
 		}
@@ -576,15 +582,23 @@ func (l *Link) receive(bufs [][]byte, sizes []int, block bool) (int, error) {
 var errLooped = errors.New("a looped-back packet is waiting")
 
 // read reads one frame into buf[vnetHdrLen:], its virtio-net header into
-// buf[:vnetHdrLen], and returns the frame's length. The link asks the TAP
-// for no offloads, so the kernel hands it whole, checked packets, and the
-// header says nothing the link needs. If block is false and no frame is
+// buf[:vnetHdrLen], and returns the frame's length: the part beyond buf
+// is in spill. If block is false and no frame is
 // waiting it returns unix.EAGAIN; blocking, it returns errLooped when a
 // packet the link sent to a group it is in waits (Send kicks the wait).
 // The caller holds rmu.
 func (l *Link) read(buf []byte, block bool) (int, error) {
+	// A frame longer than buf, one the kernel hands over whole
+	// (gso.go), continues in spill.
+	iov := [2]unix.Iovec{}
+	setIovec(&iov[0], buf)
+	niov := 1
+	if l.spill != nil {
+		setIovec(&iov[1], l.spill[len(l.spill)-maxWhole:])
+		niov = 2
+	}
 	for {
-		n, err := l.file.Read(buf)
+		n, err := l.file.Readv(iov[:niov])
 		if err == nil {
 			return max(n-vnetHdrLen, 0), nil
 		}
@@ -624,6 +638,7 @@ type Stats struct {
 	DropTooBig     uint64 // sent packet larger than the MTU
 	WriteErrors    uint64 // frames the kernel refused
 	GSOWrites      uint64 // runs of packets written as one frame, for the kernel to cut (counted in FramesOut as the frames it cuts)
+	GSOReads       uint64 // frames handed over whole, cut by the link (counted in FramesIn as the packets cut)
 	DropLoopFull   uint64 // looped-back packets dropped: MaxLooped waited already
 
 	// QueueDrops are the frames the kernel dropped at the TAP's queue
@@ -638,7 +653,7 @@ type stats struct {
 	arp, ndp, icmp, solicits, queued, igmp, looped                        atomic.Uint64
 	dropNotRoCE, dropNotForUs, dropNoNeighbor, dropQueueFull, dropOffLink atomic.Uint64
 	dropBadFrame, dropTooBig, writeErrors                                 atomic.Uint64
-	gsoWrites                                                             atomic.Uint64
+	gsoWrites, gsoReads                                                   atomic.Uint64
 
 	queueDrops atomic.Uint64 // the TAP's tx_dropped, as last read (readQueueDrops)
 }
@@ -658,7 +673,7 @@ func (l *Link) Stats() Stats {
 		DropNoNeighbor: s.dropNoNeighbor.Load(), DropQueueFull: s.dropQueueFull.Load(),
 		DropOffLink: s.dropOffLink.Load(), DropBadFrame: s.dropBadFrame.Load(),
 		DropTooBig:  s.dropTooBig.Load(),
-		WriteErrors: s.writeErrors.Load(), GSOWrites: s.gsoWrites.Load(), DropLoopFull: l.loop.Dropped(),
+		WriteErrors: s.writeErrors.Load(), GSOWrites: s.gsoWrites.Load(), GSOReads: s.gsoReads.Load(), DropLoopFull: l.loop.Dropped(),
 		QueueDrops: s.queueDrops.Load(),
 	}
 }
@@ -709,6 +724,7 @@ func (l *Link) Counters() []link.Counter {
 		{Name: "tap_drop_too_big", Value: s.DropTooBig},
 		{Name: "tap_write_errors", Value: s.WriteErrors},
 		{Name: "tap_gso_writes", Value: s.GSOWrites},
+		{Name: "tap_gso_reads", Value: s.GSOReads},
 		{Name: "tap_drop_loop_full", Value: s.DropLoopFull},
 		{Name: "if_tx_dropped", Value: s.QueueDrops},
 	}

@@ -80,6 +80,12 @@ func (f *FD) Read(b []byte) (int, error) { return f.io(unix.SYS_READ, b) }
 // room, link.ErrClosed once the FD is closed.
 func (f *FD) Write(b []byte) (int, error) { return f.io(unix.SYS_WRITE, b) }
 
+// Readv reads once into the buffers iov describes, without waiting, as
+// Read does.
+func (f *FD) Readv(iov []unix.Iovec) (int, error) {
+	return f.raw(unix.SYS_READV, unsafe.Pointer(unsafe.SliceData(iov)), len(iov))
+}
+
 // Writev writes the buffers iov describes once, as one frame or datagram,
 // without waiting, as Write does.
 func (f *FD) Writev(iov []unix.Iovec) (int, error) {
