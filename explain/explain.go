@@ -39,6 +39,7 @@ func ReadPort(r io.Reader, port uint16) (*Report, error) {
 		return nil, err
 	}
 	m := newModel()
+	m.mtus = shownMTUs(pkts)
 	twice := capturedTwice(pkts)
 	roles, sendOf := sightings(pkts, twice)
 	n := 0
@@ -232,6 +233,66 @@ type model struct {
 	connected map[flowKey]flowKey
 	// keyExchanges is perftest's exchanges, by TCP connection.
 	keyExchanges map[[2]netip.AddrPort]*keyExchange
+	// mtus is the path MTUs the capture's FIRST and MIDDLE packets show,
+	// by source and destination address (shownMTUs).
+	mtus map[[2]string][]shownMTU
+}
+
+// shownMTU is a path MTU that a FIRST or MIDDLE packet to QP dqp shows,
+// its payload exactly one MTU (C9-92), at capture index at.
+type shownMTU struct {
+	at  int
+	dqp bth.QPN
+	mtu int
+}
+
+// shownMTUs returns the path MTUs the capture's RC and UC FIRST and
+// MIDDLE packets show, by source and destination address, in capture
+// order, each flow's only where it changes.
+func shownMTUs(pkts []capture.Packet) map[[2]string][]shownMTU {
+	mtus := make(map[[2]string][]shownMTU)
+	last := make(map[flowKey]int)
+	for k := range pkts {
+		p := &pkts[k]
+		if p.Err != nil || p.ICRCErr != nil || !p.PayloadCaptured() {
+			continue
+		}
+		op := p.P.BTH.Opcode()
+		if svc := op.Service(); svc != bth.ServiceRC && svc != bth.ServiceUC {
+			continue
+		}
+		if _, pos := classify(op); (pos != wire.First && pos != wire.Middle) || len(p.P.Payload) == 0 {
+			continue
+		}
+		f := flowKey{p.Src, p.Dst, p.P.BTH.DestQP()}
+		if n := len(p.P.Payload); last[f] != n {
+			last[f] = n
+			a := [2]string{p.Src, p.Dst}
+			mtus[a] = append(mtus[a], shownMTU{at: p.Index, dqp: f.dqp, mtu: n})
+		}
+	}
+	return mtus
+}
+
+// mtuAhead returns the path MTU that the capture shows next, at its
+// index at or later, for the connection c, or 0 when it shows none: from
+// c's requests (a WRITE or SEND cut into packets) or its answers (a
+// READ's responses), the latter to any QP of the requester's address
+// while the requester's QPN is not known. A READ's span is reckoned with
+// it before its responses come, where a guess would be wrong.
+func (m *model) mtuAhead(c *conn, at int) int {
+	f := c.flows[0]
+	if f == nil {
+		return 0
+	}
+	for k, key := range [2]flowKey{f.key, {f.key.dst, f.key.src, bth.QPN(c.ends[0].QPN)}} {
+		for _, s := range m.mtus[[2]string{key.src, key.dst}] {
+			if s.at >= at && (s.dqp == key.dqp || k == 1 && key.dqp == 0) {
+				return s.mtu
+			}
+		}
+	}
+	return 0
 }
 
 func newModel() *model {

@@ -149,7 +149,19 @@ type requester struct {
 	// requester that then sends new requests instead of the rest of the
 	// run (gorxe's) has undone its go-back.
 	undoAt int
+	// The ACK aheadAt (0 when none) covered PSNs aheadFrom to aheadTo
+	// that the capture had not shown sent. A request among them that comes
+	// soon after is its original, seen after its answer (reordered).
+	aheadAt            int
+	aheadFrom, aheadTo uint32
 }
+
+// reordered is how long after its answer a request can come in a capture
+// that saw the two out of order. On a bridge the two are seen on
+// different CPUs: the request is forwarded to the responder's port before
+// the bridge's own capture takes its copy, and a responder that answers
+// at once, on another CPU, can have its answer captured first.
+const reordered = 2 * time.Millisecond
 
 // sentAs is what a request packet was when first sent: its opcode and
 // payload length, and the report index of that packet. A retransmission
@@ -451,7 +463,11 @@ func (c *conn) packet(m *model, i, side int, p *wire.Packet, ro role) {
 		psn := uint32(p.BTH.PSN())
 		kind, pos := classify(op)
 		if ro != arriving && c.mtu == 0 {
-			c.respan(&s.req, &r.resp, psn)
+			if mtu := m.mtuAhead(c, m.pkt(i).Index); mtu > 0 {
+				c.mtu = mtu
+			} else {
+				c.respan(&s.req, &r.resp, psn)
+			}
 		}
 		span := 1
 		if kind == opRead && p.RETH != nil {
@@ -535,6 +551,18 @@ func (c *conn) sent(m *model, i int, s *end, side int, psn uint32, span int, p *
 			q.reads = append(q.reads, pr)
 		}
 		return why
+	}
+	if _, seen := q.orig[psn]; !seen && q.aheadAt != 0 && psnDiff(psn, q.aheadFrom) >= 0 && psnDiff(psnAdd(psn, span-1), q.aheadTo) <= 0 &&
+		pk.Time-m.pkt(q.aheadAt).Time <= reordered && kind != opRead && kind != opAtomic {
+		// Answered before the capture showed it: the original, late in
+		// the capture, not a resend.
+		q.remember(psn, sentAs{op: p.BTH.Opcode(), n: len(p.Payload), pkt: i})
+		if pos == wire.Last || pos == wire.Only {
+			c.sum.Messages[side]++
+		}
+		c.sum.Bytes[side] += int64(len(p.Payload))
+		return fmt.Sprintf("The capture shows this request after its answer (the ACK of packet %d, %s before): it saw the two out of order, as a bridge can, which forwards a request to the responder's port before its own capture takes a copy, while the responder answers at once on another CPU. So this is the original, not a resend.",
+			m.pkt(q.aheadAt).Index, seconds(pk.Time-m.pkt(q.aheadAt).Time))
 	}
 	// A PSN sent before: a retransmission.
 	why := c.resent(m, i, s, side, psn, span, p, gap)
@@ -972,6 +1000,7 @@ func (c *conn) ack(m *model, i int, s, r *end, psn uint32, syn aeth.Syndrome) st
 	unseen := ""
 	if psnDiff(psn, q.next) >= 0 {
 		unseen = " (the capture holds none of the requests after its last)"
+		q.aheadAt, q.aheadFrom, q.aheadTo = i, q.next, psn
 		q.next = psnAdd(psn, 1)
 	}
 	var implied string

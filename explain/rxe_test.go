@@ -276,7 +276,9 @@ func retransmittedInCapture(t *testing.T, path string) [2]int {
 // holds the resend alone, a new READ to explain; rxe counts a go-back
 // (completer_retry_err 1) that no reading of the capture can find, which
 // checkRxeCase allows for each of netem's drops. The stored capture starts
-// at a READ, before any packet shows the path MTU, which explain says.
+// at a READ, before any packet shows the path MTU: explain takes it from
+// the READ's responses, later in the capture, and, given the READ alone
+// (case27-first-read.pcap), says it cannot tell.
 func TestHiddenTimeout(t *testing.T) {
 	dir := "../testdata/interop/hidden-timeout"
 	pcap := filepath.Join(dir, "case27-trixie-read_bw-udp-loss.pcap")
@@ -297,11 +299,62 @@ func TestHiddenTimeout(t *testing.T) {
 		t.Errorf("counters %v, %v: want the one go-back and the one drop the capture does not show", hw, net)
 	}
 	for i, want := range []string{
-		"it takes a PSN for each READ response the responder will send, from 13492338 on: 64 at a path MTU of 1024, 16 at 4096 (no packet has shown the path MTU yet)",
+		"it takes PSNs 13492338 to 13492353, the 16 READ responses the responder will send",
 		"READ response 1 of 16 for the READ at PSN 13492338",
 	} {
 		if !strings.Contains(r.Packets[i].Text, want) {
 			t.Errorf("packet %d: %q, want %q in it", i+1, r.Packets[i].Text, want)
+		}
+	}
+	first := read(t, filepath.Join(dir, "case27-first-read.pcap"))
+	if want := "it takes a PSN for each READ response the responder will send, from 13492338 on: 64 at a path MTU of 1024, 16 at 4096 (no packet has shown the path MTU yet)"; len(first.Packets) != 1 || !strings.Contains(first.Packets[0].Text, want) {
+		t.Errorf("the READ alone: %+v, want %q", first.Packets, want)
+	}
+}
+
+// TestReordered explains an interop capture in which the bridge's capture
+// saw gorxe's ACK of one of rxe's WRITEs before the WRITE itself
+// (testdata/interop/reordered, packets 119 and 120, 9 µs apart): the
+// bridge forwards a frame to its port before its own capture takes a
+// copy, and gorxe answered on the other CPU first. The WRITE is the
+// original, not a resend: rxe resent nothing (completer_retry_err 0).
+func TestReordered(t *testing.T) {
+	dir := "../testdata/interop/reordered"
+	pcap := filepath.Join(dir, "case138-bookworm-write_bw-tap.pcap")
+	checkRxeCase(t, pcap, counters(t, filepath.Join(dir, "case138-rxe-hw_counters.txt")), counters(t, filepath.Join(dir, "case138-net.txt")), true)
+	r := read(t, pcap)
+	p := r.Packets[120-1]
+	if !strings.Contains(p.Text, "after its answer (the ACK of packet 119") || p.Anomaly != "" || len(p.Events) != 0 {
+		t.Errorf("packet 120: %q %q %v, want the original WRITE, seen after its ACK", p.Text, p.Anomaly, p.Events)
+	}
+	if s := r.Conns[0].Summary; s.Retransmissions != [2]int{} || s.Messages[0]+s.Messages[1] != 200 {
+		t.Errorf("summary %+v, want 200 messages and nothing resent", s)
+	}
+}
+
+// TestMTUAhead explains the start of an interop capture in which netem
+// dropped rxe's second READ before the capture point
+// (testdata/interop/mtu-ahead): the first two READs the capture holds
+// are 32 PSNs apart, one READ of 32 responses at a path MTU of 2048 or
+// two of 16 at 4096, and no packet before the first responses shows
+// which. explain takes the MTU the capture shows later (4096): the third
+// READ is a new request the responder discards after its NAK, not a
+// resend, and rxe's one go-back is the NAK's.
+func TestMTUAhead(t *testing.T) {
+	dir := "../testdata/interop/mtu-ahead"
+	pcap := filepath.Join(dir, "case280-bookworm-read_bw-tap-loss.pcap")
+	checkRxeCase(t, pcap, counters(t, filepath.Join(dir, "case280-rxe-hw_counters.txt")), counters(t, filepath.Join(dir, "case280-net.txt")), false)
+	r := read(t, pcap)
+	for _, c := range []struct {
+		pkt  int
+		want string
+	}{
+		{1, "it takes PSNs 5798906 to 5798921, the 16 READ responses"},
+		{2, "PSN 5798938 arrives while 5798922 is expected (5798922 is lost before the capture point)"},
+		{3, "PSN 5798954 is dropped"},
+	} {
+		if p := r.Packets[c.pkt-1]; !strings.Contains(p.Text, c.want) || strings.Contains(p.Text, "Retransmission") {
+			t.Errorf("packet %d: %q, want %q in it", c.pkt, p.Text, c.want)
 		}
 	}
 }
