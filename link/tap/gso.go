@@ -147,7 +147,10 @@ func (l *Link) flush(r *gsoRun) error {
 	if r == nil || len(r.frames) == 0 {
 		return nil
 	}
-	defer func() { r.frames = r.frames[:0] }()
+	defer func() {
+		clear(r.frames) // the pool keeps no device buffer
+		r.frames = r.frames[:0]
+	}()
 	if len(r.frames) > 1 && !l.noGSO.Load() {
 		err := l.writeRun(r)
 		if err != unix.EINVAL {
