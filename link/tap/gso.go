@@ -3,6 +3,7 @@
 package tap
 
 import (
+	"bytes"
 	"encoding/binary"
 	"sync"
 	"unsafe"
@@ -99,20 +100,18 @@ func udpPayload(f []byte) (payload []byte, udpAt int, ok bool) {
 // what makes b the next segment of a run that began with a.
 func sameFlow(a, b []byte) bool {
 	const e = ether.HeaderLen
-	if len(a) < e+1 || len(b) < e+1 || a[e] != b[e] || !bytesEqual(a[:e], b[:e]) {
+	if len(a) < e+1 || len(b) < e+1 || a[e] != b[e] || !bytes.Equal(a[:e], b[:e]) {
 		return false
 	}
 	if a[e] == 0x45 {
 		// TOS; ID, flags, fragment offset, TTL, protocol; addresses;
 		// ports.
-		return a[e+1] == b[e+1] && bytesEqual(a[e+4:e+10], b[e+4:e+10]) && bytesEqual(a[e+12:e+24], b[e+12:e+24])
+		return a[e+1] == b[e+1] && bytes.Equal(a[e+4:e+10], b[e+4:e+10]) && bytes.Equal(a[e+12:e+24], b[e+12:e+24])
 	}
 	// Version, traffic class and flow label; next header, hop limit and
 	// addresses; ports.
-	return bytesEqual(a[e:e+4], b[e:e+4]) && bytesEqual(a[e+6:e+44], b[e+6:e+44])
+	return bytes.Equal(a[e:e+4], b[e:e+4]) && bytes.Equal(a[e+6:e+44], b[e+6:e+44])
 }
-
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 // join adds the frame at vf[vnetHdrLen:] to the run r if it continues
 // it, and reports whether it did.

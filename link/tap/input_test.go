@@ -3,6 +3,7 @@
 package tap
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -156,7 +157,7 @@ func TestInput(t *testing.T) {
 	}
 	// The solicitation and the request taught the link the peer's MAC.
 	for _, a := range []string{"10.9.0.1", "fd00::1"} {
-		if mac, ok := l.lookup(netip.MustParseAddr(a)); !ok || !bytesEqual(mac[:], peerMAC) {
+		if mac, ok := l.lookup(netip.MustParseAddr(a)); !ok || !bytes.Equal(mac[:], peerMAC) {
 			t.Errorf("%s not learned: %v %v", a, mac, ok)
 		}
 	}
