@@ -6,11 +6,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gorxe/gorxe/link/internal/ether"
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -195,7 +195,7 @@ func (l *Link) writeRun(r *gsoRun) error {
 	binary.LittleEndian.PutUint16(h[6:], uint16(udpAt))
 	binary.LittleEndian.PutUint16(h[8:], udpCsumOffset)
 
-	setIovec(&r.iov[0], h)
+	pollfd.SetIovec(&r.iov[0], h)
 	nio := 1
 	var id uint16
 	if v4 {
@@ -206,7 +206,7 @@ func (l *Link) writeRun(r *gsoRun) error {
 	for k, vf := range r.frames {
 		payload := vf[vnetHdrLen+udpAt+wire.UDPLen:]
 		if !v4 || k == 0 {
-			setIovec(&r.iov[nio], payload)
+			pollfd.SetIovec(&r.iov[nio], payload)
 			nio++
 			continue
 		}
@@ -216,8 +216,8 @@ func (l *Link) writeRun(r *gsoRun) error {
 			shift, shiftLen = wire.IPv4IDShift(t), t
 		}
 		binary.LittleEndian.PutUint32(r.icrcs[k][:], shift.ICRC(binary.LittleEndian.Uint32(payload[t:]), id, id+uint16(k)))
-		setIovec(&r.iov[nio], payload[:t])
-		setIovec(&r.iov[nio+1], r.icrcs[k][:])
+		pollfd.SetIovec(&r.iov[nio], payload[:t])
+		pollfd.SetIovec(&r.iov[nio+1], r.icrcs[k][:])
 		nio += 2
 	}
 	if err := l.writev(r.iov[:nio]); err != nil {
@@ -226,11 +226,6 @@ func (l *Link) writeRun(r *gsoRun) error {
 	l.stats.framesOut.Add(uint64(len(r.frames)))
 	l.stats.gsoWrites.Add(1)
 	return nil
-}
-
-func setIovec(v *unix.Iovec, b []byte) {
-	v.Base = unsafe.SliceData(b)
-	v.SetLen(len(b))
 }
 
 // Frames in: the kernel hands the link a run of packets whole where it

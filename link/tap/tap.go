@@ -416,8 +416,8 @@ func (l *Link) sourceFor(dst netip.Addr) (netip.Addr, bool) {
 // that asks for nothing, waiting for room if the kernel has none.
 func (l *Link) write(frame []byte) error {
 	iov := [2]unix.Iovec{}
-	setIovec(&iov[0], noOffload[:])
-	setIovec(&iov[1], frame)
+	pollfd.SetIovec(&iov[0], noOffload[:])
+	pollfd.SetIovec(&iov[1], frame)
 	return l.writeFrame(iov[:])
 }
 
@@ -426,7 +426,7 @@ func (l *Link) write(frame []byte) error {
 func (l *Link) writeAlone(vf []byte) error {
 	clear(vf[:vnetHdrLen])
 	iov := [1]unix.Iovec{}
-	setIovec(&iov[0], vf)
+	pollfd.SetIovec(&iov[0], vf)
 	return l.writeFrame(iov[:])
 }
 
@@ -591,10 +591,10 @@ func (l *Link) read(buf []byte, block bool) (int, error) {
 	// A frame longer than buf, one the kernel hands over whole
 	// (gso.go), continues in spill.
 	iov := [2]unix.Iovec{}
-	setIovec(&iov[0], buf)
+	pollfd.SetIovec(&iov[0], buf)
 	niov := 1
 	if l.spill != nil {
-		setIovec(&iov[1], l.spill[len(l.spill)-maxWhole:])
+		pollfd.SetIovec(&iov[1], l.spill[len(l.spill)-maxWhole:])
 		niov = 2
 	}
 	for {

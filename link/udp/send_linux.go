@@ -269,11 +269,11 @@ func (x *sender) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 				}
 				icrc := shift.ICRC(binary.LittleEndian.Uint32(payload[n:]), 0, uint16(s.count[i]))
 				binary.LittleEndian.PutUint32(s.icrcs[j][:], icrc)
-				setIovec(&s.iov[nio], payload[:n])
-				setIovec(&s.iov[nio+1], s.icrcs[j][:])
+				pollfd.SetIovec(&s.iov[nio], payload[:n])
+				pollfd.SetIovec(&s.iov[nio+1], s.icrcs[j][:])
 				nio += 2
 			} else {
-				setIovec(&s.iov[nio], payload)
+				pollfd.SetIovec(&s.iov[nio], payload)
 				nio++
 			}
 			s.count[i]++
@@ -282,7 +282,7 @@ func (x *sender) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 		}
 		s.first[k], s.bad[k], s.iov0[k], s.count[k], s.seg[k], s.bytes[k], s.tos[k] = j, bad, nio, 1, len(payload), len(payload), tos
 		s.dsts[k], s.ports[k] = dst, port
-		setIovec(&s.iov[nio], payload)
+		pollfd.SetIovec(&s.iov[nio], payload)
 		nio++
 		k++
 	}
@@ -301,11 +301,6 @@ func (x *sender) build(s *txScratch, bufs [][]byte, gso bool) (k, bad int) {
 		h.SetControllen(len(oob))
 	}
 	return k, bad
-}
-
-func setIovec(v *unix.Iovec, b []byte) {
-	v.Base = unsafe.SliceData(b)
-	v.SetLen(len(b))
 }
 
 // sockaddr writes dst:port as the socket family's address into name and

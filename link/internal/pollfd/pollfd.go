@@ -80,6 +80,13 @@ func (f *FD) Read(b []byte) (int, error) { return f.io(unix.SYS_READ, b) }
 // room, link.ErrClosed once the FD is closed.
 func (f *FD) Write(b []byte) (int, error) { return f.io(unix.SYS_WRITE, b) }
 
+// SetIovec makes v describe b, for Readv, Writev and the links' own
+// vectored system calls (sendmmsg, recvmmsg).
+func SetIovec(v *unix.Iovec, b []byte) {
+	v.Base = unsafe.SliceData(b)
+	v.SetLen(len(b))
+}
+
 // Readv reads once into the buffers iov describes, without waiting, as
 // Read does.
 func (f *FD) Readv(iov []unix.Iovec) (int, error) {
