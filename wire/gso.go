@@ -100,14 +100,23 @@ func segment(ip, udp, chunk []byte, k int) []byte {
 // not cover it, and the kernel computes it anew.
 func cutHeaders(b, ip, udp []byte, n, k int) []byte {
 	b = append(append(b, ip...), udp...)
-	h := b[len(b)-len(ip)-UDPLen:]
+	SetSegment(b[len(b)-len(ip)-UDPLen:], len(ip), n, k)
+	return b
+}
+
+// SetSegment makes h, an IP header ipLen bytes long and the UDP header
+// after it, the headers of segment k of a UDP GSO datagram that had them,
+// with n bytes of UDP payload: the segment's lengths and, over IPv4, the
+// datagram's IP ID plus k, as the kernel numbers the segments it cuts
+// (k 0 gives the headers of a whole of n bytes). The IPv4 header checksum
+// and the UDP checksum are left as they were.
+func SetSegment(h []byte, ipLen, n, k int) {
 	if h[0]>>4 == 4 {
 		v4 := IPv4(h)
-		v4.SetTotalLen(uint16(len(ip) + UDPLen + n))
+		v4.SetTotalLen(uint16(ipLen + UDPLen + n))
 		v4.SetID(v4.ID() + uint16(k))
 	} else {
 		IPv6(h).SetPayloadLen(uint16(UDPLen + n))
 	}
-	UDP(h[len(ip):]).SetLength(uint16(UDPLen + n))
-	return b
+	UDP(h[ipLen:]).SetLength(uint16(UDPLen + n))
 }

@@ -174,21 +174,19 @@ func (l *Link) writeRun(r *gsoRun) error {
 	n := udpAt + wire.UDPLen // the headers' length
 	h := r.hdr[:vnetHdrLen+n]
 	copy(h[vnetHdrLen:], first[:n])
-	ip, udp := h[vnetHdrLen+ether.HeaderLen:vnetHdrLen+udpAt], wire.UDP(h[vnetHdrLen+udpAt:])
+	ip := h[vnetHdrLen+ether.HeaderLen:]
+	ipLen := udpAt - ether.HeaderLen
+	wire.SetSegment(ip, ipLen, r.bytes, 0)
 	udpLen := uint16(wire.UDPLen + r.bytes)
 	var src, dst []byte
-	v4 := len(ip) == wire.IPv4Len
+	v4 := ipLen == wire.IPv4Len
 	if v4 {
-		v := wire.IPv4(ip)
-		v.SetTotalLen(uint16(wire.IPv4Len) + udpLen)
-		v.UpdateChecksum()
+		wire.IPv4(ip).UpdateChecksum()
 		src, dst = ip[12:16], ip[16:20]
 	} else {
-		wire.IPv6(ip).SetPayloadLen(udpLen)
 		src, dst = ip[8:24], ip[24:40]
 	}
-	udp.SetLength(udpLen)
-	udp.SetChecksum(wire.PseudoHeaderChecksum(protoUDP, src, dst, udpLen))
+	wire.UDP(ip[ipLen:]).SetChecksum(wire.PseudoHeaderChecksum(protoUDP, src, dst, udpLen))
 	h[0], h[1] = vnetNeedsCsum, vnetGSOUDPL4
 	binary.LittleEndian.PutUint16(h[2:], uint16(n))
 	binary.LittleEndian.PutUint16(h[4:], uint16(r.seg))
@@ -292,19 +290,12 @@ func (c *gsoCut) next(f []byte) int {
 	n := min(c.seg, len(c.frame)-c.off)
 	copy(f, c.frame[:c.hdr])
 	copy(f[c.hdr:], c.frame[c.off:c.off+n])
-	ip := f[ether.HeaderLen:c.udpAt]
-	udpLen := uint16(wire.UDPLen + n)
-	if len(ip) == wire.IPv4Len {
-		v := wire.IPv4(ip)
-		v.SetTotalLen(uint16(wire.IPv4Len) + udpLen)
-		v.SetID(v.ID() + uint16(c.k))
-		v.UpdateChecksum()
-	} else {
-		wire.IPv6(ip).SetPayloadLen(udpLen)
+	ip, ipLen := f[ether.HeaderLen:], c.udpAt-ether.HeaderLen
+	wire.SetSegment(ip, ipLen, n, c.k)
+	if ipLen == wire.IPv4Len {
+		wire.IPv4(ip).UpdateChecksum()
 	}
-	udp := wire.UDP(f[c.udpAt:c.hdr])
-	udp.SetLength(udpLen)
-	udp.SetChecksum(0)
+	wire.UDP(ip[ipLen:]).SetChecksum(0)
 	c.off += n
 	c.k++
 	if c.off >= len(c.frame) {
