@@ -323,9 +323,10 @@ func (l *Link) readFrame(vf []byte, block bool) (int, error) {
 	if vf[1] != vnetGSOUDPL4 {
 		return 0, nil
 	}
-	// The frame, whole, in front of the part read into spill.
+	// The frame, whole, in front of the part read into spill (read
+	// reads at most maxWhole there).
 	at := len(l.spill) - maxWhole - room
-	if at < 0 || m > room+maxWhole {
+	if at < 0 {
 		return 0, nil
 	}
 	copy(l.spill[at:], vf[vnetHdrLen:vnetHdrLen+min(m, room)])

@@ -408,7 +408,8 @@ ip -n $ns link set gxx0 up
 ip netns exec $ns sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
 # The default route leaves by br0, as a host's by its main interface: a
 # gorxe server typed without an address takes that interface's addresses
-# (rping-any, rdma_cm-any, ucmatose-any). Nothing is sent beyond 10.9.0.0/24 and fd09::/64.
+# (rping-any, rdma_cm-any, ucmatose-any, and perftest's in the IP column
+# "any"). Nothing is sent beyond 10.9.0.0/24 and fd09::/64.
 ip -n $ns route add default dev br0
 
 # perftest's flags and gorxe's, for a case: few iterations of large
