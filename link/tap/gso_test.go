@@ -18,8 +18,9 @@ import (
 // hands over whole and the peer cuts, and checks what the peer's Receive
 // returns: every packet, in order, with its transport as sent, its ICRC
 // right for its IP header (over IPv4 the run's segment k has ID k, as
-// the kernel numbers them), and its UDP checksum right or 0. A shorter packet ends a run; packets to another port, or too
-// short for a run, go alone.
+// the kernel numbers them), and its UDP checksum right or 0. A shorter
+// packet ends a run; packets to another port, or too short for a run,
+// go alone.
 func TestRunsAsOneFrame(t *testing.T) {
 	needRoot(t)
 	for _, tc := range []struct{ name, a, b string }{
