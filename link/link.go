@@ -138,6 +138,18 @@ type Deferrer interface {
 	Flush() error
 }
 
+// Joiner is a link that can join consecutive packets to one destination
+// into one datagram whatever their length (UDP GSO), which the receiving
+// host cuts or reads whole: a short request and the ACK sent behind it
+// reach a sleeping receiver as one, to wake it once, where Send joins
+// only packets that carry data. A receiver that busy polls would see the
+// first packet later, so the device joins only while its program does
+// not busy poll.
+type Joiner interface {
+	// SendJoined is Send that joins runs of packets of any length.
+	SendJoined(bufs [][]byte) error
+}
+
 // Counter is a count a link keeps, by name.
 type Counter struct {
 	Name  string

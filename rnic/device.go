@@ -263,6 +263,9 @@ func Open(cfg Config) (*Device, error) {
 	if df, ok := cfg.Link.(link.Deferrer); ok && cfg.Loop == nil {
 		d.tx.deferrer, d.tx.polling, d.tx.deferred = df, d.programPolls, d.deferredSend
 	}
+	if j, ok := cfg.Link.(link.Joiner); ok {
+		d.tx.joiner, d.tx.busyPolled = j, d.busyPolled
+	}
 	n := max(cfg.Workers, 1)
 	for range n {
 		w := newWorker(d)

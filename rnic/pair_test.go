@@ -65,6 +65,9 @@ type pairOpts struct {
 	// deferA, with udp, becomes side A's link around its UDP link: a
 	// link.Deferrer.
 	deferA *deferringLink
+	// joinA, with udp, becomes side A's link around its UDP link: one
+	// that records which batches the device has it join.
+	joinA *joinWatchLink
 	// cheapPollB, with udp, becomes side B's link around its UDP link:
 	// one whose polls say they are cheap (link.FlagCheapPoll).
 	cheapPollB *cheapPollLink
@@ -97,6 +100,11 @@ type recordingLink struct {
 func (l recordingLink) Send(pkts [][]byte) error {
 	l.sends(pkts)
 	return l.Link.Send(pkts)
+}
+
+func (l recordingLink) SendJoined(pkts [][]byte) error {
+	l.sends(pkts)
+	return l.Link.SendJoined(pkts)
 }
 
 // failingLink is a link whose Sends fail, sending nothing, while fail
@@ -159,6 +167,10 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		if o.deferA != nil {
 			o.deferA.Link = links[0].(*udp.Link)
 			links[0] = o.deferA
+		}
+		if o.joinA != nil {
+			o.joinA.Link = links[0].(*udp.Link)
+			links[0] = o.joinA
 		}
 		if o.cheapPollB != nil {
 			o.cheapPollB.Link = links[1].(*udp.Link)

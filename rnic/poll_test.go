@@ -2,6 +2,7 @@ package rnic_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -215,14 +216,18 @@ func (l *deferringLink) Flush() error {
 	return l.flushLocked()
 }
 
-func (l *deferringLink) Send(pkts [][]byte) error {
+func (l *deferringLink) Send(pkts [][]byte) error { return l.send(pkts, l.Link.Send) }
+
+func (l *deferringLink) SendJoined(pkts [][]byte) error { return l.send(pkts, l.Link.SendJoined) }
+
+func (l *deferringLink) send(pkts [][]byte, send func([][]byte) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sends++
 	if err := l.flushLocked(); err != nil {
 		return err
 	}
-	return l.Link.Send(pkts)
+	return send(pkts)
 }
 
 func (l *deferringLink) counts() (sends, deferred, flushed, queued int) {
@@ -583,5 +588,113 @@ func TestOnePWorkBeforeWait(t *testing.T) {
 	}
 	if n := early.Load(); n != 0 {
 		t.Fatalf("B's receive goroutine slept in WaitReceive %d times of %d with work ready for the worker", n, waits.Load())
+	}
+}
+
+// joinWatchLink is a UDP link (a link.Joiner) that records the opcodes of
+// each batch the device hands it, and which way: Send or SendJoined.
+type joinWatchLink struct {
+	*udp.Link
+	mu            sync.Mutex
+	plain, joined [][]bth.Opcode
+}
+
+func (l *joinWatchLink) record(to *[][]bth.Opcode, pkts [][]byte) {
+	var ops []bth.Opcode
+	for _, p := range pkts {
+		op, _ := opOf(p[link.Headroom:])
+		ops = append(ops, op)
+	}
+	l.mu.Lock()
+	*to = append(*to, ops)
+	l.mu.Unlock()
+}
+
+func (l *joinWatchLink) Send(pkts [][]byte) error {
+	l.record(&l.plain, pkts)
+	return l.Link.Send(pkts)
+}
+
+func (l *joinWatchLink) SendJoined(pkts [][]byte) error {
+	l.record(&l.joined, pkts)
+	return l.Link.SendJoined(pkts)
+}
+
+// batches returns and forgets what the link recorded.
+func (l *joinWatchLink) batches() (plain, joined [][]bth.Opcode) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	plain, joined = l.plain, l.joined
+	l.plain, l.joined = nil, nil
+	return plain, joined
+}
+
+// TestJoinWhileAsleep: a program that sleeps on its CQ answers a SEND with
+// its own, and the ACK it owes goes behind, in one batch the device hands
+// the link to join (link.Joiner), and the udp link sends as one datagram;
+// a program that busy polls has the same batch sent as Send has it, two
+// datagrams, so that its busy-polling peer sees the answer first.
+func TestJoinWhileAsleep(t *testing.T) {
+	jl := &joinWatchLink{}
+	a, b := newPair(t, pairOpts{udp: true, joinA: jl, pollGrace: time.Minute})
+	want := []bth.Opcode{bth.RCSendOnly, bth.RCAcknowledge}
+	// round has A wait for a SEND from B with await, answer it, and B take
+	// the answer; it returns A's batches from the answer on. A waits
+	// first, so that its waiter, not its receive goroutine, takes B's
+	// SEND, and the ACK is left owed for the answer to take along.
+	round := func(i int, await func() cq.WC) (plain, joined [][]bth.Opcode) {
+		t.Helper()
+		a.postRecv(t, qp.RecvWR{WRID: uint64(i), SGList: []qp.SGE{a.sge(0, 8)}})
+		b.postRecv(t, qp.RecvWR{WRID: uint64(i), SGList: []qp.SGE{b.sge(0, 8)}})
+		got := make(chan cq.WC, 1)
+		go func() { got <- await() }()
+		time.Sleep(time.Millisecond)
+		b.postSend(t, qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGList: []qp.SGE{b.sge(64, 8)}})
+		status(t, []cq.WC{<-got}, cq.StatusSuccess)
+		jl.batches()
+		a.postSend(t, qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGList: []qp.SGE{a.sge(64, 8)}})
+		status(t, wait(t, b.rcq, 1, 5*time.Second), cq.StatusSuccess)
+		return jl.batches()
+	}
+	const rounds = 10
+	joined := 0
+	runs := jl.Stats().Runs
+	for i := range rounds {
+		_, j := round(i, func() cq.WC {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			wc := []cq.WC{{Status: cq.StatusGeneralErr}} // if nothing came
+			a.rcq.Wait(ctx, wc)
+			return wc[0]
+		})
+		if len(j) > 0 && slices.Equal(j[0], want) {
+			joined++
+		}
+	}
+	// A worker's turn or the backstop can send the ACK before the answer
+	// in a round (TestPollAnswerBeforeAck), and a slow waiter can leave
+	// B's SEND to the receive goroutine, which answers it at once; most
+	// rounds must join.
+	if joined < rounds/2 {
+		t.Fatalf("asleep: %d of %d rounds handed the link the answer and the ACK to join", joined, rounds)
+	}
+	if got := jl.Stats().Runs - runs; got < uint64(joined) {
+		t.Fatalf("asleep: the link sent %d joined datagrams for %d joined batches", got, joined)
+	}
+	a.dev.Poll() // from here on A's program busy polls
+	for i := range rounds {
+		plain, j := round(rounds+i, func() cq.WC {
+			wc := []cq.WC{{Status: cq.StatusGeneralErr}} // if nothing came
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+				a.dev.Poll()
+				if n, _ := a.rcq.Poll(wc); n > 0 {
+					break
+				}
+			}
+			return wc[0]
+		})
+		if len(j) != 0 {
+			t.Fatalf("busy polling: round %d handed the link %v to join (and %v to send)", i, j, plain)
+		}
 	}
 }

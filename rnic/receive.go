@@ -129,6 +129,11 @@ func (d *Device) programPolls() bool {
 	return r.lastPoll.Load() != 0 || r.lastDrive.Load() != 0 || r.driving.Load()
 }
 
+// busyPolled reports whether a program busy polls the device (Poll),
+// rather than sleeping on a CQ or leaving the link to the receive
+// goroutine.
+func (d *Device) busyPolled() bool { return d.rx.lastPoll.Load() != 0 }
+
 // deferredSend follows a send the link deferred: if the backstop is not
 // set, it sets it for when the program's grace runs out, to flush what a
 // program that stops polling without Flush leaves behind; if the grace

@@ -49,6 +49,12 @@ type transmitter struct {
 	deferrer link.Deferrer
 	polling  func() bool
 	deferred func()
+
+	// joiner is the link, if it can join short packets into one
+	// datagram; busyPolled says whether a program busy polls the device,
+	// whose packets then leave as the link's Send has them.
+	joiner     link.Joiner
+	busyPolled func() bool
 }
 
 // Finish puts the IP and UDP headers in front of a transport packet and
@@ -96,16 +102,21 @@ func (t *transmitter) Finish(tx *rc.TxDesc, buf []byte, n int) []byte {
 // failed to transmit; the transport recovers. While a program busy polls the
 // device, a link.Deferrer's sends wait for the program's next poll (or
 // the backstop's flush), so that what it posts between two polls leaves
-// in one system call.
+// in one system call. While none busy polls, a link.Joiner joins short
+// packets (a request and the ACK behind it) into one datagram, which a
+// sleeping peer wakes once for.
 func (t *transmitter) Send(pkts [][]byte) {
-	if t.deferrer != nil && t.polling() {
-		if err := t.deferrer.SendDeferred(pkts); err != nil {
-			t.sendErr(len(pkts))
-		}
+	var err error
+	switch {
+	case t.deferrer != nil && t.polling():
+		err = t.deferrer.SendDeferred(pkts)
 		t.deferred()
-		return
+	case t.joiner != nil && len(pkts) > 1 && !t.busyPolled():
+		err = t.joiner.SendJoined(pkts)
+	default:
+		err = t.link.Send(pkts)
 	}
-	if err := t.link.Send(pkts); err != nil {
+	if err != nil {
 		t.sendErr(len(pkts))
 	}
 }

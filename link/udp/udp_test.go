@@ -577,3 +577,58 @@ func TestAlsoTakesTurns(t *testing.T) {
 		t.Errorf("the packet to the Also address came with Receive call %d, behind a backlog of %d at the first address; want call 1 or 2", lateAt, backlog)
 	}
 }
+
+// TestSendJoined sends a short packet and a shorter one behind it (a
+// request and its ACK) to one peer: Send sends them as two datagrams,
+// SendJoined as one, which the peer's link reads whole and cuts into the
+// same two packets, the second's IPv4 ICRC computed for the ID the kernel
+// gives it (1).
+func TestSendJoined(t *testing.T) {
+	p := netns.NewPair(t, 0)
+	for _, fam := range [][2]netip.Addr{{p.A4, p.B4}, {p.A6, p.B6}} {
+		t.Run(fam[0].String(), func(t *testing.T) {
+			a := env{p.A}.open(t, udp.Config{Addr: fam[0]})
+			b := env{p.B}.open(t, udp.Config{Addr: fam[1]})
+			// want returns the pair as the peer must see it when the
+			// kernel numbers their IPv4 IDs from id.
+			want := func(psn uint32, step uint16) [][]byte {
+				var pkts [][]byte
+				for k, size := range []int{40, 0} {
+					f := frame(fam[0], fam[1], a.SourcePort(), b.SourcePort(), psn+uint32(k), size, 0)
+					f.IP.ID = uint16(k) * step
+					pkts = append(pkts, build(t, f))
+				}
+				return pkts
+			}
+			check := func(got, want [][]byte) {
+				t.Helper()
+				for i := range want {
+					sameRoCE(t, got[i], want[i][link.Headroom:])
+				}
+				if fam[0].Is6() {
+					for _, g := range got {
+						if err := parse(t, g).CheckICRC(); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+			}
+
+			if err := a.Send(want(1, 0)); err != nil {
+				t.Fatal(err)
+			}
+			check(collect(t, b, 2), want(1, 0))
+			if sa, sb := a.Stats(), b.Stats(); sa.Sent != 2 || sa.Runs != 0 || sb.Joined != 0 {
+				t.Fatalf("Send: sender Stats %+v, receiver %+v; want two datagrams", sa, sb)
+			}
+
+			if err := a.SendJoined(want(3, 0)); err != nil {
+				t.Fatal(err)
+			}
+			check(collect(t, b, 2), want(3, 1))
+			if sa, sb := a.Stats(), b.Stats(); sa.Sent != 4 || sa.Runs != 1 || sb.Joined != 1 || sb.Received != 4 {
+				t.Fatalf("SendJoined: sender Stats %+v, receiver %+v; want one joined datagram", sa, sb)
+			}
+		})
+	}
+}
