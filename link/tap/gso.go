@@ -39,9 +39,10 @@ import (
 //
 // A run ends at a packet to another destination or with other headers,
 // after a shorter packet (only the last segment may be short), at
-// gsoMaxSegments packets or 64 KiB; its packets are at least
-// gsoMinSegment bytes, as the udp link's: small packets (ACKs, short
-// messages) gain little and go one a frame. A kernel that refuses the
+// gsoMaxSegments packets or 64 KiB. Send's runs are of packets of at
+// least gsoMinSegment bytes, as the udp link's, and SendJoined's of any
+// length, for a device whose program sleeps (link.Joiner; the udp link
+// says why). A kernel that refuses the
 // header (before Linux 6.2, which added UDP segmentation to TAP writes)
 // answers EINVAL: the link then sends every packet alone from there on.
 const (
@@ -63,6 +64,7 @@ type gsoRun struct {
 	seg    int      // the first packet's UDP payload length
 	bytes  int      // the run's UDP payload bytes
 	short  bool     // a packet shorter than seg ended the run
+	minRun int      // the shortest packet that starts a run
 
 	hdr   [vnetHdrLen + ether.HeaderLen + wire.IPv6Len + wire.UDPLen]byte
 	icrcs [gsoMaxSegments][wire.ICRCLen]byte
@@ -116,7 +118,7 @@ func sameFlow(a, b []byte) bool {
 // join adds the frame at vf[vnetHdrLen:] to the run r if it continues
 // it, and reports whether it did.
 func (r *gsoRun) join(vf []byte) bool {
-	if len(r.frames) == 0 || r.short || len(r.frames) == gsoMaxSegments || r.seg < gsoMinSegment {
+	if len(r.frames) == 0 || r.short || len(r.frames) == gsoMaxSegments || r.seg == 0 || r.seg < r.minRun {
 		return false
 	}
 	f := vf[vnetHdrLen:]

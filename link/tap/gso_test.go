@@ -53,34 +53,41 @@ func TestRunsAsOneFrame(t *testing.T) {
 			add(1, 256, 0xc000, 1)   // its shorter last
 			add(1, 256, 0xc000, 0)   // too short for a run: alone
 			add(1, 256, 0xc000, 0)
+			// check has the peer receive pkts, each whole, with its ICRC
+			// right, its IPv4 ID its place in its run and its UDP
+			// checksum right.
+			check := func(pkts [][]byte, runOf []int) {
+				t.Helper()
+				for i, want := range pkts {
+					got := next(t, ch)
+					var p, w wire.Packet
+					if err := wire.ParseIP(&w, want[link.Headroom:]); err != nil {
+						t.Fatal(err)
+					}
+					if err := wire.ParseIP(&p, got); err != nil {
+						t.Fatalf("packet %d does not parse: %v", i, err)
+					}
+					if !bytes.Equal(p.Transport(), w.Transport()) || p.Src() != w.Src() || p.Dst() != w.Dst() || p.SrcPort() != w.SrcPort() {
+						t.Fatalf("packet %d differs\n got %x\nwant %x", i, got, want[link.Headroom:])
+					}
+					if err := p.CheckICRC(); err != nil {
+						t.Errorf("packet %d: %v", i, err)
+					}
+					if got[0]>>4 == 4 {
+						if id := wire.IPv4(got).ID(); id != uint16(runOf[i]) {
+							t.Errorf("packet %d: IP ID %d, want %d", i, id, runOf[i])
+						}
+					}
+					if c := udpChecksum(got); c != 0 && c != 0xffff {
+						t.Errorf("packet %d: UDP checksum wrong (sum %#x)", i, c)
+					}
+				}
+			}
 			out0 := a.Stats()
 			if err := a.Send(pkts); err != nil {
 				t.Fatal(err)
 			}
-			for i, want := range pkts {
-				got := next(t, ch)
-				var p, w wire.Packet
-				if err := wire.ParseIP(&w, want[link.Headroom:]); err != nil {
-					t.Fatal(err)
-				}
-				if err := wire.ParseIP(&p, got); err != nil {
-					t.Fatalf("packet %d does not parse: %v", i, err)
-				}
-				if !bytes.Equal(p.Transport(), w.Transport()) || p.Src() != w.Src() || p.Dst() != w.Dst() || p.SrcPort() != w.SrcPort() {
-					t.Fatalf("packet %d differs\n got %x\nwant %x", i, got, want[link.Headroom:])
-				}
-				if err := p.CheckICRC(); err != nil {
-					t.Errorf("packet %d: %v", i, err)
-				}
-				if got[0]>>4 == 4 {
-					if id := wire.IPv4(got).ID(); id != uint16(runOf[i]) {
-						t.Errorf("packet %d: IP ID %d, want %d", i, id, runOf[i])
-					}
-				}
-				if c := udpChecksum(got); c != 0 && c != 0xffff {
-					t.Errorf("packet %d: UDP checksum wrong (sum %#x)", i, c)
-				}
-			}
+			check(pkts, runOf)
 			s := a.Stats()
 			if d := s.GSOWrites - out0.GSOWrites; d != 3 {
 				t.Errorf("%d runs written as one frame, want 3", d)
@@ -93,6 +100,20 @@ func TestRunsAsOneFrame(t *testing.T) {
 			// TestCutAcrossReceives).
 			if r := b.Stats().GSOReads; r < 1 || r > 3 {
 				t.Errorf("the peer read %d runs whole, want 1 to 3", r)
+			}
+
+			// SendJoined joins short packets too: an answer and the
+			// shorter ACK behind it.
+			pkts, runOf = pkts[:0], runOf[:0]
+			add(1, 40, 0xc000, 0)
+			add(1, 0, 0xc000, 1)
+			out0 = a.Stats()
+			if err := a.SendJoined(pkts); err != nil {
+				t.Fatal(err)
+			}
+			check(pkts, runOf)
+			if d := a.Stats().GSOWrites - out0.GSOWrites; d != 1 {
+				t.Errorf("SendJoined: %d runs written as one frame, want 1", d)
 			}
 		})
 	}

@@ -311,7 +311,14 @@ func (l *Link) Close() error {
 // a resolved neighbour goes out at once, its Ethernet header written into
 // the headroom; one to an address still being resolved is copied into
 // that address's queue. Dropped packets are counted, not errors.
-func (l *Link) Send(bufs [][]byte) error {
+func (l *Link) Send(bufs [][]byte) error { return l.send(bufs, gsoMinSegment) }
+
+// SendJoined is Send that joins runs of packets of any length into one
+// frame (link.Joiner): a short answer and the ACK behind it.
+func (l *Link) SendJoined(bufs [][]byte) error { return l.send(bufs, 0) }
+
+// send is Send whose runs are of packets of at least minRun bytes.
+func (l *Link) send(bufs [][]byte, minRun int) error {
 	if l.closed.Load() {
 		return link.ErrClosed
 	}
@@ -325,6 +332,7 @@ func (l *Link) Send(bufs [][]byte) error {
 	var r *gsoRun
 	if len(bufs) > 1 {
 		r = runPool.Get().(*gsoRun)
+		r.minRun = minRun
 		defer runPool.Put(r)
 	}
 	for _, b := range bufs {
