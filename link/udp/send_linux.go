@@ -259,10 +259,9 @@ func gsoUnsupported(err error) bool {
 }
 
 // build fills s with bufs' packets, one message per run of packets of at
-// least minRun bytes, and
-// returns the number of messages and of packets it could not send
-// (malformed). A run's packets are as long as its first, which fits the
-// link's MTU, except that the last may be shorter.
+// least minRun bytes, and returns the number of messages and of packets
+// it could not send (malformed). A run's packets are as long as its
+// first, which fits the link's MTU, except that the last may be shorter.
 func (x *sender) build(s *txScratch, bufs [][]byte, minRun int) (k, bad int) {
 	l := x.l
 	nio := 0
