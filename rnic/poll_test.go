@@ -99,6 +99,17 @@ func (s *side) read(t testing.TB, n int) []byte {
 	return b
 }
 
+// opsOf returns the opcodes of a batch of packets a device hands its
+// link (each behind link.Headroom).
+func opsOf(pkts [][]byte) []bth.Opcode {
+	var ops []bth.Opcode
+	for _, p := range pkts {
+		op, _ := opOf(p[link.Headroom:])
+		ops = append(ops, op)
+	}
+	return ops
+}
+
 // TestPollAnswerBeforeAck: a side that polls, sees the peer's WRITE land
 // and answers with its own sends the answer first and the ACK it owes
 // behind it, in the same batch, so the peer can go on at once.
@@ -112,11 +123,7 @@ func TestPollAnswerBeforeAck(t *testing.T) {
 	var mu sync.Mutex
 	var sent [][]bth.Opcode // the batches A's device handed its link
 	sends := func(pkts [][]byte) {
-		var ops []bth.Opcode
-		for _, p := range pkts {
-			op, _ := opOf(p[link.Headroom:])
-			ops = append(ops, op)
-		}
+		ops := opsOf(pkts)
 		mu.Lock()
 		sent = append(sent, ops)
 		mu.Unlock()
@@ -600,11 +607,7 @@ type joinWatchLink struct {
 }
 
 func (l *joinWatchLink) record(to *[][]bth.Opcode, pkts [][]byte) {
-	var ops []bth.Opcode
-	for _, p := range pkts {
-		op, _ := opOf(p[link.Headroom:])
-		ops = append(ops, op)
-	}
+	ops := opsOf(pkts)
 	l.mu.Lock()
 	*to = append(*to, ops)
 	l.mu.Unlock()
