@@ -330,23 +330,14 @@ func captureTests(t *testing.T, a, b, ns *netns, dev string) string {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // tshark starts slowly
-	for _, test := range []string{"write_bw", "read_bw", "send_bw", "atomic_bw"} {
-		size := "5000"
-		if test == "atomic_bw" {
-			size = "8"
-		}
-		args := []string{test, "-n", "50", "-s", size, "--link", "udp", "--json"}
-		srv := append(append([]string{}, args...), "--ip", "10.77.0.2")
-		cli := append(append([]string{}, args...), "--ip", "10.77.0.1", "10.77.0.2")
-		pair(t, b, a, srv, cli)
-	}
-	// Sides asleep on their CQs have the udp link join each answer and
-	// the ACK behind it into one datagram (link.Joiner).
-	for _, test := range []string{"write_lat", "send_lat"} {
-		args := []string{test, "-n", "50", "-s", "2", "-e", "--link", "udp", "--json"}
-		srv := append(append([]string{}, args...), "--ip", "10.77.0.2")
-		cli := append(append([]string{}, args...), "--ip", "10.77.0.1", "10.77.0.2")
-		pair(t, b, a, srv, cli)
+	for _, run := range [][]string{
+		{"write_bw", "-s", "5000"}, {"read_bw", "-s", "5000"}, {"send_bw", "-s", "5000"}, {"atomic_bw", "-s", "8"},
+		// Sides asleep on their CQs have the udp link join each answer
+		// and the ACK behind it into one datagram (link.Joiner).
+		{"write_lat", "-s", "2", "-e"}, {"send_lat", "-s", "2", "-e"},
+	} {
+		args := slices.Concat(run, []string{"-n", "50", "--link", "udp", "--json"})
+		pair(t, b, a, slices.Concat(args, []string{"--ip", "10.77.0.2"}), slices.Concat(args, []string{"--ip", "10.77.0.1", "10.77.0.2"}))
 	}
 	time.Sleep(500 * time.Millisecond)
 	capture.Process.Signal(syscall.SIGINT)
