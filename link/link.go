@@ -99,9 +99,9 @@ type Poller interface {
 	TryReceive(bufs [][]byte, sizes []int) (int, error)
 }
 
-// TimedPoller is a Poller whose wait for a packet can give up, for a
-// device whose program's goroutine waits for the link itself
-// (rnic.Device.Drive).
+// TimedPoller is a Poller whose wait for a packet can give up, or be
+// ended by another goroutine, for a device whose program's goroutine
+// waits for the link itself (rnic.Device.Drive).
 type TimedPoller interface {
 	Poller
 
@@ -109,6 +109,14 @@ type TimedPoller interface {
 	// latest (rounded up to a millisecond), and reports whether a packet
 	// may be waiting.
 	WaitReceiveFor(timeout time.Duration) (bool, error)
+
+	// WakeReceive ends the WaitReceiveFor under way, or the next one if
+	// none is, as if a packet may be waiting: for a waiter that
+	// something other than a packet should wake (a completion another
+	// goroutine pushed, its context's end). WaitReceive does not see it:
+	// the device's receive goroutine may wait beside the waiter, and
+	// must not take its wake.
+	WakeReceive()
 }
 
 // Notifier is a Poller that says when packets arrive, for a device that

@@ -63,6 +63,7 @@ func Run(t *testing.T, newPair NewPair) {
 		{"SendAfterClose", testSendAfterClose},
 		{"Addrs", testAddrs},
 		{"Deferred", testDeferred},
+		{"WakeReceive", testWakeReceive},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newPair) })
@@ -459,6 +460,58 @@ func testCloseWakesReceive(t *testing.T, newPair NewPair) {
 	case <-time.After(Timeout):
 		t.Fatalf("Close did not wake a blocked Receive in %v", Timeout)
 	}
+}
+
+// testWakeReceive checks a TimedPoller's WakeReceive: it ends the
+// WaitReceiveFor under way, even with WaitReceives beside it (which must
+// not take it), and one with no wait under way ends the next
+// WaitReceiveFor at once.
+func testWakeReceive(t *testing.T, newPair NewPair) {
+	_, b, _, _ := newPair(t)
+	tp, ok := b.(link.TimedPoller)
+	if !ok {
+		t.Skip("not a link.TimedPoller")
+	}
+	stop, plainDone := make(chan struct{}), make(chan struct{})
+	go func() { // waits beside, as a device's receive goroutine may
+		defer close(plainDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if tp.WaitReceive() != nil {
+				return
+			}
+			time.Sleep(time.Millisecond) // a link may wake for frames it keeps (tap)
+		}
+	}()
+	timed := make(chan error, 1)
+	go func() {
+		ready, err := tp.WaitReceiveFor(time.Hour)
+		if err == nil && !ready {
+			err = errors.New("woken, but reports nothing ready")
+		}
+		timed <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	tp.WakeReceive()
+	select {
+	case err := <-timed:
+		if err != nil {
+			t.Fatalf("WaitReceiveFor after WakeReceive: %v", err)
+		}
+	case <-time.After(Timeout):
+		t.Fatalf("WakeReceive did not end a WaitReceiveFor in %v", Timeout)
+	}
+	tp.WakeReceive()
+	if ready, err := tp.WaitReceiveFor(time.Hour); !ready || err != nil {
+		t.Fatalf("WaitReceiveFor after a WakeReceive = %v, %v; want true, nil", ready, err)
+	}
+	close(stop)
+	b.Close()
+	<-plainDone
 }
 
 func testSendAfterClose(t *testing.T, newPair NewPair) {

@@ -501,17 +501,20 @@ func (l *Link) TryReceive(bufs [][]byte, sizes []int) (int, error) {
 // it read would wait in the stash, where no readiness of the TAP's file
 // announces it. A stash it filled before is reported here.
 func (l *Link) WaitReceive() error {
-	_, err := l.waitReceive(-1)
+	_, err := l.waitReceive(-1, false)
 	return err
 }
 
 // WaitReceiveFor is WaitReceive that gives up after timeout. It
 // implements link.TimedPoller.
 func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
-	return l.waitReceive(int((timeout + time.Millisecond - 1) / time.Millisecond))
+	return l.waitReceive(int((timeout+time.Millisecond-1)/time.Millisecond), true)
 }
 
-func (l *Link) waitReceive(timeoutMS int) (bool, error) {
+// WakeReceive ends a WaitReceiveFor (link.TimedPoller).
+func (l *Link) WakeReceive() { l.file.Wake() }
+
+func (l *Link) waitReceive(timeoutMS int, wakeable bool) (bool, error) {
 	l.polled.Store(true)
 	l.rmu.Lock()
 	stashed := len(l.stash) > 0 || l.cut.left()
@@ -522,7 +525,13 @@ func (l *Link) waitReceive(timeoutMS int) (bool, error) {
 	if stashed || l.loop.Pending() {
 		return true, nil
 	}
-	ready, err := l.file.WaitFor(unix.POLLIN, timeoutMS)
+	var ready bool
+	var err error
+	if wakeable {
+		ready, err = l.file.WaitWakeable(nil, timeoutMS)
+	} else {
+		ready, err = l.file.WaitFor(unix.POLLIN, timeoutMS)
+	}
 	if err != nil {
 		if l.closed.Load() || errors.Is(err, link.ErrClosed) {
 			return false, link.ErrClosed

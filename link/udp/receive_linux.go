@@ -277,7 +277,7 @@ func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
 	if r.held.n.Load() > 0 || l.mc.n.Load() > 0 {
 		return true, nil
 	}
-	ready, err := l.sock.WaitReadFor(l.alsoSocks, int((timeout+time.Millisecond-1)/time.Millisecond))
+	ready, err := l.sock.WaitWakeable(l.alsoSocks, int((timeout+time.Millisecond-1)/time.Millisecond))
 	if err != nil {
 		if l.closedErr(err) {
 			return false, link.ErrClosed
@@ -286,6 +286,9 @@ func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
 	}
 	return ready, nil
 }
+
+// WakeReceive ends a WaitReceiveFor (link.TimedPoller).
+func (l *Link) WakeReceive() { l.sock.Wake() }
 
 // receive reads datagrams with recvmmsg. Blocking, it waits in poll(2)
 // while the sockets are empty; not, it answers 0.

@@ -404,25 +404,27 @@ func (l *Link) gather(descs []xsk.Desc, buf []byte) int {
 // WaitReceive blocks until a packet may be waiting on any queue, or the
 // link closes.
 func (l *Link) WaitReceive() error {
-	_, err := l.wait(-1)
+	_, err := l.wait(-1, false)
 	return err
 }
 
 // WaitReceiveFor is WaitReceive that gives up after timeout (rounded up
 // to a millisecond), and reports whether a packet may be waiting.
 func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
-	return l.wait(int((timeout + time.Millisecond - 1) / time.Millisecond))
+	return l.wait(int((timeout+time.Millisecond-1)/time.Millisecond), true)
 }
 
-// wait polls every queue's socket and the close eventfd, outside the Go
-// runtime's poller, for at most ms milliseconds (forever if negative).
-func (l *Link) wait(ms int) (bool, error) {
+// wait polls every queue's socket and the close and loop eventfds, and
+// the kick eventfd if wakeable (WakeReceive's, for WaitReceiveFor only),
+// outside the Go runtime's poller, for at most ms milliseconds (forever if
+// negative).
+func (l *Link) wait(ms int, wakeable bool) (bool, error) {
 	l.rw.RLock()
 	defer l.rw.RUnlock()
 	if l.closed.Load() {
 		return false, link.ErrClosed
 	}
-	var buf [18]unix.PollFd // a queue each, and the eventfds: on the stack up to 16 queues
+	var buf [19]unix.PollFd // a queue each, and the eventfds: on the stack up to 16 queues
 	fds := buf[:0]
 	for _, q := range l.queues {
 		if q.holding.Load() {
@@ -436,6 +438,9 @@ func (l *Link) wait(ms int) (bool, error) {
 		fds = append(fds, unix.PollFd{Fd: int32(q.sock.FD()), Events: unix.POLLIN})
 	}
 	fds = append(fds, unix.PollFd{Fd: int32(l.wakeFD), Events: unix.POLLIN}, unix.PollFd{Fd: int32(l.loopFD), Events: unix.POLLIN})
+	if wakeable {
+		fds = append(fds, unix.PollFd{Fd: int32(l.kickFD), Events: unix.POLLIN})
+	}
 	for {
 		n, err := unix.Poll(fds, ms)
 		if err == unix.EINTR {
@@ -447,8 +452,24 @@ func (l *Link) wait(ms int) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		if wakeable && fds[len(fds)-1].Revents != 0 {
+			var v [8]byte
+			unix.Read(l.kickFD, v[:]) // unreadable again: the wake is seen
+		}
 		return n > 0, nil
 	}
+}
+
+// WakeReceive ends a WaitReceiveFor (link.TimedPoller).
+func (l *Link) WakeReceive() {
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	if l.closed.Load() {
+		return
+	}
+	var one [8]byte
+	one[0] = 1
+	unix.Write(l.kickFD, one[:])
 }
 
 // Counters returns the link's counters (link.Counterer): the sockets'

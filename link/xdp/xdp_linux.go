@@ -92,6 +92,7 @@ type Link struct {
 	// own receive path, and loopFD, an eventfd, wakes WaitReceive for it.
 	loop   groups.Loopback
 	loopFD int
+	kickFD int // an eventfd WakeReceive writes, to end a WaitReceiveFor early
 	res    *neigh.Resolver
 	// nl is a netlink handle in the link's namespace, for the
 	// interface's own statistics; rxDropped0 is its receive drops when
@@ -188,7 +189,7 @@ func Open(c Config) (*Link, error) {
 	l := &Link{
 		name: ifc.Name, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr), mtu: min(ifc.MTU, link.MaxPacket),
 		port: c.Port, pending: make(map[netip.Addr]*waiting), resolve: make(chan struct{}, 1),
-		done: make(chan struct{}), wakeFD: -1, loopFD: -1,
+		done: make(chan struct{}), wakeFD: -1, loopFD: -1, kickFD: -1,
 	}
 	l.mc.open()
 	if l.port == 0 {
@@ -266,6 +267,9 @@ func Open(c Config) (*Link, error) {
 		return nil, fmt.Errorf("xdp: eventfd: %w", err)
 	}
 	if l.loopFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("xdp: eventfd: %w", err)
+	}
+	if l.kickFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("xdp: eventfd: %w", err)
 	}
 	if l.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
@@ -415,7 +419,7 @@ func (l *Link) release() error {
 	if l.nl != nil {
 		l.nl.Close()
 	}
-	for _, fd := range []int{l.wakeFD, l.loopFD} {
+	for _, fd := range []int{l.wakeFD, l.loopFD, l.kickFD} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}

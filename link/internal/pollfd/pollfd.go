@@ -19,7 +19,9 @@
 // descriptors, so that no call ever uses a closed (or reused) descriptor.
 // Kick writes a second eventfd, which ends a Wait as if the descriptor
 // were ready: for a link that holds packets it read but has not handed on
-// yet, which poll(2) on the descriptor cannot see.
+// yet, which poll(2) on the descriptor cannot see. Wake writes a third,
+// which only WaitWakeable watches: for one waiter that something other
+// than the descriptor should wake, beside other waits that must go on.
 package pollfd
 
 import (
@@ -41,6 +43,7 @@ type FD struct {
 	fd     int
 	efd    int // readable once Close has begun
 	kfd    int // readable after a Kick, until a Wait has seen it
+	wfd    int // readable after a Wake, until a WaitWakeable has seen it
 	closed atomic.Bool
 }
 
@@ -58,7 +61,14 @@ func New(fd int) (*FD, error) {
 		unix.Close(efd)
 		return nil, err
 	}
-	return &FD{fd: fd, efd: efd, kfd: kfd}, nil
+	wfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(fd)
+		unix.Close(efd)
+		unix.Close(kfd)
+		return nil, err
+	}
+	return &FD{fd: fd, efd: efd, kfd: kfd, wfd: wfd}, nil
 }
 
 // Do runs fn on the descriptor, or returns link.ErrClosed.
@@ -139,7 +149,7 @@ func (f *FD) Wait(events int16) error {
 // negative), and reports whether the descriptor became ready, or, waiting
 // to read, a Kick came.
 func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
-	return f.wait(events, nil, timeoutMS)
+	return f.wait(events, nil, timeoutMS, false)
 }
 
 // WaitReadFor is WaitFor(unix.POLLIN, timeoutMS) on f and others at once:
@@ -148,12 +158,19 @@ func (f *FD) WaitFor(events int16, timeoutMS int) (bool, error) {
 // a link with several sockets, read by one Receive; the others' Kicks
 // are not watched.
 func (f *FD) WaitReadFor(others []*FD, timeoutMS int) (bool, error) {
-	return f.wait(unix.POLLIN, others, timeoutMS)
+	return f.wait(unix.POLLIN, others, timeoutMS, false)
+}
+
+// WaitWakeable is WaitReadFor that a Wake of f ends too, as if f were
+// ready. Only these waits watch Wakes, and the one that sees a Wake takes
+// it: a Wake is for one waiter, and other waits on f go on.
+func (f *FD) WaitWakeable(others []*FD, timeoutMS int) (bool, error) {
+	return f.wait(unix.POLLIN, others, timeoutMS, true)
 }
 
 // wait polls f for events, and others for reading, each with its closing
-// eventfd, and f's kick when reading.
-func (f *FD) wait(events int16, others []*FD, timeoutMS int) (bool, error) {
+// eventfd, f's kick when reading, and f's wake if wakeable.
+func (f *FD) wait(events int16, others []*FD, timeoutMS int, wakeable bool) (bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for _, o := range others {
@@ -172,8 +189,16 @@ func (f *FD) wait(events int16, others []*FD, timeoutMS int) (bool, error) {
 		fds = append(fds, unix.PollFd{Fd: int32(o.fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(o.efd), Events: unix.POLLIN})
 	}
 	pairs := len(fds)
+	// The eventfds a wait takes when it sees them readable.
+	var taken [2]struct{ at, fd int }
+	takes := taken[:0]
 	if events&unix.POLLIN != 0 {
+		takes = append(takes, struct{ at, fd int }{len(fds), f.kfd})
 		fds = append(fds, unix.PollFd{Fd: int32(f.kfd), Events: unix.POLLIN})
+	}
+	if wakeable {
+		takes = append(takes, struct{ at, fd int }{len(fds), f.wfd})
+		fds = append(fds, unix.PollFd{Fd: int32(f.wfd), Events: unix.POLLIN})
 	}
 	closing := func() bool {
 		return f.closed.Load() || slices.ContainsFunc(others, func(o *FD) bool { return o.closed.Load() })
@@ -196,9 +221,11 @@ func (f *FD) wait(events int16, others []*FD, timeoutMS int) (bool, error) {
 				return false, link.ErrClosed
 			}
 		}
-		if len(fds) > pairs && fds[pairs].Revents != 0 {
-			var v [8]byte
-			unix.Read(f.kfd, v[:]) // unreadable again: the kick is seen
+		for _, t := range takes {
+			if fds[t.at].Revents != 0 {
+				var v [8]byte
+				unix.Read(t.fd, v[:]) // unreadable again: the kick or wake is seen
+			}
 		}
 		return n > 0, nil
 	}
@@ -206,7 +233,14 @@ func (f *FD) wait(events int16, others []*FD, timeoutMS int) (bool, error) {
 
 // Kick ends the Waits to read under way, or the next one if none is, as
 // if the descriptor were ready.
-func (f *FD) Kick() {
+func (f *FD) Kick() { f.post(f.kfd) }
+
+// Wake ends the WaitWakeable under way, or the next one if none is, as if
+// the descriptor were ready.
+func (f *FD) Wake() { f.post(f.wfd) }
+
+// post makes the eventfd efd readable, unless f is closed.
+func (f *FD) post(efd int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.closed.Load() {
@@ -214,7 +248,7 @@ func (f *FD) Kick() {
 	}
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(f.kfd, one[:])
+	unix.Write(efd, one[:])
 }
 
 // Close ends every Wait, waits for the calls under way to return, and
@@ -231,5 +265,6 @@ func (f *FD) Close() error {
 	err := unix.Close(f.fd)
 	unix.Close(f.efd)
 	unix.Close(f.kfd)
+	unix.Close(f.wfd)
 	return err
 }

@@ -195,3 +195,55 @@ func TestWaitReadFor(t *testing.T) {
 		t.Fatalf("a wait with a closed descriptor among others: %v, want link.ErrClosed", err)
 	}
 }
+
+// TestWake checks that a Wake ends the WaitWakeable under way, or the
+// next one, and only it: a WaitReadFor beside it goes on waiting, so that
+// it cannot take the Wake (the device's receive goroutine waits so beside
+// a waiter's Drive).
+func TestWake(t *testing.T) {
+	f, fw := pipe(t)
+	plain := make(chan error, 1)
+	go func() {
+		_, err := f.WaitReadFor(nil, -1)
+		plain <- err
+	}()
+	wakeable := make(chan bool, 1)
+	go func() {
+		ready, err := f.WaitWakeable(nil, -1)
+		if err != nil {
+			t.Error(err)
+		}
+		wakeable <- ready
+	}()
+	time.Sleep(20 * time.Millisecond) // both asleep in poll(2), mostly
+	f.Wake()
+	select {
+	case ready := <-wakeable:
+		if !ready {
+			t.Fatal("WaitWakeable after a Wake reported nothing ready")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitWakeable still blocked after a Wake")
+	}
+	select {
+	case err := <-plain:
+		t.Fatalf("WaitReadFor returned (%v) on a Wake", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if ready, err := f.WaitWakeable(nil, 0); ready || err != nil {
+		t.Fatalf("WaitWakeable after the wake was seen = %v, %v; want false, nil", ready, err)
+	}
+	f.Wake() // with no WaitWakeable under way: the next one returns at once
+	if ready, err := f.WaitReadFor(nil, 0); ready || err != nil {
+		t.Fatalf("WaitReadFor after a Wake = %v, %v; want false, nil", ready, err)
+	}
+	if ready, err := f.WaitWakeable(nil, 1000); !ready || err != nil {
+		t.Fatalf("WaitWakeable after a Wake = %v, %v; want true, nil", ready, err)
+	}
+	unix.Write(fw, []byte{1})
+	if err := <-plain; err != nil {
+		t.Fatalf("WaitReadFor when readable: %v", err)
+	}
+	f.Close()
+	f.Wake() // after Close: nothing, and no panic
+}
