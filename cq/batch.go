@@ -40,12 +40,19 @@ func (b *Batch) NewCQ(depth int, drv Driver) (*CQ, error) {
 // needs no other goroutine to wake it, as a program that waits in the
 // Go runtime's poller for its socket is woken by the packet itself.
 type Driver interface {
-	// Drive waits a short while (a few milliseconds at most) for the
+	// Drive waits a while (tens of milliseconds at most) for the
 	// device's link, processes what arrived on the calling goroutine
 	// and returns true; or returns false when the caller should sleep
 	// on the CQ instead: nothing arrived, another goroutine drives the
-	// device, or its link cannot be driven.
+	// device, or its link cannot be driven. A Wake ends the wait, and
+	// Drive then returns true.
 	Drive() bool
+
+	// Wake ends the Drive under way, or the next one if none is: the
+	// CQ calls it when a waiter in Drive has something else to notice
+	// (a completion pushed by another goroutine, the CQ's Close, the
+	// waiter's context's end). It must not block.
+	Wake()
 }
 
 // Begin opens the batch: from now until End, a Push into one of b's CQs

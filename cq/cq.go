@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // MaxDepth is the largest depth New accepts: 2^20 entries, 56 MiB of WCs
@@ -56,6 +57,12 @@ type CQ struct {
 	batch  *Batch
 	held   bool
 	driver Driver
+	// drivers counts the waiters in driver.Drive, which a Push, Close
+	// or the end of watched must wake (driver.Wake); watched is the
+	// context whose end wakes them, unwatch cancels that (under mu).
+	drivers atomic.Int32
+	watched context.Context
+	unwatch func() bool
 
 	onOverflow func() // OnOverflow's, called once, outside mu
 }
@@ -106,6 +113,7 @@ func (c *CQ) Push(wc WC) error {
 		close(c.done)
 		onOverflow := c.onOverflow
 		c.mu.Unlock()
+		c.wakeDrivers()
 		if onOverflow != nil {
 			onOverflow()
 		}
@@ -124,11 +132,20 @@ func (c *CQ) Push(wc WC) error {
 	return nil
 }
 
-// signal leaves a wakeup token for a waiter unless one is already there.
+// signal leaves a wakeup token for a waiter unless one is already there,
+// and wakes a waiter that waits in the Driver.
 func (c *CQ) signal() {
 	select {
 	case c.notify <- struct{}{}:
 	default:
+	}
+	c.wakeDrivers()
+}
+
+// wakeDrivers wakes the CQ's waiters that wait in the Driver, if any.
+func (c *CQ) wakeDrivers() {
+	if c.drivers.Load() > 0 {
+		c.driver.Wake()
 	}
 }
 
@@ -176,9 +193,8 @@ func (c *CQ) Poll(dst []WC) (int, error) {
 // A dst of length zero returns at once, as Poll would. Waiting does not
 // spin: the goroutine sleeps until a Push, Close or ctx wakes it; or, on a
 // CQ with a Driver, it first sleeps in the Driver, waiting for the
-// device's link itself, for as long as packets keep coming, and then
-// notices ctx, Close or a Push by another goroutine within the Driver's
-// wait (a few milliseconds).
+// device's link itself, for as long as packets keep coming, and a Push by
+// another goroutine, Close or ctx's end wakes it there (Driver.Wake).
 func (c *CQ) Wait(ctx context.Context, dst []WC) (int, error) {
 	if len(dst) == 0 {
 		return c.Poll(dst)
@@ -190,11 +206,11 @@ func (c *CQ) Wait(ctx context.Context, dst []WC) (int, error) {
 			return n, err
 		}
 		if drive {
+			if drive = c.drive(ctx); drive {
+				continue
+			}
 			if err := ctx.Err(); err != nil {
 				return 0, err
-			}
-			if drive = c.driver.Drive(); drive {
-				continue
 			}
 		}
 		select {
@@ -204,6 +220,43 @@ func (c *CQ) Wait(ctx context.Context, dst []WC) (int, error) {
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// drive waits in the Driver, unless ctx is done or the CQ has something
+// for Wait already, and reports whether Wait should look again and drive
+// again. A Push, Close or ctx's end after the waiter is counted among
+// c.drivers wakes it (signal, watch); one before is seen by the checks
+// here, which come after the count.
+func (c *CQ) drive(ctx context.Context) bool {
+	c.watch(ctx)
+	c.drivers.Add(1)
+	defer c.drivers.Add(-1)
+	if ctx.Err() != nil {
+		return false
+	}
+	c.mu.Lock()
+	ready := c.n > 0 || c.errLocked() != nil
+	c.mu.Unlock()
+	return ready || c.driver.Drive()
+}
+
+// watch has ctx's end wake the CQ's waiters in the Driver. It keeps the
+// registration for the next Wait with the same context, as a program
+// that waits many times under one context (a run's, a connection's)
+// would otherwise pay for one each time.
+func (c *CQ) watch(ctx context.Context) {
+	if ctx.Done() == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watched == ctx {
+		return
+	}
+	if c.unwatch != nil {
+		c.unwatch()
+	}
+	c.watched, c.unwatch = ctx, context.AfterFunc(ctx, c.wakeDrivers)
 }
 
 // Close destroys the CQ, waking every Wait. Completions still queued are
@@ -220,5 +273,10 @@ func (c *CQ) Close() error {
 		close(c.done)
 	}
 	c.n = 0
+	if c.unwatch != nil {
+		c.unwatch()
+		c.watched, c.unwatch = nil, nil
+	}
+	c.wakeDrivers()
 	return nil
 }

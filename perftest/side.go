@@ -587,6 +587,7 @@ func (s *Side) serve() (stop func()) {
 	}()
 	return sync.OnceFunc(func() {
 		close(done)
+		dev.Wake() // out of a Drive
 		<-finished
 	})
 }

@@ -28,6 +28,14 @@ var BusyPollFor = busyPollFor
 // lists for a turn they asked for.
 func (d *Device) WorkReady() int { return d.workReady() }
 
+// SetDriveWait sets how long a Drive waits for the link, until the test
+// ends.
+func SetDriveWait(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := driveWait
+	driveWait = d
+	t.Cleanup(func() { driveWait = old })
+}
+
 // SetPopulateMax sets the largest region RegMR makes present, until the
 // test ends.
 func SetPopulateMax(t interface{ Cleanup(func()) }, n uint64) {

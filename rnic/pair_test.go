@@ -68,6 +68,9 @@ type pairOpts struct {
 	// joinA, with udp, becomes side A's link around its UDP link: one
 	// that records which batches the device has it join.
 	joinA *joinWatchLink
+	// wakeA, with udp, becomes side A's link around its UDP link: one
+	// that counts the device's WakeReceive calls.
+	wakeA *wakeCountLink
 	// cheapPollB, with udp, becomes side B's link around its UDP link:
 	// one whose polls say they are cheap (link.FlagCheapPoll).
 	cheapPollB *cheapPollLink
@@ -171,6 +174,10 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		if o.joinA != nil {
 			o.joinA.Link = links[0].(*udp.Link)
 			links[0] = o.joinA
+		}
+		if o.wakeA != nil {
+			o.wakeA.Link = links[0].(*udp.Link)
+			links[0] = o.wakeA
 		}
 		if o.cheapPollB != nil {
 			o.cheapPollB.Link = links[1].(*udp.Link)

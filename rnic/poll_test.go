@@ -3,6 +3,7 @@ package rnic_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -699,5 +700,88 @@ func TestJoinWhileAsleep(t *testing.T) {
 		if len(j) != 0 {
 			t.Fatalf("busy polling: round %d handed the link %v to join (and %v to send)", i, j, plain)
 		}
+	}
+}
+
+// wakeCountLink counts the device's WakeReceive calls: the kicks that end
+// a waiter's Drive for something other than a packet.
+type wakeCountLink struct {
+	*udp.Link
+	wakes atomic.Int64
+}
+
+func (l *wakeCountLink) WakeReceive() {
+	l.wakes.Add(1)
+	l.Link.WakeReceive()
+}
+
+// TestDriveWoken checks, with Drive's own timeout out of reach, that a
+// waiter in Drive is woken by a completion no packet brings (its QP moved
+// to the error state by another goroutine flushes a receive) and by its
+// context's end, and that the packets it processes itself, and the
+// completions they push, kick nothing.
+func TestDriveWoken(t *testing.T) {
+	rnic.SetDriveWait(t, time.Hour)
+	wl := &wakeCountLink{}
+	a, b := newPair(t, pairOpts{udp: true, wakeA: wl})
+	const rounds = 10
+	for i := range rounds {
+		a.postRecv(t, qp.RecvWR{WRID: uint64(i), SGList: []qp.SGE{a.sge(0, 8)}})
+		got := make(chan []cq.WC, 1)
+		go func() { got <- wait(t, a.rcq, 1, 10*time.Second) }()
+		time.Sleep(time.Millisecond) // A waits first, in Drive
+		b.postSend(t, qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{b.sge(64, 8)}})
+		status(t, <-got, cq.StatusSuccess)
+		status(t, wait(t, b.scq, 1, 10*time.Second), cq.StatusSuccess) // B's Drive takes A's ACK
+	}
+	if n := wl.wakes.Load(); n != 0 {
+		t.Fatalf("%d kicks in %d rounds whose completions the waiter's own Drive pushed", n, rounds)
+	}
+	drives := a.dev.Drives()
+	if drives == 0 {
+		t.Fatal("no batch was processed in a waiter's Drive")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		var wc [1]cq.WC
+		_, err := a.rcq.Wait(ctx, wc[:])
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait after its context's end = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait went on after its context's end")
+	}
+
+	a.postRecv(t, qp.RecvWR{WRID: 99, SGList: []qp.SGE{a.sge(0, 8)}})
+	go func() {
+		var wc [1]cq.WC
+		_, err := a.rcq.Wait(context.Background(), wc[:])
+		if err == nil && (wc[0].WRID != 99 || wc[0].Status != cq.StatusWRFlushErr) {
+			err = fmt.Errorf("completion %+v, want WR 99 flushed", wc[0])
+		}
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := a.qp.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a flushed receive's completion did not wake the waiter in Drive")
+	}
+	if wl.wakes.Load() == 0 {
+		t.Fatal("no kick for the completions no packet brought")
 	}
 }

@@ -34,10 +34,11 @@ type receiver struct {
 	// receive goroutine or a driving waiter processes a batch (see
 	// receiveLoop).
 	wakes cq.Batch
-	// driving says a goroutine waiting on a CQ is in Drive; timed is
-	// the link, if its waits can give up.
-	driving atomic.Bool
-	timed   link.TimedPoller
+	// driving says a goroutine waiting on a CQ is in Drive, and
+	// drivenBatch that it processes a batch, whose wake-ups are its own
+	// (Wake); timed is the link, if its waits can give up.
+	driving, drivenBatch atomic.Bool
+	timed                link.TimedPoller
 
 	// Where the batches were processed (Counters.RxBatches): on the
 	// device's own goroutine, or its Loop's turns, woken or polling
@@ -59,9 +60,10 @@ type receiver struct {
 	lastRead atomic.Int64
 
 	// lastPoll is when a program last called Poll (a monotime.Time), 0
-	// after Flush, noted every markEvery
-	// calls (polls counts them); resume wakes a receive goroutine that
-	// stood aside for a polling program, on Flush.
+	// after Flush, noted every markEvery calls (polls counts them);
+	// resume wakes a receive goroutine that stood aside for a polling
+	// program, on Flush, or for a waiter whose Drive found the link
+	// quiet.
 	lastPoll atomic.Int64
 	// lastDrive is when a waiter's Drive last ended, 0 after Flush.
 	lastDrive atomic.Int64
@@ -624,10 +626,17 @@ func (d *Device) Poll() bool {
 }
 
 // driveWait is how long Drive waits for the link before it gives up and
-// its caller sleeps on the CQ instead: longer than a round trip on a
-// loaded machine, short enough that a waiter notices its context's end,
-// the CQ's Close or a completion another goroutine pushed soon.
-const driveWait = 2 * time.Millisecond
+// its caller sleeps on the CQ instead, leaving the link to the receive
+// goroutine. What else a waiter must notice ends the wait sooner (Wake),
+// so this is only how long a quiet link keeps a waiter there: longer than
+// a round trip on a loaded machine, and longer than a kernel's tick (10 ms
+// at 100 Hz). A wait that gives up before the next tick costs more than
+// a packet's wake-up: the kernel arms its timer for the wait and cancels
+// it when the packet comes, and on a virtual machine each reprograms the
+// CPU's timer. A raw UDP ping-pong whose sides wait in poll(2) took 15-19
+// µs a round trip with no timeout, or one of 5 ms or more, and 29-52 µs
+// with one of 1 or 2 ms (docs/performance.md, 2026-12-07).
+var driveWait = 20 * time.Millisecond // a variable for tests
 
 // Drive implements cq.Driver: the goroutine waiting on one of the
 // device's CQs waits for the link itself, in poll(2), and processes the
@@ -643,15 +652,24 @@ const driveWait = 2 * time.Millisecond
 //
 // It returns false, having done nothing, when the link's waits cannot
 // give up (the mem link), another goroutine drives, or nothing arrived
-// for driveWait.
+// for driveWait; true when Wake ended the wait.
 func (d *Device) Drive() bool {
 	r := &d.rx
 	if r.timed == nil || !r.driving.CompareAndSwap(false, true) {
 		return false
 	}
+	quiet := false
 	defer func() {
 		r.lastDrive.Store(int64(d.clock.Now())) // the receive goroutine stays aside for driveGrace more
 		r.driving.Store(false)
+		if quiet {
+			// The waiter sleeps on its CQ now: the receive goroutine
+			// looks at the link again without waiting for its timer.
+			select {
+			case r.resume <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	r.mu.Lock()
 	d.flushAcks() // nobody will post them before this wait ends
@@ -660,6 +678,7 @@ func (d *Device) Drive() bool {
 	d.yieldBeforeWait()
 	ready, err := r.timed.WaitReceiveFor(driveWait)
 	if err != nil || !ready {
+		quiet = true
 		return false
 	}
 	r.mu.Lock()
@@ -667,14 +686,27 @@ func (d *Device) Drive() bool {
 	if n > 0 {
 		r.drivenBatches.Add(1)
 	}
+	r.drivenBatch.Store(true)
 	r.wakes.Begin()
 	d.process(n)
 	if len(r.owing) > 0 && r.armed.CompareAndSwap(false, true) {
 		r.backstop.Reset(d.driveGrace())
 	}
 	r.wakes.End()
+	r.drivenBatch.Store(false)
 	r.mu.Unlock()
 	return true
+}
+
+// Wake implements cq.Driver: it ends the Drive under way, or the next
+// one. The wake-ups of the Drive's own batch wake nobody: its waiter
+// looks at its CQ when the batch ends, and a kick left for the next
+// Drive would end that one for nothing.
+func (d *Device) Wake() {
+	r := &d.rx
+	if r.timed != nil && !r.drivenBatch.Load() {
+		r.timed.WakeReceive()
+	}
 }
 
 // Flush sends the ACKs Poll left owed. It tells the device that the
