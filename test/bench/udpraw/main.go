@@ -44,6 +44,7 @@ func main() {
 	busy := fs.Bool("busy", false, "ping, pong: busy poll the socket instead of sleeping in the Go runtime's poller")
 	ack := fs.Bool("ack", false, "ping, pong: send a 20-byte datagram behind every message in the same sendmmsg, as a reliable connection's ACK of the message before")
 	ackGSO := fs.Bool("ackgso", false, "ping, pong, with -ack: send the message and its ACK as one UDP GSO send (UDP_SEGMENT), which the receiving kernel cuts in two; ping's -size at least 20")
+	ppoll := fs.Int("ppoll", 0, "ping, pong, with -busy: wait in poll(2), a blocking system call, between reads rather than spin, as gorxe's udp link waits for a program that sleeps, with this timeout in milliseconds (negative: none)")
 	gro := fs.Bool("gro", false, "sink, and sleeping ping and pong: turn on UDP_GRO on the socket, so that datagrams a sender's GSO joined (blast -gso, -ackgso) arrive as one, not cut by the receiving kernel")
 	fs.Parse(os.Args[2:])
 	if *ackGSO && (!*ack || (os.Args[1] == "ping" && *size < len(ackMessage))) {
@@ -52,6 +53,7 @@ func main() {
 	}
 	joinAck = *ackGSO
 	receiveGRO = *gro
+	waitInPoll, pollTimeout = *ppoll != 0, *ppoll
 	var err error
 	switch os.Args[1] {
 	case "sink":
@@ -298,6 +300,13 @@ func setGRO(c *net.UDPConn) error {
 	return nil
 }
 
+// waitInPoll (-ppoll) has a busy endpoint wait in poll(2) between reads,
+// for at most pollTimeout milliseconds (forever if negative).
+var (
+	waitInPoll  bool
+	pollTimeout int
+)
+
 // receiveGRO (-gro) turns on UDP_GRO on a sleeping endpoint's socket.
 var receiveGRO bool
 
@@ -413,6 +422,12 @@ func (e *busyEndpoint) recv(buf []byte, deadline time.Time) (int, netip.AddrPort
 		}
 		if err != unix.EAGAIN && err != unix.EINTR {
 			return 0, netip.AddrPort{}, err
+		}
+		if waitInPoll {
+			fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
+			if _, err := unix.Poll(fds, pollTimeout); err != nil && err != unix.EINTR {
+				return 0, netip.AddrPort{}, err
+			}
 		}
 		if spins%1024 == 0 && !deadline.IsZero() && time.Now().After(deadline) {
 			return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
