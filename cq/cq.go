@@ -58,10 +58,10 @@ type CQ struct {
 	held   bool
 	driver Driver
 	// drivers counts the waiters in driver.Drive, which a Push, Close
-	// or the end of watched must wake (driver.Wake); watched is the
-	// context whose end wakes them, unwatch cancels that (under mu).
+	// or the end of the context watched is the Done channel of must wake
+	// (driver.Wake); unwatch cancels that (under mu).
 	drivers atomic.Int32
-	watched context.Context
+	watched <-chan struct{}
 	unwatch func() bool
 
 	onOverflow func() // OnOverflow's, called once, outside mu
@@ -244,19 +244,23 @@ func (c *CQ) drive(ctx context.Context) bool {
 // registration for the next Wait with the same context, as a program
 // that waits many times under one context (a run's, a connection's)
 // would otherwise pay for one each time.
+// Contexts are told apart by their Done channels, which are comparable
+// where a context's own type may not be, and are the same for contexts
+// that end together (a context and its values).
 func (c *CQ) watch(ctx context.Context) {
-	if ctx.Done() == nil {
+	done := ctx.Done()
+	if done == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.watched == ctx {
+	if c.watched == done || c.closed {
 		return
 	}
 	if c.unwatch != nil {
 		c.unwatch()
 	}
-	c.watched, c.unwatch = ctx, context.AfterFunc(ctx, c.wakeDrivers)
+	c.watched, c.unwatch = done, context.AfterFunc(ctx, c.wakeDrivers)
 }
 
 // Close destroys the CQ, waking every Wait. Completions still queued are

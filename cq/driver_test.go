@@ -135,11 +135,15 @@ func TestWatchKeepsContext(t *testing.T) {
 		synctest.Wait() // in Drive
 		c.Push(WC{})
 		<-done
-		if c.watched != ctx {
+		if c.watched != ctx.Done() {
 			t.Fatal("a Wait that drove left the CQ not watching its context")
 		}
 		if n := testing.AllocsPerRun(100, func() { c.watch(ctx) }); n != 0 {
 			t.Fatalf("%v allocations to watch the same context again", n)
+		}
+		vctx := context.WithValue(ctx, struct{}{}, 1) // ends with ctx
+		if n := testing.AllocsPerRun(100, func() { c.watch(vctx) }); n != 0 {
+			t.Fatalf("%v allocations to watch a context that ends with the watched one", n)
 		}
 	})
 }
