@@ -415,7 +415,7 @@ func (l *Link) WaitReceiveFor(timeout time.Duration) (bool, error) {
 }
 
 // wait polls every queue's socket and the close and loop eventfds, and
-// the kick eventfd if wakeable (WakeReceive's, for WaitReceiveFor only),
+// the wake eventfd if wakeable (WakeReceive's, for WaitReceiveFor only),
 // outside the Go runtime's poller, for at most ms milliseconds (forever if
 // negative).
 func (l *Link) wait(ms int, wakeable bool) (bool, error) {
@@ -437,9 +437,9 @@ func (l *Link) wait(ms int, wakeable bool) (bool, error) {
 	for _, q := range l.queues {
 		fds = append(fds, unix.PollFd{Fd: int32(q.sock.FD()), Events: unix.POLLIN})
 	}
-	fds = append(fds, unix.PollFd{Fd: int32(l.wakeFD), Events: unix.POLLIN}, unix.PollFd{Fd: int32(l.loopFD), Events: unix.POLLIN})
+	fds = append(fds, unix.PollFd{Fd: int32(l.closeFD), Events: unix.POLLIN}, unix.PollFd{Fd: int32(l.loopFD), Events: unix.POLLIN})
 	if wakeable {
-		fds = append(fds, unix.PollFd{Fd: int32(l.kickFD), Events: unix.POLLIN})
+		fds = append(fds, unix.PollFd{Fd: int32(l.wakeFD), Events: unix.POLLIN})
 	}
 	for {
 		n, err := unix.Poll(fds, ms)
@@ -454,7 +454,7 @@ func (l *Link) wait(ms int, wakeable bool) (bool, error) {
 		}
 		if wakeable && fds[len(fds)-1].Revents != 0 {
 			var v [8]byte
-			unix.Read(l.kickFD, v[:]) // unreadable again: the wake is seen
+			unix.Read(l.wakeFD, v[:]) // unreadable again: the wake is seen
 		}
 		return n > 0, nil
 	}
@@ -469,7 +469,7 @@ func (l *Link) WakeReceive() {
 	}
 	var one [8]byte
 	one[0] = 1
-	unix.Write(l.kickFD, one[:])
+	unix.Write(l.wakeFD, one[:])
 }
 
 // Counters returns the link's counters (link.Counterer): the sockets'

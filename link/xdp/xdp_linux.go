@@ -84,15 +84,15 @@ type Link struct {
 	multi   bool   // packets may take several UMEM frames
 	rate    uint64 // the interface's speed in bits per second, or 0
 
-	prog   *xdpprog.Program
-	umem   *xsk.UMEM
-	queues []*queue
-	wakeFD int // an eventfd Close writes, to wake WaitReceive
+	prog    *xdpprog.Program
+	umem    *xsk.UMEM
+	queues  []*queue
+	closeFD int // an eventfd Close writes, to end every wait
 	// loop holds what the link sent to the groups it is in, for its
 	// own receive path, and loopFD, an eventfd, wakes WaitReceive for it.
 	loop   groups.Loopback
 	loopFD int
-	kickFD int // an eventfd WakeReceive writes, to end a WaitReceiveFor early
+	wakeFD int // an eventfd WakeReceive writes, to end a WaitReceiveFor early
 	res    *neigh.Resolver
 	// nl is a netlink handle in the link's namespace, for the
 	// interface's own statistics; rxDropped0 is its receive drops when
@@ -189,7 +189,7 @@ func Open(c Config) (*Link, error) {
 	l := &Link{
 		name: ifc.Name, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr), mtu: min(ifc.MTU, link.MaxPacket),
 		port: c.Port, pending: make(map[netip.Addr]*waiting), resolve: make(chan struct{}, 1),
-		done: make(chan struct{}), wakeFD: -1, loopFD: -1, kickFD: -1,
+		done: make(chan struct{}), closeFD: -1, loopFD: -1, wakeFD: -1,
 	}
 	l.mc.open()
 	if l.port == 0 {
@@ -263,13 +263,13 @@ func Open(c Config) (*Link, error) {
 	if l.res, err = neigh.New(l.ifindex); err != nil {
 		return nil, err
 	}
-	if l.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+	if l.closeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("xdp: eventfd: %w", err)
 	}
 	if l.loopFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("xdp: eventfd: %w", err)
 	}
-	if l.kickFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+	if l.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("xdp: eventfd: %w", err)
 	}
 	if l.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
@@ -390,7 +390,7 @@ func (l *Link) Close() error {
 	close(l.done)
 	var one [8]byte
 	one[0] = 1
-	unix.Write(l.wakeFD, one[:])
+	unix.Write(l.closeFD, one[:])
 	l.wg.Wait()
 	l.rw.Lock() // no call is under way from here on
 	defer l.rw.Unlock()
@@ -419,7 +419,7 @@ func (l *Link) release() error {
 	if l.nl != nil {
 		l.nl.Close()
 	}
-	for _, fd := range []int{l.wakeFD, l.loopFD, l.kickFD} {
+	for _, fd := range []int{l.closeFD, l.loopFD, l.wakeFD} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
