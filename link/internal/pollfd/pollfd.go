@@ -188,16 +188,11 @@ func (f *FD) wait(events int16, others []*FD, timeoutMS int, wakeable bool) (boo
 	for _, o := range others {
 		fds = append(fds, unix.PollFd{Fd: int32(o.fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(o.efd), Events: unix.POLLIN})
 	}
-	pairs := len(fds)
-	// The eventfds a wait takes when it sees them readable.
-	var taken [2]struct{ at, fd int }
-	takes := taken[:0]
+	pairs := len(fds) // after them, the eventfds a wait takes when it sees them
 	if events&unix.POLLIN != 0 {
-		takes = append(takes, struct{ at, fd int }{len(fds), f.kfd})
 		fds = append(fds, unix.PollFd{Fd: int32(f.kfd), Events: unix.POLLIN})
 	}
 	if wakeable {
-		takes = append(takes, struct{ at, fd int }{len(fds), f.wfd})
 		fds = append(fds, unix.PollFd{Fd: int32(f.wfd), Events: unix.POLLIN})
 	}
 	closing := func() bool {
@@ -221,10 +216,10 @@ func (f *FD) wait(events int16, others []*FD, timeoutMS int, wakeable bool) (boo
 				return false, link.ErrClosed
 			}
 		}
-		for _, t := range takes {
-			if fds[t.at].Revents != 0 {
+		for _, e := range fds[pairs:] {
+			if e.Revents != 0 {
 				var v [8]byte
-				unix.Read(t.fd, v[:]) // unreadable again: the kick or wake is seen
+				unix.Read(int(e.Fd), v[:]) // unreadable again: the kick or wake is seen
 			}
 		}
 		return n > 0, nil
