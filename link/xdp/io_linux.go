@@ -1,6 +1,7 @@
 package xdp
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -73,9 +74,7 @@ func (l *Link) send(bufs [][]byte, deferred bool) error {
 			// it back (IP_MULTICAST_LOOP); the device's receive path
 			// takes it from the link.
 			l.stats.looped.Add(1)
-			var one [8]byte
-			one[0] = 1
-			unix.Write(l.loopFD, one[:])
+			postEventfd(l.loopFD)
 		}
 	}
 	l.flush()
@@ -298,8 +297,7 @@ func (l *Link) takeLooped(bufs [][]byte, sizes []int) int {
 	}
 	n := l.loop.Take(bufs, sizes)
 	if !l.loop.Pending() {
-		var v [8]byte
-		unix.Read(l.loopFD, v[:])
+		takeEventfd(l.loopFD)
 	}
 	return n
 }
@@ -453,8 +451,7 @@ func (l *Link) wait(ms int, wakeable bool) (bool, error) {
 			return false, err
 		}
 		if wakeable && fds[len(fds)-1].Revents != 0 {
-			var v [8]byte
-			unix.Read(l.wakeFD, v[:]) // unreadable again: the wake is seen
+			takeEventfd(l.wakeFD) // the wake is seen
 		}
 		return n > 0, nil
 	}
@@ -467,9 +464,20 @@ func (l *Link) WakeReceive() {
 	if l.closed.Load() {
 		return
 	}
+	postEventfd(l.wakeFD)
+}
+
+// postEventfd makes the eventfd fd readable, and takeEventfd unreadable
+// again.
+func postEventfd(fd int) {
 	var one [8]byte
-	one[0] = 1
-	unix.Write(l.wakeFD, one[:])
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(fd, one[:])
+}
+
+func takeEventfd(fd int) {
+	var v [8]byte
+	unix.Read(fd, v[:])
 }
 
 // Counters returns the link's counters (link.Counterer): the sockets'

@@ -388,9 +388,7 @@ func (l *Link) Close() error {
 		return link.ErrClosed
 	}
 	close(l.done)
-	var one [8]byte
-	one[0] = 1
-	unix.Write(l.closeFD, one[:])
+	postEventfd(l.closeFD)
 	l.wg.Wait()
 	l.rw.Lock() // no call is under way from here on
 	defer l.rw.Unlock()
