@@ -665,10 +665,7 @@ func (d *Device) Drive() bool {
 		if quiet {
 			// The waiter sleeps on its CQ now: the receive goroutine
 			// looks at the link again without waiting for its timer.
-			select {
-			case r.resume <- struct{}{}:
-			default:
-			}
+			r.resumeAside()
 		}
 	}()
 	r.mu.Lock()
@@ -698,6 +695,15 @@ func (d *Device) Drive() bool {
 	return true
 }
 
+// resumeAside wakes the receive goroutine if it stands aside, to look at
+// the link again at once.
+func (r *receiver) resumeAside() {
+	select {
+	case r.resume <- struct{}{}:
+	default:
+	}
+}
+
 // Wake implements cq.Driver: it ends the Drive under way, or the next
 // one. The wake-ups of the Drive's own batch wake nobody: its waiter
 // looks at its CQ when the batch ends, and a kick left for the next
@@ -715,10 +721,7 @@ func (d *Device) Wake() {
 func (d *Device) Flush() {
 	r := &d.rx
 	if r.lastPoll.Swap(0)|r.lastDrive.Swap(0) != 0 {
-		select {
-		case r.resume <- struct{}{}:
-		default:
-		}
+		r.resumeAside()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
