@@ -16,7 +16,7 @@ import (
 // whose egress toward the receiver is htb with RED marking ECN under it,
 // 10 s a flow with --cc dcqcn and again with --cc none. It passes when the
 // script does: with DCQCN the capture has CNPs (tshark and gorxe decode),
-// the router drops nothing (or at most 3% of what it drops without
+// the router drops nothing (or at most 10% of what it drops without
 // congestion control), the two flows' goodputs are within 20% of each
 // other; without it the router drops and both clients still complete.
 // About a minute and a half, more the first time, when the VM image is
