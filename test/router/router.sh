@@ -66,6 +66,8 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+[[ -z $routercpu || ($routercpu =~ ^[0-9]+$ && $routercpu -ge 1 && $routercpu -le 100) ]] ||
+	{ echo "router.sh: --router-cpu $routercpu: want a percentage of a CPU, 1 to 100" >&2; exit 2; }
 
 cache=${GORXE_INTEROP_CACHE:-$PWD/test/interop/cache}
 . test/interop/lib.sh
@@ -151,16 +153,17 @@ vm_boot $hub taps 52:54:00:19:01:01 "$run/share" "$run/vm.log" tapr 52:54:00:19:
 # ends (the table's "longest gap" row).
 for t in /proc/$vm_pid/task/*; do renice -n -5 -p "${t##*/}" > /dev/null 2>&1 || true; done
 if [ -n "$routercpu" ]; then
-	# A CPU quota for the router's VM (cgroup v2, or v1's cpu controller).
+	# A CPU quota for the router's VM, a 10 ms period (cgroup v2, or v1's
+	# cpu controller).
 	period=10000 quota=$((routercpu * 100))
 	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
 		echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
 		cpucg=/sys/fs/cgroup/gxrt$id
-		mkdir "$cpucg" && echo "$quota $period" > "$cpucg/cpu.max"
+		{ mkdir "$cpucg" && echo "$quota $period" > "$cpucg/cpu.max"; } 2>/dev/null
 	else
 		cpucg=/sys/fs/cgroup/cpu/gxrt$id
-		mkdir "$cpucg" && echo $period > "$cpucg/cpu.cfs_period_us" && echo $quota > "$cpucg/cpu.cfs_quota_us"
-	fi
+		{ mkdir "$cpucg" && echo $period > "$cpucg/cpu.cfs_period_us" && echo $quota > "$cpucg/cpu.cfs_quota_us"; } 2>/dev/null
+	fi || { echo "router.sh: --router-cpu: cannot set a CPU quota in $cpucg (no cpu cgroup controller?)" >&2; exit 1; }
 	echo "$vm_pid" > "$cpucg/cgroup.procs"
 fi
 
