@@ -7,6 +7,7 @@
 //	udpraw blast -addr 10.77.0.2:9000 -size 4096 -d 5s   send as fast as possible
 //	udpraw blast ... -gso 15                             the same, 15 datagrams per UDP GSO send
 //	udpraw pong  -addr 10.77.0.2:9001                    echo datagrams back
+//	udpraw pong  -addr 10.77.0.2:9001 -bye               the same, and exit when a ping says it is done
 //	udpraw ping  -addr 10.77.0.2:9001 -n 5000            round trips, then print JSON
 //	udpraw ping|pong ... -ack                            each side also sends an ACK-sized datagram behind each message
 //	udpraw ping|pong ... -ack -ackgso                    the message and its ACK as one UDP GSO send, cut by the receiving kernel
@@ -45,6 +46,7 @@ func main() {
 	ack := fs.Bool("ack", false, "ping, pong: send a 20-byte datagram behind every message in the same sendmmsg, as a reliable connection's ACK of the message before")
 	ackGSO := fs.Bool("ackgso", false, "ping, pong, with -ack: send the message and its ACK as one UDP GSO send (UDP_SEGMENT), which the receiving kernel cuts in two; ping's -size at least 20")
 	ppoll := fs.Int("ppoll", 0, "ping, pong, with -busy: wait in poll(2), a blocking system call, between reads rather than spin, as gorxe's udp link waits for a program that sleeps, with this timeout in milliseconds (negative: none)")
+	bye := fs.Bool("bye", false, "pong: exit when a ping says it is done (each ping ends by saying so), so that whoever started pong need not stop it")
 	gro := fs.Bool("gro", false, "sink, and sleeping ping and pong: turn on UDP_GRO on the socket, so that datagrams a sender's GSO joined (blast -gso, -ackgso) arrive as one, not cut by the receiving kernel")
 	fs.Parse(os.Args[2:])
 	if *ackGSO && (!*ack || (os.Args[1] == "ping" && *size < len(ackMessage))) {
@@ -61,7 +63,7 @@ func main() {
 	case "blast":
 		err = blast(*addr, *size, *dur, *batch, *gso)
 	case "pong":
-		err = pong(*addr, *busy, *ack)
+		err = pong(*addr, *busy, *ack, *bye)
 	case "ping":
 		err = ping(*addr, *size, *n, *busy, *ack)
 	default:
@@ -169,7 +171,7 @@ func blast(addr string, size int, d time.Duration, batch, gso int) error {
 	return nil
 }
 
-func pong(addr string, busy, ack bool) error {
+func pong(addr string, busy, ack, bye bool) error {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return err
@@ -188,6 +190,9 @@ func pong(addr string, busy, ack bool) error {
 		if !ack || !isAck(buf[:n]) {
 			e.send(buf[:n], from, ack)
 		}
+		if bye && isBye(buf[:n]) {
+			return nil
+		}
 	}
 }
 
@@ -205,6 +210,7 @@ func ping(addr string, size, n int, busy, ack bool) error {
 		return err
 	}
 	defer e.close()
+	defer sayBye(e, dst) // a failed run too: a pong -bye must not wait for ever
 	msg, buf := make([]byte, size), make([]byte, max(size, 64))
 	rtts := make([]float64, 0, n)
 	for i := 0; i < n+100; i++ { // the first 100 warm up
@@ -238,6 +244,34 @@ func ping(addr string, size, n int, busy, ack bool) error {
 var ackMessage = append([]byte{0xac}, make([]byte, 19)...)
 
 func isAck(b []byte) bool { return len(b) == len(ackMessage) && b[0] == ackMessage[0] }
+
+// byeMessage ends a ping's run: a pong started with -bye echoes it and
+// exits. Its length and first byte tell it from a message (all zero) and
+// an ACK.
+var byeMessage = []byte{0xbb, 'b', 'y', 'e'}
+
+func isBye(b []byte) bool { return len(b) == len(byeMessage) && string(b) == string(byeMessage) }
+
+// sayBye tells the pong at dst that the run is over, until it echoes the
+// goodbye or ten tries have gone (a pong without -bye echoes it too).
+func sayBye(e endpoint, dst netip.AddrPort) {
+	buf := make([]byte, 65536)
+	for range 10 {
+		if e.send(byeMessage, dst, false) != nil {
+			return
+		}
+		deadline := time.Now().Add(100 * time.Millisecond)
+		for {
+			m, _, err := e.recv(buf, deadline)
+			if err != nil {
+				break // timed out: say it again
+			}
+			if isBye(buf[:m]) {
+				return
+			}
+		}
+	}
+}
 
 // joinAck (-ackgso) has send hand the kernel a message and its ACK as one
 // UDP GSO datagram, which the receiving kernel cuts into the two before
