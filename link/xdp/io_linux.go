@@ -1,7 +1,6 @@
 package xdp
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/gorxe/gorxe/internal/xsk"
 	"github.com/gorxe/gorxe/link"
 	"github.com/gorxe/gorxe/link/internal/ether"
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 )
 
 // Send transmits packets: packet i is bufs[i][link.Headroom:]. A packet
@@ -74,7 +74,7 @@ func (l *Link) send(bufs [][]byte, deferred bool) error {
 			// it back (IP_MULTICAST_LOOP); the device's receive path
 			// takes it from the link.
 			l.stats.looped.Add(1)
-			postEventfd(l.loopFD)
+			pollfd.PostEventfd(l.loopFD)
 		}
 	}
 	l.flush()
@@ -297,7 +297,7 @@ func (l *Link) takeLooped(bufs [][]byte, sizes []int) int {
 	}
 	n := l.loop.Take(bufs, sizes)
 	if !l.loop.Pending() {
-		takeEventfd(l.loopFD)
+		pollfd.TakeEventfd(l.loopFD)
 	}
 	return n
 }
@@ -451,7 +451,7 @@ func (l *Link) wait(ms int, wakeable bool) (bool, error) {
 			return false, err
 		}
 		if wakeable && fds[len(fds)-1].Revents != 0 {
-			takeEventfd(l.wakeFD) // the wake is seen
+			pollfd.TakeEventfd(l.wakeFD) // the wake is seen
 		}
 		return n > 0, nil
 	}
@@ -464,20 +464,7 @@ func (l *Link) WakeReceive() {
 	if l.closed.Load() {
 		return
 	}
-	postEventfd(l.wakeFD)
-}
-
-// postEventfd makes the eventfd fd readable, and takeEventfd unreadable
-// again.
-func postEventfd(fd int) {
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(fd, one[:])
-}
-
-func takeEventfd(fd int) {
-	var v [8]byte
-	unix.Read(fd, v[:])
+	pollfd.PostEventfd(l.wakeFD)
 }
 
 // Counters returns the link's counters (link.Counterer): the sockets'

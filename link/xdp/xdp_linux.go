@@ -42,6 +42,7 @@ import (
 	"github.com/gorxe/gorxe/link/internal/ether"
 	"github.com/gorxe/gorxe/link/internal/groups"
 	"github.com/gorxe/gorxe/link/internal/neigh"
+	"github.com/gorxe/gorxe/link/internal/pollfd"
 	"github.com/gorxe/gorxe/wire"
 )
 
@@ -388,7 +389,7 @@ func (l *Link) Close() error {
 		return link.ErrClosed
 	}
 	close(l.done)
-	postEventfd(l.closeFD)
+	pollfd.PostEventfd(l.closeFD)
 	l.wg.Wait()
 	l.rw.Lock() // no call is under way from here on
 	defer l.rw.Unlock()

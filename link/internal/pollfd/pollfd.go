@@ -218,8 +218,7 @@ func (f *FD) wait(events int16, others []*FD, timeoutMS int, wakeable bool) (boo
 		}
 		for _, e := range fds[pairs:] {
 			if e.Revents != 0 {
-				var v [8]byte
-				unix.Read(int(e.Fd), v[:]) // unreadable again: the kick or wake is seen
+				TakeEventfd(int(e.Fd)) // the kick or wake is seen
 			}
 		}
 		return n > 0, nil
@@ -241,9 +240,22 @@ func (f *FD) post(efd int) {
 	if f.closed.Load() {
 		return
 	}
+	PostEventfd(efd)
+}
+
+// PostEventfd makes the eventfd efd readable: a poll(2) that watches it
+// returns. TakeEventfd makes it unreadable again. The links that poll
+// eventfds of their own beside an FD's (the xdp link) use them too.
+func PostEventfd(efd int) {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	unix.Write(efd, one[:])
+}
+
+// TakeEventfd makes the eventfd efd unreadable again.
+func TakeEventfd(efd int) {
+	var v [8]byte
+	unix.Read(efd, v[:])
 }
 
 // Close ends every Wait, waits for the calls under way to return, and
@@ -252,9 +264,7 @@ func (f *FD) Close() error {
 	if f.closed.Swap(true) {
 		return link.ErrClosed
 	}
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(f.efd, one[:])
+	PostEventfd(f.efd)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := unix.Close(f.fd)
