@@ -246,11 +246,10 @@ var ackMessage = append([]byte{0xac}, make([]byte, 19)...)
 func isAck(b []byte) bool { return len(b) == len(ackMessage) && b[0] == ackMessage[0] }
 
 // byeMessage ends a ping's run: a pong started with -bye echoes it and
-// exits. Its length and first byte tell it from a message (all zero) and
-// an ACK.
+// exits. A message is all zero and an ACK 20 bytes, so neither is it.
 var byeMessage = []byte{0xbb, 'b', 'y', 'e'}
 
-func isBye(b []byte) bool { return len(b) == len(byeMessage) && string(b) == string(byeMessage) }
+func isBye(b []byte) bool { return string(b) == string(byeMessage) }
 
 // sayBye tells the pong at dst that the run is over, until it echoes the
 // goodbye or ten tries have gone (a pong without -bye echoes it too).
