@@ -177,11 +177,20 @@ func parseData(b []byte, r *Request) {
 	r.StaticRate = e.getStr(strLen)
 }
 
+// checkLen refuses a message of the wrong length: the parsers below read
+// fixed offsets.
+func checkLen(what string, b []byte, n int) error {
+	if len(b) != n {
+		return fmt.Errorf("qperf: a %s is %d bytes, not %d", what, n, len(b))
+	}
+	return nil
+}
+
 // ParseRequest reads a whole request.
 func ParseRequest(b []byte) (Request, error) {
 	var r Request
-	if len(b) != reqLen {
-		return r, fmt.Errorf("qperf: a request is %d bytes, not %d", reqLen, len(b))
+	if err := checkLen("request", b, reqLen); err != nil {
+		return r, err
 	}
 	if err := parseVersion(b[:verLen], &r); err != nil {
 		return r, err
@@ -214,13 +223,16 @@ func (n *Node) Marshal() []byte {
 }
 
 // ParseNode reads a node.
-func ParseNode(b []byte) Node {
+func ParseNode(b []byte) (Node, error) {
+	if err := checkLen("node", b, nodeLen); err != nil {
+		return Node{}, err
+	}
 	e := le{b: b}
 	n := Node{VAddr: e.get64()}
 	for _, p := range []*uint32{&n.LID, &n.QPN, &n.PSN, &n.SRQN, &n.RKey, &n.AltLID, &n.RdAtomic} {
 		*p = e.get32()
 	}
-	return n
+	return n, nil
 }
 
 // The CPU times a STAT holds, as /proc/stat's "cpu" line has them after
@@ -279,7 +291,10 @@ func (s *Stat) Marshal() []byte {
 }
 
 // ParseStat reads a stat.
-func ParseStat(b []byte) Stat {
+func ParseStat(b []byte) (Stat, error) {
+	if err := checkLen("stat", b, statLen); err != nil {
+		return Stat{}, err
+	}
 	e := le{b: b}
 	s := Stat{CPUs: e.get32(), Ticks: e.get32(), MaxCQEs: e.get32()}
 	for i := range s.Start {
@@ -291,7 +306,7 @@ func ParseStat(b []byte) Stat {
 	for _, u := range []*UStat{&s.S, &s.R, &s.RemS, &s.RemR} {
 		u.Bytes, u.Msgs, u.Errs = e.get64(), e.get64(), e.get64()
 	}
-	return s
+	return s, nil
 }
 
 // Conf is qperf's CONF, the answer to the conf test: four NUL-padded
@@ -310,7 +325,10 @@ func (c *Conf) Marshal() []byte {
 }
 
 // ParseConf reads a conf.
-func ParseConf(b []byte) Conf {
+func ParseConf(b []byte) (Conf, error) {
+	if err := checkLen("conf", b, confLen); err != nil {
+		return Conf{}, err
+	}
 	e := le{b: b}
-	return Conf{Node: e.getStr(strLen), CPU: e.getStr(strLen), OS: e.getStr(strLen), Qperf: e.getStr(strLen)}
+	return Conf{Node: e.getStr(strLen), CPU: e.getStr(strLen), OS: e.getStr(strLen), Qperf: e.getStr(strLen)}, nil
 }

@@ -72,8 +72,8 @@ func TestNodeAndStat(t *testing.T) {
 	if len(b) != 40 || b[0] != 0x00 || b[1] != 0x50 || b[12] != 0x11 || b[24] != 0x34 || b[32] != 128 {
 		t.Fatalf("node % x", b)
 	}
-	if ParseNode(b) != n {
-		t.Fatalf("ParseNode = %+v", ParseNode(b))
+	if got, err := ParseNode(b); err != nil || got != n {
+		t.Fatalf("ParseNode = %+v, %v", got, err)
 	}
 	s := Stat{CPUs: 2, Ticks: 100, MaxCQEs: 7, R: UStat{Bytes: 1 << 40, Msgs: 3, Errs: 1}}
 	s.Start[tReal], s.End[tSteal] = 5, 9
@@ -81,13 +81,47 @@ func TestNodeAndStat(t *testing.T) {
 	if len(sb) != 256 || sb[4] != 100 || sb[12] != 5 || sb[12+17*8] != 9 {
 		t.Fatalf("stat % x", sb[:24])
 	}
-	if ParseStat(sb) != s {
-		t.Fatalf("ParseStat = %+v", ParseStat(sb))
+	if got, err := ParseStat(sb); err != nil || got != s {
+		t.Fatalf("ParseStat = %+v, %v", got, err)
 	}
 	c := Conf{Node: "host", CPU: "2 Cores: AMD EPYC 2.1GHz", OS: "Linux 6.1", Qperf: "0.4.11"}
-	if cb := c.Marshal(); len(cb) != 256 || ParseConf(cb) != c || cb[64] != '2' {
-		t.Fatalf("conf round trip: %+v", ParseConf(cb))
+	cb := c.Marshal()
+	if got, err := ParseConf(cb); len(cb) != 256 || err != nil || got != c || cb[64] != '2' {
+		t.Fatalf("conf round trip: %+v, %v", got, err)
 	}
+}
+
+// FuzzMessages feeds the peer's messages, of any length and content, to
+// every parser: each returns an error for a message of the wrong length
+// and never panics; a message of the right length parses and, but for
+// the strings' padding, marshals back to itself.
+func FuzzMessages(f *testing.F) {
+	n := Node{VAddr: 0x7f0012345000, QPN: 0x11, PSN: 0xabcdef, RKey: 0x1234, RdAtomic: 128}
+	f.Add(n.Marshal())
+	f.Add((&Stat{CPUs: 2, Ticks: 100}).Marshal())
+	f.Add((&Request{VerMaj: VerMajor, VerMin: VerMinor, ID: "x"}).Marshal())
+	f.Add([]byte{})
+	f.Add(make([]byte, 39))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, err := ParseRequest(b); (err == nil) != (len(b) == reqLen) && !errors.Is(err, ErrVersion) {
+			t.Fatalf("ParseRequest of %d bytes: %v", len(b), err)
+		} else if err == nil && len(r.Marshal()) != reqLen {
+			t.Fatal("a request marshals to another length")
+		}
+		if n, err := ParseNode(b); (err == nil) != (len(b) == nodeLen) {
+			t.Fatalf("ParseNode of %d bytes: %v", len(b), err)
+		} else if err == nil && !bytes.Equal(n.Marshal()[:36], b[:36]) {
+			t.Fatalf("node % x marshals to % x", b, n.Marshal())
+		}
+		if s, err := ParseStat(b); (err == nil) != (len(b) == statLen) {
+			t.Fatalf("ParseStat of %d bytes: %v", len(b), err)
+		} else if err == nil && !bytes.Equal(s.Marshal()[:252], b[:252]) {
+			t.Fatal("a stat does not marshal back to itself")
+		}
+		if _, err := ParseConf(b); (err == nil) != (len(b) == confLen) {
+			t.Fatalf("ParseConf of %d bytes: %v", len(b), err)
+		}
+	})
 }
 
 func TestParse(t *testing.T) {

@@ -255,7 +255,9 @@ func (s *side) prep(size int) error {
 	if err != nil {
 		return err
 	}
-	s.rnode = ParseNode(b)
+	if s.rnode, err = ParseNode(b); err != nil {
+		return err
+	}
 	s.debugf("L: rkey=%08x vaddr=%010x", s.lnode.RKey, s.lnode.VAddr)
 	s.debugf("R: rkey=%08x vaddr=%010x", s.rnode.RKey, s.rnode.VAddr)
 	return nil
@@ -302,7 +304,11 @@ func (s *side) exchange() (Stat, error) {
 		if err != nil {
 			return Stat{}, err
 		}
-		return ParseStat(b), s.ctl.send([]byte(syncAfter), syncAfter)
+		st, err := ParseStat(b)
+		if err != nil {
+			return Stat{}, err
+		}
+		return st, s.ctl.send([]byte(syncAfter), syncAfter)
 	}
 	if err := s.ctl.send(s.stat.Marshal(), "results"); err != nil {
 		return Stat{}, err

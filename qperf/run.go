@@ -94,7 +94,11 @@ func (c *Command) clientTest(ctx context.Context, test string, env Env, sh *show
 		if err != nil {
 			return err
 		}
-		l, r := localConf(), ParseConf(b)
+		r, err := ParseConf(b)
+		if err != nil {
+			return err
+		}
+		l := localConf()
 		for _, v := range []struct{ name, v string }{{"loc_node", l.Node}, {"loc_cpu", l.CPU}, {"loc_os", l.OS}, {"loc_qperf", l.Qperf},
 			{"rem_node", r.Node}, {"rem_cpu", r.CPU}, {"rem_os", r.OS}, {"rem_qperf", r.Qperf}} {
 			sh.str('a', v.name, v.v)
