@@ -41,3 +41,28 @@ func TestFind(t *testing.T) {
 		t.Errorf("a 25-bit QPN was written")
 	}
 }
+
+// FuzzParse feeds a peer's key messages and capture payloads to Parse
+// and Find: nothing panics, a message Parse takes is exactly the one
+// Append writes for its key (hex digits of either case), and every key
+// Find returns is in the payload as Append writes it.
+func FuzzParse(f *testing.F) {
+	m, _ := Key{OutReads: 16, QPN: 0x11, PSN: 0xabcdef, RKey: 0x1234, VAddr: 0x7f0000001000, GID: netip.MustParseAddr("::ffff:10.9.0.3").As16()}.Append(nil)
+	f.Add(m)
+	f.Add(append([]byte("6.06\x00"), m...))
+	f.Add(m[:Len-1])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if k, err := Parse(b); err == nil {
+			again, err := k.Append(nil)
+			if err != nil || !bytes.EqualFold(again, b) {
+				t.Fatalf("Parse(%q) = %+v, which Append writes as %q, %v", b, k, again, err)
+			}
+		}
+		for _, k := range Find(b) {
+			m, err := k.Append(nil)
+			if err != nil || !bytes.Contains(bytes.ToLower(b), m[:Len-1]) {
+				t.Fatalf("Find(%q) found %+v, written %q, %v", b, k, m, err)
+			}
+		}
+	})
+}
