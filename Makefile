@@ -7,7 +7,7 @@ GO        ?= go
 # (golang/go#75804), with no failing input behind it. A count has no deadline.
 # 1000000x is about 50 s a target on a 2-core machine.
 FUZZTIME  ?= 1000000x
-FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./wire/cm:FuzzCM ./cm:FuzzLiveQP1 ./rnic:FuzzResponder ./rnic:FuzzResponderSRQ ./rnic:FuzzUnreliable ./explain:FuzzExplain ./pingpong:FuzzParseMessage ./link/tap:FuzzInput ./link/tap:FuzzCut
+FUZZ_TARGETS := ./wire:FuzzParseIP ./wire:FuzzParseUDPPayload ./wire:FuzzParseFrame ./wire/rocelayer:FuzzDecode ./wire/cm:FuzzCM ./cm:FuzzLiveQP1 ./rnic:FuzzResponder ./rnic:FuzzResponderSRQ ./rnic:FuzzUnreliable ./explain:FuzzExplain ./pingpong:FuzzParseMessage ./link/tap:FuzzInput ./link/tap:FuzzCut ./rsocket:FuzzDatagramUDP ./qperf:FuzzMessages ./internal/perfkey:FuzzParse
 
 .PHONY: all build test deps check vet fmt race router-test fuzz interop interop-full interop-flags router bench bench-gbn bench-net bench-fairness bench-scale bench-vm bench-stall bench-instr bench-cc sim-figures
 
