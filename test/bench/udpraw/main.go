@@ -462,7 +462,9 @@ func (e *busyEndpoint) recv(buf []byte, deadline time.Time) (int, netip.AddrPort
 				return 0, netip.AddrPort{}, err
 			}
 		}
-		if spins%1024 == 0 && !deadline.IsZero() && time.Now().After(deadline) {
+		// A spin looks at the clock now and then; a wait in poll(2) each
+		// time, as 1024 of them could outlast the deadline by minutes.
+		if (waitInPoll || spins%1024 == 0) && !deadline.IsZero() && time.Now().After(deadline) {
 			return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
 		}
 	}
