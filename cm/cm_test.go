@@ -844,3 +844,127 @@ func TestLinkLocal(t *testing.T) {
 		t.Errorf("LocalFor(fd00::9) = %v, want fd00::1", got)
 	}
 }
+
+// dropAll drops every CM message of attr that l sends, and counts, by
+// attribute, the CM messages l sends.
+func dropAll(l *mem.Link, attr mad.AttrID) (sent func(mad.AttrID) int) {
+	var mu sync.Mutex
+	n := map[mad.AttrID]int{}
+	l.SetFaults(mem.Faults{DropFunc: func(pkt []byte, _ uint64) bool {
+		var p wire.Packet
+		if wire.ParseIP(&p, pkt) != nil || p.BTH.DestQP() != rnic.GSIQPN || len(p.Payload) < mad.Len {
+			return false
+		}
+		id := mad.Header(p.Payload).AttrID()
+		mu.Lock()
+		defer mu.Unlock()
+		n[id]++
+		return id == attr
+	}})
+	return func(id mad.AttrID) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n[id]
+	}
+}
+
+// TestDataBeforeRTU: the active side's first message reaches the passive
+// side before its RTU (here the RTU is lost, every time). The passive
+// side takes the data for the RTU, as a NIC's communication-established
+// event has the kernel's CM do, so that a program that disconnects as
+// soon as it has received (rdma_xserver) disconnects: a DREQ the active
+// side answers, where it rejected a connection its peer held
+// established, and that peer, sending DREQs to a side that had closed,
+// took its retries (77 s at rdma_cm's timeouts) to give up.
+func TestDataBeforeRTU(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	aSent, bSent := dropAll(a.link, mad.AttrRTU), dropAll(b.link, 0)
+	l, err := b.m.Listen(netip.Addr{}, 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := acceptOne(t, l, b.params(""), false)
+	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), a.params("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := <-accepted
+	if cb == nil {
+		t.FailNow()
+	}
+	if _, err := cb.QP().PostRecv([]qp.RecvWR{{WRID: 7, SGList: []qp.SGE{{Addr: b.mr.IOVA(), Length: 64, LKey: b.mr.LKey()}}}}); err != nil {
+		t.Fatal(err)
+	}
+	send := qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGList: []qp.SGE{{Addr: a.mr.IOVA(), Length: 16, LKey: a.mr.LKey()}}}
+	if _, err := ca.QP().PostSend([]qp.SendWR{send}); err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]cq.WC
+	if n, err := b.cq.Wait(ctxFor(t, 5*time.Second), wc[:]); n != 1 || err != nil || wc[0].Status != cq.StatusSuccess {
+		t.Fatalf("the passive side's receive: %v %v", wc[0], err)
+	}
+	if aSent(mad.AttrRTU) == 0 {
+		t.Fatal("the active side sent no RTU")
+	}
+	start := time.Now()
+	if err := cb.Disconnect(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("Disconnect: %v", err)
+	}
+	select {
+	case <-ca.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the active side's connection did not end")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the disconnect took %v: the active side waited out its retries", d)
+	}
+	if bSent(mad.AttrREJ) != 0 || bSent(mad.AttrDREQ) != 1 || aSent(mad.AttrDREP) != 1 {
+		t.Errorf("passive side sent %d REJ and %d DREQ, active side %d DREP: want a DREQ answered, no REJ",
+			bSent(mad.AttrREJ), bSent(mad.AttrDREQ), aSent(mad.AttrDREP))
+	}
+}
+
+// TestRejectedWhenEstablished: the passive side closes its connection
+// before the RTU reaches it, with nothing received, and rejects it
+// (REJ for the REP, reason timeout, as the kernel's CM does). The
+// active side, established since it sent the RTU, ends its connection
+// on that REJ at once: its QP in ERR, Disconnected closed, and a
+// Disconnect that returns without sending DREQs nobody will answer.
+func TestRejectedWhenEstablished(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	aSent, bSent := dropAll(a.link, mad.AttrRTU), dropAll(b.link, 0)
+	l, err := b.m.Listen(netip.Addr{}, 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := acceptOne(t, l, b.params(""), false)
+	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), a.params("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := <-accepted
+	if cb == nil {
+		t.FailNow()
+	}
+	cb.Close()
+	select {
+	case <-ca.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the REJ did not end the active side's connection")
+	}
+	if bSent(mad.AttrREJ) != 1 {
+		t.Fatalf("the passive side sent %d REJs, want 1", bSent(mad.AttrREJ))
+	}
+	if st := ca.QP().State(); st != qp.StateErr {
+		t.Errorf("the active side's QP is %v, want ERR", st)
+	}
+	start := time.Now()
+	if err := ca.Disconnect(ctxFor(t, 10*time.Second)); err != nil {
+		t.Errorf("Disconnect: %v", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond || aSent(mad.AttrDREQ) != 0 {
+		t.Errorf("Disconnect took %v and sent %d DREQs: want at once, none", d, aSent(mad.AttrDREQ))
+	}
+}

@@ -406,18 +406,42 @@ func (c *Conn) handleRTU() {
 	}
 }
 
+// establishedByData establishes a passive connection still waiting for
+// its RTU if its QP has received a packet: the active side's QP sends
+// only once it has taken the REP, so its RTU is late or lost, and the
+// data stands for it, as a NIC's communication-established event lets
+// the CM take it. A program that received the peer's first message and
+// disconnects at once (rdma_xserver) then disconnects, where it would
+// have rejected a connection its peer holds established. m.mu is held.
+func (c *Conn) establishedByData() {
+	if c.state == stRepSent && c.qp != nil && c.qp.Stats().RcvdPkts > 0 {
+		c.m.tracef("conn %#x: data before the RTU: taken for it", c.localID)
+		c.stop()
+		c.establish()
+	}
+}
+
 func (c *Conn) establish() {
 	c.state = stEstablished
 	c.m.tracef("conn %#x: ESTABLISHED with %v QP %#x", c.localID, c.peer.src, uint32(c.remoteQP))
 	close(c.decided)
 }
 
-// handleREJ ends a handshake the peer refused.
+// handleREJ ends a handshake the peer refused. A REJ of the REP after
+// the RTU went (the passive side gave up before the RTU reached it, or
+// was closed before it came) ends the established connection, as the
+// kernel's CM does (timewait, rdma_cm's REJECTED event): the peer has
+// no connection left to answer a DREQ.
 func (c *Conn) handleREJ(rej *cm.REJ) {
 	switch c.state {
 	case stReqSent, stRepSent, stReqRcvd:
 		c.stop()
 		c.endLocked(&Rejected{Reason: rej.Reason, PrivateData: append([]byte(nil), rej.PrivateData[:]...)})
+	case stEstablished, stDreqSent:
+		c.m.tracef("conn %#x: the peer rejected the connection after it was established (reason %d)", c.localID, rej.Reason)
+		c.stop()
+		c.toErr()
+		c.endLocked(nil)
 	}
 }
 
@@ -462,6 +486,7 @@ func (c *Conn) toErr() {
 func (c *Conn) Disconnect(ctx context.Context) error {
 	m := c.m
 	m.mu.Lock()
+	c.establishedByData()
 	if c.state != stEstablished {
 		m.mu.Unlock()
 		return nil
@@ -497,6 +522,7 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 // QP, unless the caller gave it (ConnParams.QP).
 func (c *Conn) Close() error {
 	c.m.mu.Lock()
+	c.establishedByData()
 	c.abandonLocked(ErrClosed) // a handshake under way (Connect, Accept)
 	c.m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), c.m.responseTime(c.m.cfg.ResponseTimeout)*time.Duration(c.m.cfg.MaxRetries+1))
