@@ -172,6 +172,10 @@ func (g *gorxe) wait(t *testing.T, d time.Duration) error {
 		return err
 	case <-time.After(d):
 		g.cmd.Process.Kill()
+		// Wait returns once the output is copied: only then may the
+		// buffers be read.
+		err := <-g.done
+		g.done <- err
 		t.Fatalf("gorxe %v did not exit within %v\nstdout:\n%s\nstderr:\n%s", g.cmd.Args[3:], d, g.out.String(), g.errOut.String())
 		return nil
 	}
