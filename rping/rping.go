@@ -13,12 +13,14 @@ package rping
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cq"
@@ -37,6 +39,13 @@ type Params struct {
 	// TrafficClass is -t: the connection's IP traffic class (the
 	// client's; a server answers with the REQ's).
 	TrafficClass uint8
+	// GiveUp bounds each wait for a completion once connected: a run in
+	// which nothing completes for this long fails with ErrStalled. The
+	// kernel tells a C rping that its peer died (the dead process's CM
+	// sends a DREQ); a gorxe peer that is killed sends nothing, and a
+	// side waiting for its next message would wait for ever. 0 waits
+	// for ever, as rping does.
+	GiveUp time.Duration
 }
 
 // DefaultPort is rping's rdma_cm port.
@@ -68,24 +77,29 @@ const infoLen = 16
 // ErrDisconnected is what a wait ends with when the peer disconnects.
 var ErrDisconnected = errors.New("rping: disconnected")
 
+// ErrStalled is what a wait ends with when nothing completed for
+// Params.GiveUp.
+var ErrStalled = errors.New("rping: stalled")
+
 // side is one end's resources: the control buffers (the receive and send
 // infos), the data buffers (the sink, and the client's source), the CQ
 // both queues share, and the connection.
 type side struct {
-	dev   *rnic.Device
-	pd    *mr.PD
-	cq    *cq.CQ
-	ctl   []byte // recv info at 0, send info at infoLen
-	ctlMR *mr.MR
-	data  []byte // rdma_buf at 0, start_buf at size (client)
-	dMR   *mr.MR
-	size  int
-	conn  *cm.Conn
-	debug io.Writer
+	dev    *rnic.Device
+	pd     *mr.PD
+	cq     *cq.CQ
+	ctl    []byte // recv info at 0, send info at infoLen
+	ctlMR  *mr.MR
+	data   []byte // rdma_buf at 0, start_buf at size (client)
+	dMR    *mr.MR
+	size   int
+	conn   *cm.Conn
+	debug  io.Writer
+	giveUp time.Duration // Params.GiveUp
 }
 
-func newSide(dev *rnic.Device, size int, debug io.Writer) (*side, error) {
-	s := &side{dev: dev, pd: dev.AllocPD(), ctl: make([]byte, 2*infoLen), data: make([]byte, 2*size), size: size, debug: debug}
+func newSide(dev *rnic.Device, p Params, debug io.Writer) (*side, error) {
+	s := &side{dev: dev, pd: dev.AllocPD(), ctl: make([]byte, 2*infoLen), data: make([]byte, 2*p.Size), size: p.Size, debug: debug, giveUp: p.GiveUp}
 	var err error
 	if s.cq, err = dev.CreateCQ(2 * sqDepth); err != nil {
 		return nil, err
@@ -175,6 +189,11 @@ func (s *side) untilDisconnected(ctx context.Context) context.Context {
 // waited for was flushed.
 func (s *side) wait(ctx context.Context) (cq.WC, error) {
 	var wcs [1]cq.WC
+	if s.giveUp > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.giveUp, fmt.Errorf("%w: nothing completed for %v: the peer is gone", ErrStalled, s.giveUp))
+		defer cancel()
+	}
 	for {
 		n, err := s.cq.Wait(ctx, wcs[:])
 		if err != nil {
@@ -182,7 +201,7 @@ func (s *side) wait(ctx context.Context) (cq.WC, error) {
 			case <-s.conn.Disconnected():
 				return cq.WC{}, ErrDisconnected
 			default:
-				return cq.WC{}, err
+				return cq.WC{}, cmp.Or(context.Cause(ctx), err)
 			}
 		}
 		if n == 0 {
@@ -213,12 +232,12 @@ func (s *side) wait(ctx context.Context) (cq.WC, error) {
 // Client runs rping's client against the server at addr, from local
 // (the zero Addr lets the manager choose), printing to stdout as rping
 // does. It returns nil once it has pinged Count times and disconnected.
-func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.AddrPort, local netip.Addr, p Params, stdout io.Writer) error {
+func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.AddrPort, local netip.Addr, p Params, stdout io.Writer) (err error) {
 	var debug io.Writer
 	if p.Debug {
 		debug = stdout
 	}
-	s, err := newSide(dev, p.Size, debug)
+	s, err := newSide(dev, p, debug)
 	if err != nil {
 		return err
 	}
@@ -227,7 +246,7 @@ func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.Add
 	if s.conn, err = m.Dial(ctx, addr, cp); err != nil {
 		return fmt.Errorf("connect error: %w", err)
 	}
-	defer s.conn.Close()
+	defer func() { s.closeConn(err) }()
 	parent := ctx
 	ctx = s.untilDisconnected(ctx)
 	sink, start := s.data[:p.Size], s.data[p.Size:]
@@ -261,6 +280,19 @@ func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.Add
 	return s.conn.Disconnect(parent)
 }
 
+// closeConn closes the connection a run ended with err. After a stall
+// the peer is taken for gone: one DREQ goes, and nothing waits for the
+// DREP a dead peer would never send (Close would, through all of the
+// CM's retries).
+func (s *side) closeConn(err error) {
+	if errors.Is(err, ErrStalled) {
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = s.conn.Disconnect(gone)
+	}
+	_ = s.conn.Close()
+}
+
 // fill writes rping's ping text: "rdma-ping-N: ", then letters from c0
 // on, 'A' to 'z' and round again, and a NUL at the end.
 func fill(b []byte, ping int, c0 byte) {
@@ -286,12 +318,12 @@ func cString(b []byte) []byte {
 // Server answers one client's connection request from l with rping's
 // server loop, printing to stdout as rping does, and returns nil when the
 // client disconnects.
-func Server(ctx context.Context, dev *rnic.Device, l *cm.Listener, p Params, stdout, stderr io.Writer) error {
+func Server(ctx context.Context, dev *rnic.Device, l *cm.Listener, p Params, stdout, stderr io.Writer) (err error) {
 	var debug io.Writer
 	if p.Debug {
 		debug = stdout
 	}
-	s, err := newSide(dev, p.Size, debug)
+	s, err := newSide(dev, p, debug)
 	if err != nil {
 		return err
 	}
@@ -302,7 +334,7 @@ func Server(ctx context.Context, dev *rnic.Device, l *cm.Listener, p Params, std
 	if s.conn, err = req.Accept(s.params()); err != nil {
 		return fmt.Errorf("connect error: %w", err)
 	}
-	defer s.conn.Close()
+	defer func() { s.closeConn(err) }()
 	ctx = s.untilDisconnected(ctx)
 	sink := s.data[:p.Size]
 	err = s.serve(ctx, sink, p.Verbose, stdout)

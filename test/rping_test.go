@@ -188,6 +188,40 @@ func TestRstreamDeadPeer(t *testing.T) {
 	}
 }
 
+// TestRpingDeadPeer kills one side of an endless rping mid-run, so that
+// no DREQ comes (the kernel sends one for a C rping that dies; a killed
+// gorxe sends nothing): the other side, waiting for its next message,
+// gives up after --give-up, says so, and exits 1, without waiting out
+// the CM's retries for a DREP.
+func TestRpingDeadPeer(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 1500)
+	for _, victim := range []string{"server", "client"} {
+		t.Run(victim, func(t *testing.T) {
+			server := start(t, b, "rping", "-s", "-a", "10.77.0.2", "-C", "0", "--give-up", "2s")
+			time.Sleep(time.Second)
+			client := start(t, a, "rping", "-c", "-a", "10.77.0.2", "-C", "0", "--give-up", "2s")
+			time.Sleep(time.Second) // connected, and pinging
+			dead, survivor := server, client
+			if victim == "client" {
+				dead, survivor = client, server
+			}
+			dead.cmd.Process.Kill()
+			dead.wait(t, 10*time.Second)
+			killed := time.Now()
+			err := survivor.wait(t, 20*time.Second)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(survivor.errOut.String(), "stalled: nothing completed for 2s: the peer is gone") {
+				t.Fatalf("the %s's survivor: %v\nstdout:\n%s\nstderr:\n%s", victim, err, survivor.out.String(), survivor.errOut.String())
+			}
+			if d := time.Since(killed); d > 8*time.Second {
+				t.Errorf("the survivor took %v to give up, want about 2s", d)
+			}
+		})
+	}
+}
+
 // TestUDPong runs librdmacm's udpong as gorxe has it, over datagram
 // rsockets between two namespaces on the udp link: the client logs in
 // (the first message over UDP, which teaches the server its QPN), then an

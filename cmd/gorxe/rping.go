@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/internal/getopt"
@@ -58,6 +59,7 @@ func rpingOptions() []rpingOption {
 		{'t', "", req, honoured, false, "type of service: the IP traffic class of the connection", num(func(r *rpingRun) *int { return &r.tos })},
 		{'q', "", no, accepted, false, "self-created, self-modified QP: gorxe's connection manager moves the QP either way", flag(func(r *rpingRun) *bool { return &r.selfQP })},
 		{'h', "help", no, honoured, true, "print this help", flag(func(r *rpingRun) *bool { return &r.help })},
+		{0, "give-up", req, honoured, true, "once connected, fail when no completion comes for this long: the peer is taken for gone (10s; rping learns of a dead peer from the kernel's DREQ, which a killed gorxe does not send)", setPositiveDuration(func(r *rpingRun) *time.Duration { return &r.p.GiveUp })},
 	}
 	return append(opts, linkOptions(func(r *rpingRun) *linkFlags { return &r.link },
 		"how packets travel: udp (a kernel UDP socket, the default), tap (a TAP device on which gorxe is a whole host) or xdp (AF_XDP on --dev's interface, root)",
@@ -67,7 +69,7 @@ func rpingOptions() []rpingOption {
 // parseRping parses an rping command line.
 func parseRping(args []string) (*rpingRun, error) {
 	r := &rpingRun{port: rping.DefaultPort, link: linkFlags{port: wire.UDPPort}}
-	r.p.Size = rping.DefaultSize
+	r.p.Size, r.p.GiveUp = rping.DefaultSize, 10*time.Second
 	operands, err := parseOptions(rpingOptions(), r, args, false)
 	if err != nil || r.help {
 		return r, err
