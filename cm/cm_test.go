@@ -868,6 +868,31 @@ func dropAll(l *mem.Link, attr mad.AttrID) (sent func(mad.AttrID) int) {
 	}
 }
 
+// connectNoRTU connects a (active) to b (passive) with every RTU a sends
+// dropped: a's connection is established, b's waits for the RTU. It
+// returns both hosts and ends and counts, by attribute, of the CM
+// messages each side sent.
+func connectNoRTU(t *testing.T) (a, b *host, ca, cb *cm.Conn, aSent, bSent func(mad.AttrID) int) {
+	t.Helper()
+	f := mem.NewFabric()
+	a, b = newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	aSent, bSent = dropAll(a.link, mad.AttrRTU), dropAll(b.link, 0)
+	l, err := b.m.Listen(netip.Addr{}, 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := acceptOne(t, l, b.params(""), false)
+	ca, err = a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), a.params("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb = <-accepted
+	if cb == nil {
+		t.FailNow()
+	}
+	return a, b, ca, cb, aSent, bSent
+}
+
 // TestDataBeforeRTU: the active side's first message reaches the passive
 // side before its RTU (here the RTU is lost, every time). The passive
 // side takes the data for the RTU, as a NIC's communication-established
@@ -877,22 +902,7 @@ func dropAll(l *mem.Link, attr mad.AttrID) (sent func(mad.AttrID) int) {
 // established, and that peer, sending DREQs to a side that had closed,
 // took its retries (77 s at rdma_cm's timeouts) to give up.
 func TestDataBeforeRTU(t *testing.T) {
-	f := mem.NewFabric()
-	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
-	aSent, bSent := dropAll(a.link, mad.AttrRTU), dropAll(b.link, 0)
-	l, err := b.m.Listen(netip.Addr{}, 7174)
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := acceptOne(t, l, b.params(""), false)
-	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), a.params("hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb := <-accepted
-	if cb == nil {
-		t.FailNow()
-	}
+	a, b, ca, cb, aSent, bSent := connectNoRTU(t)
 	if _, err := cb.QP().PostRecv([]qp.RecvWR{{WRID: 7, SGList: []qp.SGE{{Addr: b.mr.IOVA(), Length: 64, LKey: b.mr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -932,22 +942,7 @@ func TestDataBeforeRTU(t *testing.T) {
 // on that REJ at once: its QP in ERR, Disconnected closed, and a
 // Disconnect that returns without sending DREQs nobody will answer.
 func TestRejectedWhenEstablished(t *testing.T) {
-	f := mem.NewFabric()
-	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
-	aSent, bSent := dropAll(a.link, mad.AttrRTU), dropAll(b.link, 0)
-	l, err := b.m.Listen(netip.Addr{}, 7174)
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := acceptOne(t, l, b.params(""), false)
-	ca, err := a.m.Dial(ctxFor(t, 10*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), a.params("hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb := <-accepted
-	if cb == nil {
-		t.FailNow()
-	}
+	_, _, ca, cb, aSent, bSent := connectNoRTU(t)
 	cb.Close()
 	select {
 	case <-ca.Disconnected():
