@@ -195,8 +195,9 @@ func New(dev *rnic.Device, cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Close stops the manager: connections in progress fail with ErrClosed,
-// listeners close; established connections' QPs stay as they are.
+// Close stops the manager: connections in progress are rejected and fail
+// with ErrClosed, established ones are sent a DREQ each (their QPs go to
+// ERR), listeners close. It waits for no answer.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -205,6 +206,10 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	for _, c := range m.conns {
+		// As the kernel's rdma_cm when a program's file closes (it
+		// exits): each connection is destroyed, an established one
+		// with a DREQ, so that its peer learns of the end.
+		c.destroyLocked(ErrClosed)
 		c.endLocked(ErrClosed)
 	}
 	for _, l := range m.listeners {

@@ -963,3 +963,111 @@ func TestRejectedWhenEstablished(t *testing.T) {
 		t.Errorf("Disconnect took %v and sent %d DREQs: want at once, none", d, aSent(mad.AttrDREQ))
 	}
 }
+
+// deadPeer connects a to b and then has b's link drop everything it
+// sends, as if b's process had been killed (no DREQ, no DREP ever). The
+// retries are rdma_cm's 15, each 0.55 s here: a side that waited them
+// out would wait 9 s. It returns a's end and a count, by attribute, of
+// the CM messages a sends.
+func deadPeer(t *testing.T) (a *host, ca *cm.Conn, aSent func(mad.AttrID) int) {
+	t.Helper()
+	f := mem.NewFabric()
+	cfg := cm.Config{ResponseTimeout: 12, MaxRetries: 15}
+	a, b := newHost(t, f, "10.0.0.1", cfg), newHost(t, f, "10.0.0.2", cfg)
+	ca, _ = connect(t, a, b)
+	aSent = dropAll(a.link, 0)
+	b.link.SetFaults(mem.Faults{DropFunc: func([]byte, uint64) bool { return true }})
+	return a, ca, aSent
+}
+
+// closed reports whether ch closes within d.
+func closed(ch <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+	}
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// TestCloseDeadPeer: Close is rdma_destroy_id: it sends an established
+// connection's peer one DREQ and waits for no DREP, so that closing the
+// connection of a peer that died returns at once, where it waited out
+// the retries (77 s at rdma_cm's timeouts); and it ends a Disconnect
+// that is retrying, which sends nothing more.
+func TestCloseDeadPeer(t *testing.T) {
+	t.Run("established", func(t *testing.T) {
+		_, ca, aSent := deadPeer(t)
+		q := ca.QP()
+		returned := make(chan struct{})
+		go func() { ca.Close(); close(returned) }()
+		if !closed(returned, 3*time.Second) {
+			t.Fatal("Close waited for the dead peer")
+		}
+		if !closed(ca.Disconnected(), 0) {
+			t.Error("Disconnected is not closed after Close")
+		}
+		if err := q.Destroy(); err == nil {
+			t.Error("the connection's QP is still there")
+		}
+		time.Sleep(1200 * time.Millisecond) // two retry periods
+		if n := aSent(mad.AttrDREQ); n != 1 {
+			t.Errorf("%d DREQs sent, want 1 and no retries", n)
+		}
+	})
+	t.Run("disconnecting", func(t *testing.T) {
+		_, ca, aSent := deadPeer(t)
+		disconnected := make(chan error, 1)
+		go func() { disconnected <- ca.Disconnect(ctxFor(t, 30*time.Second)) }()
+		for deadline := time.Now().Add(5 * time.Second); aSent(mad.AttrDREQ) == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("Disconnect sent no DREQ")
+			}
+		}
+		ca.Close()
+		select {
+		case err := <-disconnected:
+			if err != nil {
+				t.Errorf("Disconnect ended by Close: %v", err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatal("Close did not end the Disconnect waiting for the dead peer")
+		}
+		sent := aSent(mad.AttrDREQ)
+		time.Sleep(1200 * time.Millisecond)
+		if n := aSent(mad.AttrDREQ); n != sent {
+			t.Errorf("%d DREQs sent after Close, want none", n-sent)
+		}
+	})
+}
+
+// TestManagerCloseSendsDREQ: closing the manager (the program exits) is
+// the kernel's rdma_cm closing a program's file: each established
+// connection is destroyed with a DREQ, so the peer's connection ends
+// too, where before it was left established, its program waiting.
+func TestManagerCloseSendsDREQ(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
+	ca, cb := connect(t, a, b)
+	aSent := dropAll(a.link, 0)
+	if err := a.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if aSent(mad.AttrDREQ) != 1 {
+		t.Errorf("%d DREQs sent, want 1", aSent(mad.AttrDREQ))
+	}
+	if !closed(cb.Disconnected(), 5*time.Second) {
+		t.Fatal("the peer's connection did not end")
+	}
+	if st := cb.QP().State(); st != qp.StateErr {
+		t.Errorf("the peer's QP is %v, want ERR", st)
+	}
+	if st := ca.QP().State(); st != qp.StateErr {
+		t.Errorf("the closed manager's connection's QP is %v, want ERR", st)
+	}
+}

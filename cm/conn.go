@@ -3,7 +3,6 @@ package cm
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -483,6 +482,8 @@ func (c *Conn) toErr() {
 // goes to ERR (its outstanding work completes flushed) and a DREQ goes
 // to the peer; Disconnect returns when the DREP comes or the retries run
 // out. Disconnecting a connection that has ended already does nothing.
+// With a ctx that ends first, Disconnect stops retrying and returns ctx's
+// cause: the peer has had one DREQ.
 func (c *Conn) Disconnect(ctx context.Context) error {
 	m := c.m
 	m.mu.Lock()
@@ -491,11 +492,7 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 		m.mu.Unlock()
 		return nil
 	}
-	c.state = stDreqSent
-	c.toErr()
-	c.dreq = &cm.DREQ{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQP}
-	c.tid = m.newTID(c.localID)
-	m.sendLocked(c.peer, c.tid, c.dreq)
+	c.sendDREQ()
 	c.retries = 0
 	c.arm(m.responseTime(m.cfg.ResponseTimeout))
 	m.mu.Unlock()
@@ -512,26 +509,51 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 			return nil
 		default:
 		}
-		c.stop()
 		c.endLocked(context.Cause(ctx))
 		return context.Cause(ctx)
 	}
 }
 
-// Close disconnects the connection if it is established and destroys its
-// QP, unless the caller gave it (ConnParams.QP).
+// sendDREQ moves an established connection to DREQ_SENT: its QP to ERR,
+// and a DREQ to the peer.
+func (c *Conn) sendDREQ() {
+	c.state = stDreqSent
+	c.toErr()
+	c.dreq = &cm.DREQ{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQP}
+	c.tid = c.m.newTID(c.localID)
+	c.m.sendLocked(c.peer, c.tid, c.dreq)
+}
+
+// Close ends the connection and destroys its QP, unless the caller gave
+// it (ConnParams.QP), as rdma_destroy_id: a handshake under way is
+// rejected, an established connection is sent one DREQ, and a Disconnect
+// under way stops retrying. Close waits for nothing from the peer: the
+// kernel's CM sends the one DREQ and enters timewait, so that destroying
+// the connection of a peer that died does not wait out the retries. A
+// program that wants the peer's DREP calls Disconnect first.
 func (c *Conn) Close() error {
 	c.m.mu.Lock()
-	c.establishedByData()
-	c.abandonLocked(ErrClosed) // a handshake under way (Connect, Accept)
+	c.destroyLocked(ErrClosed)
 	c.m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), c.m.responseTime(c.m.cfg.ResponseTimeout)*time.Duration(c.m.cfg.MaxRetries+1))
-	defer cancel()
-	err := c.Disconnect(ctx)
 	if !c.ownQP || c.qp == nil {
-		return err
+		return nil
 	}
-	return errors.Join(err, c.qp.Destroy())
+	return c.qp.Destroy()
+}
+
+// destroyLocked ends the connection as rdma_destroy_id does (Close, and
+// the manager's Close for every connection it has), with err for a
+// handshake it cuts short.
+func (c *Conn) destroyLocked(err error) {
+	c.establishedByData()
+	c.abandonLocked(err) // a handshake under way (Connect, Accept)
+	switch c.state {
+	case stEstablished:
+		c.sendDREQ()
+		c.endLocked(nil)
+	case stDreqSent:
+		c.endLocked(nil)
+	}
 }
 
 // arm (re)starts the retransmission timer: the handshake's message goes

@@ -246,7 +246,7 @@ func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.Add
 	if s.conn, err = m.Dial(ctx, addr, cp); err != nil {
 		return fmt.Errorf("connect error: %w", err)
 	}
-	defer func() { s.closeConn(err) }()
+	defer s.conn.Close() // one DREQ, if the run did not disconnect: a peer that died is not waited for
 	parent := ctx
 	ctx = s.untilDisconnected(ctx)
 	sink, start := s.data[:p.Size], s.data[p.Size:]
@@ -278,19 +278,6 @@ func Client(ctx context.Context, m *cm.Manager, dev *rnic.Device, addr netip.Add
 	// Not ctx, which ends as the connection does: the DREP that ends
 	// the connection would race Disconnect's own wait for it.
 	return s.conn.Disconnect(parent)
-}
-
-// closeConn closes the connection a run ended with err. After a stall
-// the peer is taken for gone: one DREQ goes, and nothing waits for the
-// DREP a dead peer would never send (Close would, through all of the
-// CM's retries).
-func (s *side) closeConn(err error) {
-	if errors.Is(err, ErrStalled) {
-		gone, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = s.conn.Disconnect(gone)
-	}
-	_ = s.conn.Close()
 }
 
 // fill writes rping's ping text: "rdma-ping-N: ", then letters from c0
@@ -334,7 +321,7 @@ func Server(ctx context.Context, dev *rnic.Device, l *cm.Listener, p Params, std
 	if s.conn, err = req.Accept(s.params()); err != nil {
 		return fmt.Errorf("connect error: %w", err)
 	}
-	defer func() { s.closeConn(err) }()
+	defer s.conn.Close() // one DREQ, if the run did not disconnect: a peer that died is not waited for
 	ctx = s.untilDisconnected(ctx)
 	sink := s.data[:p.Size]
 	err = s.serve(ctx, sink, p.Verbose, stdout)
