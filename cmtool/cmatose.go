@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/rnic"
@@ -17,6 +18,11 @@ type CMAToseParams struct {
 	MessageCount int   // -C (10)
 	MessageSize  int   // -S (100)
 	TOS          uint8 // -t: the connections' traffic class (client)
+	// GiveUp bounds each wait for the peer once connected (a completion,
+	// the server's DREP, the client's DREQ): nothing for this long fails
+	// the run with ErrStalled. 0 waits for ever, as the C programs do;
+	// mckey's receivers always do, a group's sender may come at any time.
+	GiveUp time.Duration
 }
 
 // DefaultCMAToseParams returns ucmatose's defaults.
@@ -95,14 +101,14 @@ func cmatoseServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, p CMAT
 		}
 		fmt.Fprintln(stdout, "completing sends")
 		for _, e := range eps {
-			if err := complete(ctx, e.scq, n); err != nil {
+			if err := complete(ctx, e.scq, n, p.GiveUp); err != nil {
 				fmt.Fprintf(stdout, "cmatose: failed polling CQ: %v\n", err)
 				return -1
 			}
 		}
 		fmt.Fprintln(stdout, "receiving data transfers")
 		for _, e := range eps {
-			if err := complete(ctx, e.rcq, n); err != nil {
+			if err := complete(ctx, e.rcq, n, p.GiveUp); err != nil {
 				fmt.Fprintf(stdout, "cmatose: failed polling CQ: %v\n", err)
 				return -1
 			}
@@ -111,7 +117,7 @@ func cmatoseServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, p CMAT
 	}
 	fmt.Fprintln(stdout, "cmatose: disconnecting")
 	for _, e := range eps {
-		if err := e.conn.Disconnect(ctx); err != nil {
+		if err := disconnect(ctx, e.conn, p.GiveUp); err != nil {
 			fmt.Fprintf(stdout, "cmatose: disconnect: %v\n", err)
 			return -1
 		}
@@ -165,7 +171,7 @@ func cmatoseClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server 
 	if n > 0 {
 		fmt.Fprintln(stdout, "receiving data transfers")
 		for _, e := range eps {
-			if err := complete(ctx, e.rcq, n); err != nil {
+			if err := complete(ctx, e.rcq, n, p.GiveUp); err != nil {
 				fmt.Fprintf(stdout, "cmatose: failed polling CQ: %v\n", err)
 				return -1
 			}
@@ -180,12 +186,22 @@ func cmatoseClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server 
 		fmt.Fprintln(stdout, "data transfers complete")
 	}
 	for _, e := range eps {
-		select {
-		case <-e.conn.Disconnected():
-		case <-ctx.Done():
-			fmt.Fprintf(stdout, "cmatose: failure in rdma_get_cm_event in disconnect events: %v\n", context.Cause(ctx))
+		if err := disconnected(ctx, e.conn, p.GiveUp); err != nil {
+			fmt.Fprintf(stdout, "cmatose: failure in rdma_get_cm_event in disconnect events: %v\n", err)
 			return -1
 		}
 	}
 	return 0
+}
+
+// disconnected waits for the peer to end conn, for at most d.
+func disconnected(ctx context.Context, conn *cm.Conn, d time.Duration) error {
+	ctx, cancel := withGiveUp(ctx, d, "no DREQ")
+	defer cancel()
+	select {
+	case <-conn.Disconnected():
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }

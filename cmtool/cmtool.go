@@ -18,9 +18,11 @@ package cmtool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cq"
@@ -92,11 +94,47 @@ func (e *endpoint) send(n int, inline bool) error {
 	return nil
 }
 
-// complete waits for n completions on c, each a success.
-func complete(ctx context.Context, c *cq.CQ, n int) error {
+// ErrStalled is what a run's wait ends with when nothing came for its
+// give-up time: the peer is taken for gone. The kernel tells a C program
+// that its peer died (the dead process's rdma_cm sends a DREQ, which
+// flushes the survivor's work); a gorxe that is killed sends nothing, and
+// a side waiting for its next message would wait for ever.
+var ErrStalled = errors.New("stalled")
+
+// withGiveUp bounds a wait for the peer by d (none when d is 0): the wait's
+// ctx ends with ErrStalled, naming what did not come.
+func withGiveUp(ctx context.Context, d time.Duration, what string) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w: %s for %v: the peer is gone", ErrStalled, what, d))
+}
+
+// waitCQ waits for completions on c, as cq.Wait, for at most d: a wait
+// that d ends returns ErrStalled.
+func waitCQ(ctx context.Context, c *cq.CQ, wcs []cq.WC, d time.Duration) (int, error) {
+	wctx, cancel := withGiveUp(ctx, d, "nothing completed")
+	defer cancel()
+	n, err := c.Wait(wctx, wcs)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return n, context.Cause(wctx)
+	}
+	return n, err
+}
+
+// disconnect disconnects conn, waiting for the DREP for at most d.
+func disconnect(ctx context.Context, conn *cm.Conn, d time.Duration) error {
+	ctx, cancel := withGiveUp(ctx, d, "no DREP")
+	defer cancel()
+	return conn.Disconnect(ctx)
+}
+
+// complete waits for n completions on c, each a success, giving up when
+// none comes for d.
+func complete(ctx context.Context, c *cq.CQ, n int, d time.Duration) error {
 	wcs := make([]cq.WC, 8)
 	for done := 0; done < n; {
-		k, err := c.Wait(ctx, wcs[:min(len(wcs), n-done)])
+		k, err := waitCQ(ctx, c, wcs[:min(len(wcs), n-done)], d)
 		if err != nil {
 			return err
 		}
@@ -113,9 +151,11 @@ func complete(ctx context.Context, c *cq.CQ, n int) error {
 // RdmaServer is librdmacm's rdma_server: it takes one connection request
 // from l, receives the client's 16-byte message, answers with its own,
 // and disconnects. It prints "rdma_server: start" and "rdma_server: end
-// N" around the run, as the C program, and returns N's error.
-func RdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, stdout io.Writer) error {
-	return program(stdout, "rdma_server", func() error { return rdmaServer(ctx, dev, l, false) })
+// N" around the run, as the C program, and returns N's error. Once
+// connected, a wait in which nothing comes for giveUp (a completion, the
+// DREP) fails with ErrStalled; 0 waits for ever, as the C program.
+func RdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, giveUp time.Duration, stdout io.Writer) error {
+	return program(stdout, "rdma_server", func() error { return rdmaServer(ctx, dev, l, giveUp, false) })
 }
 
 // RdmaXServer is librdmacm's rdma_xserver with -c r (RC, its default):
@@ -123,12 +163,12 @@ func RdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, stdout io
 // bytes, 0 without XRC) and does not answer. It prints
 // "rdma_xserver: start" and "rdma_xserver: end N", as the C program run
 // under that name.
-func RdmaXServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, stdout io.Writer) error {
-	return program(stdout, "rdma_xserver", func() error { return rdmaServer(ctx, dev, l, true) })
+func RdmaXServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, giveUp time.Duration, stdout io.Writer) error {
+	return program(stdout, "rdma_xserver", func() error { return rdmaServer(ctx, dev, l, giveUp, true) })
 }
 
 // rdmaServer runs rdma_server, or with x rdma_xserver.
-func rdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, x bool) error {
+func rdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, giveUp time.Duration, x bool) error {
 	e, err := newEndpoint(dev, msgLen, 1)
 	if err != nil {
 		return err
@@ -148,34 +188,35 @@ func rdmaServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, x bool) e
 		return fmt.Errorf("rdma_accept: %w", err)
 	}
 	defer e.conn.Close()
-	if err := complete(ctx, e.rcq, 1); err != nil {
+	if err := complete(ctx, e.rcq, 1, giveUp); err != nil {
 		return fmt.Errorf("rdma_get_recv_comp: %w", err)
 	}
 	if !x {
 		if err := e.send(1, true); err != nil {
 			return fmt.Errorf("rdma_post_send: %w", err)
 		}
-		if err := complete(ctx, e.scq, 1); err != nil {
+		if err := complete(ctx, e.scq, 1, giveUp); err != nil {
 			return fmt.Errorf("rdma_get_send_comp: %w", err)
 		}
 	}
-	return e.conn.Disconnect(ctx)
+	return disconnect(ctx, e.conn, giveUp)
 }
 
 // RdmaClient is librdmacm's rdma_client: it connects to server, sends a
-// 16-byte message, receives the server's, and disconnects.
-func RdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, stdout io.Writer) error {
-	return program(stdout, "rdma_client", func() error { return rdmaClient(ctx, m, dev, server, local, false) })
+// 16-byte message, receives the server's, and disconnects, giving up as
+// RdmaServer does.
+func RdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, giveUp time.Duration, stdout io.Writer) error {
+	return program(stdout, "rdma_client", func() error { return rdmaClient(ctx, m, dev, server, local, giveUp, false) })
 }
 
 // RdmaXClient is librdmacm's rdma_xclient with -c r: rdma_client but that
 // it posts no receive and waits for no answer.
-func RdmaXClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, stdout io.Writer) error {
-	return program(stdout, "rdma_xclient", func() error { return rdmaClient(ctx, m, dev, server, local, true) })
+func RdmaXClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, giveUp time.Duration, stdout io.Writer) error {
+	return program(stdout, "rdma_xclient", func() error { return rdmaClient(ctx, m, dev, server, local, giveUp, true) })
 }
 
 // rdmaClient runs rdma_client, or with x rdma_xclient.
-func rdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, x bool) error {
+func rdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server netip.AddrPort, local netip.Addr, giveUp time.Duration, x bool) error {
 	e, err := newEndpoint(dev, msgLen, 1)
 	if err != nil {
 		return err
@@ -193,15 +234,15 @@ func rdmaClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server net
 	if err := e.send(1, true); err != nil {
 		return fmt.Errorf("rdma_post_send: %w", err)
 	}
-	if err := complete(ctx, e.scq, 1); err != nil {
+	if err := complete(ctx, e.scq, 1, giveUp); err != nil {
 		return fmt.Errorf("rdma_get_send_comp: %w", err)
 	}
 	if !x {
-		if err := complete(ctx, e.rcq, 1); err != nil {
+		if err := complete(ctx, e.rcq, 1, giveUp); err != nil {
 			return fmt.Errorf("rdma_get_recv_comp: %w", err)
 		}
 	}
-	return e.conn.Disconnect(ctx)
+	return disconnect(ctx, e.conn, giveUp)
 }
 
 // program prints name's "start" and "end N" lines around run, as the C

@@ -3,15 +3,21 @@ package cmtool_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cm/cmtest"
 	"github.com/gorxe/gorxe/cmtool"
+	"github.com/gorxe/gorxe/cq"
 	"github.com/gorxe/gorxe/link/mem"
+	"github.com/gorxe/gorxe/mr"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 )
 
@@ -26,8 +32,8 @@ func ctx(t *testing.T) context.Context {
 // says its receive completed well); each prints the C program's two
 // lines, and both sides disconnect, their DREQs crossing.
 func TestRdmaServerClient(t *testing.T) {
-	type server func(context.Context, *rnic.Device, *cm.Listener, io.Writer) error
-	type client func(context.Context, *cm.Manager, *rnic.Device, netip.AddrPort, netip.Addr, io.Writer) error
+	type server func(context.Context, *rnic.Device, *cm.Listener, time.Duration, io.Writer) error
+	type client func(context.Context, *cm.Manager, *rnic.Device, netip.AddrPort, netip.Addr, time.Duration, io.Writer) error
 	for _, tc := range []struct {
 		server, client string
 		serve          server
@@ -46,8 +52,8 @@ func TestRdmaServerClient(t *testing.T) {
 			}
 			var sout, cout bytes.Buffer
 			done := make(chan error, 1)
-			go func() { done <- tc.serve(ctx(t), sdev, l, &sout) }()
-			if err := tc.dial(ctx(t), cmgr, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, &cout); err != nil {
+			go func() { done <- tc.serve(ctx(t), sdev, l, 10*time.Second, &sout) }()
+			if err := tc.dial(ctx(t), cmgr, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, 10*time.Second, &cout); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-done; err != nil {
@@ -196,4 +202,176 @@ func TestMckey(t *testing.T) {
 		!bytes.Contains(out.Bytes(), []byte("mckey: failure joining: ")) || !bytes.Contains(out.Bytes(), []byte("not supported")) {
 		t.Errorf("an IPv6 group: status %d, printed\n%s", st, out.String())
 	}
+}
+
+// mortal opens a device and connection manager at addr whose host can be
+// killed: after kill, it sends nothing (no ACK, no DREQ, no DREP), as a
+// gorxe killed with SIGKILL. Its CM retries at rdma_cm's timeouts, so that
+// a survivor waiting out its DREQ's retries would wait 77 s.
+func mortal(t *testing.T, f *mem.Fabric, addr string) (dev *rnic.Device, m *cm.Manager, kill func()) {
+	t.Helper()
+	l, err := f.NewLink(netip.MustParseAddr(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev, err = rnic.Open(rnic.Config{Link: l}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	if m, err = cm.New(dev, cm.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return dev, m, func() { l.SetFaults(mem.Faults{DropFunc: func([]byte, uint64) bool { return true }}) }
+}
+
+// TestDeadPeer: a program whose peer dies once they are connected (a
+// gorxe killed: no DREQ comes, as the kernel sends for a dead C program)
+// gives up after the give-up time with "stalled ... the peer is gone" and
+// fails, where it waited for ever; closing its connection does not wait
+// out the DREQ's retries. The peer here is the CM and a QP with the
+// program's receives posted, killed as soon as it is connected.
+func TestDeadPeer(t *testing.T) {
+	const giveUp = 300 * time.Millisecond
+	p := cmtool.DefaultCMAToseParams()
+	p.GiveUp = giveUp
+	// rcParams is an RC connection's parameters for the peer, with
+	// receives for ten of ucmatose's messages.
+	rcParams := func(dev *rnic.Device) cm.ConnParams {
+		pd := dev.AllocPD()
+		c, err := dev.CreateCQ(64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4096)
+		m, err := dev.RegMR(pd, buf, mr.LocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := cm.ConnParams{PD: pd, SendCQ: c, RecvCQ: c, Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}
+		for range 10 {
+			cp.Receives = append(cp.Receives, qp.RecvWR{SGList: []qp.SGE{{Addr: m.IOVA(), Length: uint32(len(buf)), LKey: m.LKey()}}})
+		}
+		return cp
+	}
+	// Each runs the program against its peer, which it kills once
+	// connected, and returns what the program printed and whether it
+	// failed.
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, f *mem.Fabric, out io.Writer) bool
+	}{
+		{"rdma_server", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
+			sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+			cdev, cmgr, kill := mortal(t, f, "10.0.0.1")
+			l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				if _, err := cmgr.Dial(ctx(t), netip.MustParseAddrPort("10.0.0.2:7471"), rcParams(cdev)); err == nil {
+					kill()
+				}
+			}()
+			return failed(t, cmtool.RdmaServer(ctx(t), sdev, l, giveUp, out), out)
+		}},
+		{"rdma_client", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
+			sdev, sm, kill := mortal(t, f, "10.0.0.2")
+			cdev, cmgr := cmtest.Open(t, f, "10.0.0.1")
+			acceptAndDie(t, sm, sdev, cmtool.DefaultPort, rcParams, kill)
+			return failed(t, cmtool.RdmaClient(ctx(t), cmgr, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, giveUp, out), out)
+		}},
+		{"ucmatose server", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
+			sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+			cdev, cmgr, kill := mortal(t, f, "10.0.0.1")
+			l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				if _, err := cmgr.Dial(ctx(t), netip.MustParseAddrPort("10.0.0.2:7471"), rcParams(cdev)); err == nil {
+					kill()
+				}
+			}()
+			return cmtool.CMAToseServer(ctx(t), sdev, l, p, out) != 0
+		}},
+		{"ucmatose client", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
+			sdev, sm, kill := mortal(t, f, "10.0.0.2")
+			cdev, cmgr := cmtest.Open(t, f, "10.0.0.1")
+			acceptAndDie(t, sm, sdev, cmtool.DefaultPort, rcParams, kill)
+			return cmtool.CMAToseClient(ctx(t), cmgr, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, p, out) != 0
+		}},
+		{"udaddy client", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
+			sdev, sm, kill := mortal(t, f, "10.0.0.2")
+			cdev, cmgr := cmtest.Open(t, f, "10.0.0.1")
+			l, err := sm.ListenUD(netip.Addr{}, cmtool.UDAddyPort)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				r, err := l.Accept(ctx(t))
+				if err != nil {
+					return
+				}
+				q, err := sdev.CreateQP(qp.InitAttr{Type: qp.TypeUD, PD: sdev.AllocPD(), SendCQ: mustCQ(t, sdev), RecvCQ: mustCQ(t, sdev),
+					Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				if err == nil && cm.InitUD(q, cm.UDPQKey) == nil && r.Answer(q.Num(), cm.UDPQKey, nil) == nil {
+					kill()
+				}
+			}()
+			return cmtool.UDAddyClient(ctx(t), cmgr, cdev, netip.MustParseAddr("10.0.0.2"), netip.Addr{}, p, out) != 0
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			done := make(chan bool, 1)
+			go func() { done <- tc.run(t, mem.NewFabric(), &out) }()
+			select {
+			case failed := <-done:
+				if !failed || !strings.Contains(out.String(), "stalled") || !strings.Contains(out.String(), "the peer is gone") {
+					t.Errorf("failed %v, printed\n%s\nwant a failure: stalled, the peer is gone", failed, out.String())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("still waiting for the dead peer after 10s; printed\n%s", out.String())
+			}
+		})
+	}
+}
+
+// failed prints err, which the command prints, and reports whether it
+// is a stall.
+func failed(t *testing.T, err error, out io.Writer) bool {
+	fmt.Fprintln(out, err)
+	if !errors.Is(err, cmtool.ErrStalled) {
+		t.Errorf("%v, want ErrStalled", err)
+	}
+	return err != nil
+}
+
+// acceptAndDie accepts one connection on m's port and kills its host
+// once the connection is established.
+func acceptAndDie(t *testing.T, m *cm.Manager, dev *rnic.Device, port uint16, params func(*rnic.Device) cm.ConnParams, kill func()) {
+	t.Helper()
+	l, err := m.Listen(netip.Addr{}, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		r, err := l.Accept(ctx(t))
+		if err != nil {
+			return
+		}
+		c, err := r.Accept(params(dev))
+		if err == nil && c.Established(ctx(t)) == nil {
+			kill()
+		}
+	}()
+}
+
+func mustCQ(t *testing.T, dev *rnic.Device) *cq.CQ {
+	c, err := dev.CreateCQ(16)
+	if err != nil {
+		t.Error(err)
+	}
+	return c
 }

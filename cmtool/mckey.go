@@ -104,8 +104,12 @@ func mckey(ctx context.Context, m *cm.Manager, group, local netip.Addr, p MckeyP
 	} else {
 		fmt.Fprintln(stdout, "receiving data transfers")
 	}
+	var giveUp time.Duration // a receiver waits for the group's sender
+	if p.Sender {
+		giveUp = p.GiveUp
+	}
 	for _, u := range nodes {
-		if err := u.poll(ctx, n); err != nil {
+		if err := u.poll(ctx, n, giveUp); err != nil {
 			fmt.Fprintf(stdout, "mckey: failed polling CQ: %v\n", err)
 			return -1
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/gorxe/gorxe/cm"
 	"github.com/gorxe/gorxe/cq"
@@ -94,13 +95,13 @@ func (u *udNode) send(n int, signaled bool) error {
 	return nil
 }
 
-// poll waits for n completions; with the first receive it makes the
-// reply's address handle, as udaddy's server does (the sender's QPN is
-// the immediate data).
-func (u *udNode) poll(ctx context.Context, n int) error {
+// poll waits for n completions, giving up when none comes for giveUp;
+// with the first receive it makes the reply's address handle, as udaddy's
+// server does (the sender's QPN is the immediate data).
+func (u *udNode) poll(ctx context.Context, n int, giveUp time.Duration) error {
 	wcs := make([]cq.WC, 8)
 	for done := 0; done < n; {
-		k, err := u.cq.Wait(ctx, wcs[:min(len(wcs), n-done)])
+		k, err := waitCQ(ctx, u.cq, wcs[:min(len(wcs), n-done)], giveUp)
 		if err != nil {
 			return err
 		}
@@ -165,7 +166,7 @@ func udaddyServer(ctx context.Context, dev *rnic.Device, l *cm.UDListener, p CMA
 	}
 	fmt.Fprintln(stdout, "receiving data transfers")
 	for _, u := range nodes {
-		if err := u.poll(ctx, n); err != nil {
+		if err := u.poll(ctx, n, p.GiveUp); err != nil {
 			fmt.Fprintf(stdout, "udaddy: failed polling CQ: %v\n", err)
 			return -1
 		}
@@ -178,7 +179,7 @@ func udaddyServer(ctx context.Context, dev *rnic.Device, l *cm.UDListener, p CMA
 		}
 	}
 	for _, u := range nodes {
-		if err := u.poll(ctx, n); err != nil {
+		if err := u.poll(ctx, n, p.GiveUp); err != nil {
 			fmt.Fprintf(stdout, "udaddy: failed polling CQ: %v\n", err)
 			return -1
 		}
@@ -250,7 +251,7 @@ func udaddyClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server n
 	}
 	fmt.Fprintln(stdout, "receiving data transfers")
 	for _, u := range nodes {
-		if err := u.poll(ctx, n); err != nil {
+		if err := u.poll(ctx, n, p.GiveUp); err != nil {
 			fmt.Fprintf(stdout, "udaddy: failed polling CQ: %v\n", err)
 			return -1
 		}

@@ -200,6 +200,14 @@ func cmToolOptions(tool string) []cmToolOption {
 			{'m', "", no, accepted, false, "migrate to a new event channel: gorxe has none to migrate", flag(func(r *cmToolRun) *bool { return &r.migrate })},
 		}
 	}
+	switch tool {
+	case "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "ucmatose", "udaddy", "mckey":
+		what := "once connected, fail when nothing comes from the peer (a completion, a DREP, a DREQ) for this long: the peer is taken for gone (10s; the C program learns of a dead peer from the kernel's DREQ, which a killed gorxe does not send)"
+		if tool == "mckey" {
+			what = "a sender fails when its sends do not complete for this long (10s); a receiver waits for the group's messages for ever, as mckey"
+		}
+		opts = append(opts, cmToolOption{0, "give-up", req, honoured, true, what, setPositiveDuration(func(r *cmToolRun) *time.Duration { return &r.p.GiveUp })})
+	}
 	opts = append(opts,
 		cmToolOption{0, "cm-trace", no, honoured, true, "print every connection-manager message to stderr", flag(func(r *cmToolRun) *bool { return &r.trace })},
 		cmToolOption{'h', "help", no, honoured, true, "print this help", flag(func(r *cmToolRun) *bool { return &r.help })})
@@ -217,6 +225,7 @@ func parseCMTool(tool string, args []string) (*cmToolRun, error) {
 		port = cmtool.UDPongPort
 	}
 	r := &cmToolRun{port: port, link: linkFlags{port: wire.UDPPort}, p: cmtool.DefaultCMAToseParams(), ct: cmtool.DefaultCmtimeParams(), rs: cmtool.DefaultRstreamParams(), up: cmtool.DefaultUDPongParams()}
+	r.p.GiveUp = 10 * time.Second
 	operands, err := parseOptions(cmToolOptions(tool), r, args, false)
 	if err != nil || r.help {
 		return r, err
@@ -434,11 +443,11 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 	server := netip.AddrPortFrom(peer, uint16(r.port))
 	switch {
 	case tool == "rdma_client":
-		if cmtool.RdmaClient(ctx, m, dev, server, bind, stdout) != nil {
+		if cmtool.RdmaClient(ctx, m, dev, server, bind, r.p.GiveUp, stdout) != nil {
 			return exitError
 		}
 	case tool == "rdma_xclient":
-		if cmtool.RdmaXClient(ctx, m, dev, server, bind, stdout) != nil {
+		if cmtool.RdmaXClient(ctx, m, dev, server, bind, r.p.GiveUp, stdout) != nil {
 			return exitError
 		}
 	case tool == "ucmatose" && client:
@@ -554,12 +563,12 @@ func runCMTool(tool string, args []string, stdout, stderr io.Writer) int {
 		}
 		defer l.Close()
 		if tool == "rdma_xserver" {
-			if err := cmtool.RdmaXServer(ctx, dev, l, stdout); err != nil {
+			if err := cmtool.RdmaXServer(ctx, dev, l, r.p.GiveUp, stdout); err != nil {
 				fmt.Fprintf(stderr, "%s: %v\n", name, err)
 				return exitError
 			}
 		} else if tool == "rdma_server" {
-			if err := cmtool.RdmaServer(ctx, dev, l, stdout); err != nil {
+			if err := cmtool.RdmaServer(ctx, dev, l, r.p.GiveUp, stdout); err != nil {
 				fmt.Fprintf(stderr, "%s: %v\n", name, err)
 				return exitError
 			}

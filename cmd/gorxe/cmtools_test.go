@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCMToolRefusals: what librdmacm's tools take and gorxe cannot do is
@@ -33,10 +34,30 @@ func TestCMToolRefusals(t *testing.T) {
 		{[]string{"udpong", "-S", "4000"}, "-S 4000: udpong's message is at most 2056 bytes"},
 		{[]string{"udpong", "-T", "x"}, "-T x: a test option is s, a, b, n or e"},
 		{[]string{"udpong", "-B", "-1"}, "-B -1: a buffer size is not negative"},
+		{[]string{"ucmatose", "--give-up", "0"}, "--give-up 0: want a positive duration"},
+		{[]string{"rstream", "--give-up", "5s"}, "unrecognized option '--give-up'"},
 	} {
 		var out, errOut bytes.Buffer
 		if st := run(tc.args, &out, &errOut); st != exitUsage || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%q: status %d, stderr %q; want %d and %q", tc.args, st, errOut.String(), exitUsage, tc.want)
+		}
+	}
+}
+
+// TestCMToolGiveUp: --give-up (10 s unless given) reaches the programs
+// that wait for their peer once connected.
+func TestCMToolGiveUp(t *testing.T) {
+	for _, tool := range []string{"rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "ucmatose", "udaddy", "mckey"} {
+		args := []string{}
+		if tool == "mckey" {
+			args = []string{"-m", "239.0.0.1"}
+		}
+		r, err := parseCMTool(tool, args)
+		if err != nil || r.p.GiveUp != 10*time.Second {
+			t.Errorf("%s: give-up %v, %v; want 10s", tool, r.p.GiveUp, err)
+		}
+		if r, err = parseCMTool(tool, append(args, "--give-up", "1500ms")); err != nil || r.p.GiveUp != 1500*time.Millisecond {
+			t.Errorf("%s --give-up 1500ms: %v, %v", tool, r.p.GiveUp, err)
 		}
 	}
 }
