@@ -203,16 +203,21 @@ func TestReject(t *testing.T) {
 }
 
 // TestDeadPeer: a REQ nobody answers is sent again MaxRetries times,
-// then the Dial fails with ErrTimeout; it never hangs.
+// then the Dial fails with ErrTimeout; it never hangs. No REJ goes: the
+// kernel's CM resets a connection whose REQ timed out to idle.
 func TestDeadPeer(t *testing.T) {
 	f := mem.NewFabric()
 	a := newHost(t, f, "10.0.0.1", cm.Config{ResponseTimeout: 8, MaxRetries: 2})
+	rejs := rejSeen(a.link)
 	_, err := a.m.Dial(ctxFor(t, 20*time.Second), netip.MustParseAddrPort("10.0.0.99:7174"), a.params("x"))
 	if !errors.Is(err, cm.ErrTimeout) {
 		t.Fatalf("Dial to nobody at all: %v, want ErrTimeout", err)
 	}
 	if st := a.m.Stats(); st.Retransmitted != 2 {
 		t.Fatalf("%d REQs sent again, want 2", st.Retransmitted)
+	}
+	if got := rejs(); len(got) != 0 {
+		t.Fatalf("REJs %v sent after the retries, want none", got)
 	}
 }
 
@@ -559,7 +564,7 @@ func TestSIDR(t *testing.T) {
 // TestConnectAndClose: Connect returns with the REQ sent, before any
 // answer; Established then waits for the handshake's end. Closing a
 // connection whose handshake is under way abandons it with a REJ
-// (timeout, 1), which ends the peer's side too, and releases the QP.
+// (timeout, 4), which ends the peer's side too, and releases the QP.
 func TestConnectAndClose(t *testing.T) {
 	f := mem.NewFabric()
 	a, b := newHost(t, f, "10.0.0.1", quick), newHost(t, f, "10.0.0.2", quick)
@@ -936,21 +941,23 @@ func TestDataBeforeRTU(t *testing.T) {
 }
 
 // TestRejectedWhenEstablished: the passive side closes its connection
-// before the RTU reaches it, with nothing received, and rejects it
-// (REJ for the REP, reason timeout, as the kernel's CM does). The
+// before the RTU reaches it, with nothing received, and rejects it (REJ
+// for the REP, reason consumer defined, as the kernel's rdma_destroy_id
+// in REP_SENT). The
 // active side, established since it sent the RTU, ends its connection
 // on that REJ at once: its QP in ERR, Disconnected closed, and a
 // Disconnect that returns without sending DREQs nobody will answer.
 func TestRejectedWhenEstablished(t *testing.T) {
-	_, _, ca, cb, aSent, bSent := connectNoRTU(t)
+	_, b, ca, cb, aSent, _ := connectNoRTU(t)
+	rejs := rejSeen(b.link)
 	cb.Close()
 	select {
 	case <-ca.Disconnected():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the REJ did not end the active side's connection")
 	}
-	if bSent(mad.AttrREJ) != 1 {
-		t.Fatalf("the passive side sent %d REJs, want 1", bSent(mad.AttrREJ))
+	if got := rejs(); len(got) != 1 || got[0] != wcm.RejConsumerDefined {
+		t.Fatalf("the passive side sent REJs %v, want one, consumer defined (28)", got)
 	}
 	if st := ca.QP().State(); st != qp.StateErr {
 		t.Errorf("the active side's QP is %v, want ERR", st)
@@ -1069,5 +1076,20 @@ func TestManagerCloseSendsDREQ(t *testing.T) {
 	}
 	if st := ca.QP().State(); st != qp.StateErr {
 		t.Errorf("the closed manager's connection's QP is %v, want ERR", st)
+	}
+}
+
+// TestRTUTimeout: a passive side whose REP's retries run out with no RTU
+// (and no data) ends its connection with ErrTimeout and sends no REJ, as
+// the kernel's CM, which resets the connection to idle
+// (IB_CM_REP_ERROR, rdma_cm's UNREACHABLE).
+func TestRTUTimeout(t *testing.T) {
+	_, b, _, cb, _, _ := connectNoRTU(t)
+	rejs := rejSeen(b.link)
+	if err := cb.Established(ctxFor(t, 10*time.Second)); !errors.Is(err, cm.ErrTimeout) {
+		t.Fatalf("the passive side without an RTU: %v, want ErrTimeout", err)
+	}
+	if got := rejs(); len(got) != 0 {
+		t.Errorf("REJs %v sent, want none", got)
 	}
 }

@@ -2,6 +2,7 @@ package cm
 
 import (
 	"context"
+	"errors"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -607,19 +608,27 @@ func (c *Conn) expired() {
 }
 
 // abandonLocked gives up a handshake that waits for the peer's REP or
-// RTU, with err: a REJ (timeout) tells the peer, as the kernel's CM tells
-// it when its retries run out or rdma_destroy_id ends the attempt. In any
-// other state it does nothing.
+// RTU, with err. A handshake the program ends (Close, Dial's ctx, the
+// manager's Close) is rejected as the kernel's rdma_destroy_id rejects
+// it: a REQ with reason timeout (4) and this CA's GUID, a REP with reason
+// consumer defined (28). One whose retries ran out (ErrTimeout) ends with
+// no REJ, as the kernel's CM resets the connection to idle when its MAD
+// times out (IB_CM_REQ_ERROR, IB_CM_REP_ERROR). In any other state it
+// does nothing.
 func (c *Conn) abandonLocked(err error) {
-	rejected := cm.MsgREQ
+	var reason cm.RejReason
+	var rejected cm.MsgType
 	switch c.state {
 	case stReqSent:
+		reason, rejected = cm.RejTimeout, cm.MsgREQ
 	case stRepSent:
-		rejected = cm.MsgREP
+		reason, rejected = cm.RejConsumerDefined, cm.MsgREP
 	default:
 		return
 	}
-	c.reject(cm.RejTimeout, rejected, nil)
+	if !errors.Is(err, ErrTimeout) {
+		c.reject(reason, rejected, nil)
+	}
 	c.endLocked(err)
 }
 

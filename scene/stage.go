@@ -64,7 +64,7 @@ type Stage struct {
 	capture bytes.Buffer
 	events  []trace.Event
 	first   time.Duration // when the first packet was captured; -1 before
-	closing bool          // the stage is closing: the CMs' last words are not the scene's
+	closing bool          // the stage is closing: the CMs' last words (their traces, their DREQs) are not the scene's
 	log     []string
 	err     error // the first error of a device's event
 }
@@ -187,7 +187,11 @@ func (h *Host) open(sw *fabric.Switch, port int, seed uint64, cc bool) error {
 	st := h.st
 	cfg := rnic.Config{
 		Link: h.link, Name: h.Name, Loop: stageLoop{st}, KeySeed: seed + uint64(port) + 1,
-		Trace:       func(e trace.Event) { st.events = append(st.events, e) },
+		Trace: func(e trace.Event) {
+			if !st.closing { // closing, the CMs' DREQs move the QPs to ERR
+				st.events = append(st.events, e)
+			}
+		},
 		PacketTrace: h.capture,
 	}
 	if !cc {
@@ -221,6 +225,9 @@ func (h *Host) open(sw *fabric.Switch, port int, seed uint64, cc bool) error {
 // capture, on the host's interface, at the clock's time.
 func (h *Host) capture(dir rnic.Direction, pkt []byte) {
 	st := h.st
+	if st.closing {
+		return // the DREQs of the CMs' Close, which no scene shows
+	}
 	if st.first < 0 {
 		st.first = st.now()
 	}
