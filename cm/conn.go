@@ -2,8 +2,8 @@ package cm
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"

@@ -268,11 +268,7 @@ func TestDeadPeer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			go func() {
-				if _, err := cmgr.Dial(ctx(t), netip.MustParseAddrPort("10.0.0.2:7471"), rcParams(cdev)); err == nil {
-					kill()
-				}
-			}()
+			dialAndDie(t, cmgr, rcParams(cdev), kill)
 			return failed(t, cmtool.RdmaServer(ctx(t), sdev, l, giveUp, out), out)
 		}},
 		{"rdma_client", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
@@ -288,11 +284,7 @@ func TestDeadPeer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			go func() {
-				if _, err := cmgr.Dial(ctx(t), netip.MustParseAddrPort("10.0.0.2:7471"), rcParams(cdev)); err == nil {
-					kill()
-				}
-			}()
+			dialAndDie(t, cmgr, rcParams(cdev), kill)
 			return cmtool.CMAToseServer(ctx(t), sdev, l, p, out) != 0
 		}},
 		{"ucmatose client", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
@@ -346,6 +338,16 @@ func failed(t *testing.T, err error, out io.Writer) bool {
 		t.Errorf("%v, want ErrStalled", err)
 	}
 	return err != nil
+}
+
+// dialAndDie connects to 10.0.0.2's port 7471 from m and kills its host
+// once the connection is established.
+func dialAndDie(t *testing.T, m *cm.Manager, p cm.ConnParams, kill func()) {
+	go func() {
+		if _, err := m.Dial(ctx(t), netip.MustParseAddrPort("10.0.0.2:7471"), p); err == nil {
+			kill()
+		}
+	}()
 }
 
 // acceptAndDie accepts one connection on m's port and kills its host

@@ -142,12 +142,17 @@ func TestCMTools(t *testing.T) {
 			"", "", []string{"name      bytes   xfers   iters   total", "\ncustom    9.7k    100     2       3.8m    "}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			server := start(t, b, v.srv...)
+			// --cm-trace: a run that fails shows each side's CM
+			// messages and states.
+			server := start(t, b, append(v.srv, "--cm-trace")...)
 			time.Sleep(time.Second)
-			client := start(t, a, v.cli...)
-			for _, g := range []*gorxe{client, server} {
+			client := start(t, a, append(v.cli, "--cm-trace")...)
+			for i, g := range []*gorxe{client, server} {
 				if err := g.wait(t, 60*time.Second); err != nil {
-					t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", g.cmd.Args[3:], err, g.out.String(), g.errOut.String())
+					other := []*gorxe{server, client}[i]
+					other.wait(t, 5*time.Second)
+					t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s\nthe other side, %v:\nstdout:\n%s\nstderr:\n%s",
+						g.cmd.Args[3:], err, g.out.String(), g.errOut.String(), other.cmd.Args[3:], other.out.String(), other.errOut.String())
 				}
 			}
 			if !strings.HasSuffix(server.out.String(), v.srvEnd) || !strings.HasSuffix(client.out.String(), v.cliEnd) {
