@@ -227,6 +227,41 @@ func TestRpingDeadPeer(t *testing.T) {
 	}
 }
 
+// TestCMToolsDeadPeer kills one side of a long ucmatose run (ten
+// thousand 2 MB messages each way) mid-transfer: the survivor, waiting
+// for completions that will never come, gives up after --give-up, says
+// so, and exits 1, where it waited for ever (a killed gorxe sends no
+// DREQ), and its Close does not wait out the CM's retries for a DREP.
+func TestCMToolsDeadPeer(t *testing.T) {
+	needRoot(t)
+	a, b := newNS(t, "a"), newNS(t, "b")
+	vethPair(t, a, b, 9000)
+	args := []string{"-C", "10000", "-S", "2000000", "--give-up", "2s"}
+	for _, victim := range []string{"server", "client"} {
+		t.Run(victim, func(t *testing.T) {
+			server := start(t, b, append([]string{"ucmatose", "--ip", "10.77.0.2"}, args...)...)
+			time.Sleep(time.Second)
+			client := start(t, a, append([]string{"ucmatose", "-s", "10.77.0.2"}, args...)...)
+			time.Sleep(1500 * time.Millisecond) // connected, and sending
+			dead, survivor := server, client
+			if victim == "client" {
+				dead, survivor = client, server
+			}
+			dead.cmd.Process.Kill()
+			dead.wait(t, 10*time.Second)
+			killed := time.Now()
+			err := survivor.wait(t, 20*time.Second)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(survivor.out.String(), "stalled: nothing completed for 2s: the peer is gone") {
+				t.Fatalf("the %s's survivor: %v\nstdout:\n%s\nstderr:\n%s", victim, err, survivor.out.String(), survivor.errOut.String())
+			}
+			if d := time.Since(killed); d > 8*time.Second {
+				t.Errorf("the survivor took %v to give up, want about 2s", d)
+			}
+		})
+	}
+}
+
 // TestUDPong runs librdmacm's udpong as gorxe has it, over datagram
 // rsockets between two namespaces on the udp link: the client logs in
 // (the first message over UDP, which teaches the server its QPN), then an
