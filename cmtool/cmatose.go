@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cm"
+	"github.com/gorxe/gorxe/qp"
 	"github.com/gorxe/gorxe/rnic"
 )
 
@@ -159,7 +160,9 @@ func cmatoseClient(ctx context.Context, m *cm.Manager, dev *rnic.Device, server 
 		cp.ResponderResources, cp.InitiatorDepth, cp.RetryCount = 1, 1, 5
 		if e.conn, err = m.Dial(ctx, server, cp); err != nil {
 			var rej *cm.Rejected
-			if errors.As(err, &rej) {
+			if errors.Is(err, qp.ErrAttr) { // the QP, made before the REQ
+				fmt.Fprintf(stdout, "cmatose: unable to create QP: %v\n", err)
+			} else if errors.As(err, &rej) {
 				fmt.Fprintf(stdout, "cmatose: event: RDMA_CM_EVENT_REJECTED, error: %d\n", rej.Reason)
 			} else {
 				fmt.Fprintf(stdout, "cmatose: event: RDMA_CM_EVENT_UNREACHABLE, error: %v\n", err)

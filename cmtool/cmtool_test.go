@@ -108,6 +108,23 @@ func TestCMAToseRejected(t *testing.T) {
 	}
 }
 
+// TestCMAToseNoQP: a client whose QP the device refuses (more messages
+// than a queue holds: rxe's and gorxe's 16384 work requests) says it
+// could not create the QP, as cmatose does, not that the server was
+// unreachable.
+func TestCMAToseNoQP(t *testing.T) {
+	f := mem.NewFabric()
+	cmtest.Open(t, f, "10.0.0.2")
+	cdev, cm := cmtest.Open(t, f, "10.0.0.1")
+	p := cmtool.DefaultCMAToseParams()
+	p.MessageCount = 20000
+	var cout bytes.Buffer
+	ret := cmtool.CMAToseClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, p, &cout)
+	if ret != -1 || !bytes.Contains(cout.Bytes(), []byte("cmatose: unable to create QP: ")) {
+		t.Fatalf("returned %d, printed\n%s", ret, cout.String())
+	}
+}
+
 // TestUDAddy: udaddy's server and client over two UD "connections"
 // resolved with SIDR: ten messages each way on each, the server answering
 // to the QPN the immediate data names, and both print udaddy's lines.
