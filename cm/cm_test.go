@@ -1093,3 +1093,34 @@ func TestRTUTimeout(t *testing.T) {
 		t.Errorf("REJs %v sent, want none", got)
 	}
 }
+
+// TestCloseRejectsRequest: a request the program took from its listener
+// and never answered is rejected (28, consumer defined) when the manager
+// closes, as the kernel's cm_destroy_id rejects a REQ_RCVD connection, so
+// that the active side's Dial ends at once instead of after its retries.
+func TestCloseRejectsRequest(t *testing.T) {
+	f := mem.NewFabric()
+	a, b := newHost(t, f, "10.0.0.1", cm.Config{}), newHost(t, f, "10.0.0.2", cm.Config{})
+	l, err := b.m.Listen(netip.Addr{}, 7174)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan error, 1)
+	go func() {
+		_, err := a.m.Dial(ctxFor(t, 30*time.Second), netip.AddrPortFrom(b.dev.GIDs()[0].Unmap(), 7174), a.params("x"))
+		dialed <- err
+	}()
+	if _, err := l.Accept(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	b.m.Close()
+	select {
+	case err := <-dialed:
+		var rej *cm.Rejected
+		if !errors.As(err, &rej) || rej.Reason != wcm.RejConsumerDefined {
+			t.Fatalf("Dial: %v, want a REJ, consumer defined (28)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Dial still waits after the passive side closed")
+	}
+}

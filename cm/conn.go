@@ -549,6 +549,9 @@ func (c *Conn) destroyLocked(err error) {
 	c.establishedByData()
 	c.abandonLocked(err) // a handshake under way (Connect, Accept)
 	switch c.state {
+	case stReqRcvd: // a request taken from the listener and not answered
+		c.reject(cm.RejConsumerDefined, cm.MsgREQ, nil)
+		c.endLocked(err)
 	case stEstablished:
 		c.sendDREQ()
 		c.endLocked(nil)

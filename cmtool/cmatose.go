@@ -83,10 +83,18 @@ func cmatoseServer(ctx context.Context, dev *rnic.Device, l *cm.Listener, p CMAT
 		if err == nil {
 			e.conn, err = req.Accept(e.params(depth, n, 0))
 		}
-		if err == nil {
-			err = e.conn.Established(ctx)
-		}
 		if err != nil {
+			// As connect_handler: the QP, or the accept, failed.
+			if errors.Is(err, qp.ErrAttr) {
+				fmt.Fprintf(stdout, "cmatose: unable to create QP: %v\n", err)
+			} else {
+				fmt.Fprintf(stdout, "cmatose: failure accepting: %v\n", err)
+			}
+			fmt.Fprintln(stdout, "cmatose: failing connection request")
+			req.Reject(nil)
+			return -1
+		}
+		if err = e.conn.Established(ctx); err != nil {
 			fmt.Fprintf(stdout, "cmatose: failure accepting: %v\n", err)
 			return -1
 		}

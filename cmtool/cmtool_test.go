@@ -111,7 +111,7 @@ func TestCMAToseRejected(t *testing.T) {
 // TestCMAToseNoQP: a client whose QP the device refuses (more messages
 // than a queue holds: rxe's and gorxe's 16384 work requests) says it
 // could not create the QP, as cmatose does, not that the server was
-// unreachable.
+// unreachable; a server says so too, and rejects the request.
 func TestCMAToseNoQP(t *testing.T) {
 	f := mem.NewFabric()
 	cmtest.Open(t, f, "10.0.0.2")
@@ -122,6 +122,26 @@ func TestCMAToseNoQP(t *testing.T) {
 	ret := cmtool.CMAToseClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, p, &cout)
 	if ret != -1 || !bytes.Contains(cout.Bytes(), []byte("cmatose: unable to create QP: ")) {
 		t.Fatalf("returned %d, printed\n%s", ret, cout.String())
+	}
+
+	// The server's QP refused: it says so and rejects the request, which
+	// the client reports at once.
+	sdev, sm := cmtest.Open(t, f, "10.0.0.3")
+	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sout bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- cmtool.CMAToseServer(ctx(t), sdev, l, p, &sout) }()
+	cout.Reset()
+	ret = cmtool.CMAToseClient(ctx(t), cm, cdev, netip.MustParseAddrPort("10.0.0.3:7471"), netip.Addr{}, cmtool.DefaultCMAToseParams(), &cout)
+	if ret != -1 || !bytes.Contains(cout.Bytes(), []byte("RDMA_CM_EVENT_REJECTED, error: 28")) {
+		t.Errorf("client returned %d, printed\n%s", ret, cout.String())
+	}
+	if ret := <-done; ret != -1 || !bytes.Contains(sout.Bytes(), []byte("cmatose: unable to create QP: ")) ||
+		!bytes.Contains(sout.Bytes(), []byte("cmatose: failing connection request\n")) {
+		t.Errorf("server returned %d, printed\n%s", ret, sout.String())
 	}
 }
 
