@@ -1113,6 +1113,7 @@ func TestCloseRejectsRequest(t *testing.T) {
 	if _, err := l.Accept(ctxFor(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	rejs := rejSeen(b.link)
 	b.m.Close()
 	select {
 	case err := <-dialed:
@@ -1122,5 +1123,32 @@ func TestCloseRejectsRequest(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the Dial still waits after the passive side closed")
+	}
+	if got := rejs(); len(got) != 1 {
+		t.Errorf("REJs %v, want one", got)
+	}
+
+	// A request still in the listener's backlog when the manager
+	// closes is rejected once too.
+	c := newHost(t, f, "10.0.0.3", cm.Config{})
+	if _, err := c.m.Listen(netip.Addr{}, 7174); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := a.m.Dial(ctxFor(t, 30*time.Second), netip.AddrPortFrom(c.dev.GIDs()[0].Unmap(), 7174), a.params("x"))
+		dialed <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); c.m.Stats().Received == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no REQ reached the listener")
+		}
+	}
+	rejs = rejSeen(c.link)
+	c.m.Close()
+	if err := <-dialed; !errors.As(err, new(*cm.Rejected)) {
+		t.Errorf("Dial to a backlog closed: %v, want a REJ", err)
+	}
+	if got := rejs(); len(got) != 1 || got[0] != wcm.RejConsumerDefined {
+		t.Errorf("REJs %v for the request in the backlog, want one, 28", got)
 	}
 }

@@ -109,8 +109,10 @@ func (l *Listener) closeLocked() {
 	for {
 		select {
 		case r := <-l.backlog:
-			r.c.reject(cm.RejConsumerDefined, cm.MsgREQ, nil)
-			r.c.endLocked(ErrClosed)
+			if r.c.state == stReqRcvd { // not rejected by the manager's Close already
+				r.c.reject(cm.RejConsumerDefined, cm.MsgREQ, nil)
+				r.c.endLocked(ErrClosed)
+			}
 		default:
 			return
 		}
