@@ -332,6 +332,25 @@ func TestReordered(t *testing.T) {
 	}
 }
 
+// TestReorderedLate: the same on a loaded host, where the bridge queued
+// its copy of rxe's SEND 2.7 ms behind gorxe's ACK of it
+// (testdata/interop/reordered, case 119 of a fresh-clone CI run's
+// bookworm matrix, packets 78 and 79). Read as a resend, rxe would have
+// gone back twice in the case; its completer_retry_err is 1, the
+// resend of packet 98.
+func TestReorderedLate(t *testing.T) {
+	dir := "../testdata/interop/reordered"
+	pcap := filepath.Join(dir, "case119-bookworm-send_lat-tap-fe80.pcap")
+	checkRxeCase(t, pcap, counters(t, filepath.Join(dir, "case119-rxe-hw_counters.txt")), counters(t, filepath.Join(dir, "case119-net.txt")), true)
+	r := read(t, pcap)
+	if p := r.Packets[79-1]; !strings.Contains(p.Text, "after its answer (the ACK of packet 78") || len(p.Events) != 0 {
+		t.Errorf("packet 79: %q %v, want the original SEND, seen after its ACK", p.Text, p.Events)
+	}
+	if p := r.Packets[98-1]; !strings.Contains(p.Text, "Retransmission") {
+		t.Errorf("packet 98: %q, want rxe's resend", p.Text)
+	}
+}
+
 // TestMTUAhead explains the start of an interop capture in which netem
 // dropped rxe's second READ before the capture point
 // (testdata/interop/mtu-ahead): the first two READs the capture holds
