@@ -208,21 +208,7 @@ func TestRpingDeadPeer(t *testing.T) {
 			time.Sleep(time.Second)
 			client := start(t, a, "rping", "-c", "-a", "10.77.0.2", "-C", "0", "--give-up", "2s")
 			time.Sleep(time.Second) // connected, and pinging
-			dead, survivor := server, client
-			if victim == "client" {
-				dead, survivor = client, server
-			}
-			dead.cmd.Process.Kill()
-			dead.wait(t, 10*time.Second)
-			killed := time.Now()
-			err := survivor.wait(t, 20*time.Second)
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(survivor.errOut.String(), "stalled: nothing completed for 2s: the peer is gone") {
-				t.Fatalf("the %s's survivor: %v\nstdout:\n%s\nstderr:\n%s", victim, err, survivor.out.String(), survivor.errOut.String())
-			}
-			if d := time.Since(killed); d > 8*time.Second {
-				t.Errorf("the survivor took %v to give up, want about 2s", d)
-			}
+			killMidRun(t, victim, server, client)
 		})
 	}
 }
@@ -243,22 +229,32 @@ func TestCMToolsDeadPeer(t *testing.T) {
 			time.Sleep(time.Second)
 			client := start(t, a, append([]string{"ucmatose", "-s", "10.77.0.2"}, args...)...)
 			time.Sleep(1500 * time.Millisecond) // connected, and sending
-			dead, survivor := server, client
-			if victim == "client" {
-				dead, survivor = client, server
-			}
-			dead.cmd.Process.Kill()
-			dead.wait(t, 10*time.Second)
-			killed := time.Now()
-			err := survivor.wait(t, 20*time.Second)
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(survivor.out.String(), "stalled: nothing completed for 2s: the peer is gone") {
-				t.Fatalf("the %s's survivor: %v\nstdout:\n%s\nstderr:\n%s", victim, err, survivor.out.String(), survivor.errOut.String())
-			}
-			if d := time.Since(killed); d > 8*time.Second {
-				t.Errorf("the survivor took %v to give up, want about 2s", d)
-			}
+			killMidRun(t, victim, server, client)
 		})
+	}
+}
+
+// killMidRun kills victim, "server" or "client", of a pair running with
+// --give-up 2s, as SIGKILL kills (no DREQ), and checks that the survivor
+// says it gave up on its peer (on stdout or stderr, as the program
+// prints) and exits 1 about 2 s later.
+func killMidRun(t *testing.T, victim string, server, client *gorxe) {
+	t.Helper()
+	dead, survivor := server, client
+	if victim == "client" {
+		dead, survivor = client, server
+	}
+	dead.cmd.Process.Kill()
+	dead.wait(t, 10*time.Second)
+	killed := time.Now()
+	err := survivor.wait(t, 20*time.Second)
+	var exit *exec.ExitError
+	said := survivor.out.String() + survivor.errOut.String()
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(said, "stalled: nothing completed for 2s: the peer is gone") {
+		t.Fatalf("the %s's survivor: %v\nstdout:\n%s\nstderr:\n%s", victim, err, survivor.out.String(), survivor.errOut.String())
+	}
+	if d := time.Since(killed); d > 8*time.Second {
+		t.Errorf("the survivor took %v to give up, want about 2s", d)
 	}
 }
 
