@@ -292,20 +292,14 @@ func TestDeadPeer(t *testing.T) {
 		return cp
 	}
 	// Each runs the program against its peer, which it kills once
-	// connected, and returns what the program printed and whether it
+	// connected; the program prints to out, and run reports whether it
 	// failed.
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T, f *mem.Fabric, out io.Writer) bool
 	}{
 		{"rdma_server", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
-			sdev, sm := cmtest.Open(t, f, "10.0.0.2")
-			cdev, cmgr, kill := mortal(t, f, "10.0.0.1")
-			l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dialAndDie(t, cmgr, rcParams(cdev), kill)
+			sdev, l := dyingClient(t, f, rcParams)
 			return failed(t, cmtool.RdmaServer(ctx(t), sdev, l, giveUp, out), out)
 		}},
 		{"rdma_client", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
@@ -315,13 +309,7 @@ func TestDeadPeer(t *testing.T) {
 			return failed(t, cmtool.RdmaClient(ctx(t), cmgr, cdev, netip.MustParseAddrPort("10.0.0.2:7471"), netip.Addr{}, giveUp, out), out)
 		}},
 		{"ucmatose server", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
-			sdev, sm := cmtest.Open(t, f, "10.0.0.2")
-			cdev, cmgr, kill := mortal(t, f, "10.0.0.1")
-			l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dialAndDie(t, cmgr, rcParams(cdev), kill)
+			sdev, l := dyingClient(t, f, rcParams)
 			return cmtool.CMAToseServer(ctx(t), sdev, l, p, out) != 0
 		}},
 		{"ucmatose client", func(t *testing.T, f *mem.Fabric, out io.Writer) bool {
@@ -377,14 +365,24 @@ func failed(t *testing.T, err error, out io.Writer) bool {
 	return err != nil
 }
 
-// dialAndDie connects to 10.0.0.2's port 7471 from m and kills its host
-// once the connection is established.
-func dialAndDie(t *testing.T, m *cm.Manager, p cm.ConnParams, kill func()) {
+// dyingClient opens a server's device at 10.0.0.2 with a listener on
+// port 7471, and a client at 10.0.0.1 that connects to it with params and
+// is killed once the connection is established.
+func dyingClient(t *testing.T, f *mem.Fabric, params func(*rnic.Device) cm.ConnParams) (*rnic.Device, *cm.Listener) {
+	t.Helper()
+	sdev, sm := cmtest.Open(t, f, "10.0.0.2")
+	cdev, cmgr, kill := mortal(t, f, "10.0.0.1")
+	l, err := sm.Listen(netip.Addr{}, cmtool.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := params(cdev)
 	go func() {
-		if _, err := m.Dial(ctx(t), netip.MustParseAddrPort("10.0.0.2:7471"), p); err == nil {
+		if _, err := cmgr.Dial(ctx(t), netip.MustParseAddrPort("10.0.0.2:7471"), p); err == nil {
 			kill()
 		}
 	}()
+	return sdev, l
 }
 
 // acceptAndDie accepts one connection on m's port and kills its host
